@@ -1,0 +1,249 @@
+"""The `loadgen` command line: `loadgen run`, a drop-in for `vllm bench serve`, and `mock-server`.
+
+Like upstream's parser, every flag also works with underscores (``--max_concurrency 8``), and
+``--header`` takes several space-separated values after one flag. A `vllm bench serve` flag
+that loadgen does not implement yet exits 2 with ``not supported yet: --flag``; none is ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import uuid
+
+import click
+import orjson
+
+from loadgen import __version__
+from loadgen.config import ConfigError, RunConfig, available_cores
+from loadgen.fanout import FanoutError
+from loadgen.mock_process import MockServerError
+from loadgen.mock_server import mock_server_command
+from loadgen.payloads import SUPPORTED_BACKENDS
+from loadgen.readiness import ServerError
+from loadgen.runner import RunFailed, run
+from loadgen.tokenizer import TokenizerLoadError
+from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
+
+MULTI_VALUE_FLAGS = ("--header",)  # nargs="*" upstream
+
+
+def normalize_argv(args: list[str], known: set[str]) -> list[str]:
+    """Rewrite argv the way upstream's FlexibleArgumentParser reads it.
+
+    ``--a_b`` becomes ``--a-b``; ``--header k=v k2=v2`` becomes one ``--header`` per value;
+    a `vllm bench serve` flag that is not in ``known`` is refused as not supported yet.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            out.extend(args[i - 1 :])
+            break
+        if not arg.startswith("--"):
+            out.append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        name = "--" + name[2:].replace("_", "-")
+        if name not in known and name in VLLM_BENCH_SERVE_FLAGS:
+            raise click.UsageError(f"not supported yet: {name}")
+        if name in MULTI_VALUE_FLAGS and not eq:
+            while i < len(args) and not args[i].startswith("-"):
+                out += [name, args[i]]
+                i += 1
+            continue
+        out.append(name + eq + value)
+    return out
+
+
+class VllmCompatibleCommand(click.Command):
+    """A click command that parses argv as `vllm bench serve` does (see normalize_argv)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        known = {opt for param in self.params for opt in getattr(param, "opts", [])}
+        return super().parse_args(ctx, normalize_argv(args, known))
+
+
+def _parse_json(value: str | None, flag: str) -> dict | None:
+    if value is None:
+        return None
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON ({exc})", param_hint=flag) from None
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=flag)
+    return parsed
+
+
+def _parse_headers(items: tuple[str, ...]) -> dict[str, str]:
+    headers = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise click.BadParameter(
+                f"'{item}': invalid header format, use KEY=VALUE", param_hint="--header"
+            )
+        headers[key.strip()] = value.strip()
+    return headers
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="loadgen")
+def cli() -> None:
+    """loadgen: a multi-process benchmark client for OpenAI-compatible inference servers."""
+
+
+@cli.command("run", cls=VllmCompatibleCommand)
+@click.option(
+    "--backend",
+    type=click.Choice(SUPPORTED_BACKENDS),
+    default="openai",
+    show_default=True,
+    help="Request format (openai = completions).",
+)
+@click.option("--base-url", default=None, help="Server base URL; overrides --host/--port.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--endpoint", default="/v1/completions", show_default=True, help="API path.")
+@click.option(
+    "--header",
+    "header",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra HTTP header on every request; several values may follow one flag.",
+)
+@click.option(
+    "--model", default=None, help="Model name; default: the first model of the server's /v1/models."
+)
+@click.option("--served-model-name", default=None, help="The model field sent (default --model).")
+@click.option(
+    "--tokenizer",
+    default=None,
+    help="tokenizer.json, a directory holding one, or a Hugging Face id (default --model).",
+)
+@click.option("--dataset-name", type=click.Choice(["random"]), default="random", show_default=True)
+@click.option("--input-len", type=int, default=None, help="Sets --random-input-len.")
+@click.option("--output-len", type=int, default=None, help="Sets --random-output-len.")
+@click.option("--random-input-len", type=int, default=1024, show_default=True)
+@click.option("--random-output-len", type=int, default=128, show_default=True)
+@click.option(
+    "--random-range-ratio",
+    default="0.0",
+    show_default=True,
+    help='A ratio r in [0, 1), or JSON {"input": r1, "output": r2}.',
+)
+@click.option("--random-prefix-len", type=int, default=0, show_default=True)
+@click.option("--num-prompts", type=int, default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--request-rate",
+    type=float,
+    default=math.inf,
+    show_default=True,
+    help="Requests per second; inf sends all at t0.",
+)
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Gamma shape of the arrival gaps; 1 is Poisson.",
+)
+@click.option(
+    "--max-concurrency",
+    type=int,
+    default=None,
+    help="Most requests in flight at once, across all workers.",
+)
+@click.option("--ignore-eos", is_flag=True, help="Send ignore_eos (always on for random).")
+@click.option("--logprobs", type=int, default=None, help="logprobs sent with completions.")
+@click.option("--extra-body", default=None, help="JSON object merged into every request body.")
+@click.option(
+    "--request-id-prefix", default=None, help="x-request-id prefix (default bench-<8 hex>-)."
+)
+@click.option("--save-result", is_flag=True, help="Write the result JSON.")
+@click.option("--save-detailed", is_flag=True, help="Keep per-request arrays in the JSON.")
+@click.option("--result-dir", default=None, help="Directory of the result file (created).")
+@click.option("--result-filename", default=None, help="Name of the result file.")
+@click.option("--disable-tqdm", is_flag=True, help="No progress bar.")
+@click.option(
+    "--percentile-metrics",
+    default=None,
+    help="Comma list of ttft,tpot,itl,e2el,client_queue_time,"
+    "e2el_including_client_queue (default ttft,tpot,itl).",
+)
+@click.option(
+    "--metric-percentiles",
+    default="99",
+    show_default=True,
+    help='Comma list of percentiles, e.g. "50,90,99,99.9".',
+)
+@click.option(
+    "--workers", type=int, default=None, help="Worker processes (default: one per available core)."
+)
+@click.option(
+    "--mock",
+    is_flag=True,
+    help="Start the embedded mock server on a free loopback port and run against it.",
+)
+@click.option(
+    "--mock-ttft-ms",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="With --mock: the mock's time to first token.",
+)
+@click.option(
+    "--mock-itl-ms",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="With --mock: the mock's gap between tokens.",
+)
+@click.pass_context
+def run_command(ctx: click.Context, **opts: object) -> None:
+    """Benchmark a server; flags, defaults, metrics and result JSON as `vllm bench serve`."""
+    if opts["mock"]:
+        for flag in ("base_url", "host", "port"):
+            if ctx.get_parameter_source(flag) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(
+                    f"--mock starts its own server; drop --{flag.replace('_', '-')}"
+                )
+    input_len, output_len = opts.pop("input_len"), opts.pop("output_len")
+    config = RunConfig(
+        **{k: v for k, v in opts.items() if k not in ("header", "extra_body", "workers")},
+        headers=_parse_headers(opts["header"]),
+        extra_body=_parse_json(opts["extra_body"], "--extra-body"),
+        workers=opts["workers"] if opts["workers"] is not None else available_cores(),
+    )
+    if input_len is not None:
+        config.random_input_len = input_len
+    if output_len is not None:
+        config.random_output_len = output_len
+    if config.request_id_prefix is None:
+        config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
+    try:
+        code = run(config)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (TokenizerLoadError, ServerError, FanoutError, MockServerError, ValueError) as exc:
+        _fail(str(exc))
+    except RunFailed as exc:
+        _fail(str(exc), exc.exit_code)
+    sys.exit(code)
+
+
+def _fail(message: str, exit_code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(exit_code)
+
+
+cli.add_command(mock_server_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

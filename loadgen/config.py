@@ -1,0 +1,126 @@
+"""The configuration of one `loadgen run`, validated, with upstream's defaults."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadgen.payloads import SUPPORTED_BACKENDS
+
+PERCENTILE_METRICS = (
+    "ttft",
+    "tpot",
+    "itl",
+    "e2el",
+    "client_queue_time",
+    "e2el_including_client_queue",
+)
+DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"
+
+
+class ConfigError(ValueError):
+    """A flag value that cannot be used; the message names the flag."""
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (the default worker count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class RunConfig:
+    """Everything `loadgen run` was asked to do."""
+
+    backend: str = "openai"
+    base_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    endpoint: str = "/v1/completions"
+    model: str | None = None
+    served_model_name: str | None = None
+    tokenizer: str | None = None
+    dataset_name: str = "random"
+    random_input_len: int = 1024
+    random_output_len: int = 128
+    random_range_ratio: str = "0.0"
+    random_prefix_len: int = 0
+    num_prompts: int = 1000
+    seed: int = 0
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    ignore_eos: bool = False
+    extra_body: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    request_id_prefix: str | None = None
+    logprobs: int | None = None
+    save_result: bool = False
+    save_detailed: bool = False
+    result_dir: str | None = None
+    result_filename: str | None = None
+    disable_tqdm: bool = False
+    percentile_metrics: str | None = None
+    metric_percentiles: str = "99"
+    workers: int = field(default_factory=available_cores)
+    mock: bool = False
+    mock_ttft_ms: float = 0.0
+    mock_itl_ms: float = 0.0
+
+    def validate(self) -> None:
+        """Reject values upstream rejects, with a one-line message naming the flag."""
+        if self.backend not in SUPPORTED_BACKENDS:
+            raise ConfigError(f"not supported yet: --backend {self.backend}")
+        if self.dataset_name != "random":
+            raise ConfigError(f"not supported yet: --dataset-name {self.dataset_name}")
+        if self.max_concurrency is not None and self.max_concurrency <= 0:
+            raise ConfigError("--max-concurrency must be greater than 0")
+        if not self.burstiness > 0:
+            raise ConfigError(f"--burstiness must be > 0, got {self.burstiness}")
+        if not self.request_rate > 0:
+            raise ConfigError(f"--request-rate must be > 0, got {self.request_rate}")
+        if self.num_prompts < 1:
+            raise ConfigError(f"--num-prompts must be at least 1, got {self.num_prompts}")
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        self.selected_metrics()
+        self.percentiles()
+
+    def selected_metrics(self) -> list[str]:
+        """The metrics that get mean/median/std/percentiles (``--percentile-metrics``)."""
+        names = (self.percentile_metrics or DEFAULT_PERCENTILE_METRICS).split(",")
+        for name in names:
+            if name not in PERCENTILE_METRICS:
+                allowed = ", ".join(PERCENTILE_METRICS)
+                raise ConfigError(f"--percentile-metrics: unknown metric '{name}' ({allowed})")
+        return names
+
+    def percentiles(self) -> list[float]:
+        """The percentiles to report (``--metric-percentiles``)."""
+        try:
+            values = [float(p) for p in self.metric_percentiles.split(",")]
+        except ValueError:
+            raise ConfigError(
+                f"--metric-percentiles must be comma-separated numbers, got "
+                f"'{self.metric_percentiles}'"
+            ) from None
+        if any(not 0 <= p <= 100 for p in values):
+            raise ConfigError("--metric-percentiles must lie in [0, 100]")
+        return values
+
+    @property
+    def api_url(self) -> str:
+        """The URL every request is posted to."""
+        return f"{self.server_url}{self.endpoint}"
+
+    @property
+    def server_url(self) -> str:
+        """The server's base URL (``--base-url``, or built from ``--host`` and ``--port``)."""
+        if self.base_url is not None:
+            return self.base_url
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"http://{host}:{self.port}"

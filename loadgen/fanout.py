@@ -1,0 +1,254 @@
+"""Fan-out: start the worker processes, hand each its shard, start them together, collect records.
+
+Accounting is central and lives here: ``collect`` returns exactly one record per request.
+A request a worker reported is taken as reported; a request whose worker died, or that was
+never reported for any other reason, becomes a failed record with the reason as its error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+
+import numpy as np
+import zmq
+import zmq.asyncio
+
+from workers.protocol import (
+    RECORD_DTYPE,
+    Kind,
+    WorkerConfig,
+    decode,
+    decode_records,
+    encode,
+    shard_message,
+    worker_identity,
+)
+from workers.worker import run_worker
+
+START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
+POLL_MS = 100
+STOP_GRACE_S = 10.0
+
+
+class FanoutError(Exception):
+    """The run could not start or continue; the message says why."""
+
+
+@dataclass
+class ShardPlan:
+    """One worker's part of the run."""
+
+    config: WorkerConfig
+    bodies: list[bytes]
+    indices: np.ndarray
+    scheduled_ns: np.ndarray
+
+
+@dataclass
+class Collected:
+    """Everything the workers reported, one RECORD_DTYPE row per request (row i = request i)."""
+
+    records: np.ndarray
+    event_ns: np.ndarray  # request-major token-event instants (ns after t0)
+    event_offsets: np.ndarray  # [N+1]
+    errors: dict[int, str]
+    texts: dict[int, str]
+    t0_ns: int
+    connections: int
+    worker_problems: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+class WorkerPool:
+    """N worker processes behind one ROUTER socket bound on a free loopback port."""
+
+    def __init__(self, num_workers: int) -> None:
+        self.num_workers = num_workers
+        self.ctx = zmq.asyncio.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        spawn = multiprocessing.get_context("spawn")
+        self.processes = [
+            spawn.Process(
+                target=run_worker,
+                args=(self.endpoint, w),
+                name=f"loadgen-worker-{w}",
+                daemon=True,
+            )
+            for w in range(num_workers)
+        ]
+        self.stop_requested = False
+
+    def start(self) -> None:
+        """Launch the worker processes (they import and connect while the caller goes on)."""
+        for process in self.processes:
+            process.start()
+
+    def request_stop(self) -> None:
+        """Ask the run to stop: in-flight requests are cancelled and reported as failed."""
+        self.stop_requested = True
+
+    async def _recv(self, timeout_ms: int) -> tuple[int, Kind, dict, list[bytes]] | None:
+        if not await self.sock.poll(timeout_ms):
+            return None
+        identity, *parts = await self.sock.recv_multipart()
+        kind, fields, frames = decode(parts)
+        return int(identity.decode()[1:]), kind, fields, frames
+
+    async def _send(self, worker: int, parts: list) -> None:
+        await self.sock.send_multipart([worker_identity(worker), *parts], copy=False)
+
+    def _dead_workers(self, pending: set[int]) -> list[int]:
+        return [w for w in pending if not self.processes[w].is_alive()]
+
+    async def _await_all(self, kind: Kind, workers: set[int], timeout_s: float) -> dict[int, dict]:
+        """Wait until every worker in ``workers`` has sent ``kind``; fail on death or timeout."""
+        pending = set(workers)
+        replies: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            got = await self._recv(POLL_MS)
+            if got is not None:
+                worker, got_kind, fields, _ = got
+                if got_kind is Kind.FATAL:
+                    raise FanoutError(f"worker {worker} failed: {fields['message']}")
+                if got_kind is kind and worker in pending:
+                    pending.discard(worker)
+                    replies[worker] = fields
+                continue
+            if dead := self._dead_workers(pending):
+                codes = ", ".join(f"{w} (exit code {self.processes[w].exitcode})" for w in dead)
+                raise FanoutError(f"worker process died before {kind.value}: {codes}")
+            if time.monotonic() > deadline:
+                raise FanoutError(f"workers {sorted(pending)} did not send {kind.value} in time")
+        return replies
+
+    async def run(
+        self,
+        plans: list[ShardPlan],
+        num_requests: int,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> Collected:
+        """Send the shards, start all workers at one instant t0, and collect every record."""
+        workers = set(range(len(plans)))
+        await self._await_all(Kind.HELLO, workers, timeout_s=120)
+        for w, plan in enumerate(plans):
+            await self._send(
+                w, shard_message(plan.config, plan.bodies, plan.indices, plan.scheduled_ns)
+            )
+        ready = await self._await_all(Kind.READY, workers, timeout_s=600)
+        connections = sum(r["connections"] for r in ready.values())
+        if connections == 0 and any(r["connect_error"] for r in ready.values()):
+            error = next(r["connect_error"] for r in ready.values() if r["connect_error"])
+            raise FanoutError(f"cannot connect to the server at {plans[0].config.url}: {error}")
+        t0_ns = perf_counter_ns() + START_LEAD_NS
+        for w in workers:
+            await self._send(w, encode(Kind.START, t0_ns=t0_ns))
+        collected = await self._collect(workers, num_requests, t0_ns, on_progress)
+        collected.connections = connections
+        return collected
+
+    async def _collect(
+        self,
+        workers: set[int],
+        num_requests: int,
+        t0_ns: int,
+        on_progress: Callable[[int], None] | None,
+    ) -> Collected:
+        records = np.zeros(num_requests, dtype=RECORD_DTYPE)
+        received = np.zeros(num_requests, dtype=bool)
+        batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        errors: dict[int, str] = {}
+        texts: dict[int, str] = {}
+        problems: list[str] = []
+        pending = set(workers)
+        stop_deadline: float | None = None
+        while pending:
+            if self.stop_requested and stop_deadline is None:
+                stop_deadline = time.monotonic() + STOP_GRACE_S
+                for w in pending:
+                    with contextlib.suppress(zmq.ZMQError):
+                        await self._send(w, encode(Kind.STOP, reason="interrupted"))
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                for w in pending:
+                    self.processes[w].terminate()
+                    problems.append(f"worker {w} did not stop within {STOP_GRACE_S:.0f} s")
+                break
+            got = await self._recv(POLL_MS)
+            if got is None:
+                for w in self._dead_workers(pending):
+                    pending.discard(w)
+                    code = self.processes[w].exitcode
+                    problems.append(f"worker {w} died (exit code {code})")
+                continue
+            worker, kind, fields, frames = got
+            if kind is Kind.RECORDS:
+                batch, events, batch_errors, batch_texts = decode_records(fields, frames)
+                records[batch["index"]] = batch
+                received[batch["index"]] = True
+                batches.append((batch["index"].copy(), batch["n_events"].copy(), events.copy()))
+                errors.update(batch_errors)
+                texts.update(batch_texts)
+                if on_progress is not None:
+                    on_progress(len(batch))
+            elif kind is Kind.DONE:
+                pending.discard(worker)
+            elif kind is Kind.FATAL:
+                pending.discard(worker)
+                problems.append(f"worker {worker} failed: {fields['message']}")
+
+        missing = np.flatnonzero(~received)
+        if len(missing):
+            reason = "; ".join(problems) or "no record arrived for this request"
+            records["index"][missing] = missing
+            for name in ("arrival_ns", "send_ns", "end_ns", "prompt_tokens", "completion_tokens"):
+                records[name][missing] = -1
+            for i in missing:
+                errors[int(i)] = f"lost: {reason}"
+        event_ns, event_offsets = _assemble_events(records, batches)
+        return Collected(
+            records=records,
+            event_ns=event_ns,
+            event_offsets=event_offsets,
+            errors=errors,
+            texts=texts,
+            t0_ns=t0_ns,
+            connections=0,
+            worker_problems=problems,
+            interrupted=self.stop_requested,
+        )
+
+    def close(self) -> None:
+        """Stop the processes and release the socket."""
+        for process in self.processes:
+            if process.is_alive():
+                process.join(timeout=2)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=2)
+        self.sock.close()
+        self.ctx.term()
+
+
+def _assemble_events(
+    records: np.ndarray, batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lay every batch's events out request-major: request i at offsets[i]:offsets[i+1]."""
+    counts = records["n_events"].astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    out = np.empty(offsets[-1], dtype=np.int64)
+    for indices, batch_counts, events in batches:
+        if len(events) == 0:
+            continue
+        batch_starts = np.concatenate(([0], np.cumsum(batch_counts)[:-1]))
+        shift = np.repeat(offsets[indices] - batch_starts, batch_counts)
+        out[np.arange(len(events)) + shift] = events
+    return out, offsets

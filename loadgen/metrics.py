@@ -1,0 +1,212 @@
+"""Benchmark metrics, computed with numpy from columnar per-request results.
+
+Definitions follow ``vllm bench serve`` (reference §3.2). For request i with send instant s_i
+and token-event instants e_i[0..m_i-1] (SSE events whose ``choices`` list is not empty):
+
+    ttft_i    = e_i[0] - s_i                       (0 when it has no event)
+    latency_i = e_i[m_i-1] - s_i                   (E2EL; 0 for a failed request)
+    itl_i     = [e_i[k] - e_i[k-1] for k >= 1]     (one entry per SSE event, not per token)
+    tpot_i    = (latency_i - ttft_i) / (out_i - 1) only for out_i > 1
+    queue_i   = s_i - arrival_i                    (time spent waiting for a concurrency slot)
+
+Aggregates use successful requests only: ITL is pooled over all of them; mean/median/std
+(population, ddof=0) and percentiles (linear interpolation) are taken in seconds and
+reported in ms; an empty sample gives 0 for every statistic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+
+
+@dataclass
+class RequestResults:
+    """What a run measured, one entry per request (index = request index); times in seconds."""
+
+    success: np.ndarray  # bool [N]
+    arrival_s: np.ndarray  # float64 [N], when the request was released to be sent
+    send_s: np.ndarray  # float64 [N], when it was written to the connection
+    event_s: np.ndarray  # float64 [E], token-event instants, request-major
+    event_offsets: np.ndarray  # int64 [N+1]; request i owns event_s[off[i]:off[i+1]]
+    prompt_lens: np.ndarray  # int64 [N]
+    output_lens: np.ndarray  # int64 [N], after the usage/re-tokenization fallback; 0 if failed
+
+    @property
+    def num_requests(self) -> int:
+        """How many requests the run accounted for."""
+        return len(self.success)
+
+
+@dataclass
+class Timings:
+    """Per-request latencies derived from the instants (seconds)."""
+
+    ttft_s: np.ndarray  # [N]
+    latency_s: np.ndarray  # [N]
+    queue_s: np.ndarray  # [N]
+    itl_s: np.ndarray  # [E - N'] all inter-event gaps, request-major
+    itl_offsets: np.ndarray  # [N+1]; request i owns itl_s[off[i]:off[i+1]]
+
+    def itls_of(self, i: int) -> np.ndarray:
+        """The inter-token latencies of request i."""
+        return self.itl_s[self.itl_offsets[i] : self.itl_offsets[i + 1]]
+
+
+@dataclass
+class MetricStats:
+    """mean, median, std and the selected percentiles of one metric, in milliseconds."""
+
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    percentiles_ms: list[tuple[float, float]]
+
+
+@dataclass
+class BenchmarkMetrics:
+    """The aggregate figures of a generation run."""
+
+    completed: int
+    failed: int
+    total_input: int
+    total_output: int
+    request_throughput: float
+    request_goodput: float
+    output_throughput: float
+    total_token_throughput: float
+    max_output_tokens_per_s: float
+    max_concurrent_requests: int
+    stats: dict[str, MetricStats] = field(default_factory=dict)
+
+
+def derive_timings(results: RequestResults) -> Timings:
+    """TTFT, E2EL, queue time and ITLs of every request from its instants."""
+    counts = np.diff(results.event_offsets)
+    has_events = counts > 0
+    first_idx = np.minimum(results.event_offsets[:-1], max(len(results.event_s) - 1, 0))
+    last_idx = np.maximum(results.event_offsets[1:] - 1, 0)
+    events = results.event_s if len(results.event_s) else np.zeros(1)
+    ttft = np.where(has_events, events[first_idx] - results.send_s, 0.0)
+    latency = np.where(results.success & has_events, events[last_idx] - results.send_s, 0.0)
+    queue = results.send_s - results.arrival_s
+
+    # Gaps between consecutive events, dropping the ones that straddle two requests.
+    gaps = np.diff(results.event_s)
+    within = np.ones(len(gaps), dtype=bool)
+    boundaries = results.event_offsets[1:-1]
+    boundaries = boundaries[(boundaries > 0) & (boundaries < len(results.event_s))]
+    within[boundaries - 1] = False
+    itl_counts = np.maximum(counts - 1, 0)
+    itl_offsets = np.concatenate(([0], np.cumsum(itl_counts))).astype(np.int64)
+    return Timings(ttft, latency, queue, gaps[within], itl_offsets)
+
+
+def summarize(values_s: np.ndarray, percentiles: list[float]) -> MetricStats:
+    """Statistics of one sample in ms, as upstream computes them (0 for an empty sample)."""
+    x = np.asarray(values_s, dtype=np.float64) if len(values_s) else np.zeros(1)
+    return MetricStats(
+        mean_ms=float(np.mean(x)) * 1000,
+        median_ms=float(np.median(x)) * 1000,
+        std_ms=float(np.std(x)) * 1000,
+        percentiles_ms=[(p, float(np.percentile(x, p)) * 1000) for p in percentiles],
+    )
+
+
+def peak_output_tokens_per_s(
+    send_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray
+) -> float:
+    """Largest count of token events in any whole second since the first send.
+
+    Buckets are b = int(t - min(send)) for b in [0, ceil(max(send + latency) - min(send)) + 1);
+    every SSE event counts as one token, as upstream does. Successful requests only.
+    """
+    if len(send_s) == 0:
+        return 0.0
+    origin = send_s.min()
+    num_buckets = math.ceil((send_s + latency_s).max() - origin) + 1
+    buckets = (token_s - origin).astype(np.int64)
+    buckets = buckets[(buckets >= 0) & (buckets < num_buckets)]
+    counts = np.bincount(buckets, minlength=num_buckets)
+    return float(counts.max()) if len(counts) else 0.0
+
+
+def peak_concurrency(start_s: np.ndarray, end_s: np.ndarray) -> int:
+    """Most requests in flight at once: a sweep over half-open intervals [start, end).
+
+    At equal instants departures are counted before arrivals, so back-to-back requests
+    do not overlap.
+    """
+    if len(start_s) == 0:
+        return 0
+    times = np.concatenate((start_s, end_s))
+    deltas = np.concatenate((np.ones(len(start_s), np.int64), -np.ones(len(end_s), np.int64)))
+    order = np.lexsort((deltas, times))
+    return int(np.cumsum(deltas[order]).max())
+
+
+def good_requests(
+    ttft_s: np.ndarray, tpot_s: np.ndarray, e2el_s: np.ndarray, slos_ms: dict[str, float]
+) -> int:
+    """How many requests meet every SLO given (ms); tpot is 0 for requests with out <= 1."""
+    ok = np.ones(len(ttft_s), dtype=bool)
+    for name, values in (("ttft", ttft_s), ("tpot", tpot_s), ("e2el", e2el_s)):
+        if name in slos_ms:
+            ok &= values <= slos_ms[name] / 1000
+    return int(ok.sum())
+
+
+def calculate_metrics(
+    results: RequestResults,
+    timings: Timings,
+    duration_s: float,
+    percentiles: list[float],
+    goodput_slos_ms: dict[str, float] | None = None,
+) -> BenchmarkMetrics:
+    """All aggregate metrics of a generation run; see the module docstring for definitions."""
+    ok = results.success
+    out = results.output_lens[ok]
+    ttft = timings.ttft_s[ok]
+    latency = timings.latency_s[ok]
+    multi = out > 1
+    tpot = (latency[multi] - ttft[multi]) / (out[multi] - 1)
+    tpot_for_goodput = np.zeros(len(out))
+    tpot_for_goodput[multi] = tpot
+
+    counts = np.diff(results.event_offsets)
+    event_owner_ok = np.repeat(ok, counts)
+    itl_owner_ok = np.repeat(ok, np.maximum(counts - 1, 0))
+
+    total_input = int(results.prompt_lens[ok].sum())
+    total_output = int(results.output_lens.sum())
+    completed = int(ok.sum())
+    good = good_requests(ttft, tpot_for_goodput, latency, goodput_slos_ms or {})
+    send_ok = results.send_s[ok]
+    queue_ok = timings.queue_s[ok]
+    stats = {
+        "ttft": summarize(ttft, percentiles),
+        "tpot": summarize(tpot, percentiles),
+        "itl": summarize(timings.itl_s[itl_owner_ok], percentiles),
+        "e2el": summarize(latency, percentiles),
+        "client_queue_time": summarize(queue_ok, percentiles),
+        "e2el_including_client_queue": summarize(latency + queue_ok, percentiles),
+    }
+    return BenchmarkMetrics(
+        completed=completed,
+        failed=results.num_requests - completed,
+        total_input=total_input,
+        total_output=total_output,
+        request_throughput=completed / duration_s,
+        request_goodput=good / duration_s,
+        output_throughput=total_output / duration_s,
+        total_token_throughput=(total_input + total_output) / duration_s,
+        max_output_tokens_per_s=peak_output_tokens_per_s(
+            send_ok, latency, results.event_s[event_owner_ok]
+        ),
+        max_concurrent_requests=peak_concurrency(send_ok, send_ok + latency),
+        stats=stats,
+    )

@@ -1,0 +1,628 @@
+"""An OpenAI-compatible mock inference server (aiohttp + uvloop) for tests, demos and benchmarks.
+
+It answers /v1/completions and /v1/chat/completions (streamed or not) with a deterministic cycle
+of ordinary tokens, after a configurable time to first token and inter-token latency, and counts
+prompt tokens with a real tokenizer so that usage figures are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import random
+import re
+import secrets
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import click
+import orjson
+import uvloop
+from aiohttp import web
+from tokenizers import Encoding, Tokenizer
+
+from loadgen.tokenizer import MOCK_MODEL_NAME, TokenizerLoadError, load_tokenizer
+
+# Longer prompts are encoded in the default executor so that other requests' streams keep flowing.
+EXECUTOR_ENCODE_CHARS = 4096
+MAX_CYCLE_TOKENS = 1024
+LISTEN_BACKLOG = 4096
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+_JSON = "application/json"
+# What Starlette (and so vLLM) sends for an event stream.
+_SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
+_DONE = b"data: [DONE]\n\n"
+_WORD_TOKEN = re.compile(r" [A-Za-z]{2,}")
+
+
+@dataclass
+class MockConfig:
+    """Behaviour of the mock server."""
+
+    model: str = MOCK_MODEL_NAME
+    tokenizer: str = MOCK_MODEL_NAME
+    ttft_ms: float = 0.0
+    itl_ms: float = 0.0
+    output_len: int = 128  # the length a response has when the "model" stops by itself
+    startup_delay_s: float = 0.0
+    error_rate: float = 0.0
+    seed: int = 0
+    max_model_len: int = 131072
+
+
+class _RequestError(Exception):
+    """Turned into an OpenAI-style error response by the handler that catches it."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
+
+
+def error_response(status: int, message: str) -> web.Response:
+    """An OpenAI/vLLM-style error body: ``{"object": "error", "message": ..., ...}``."""
+    body = {
+        "object": "error",
+        "message": message,
+        "type": _ERROR_TYPES.get(status, "Error"),
+        "param": None,
+        "code": status,
+    }
+    return web.Response(status=status, body=orjson.dumps(body), content_type=_JSON)
+
+
+def render_chat(messages: Any) -> str:
+    """Render chat messages as ``"role: text\\n"`` lines, the prompt text the mock tokenizes.
+
+    List contents contribute their ``text`` parts only; other parts (images, ...) are ignored.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise _RequestError(400, "messages must be a non-empty list")
+    lines = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise _RequestError(400, "each message must be an object")
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(
+                part.get("text", "")
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+        elif content is None:
+            content = ""
+        elif not isinstance(content, str):
+            raise _RequestError(400, "message content must be a string or a list of parts")
+        lines.append(f"{message.get('role', 'user')}: {content}\n")
+    return "".join(lines)
+
+
+def _token_cycle(tokenizer: Tokenizer) -> list[int]:
+    """Ordinary word tokens that decode on their own and re-encode to themselves.
+
+    Re-encoding the generated text then gives back exactly the generated token count.
+    """
+    special = set(tokenizer.get_added_tokens_decoder())
+    words, printable = [], []
+    for token_id in range(tokenizer.get_vocab_size()):
+        if token_id in special:
+            continue
+        text = tokenizer.decode([token_id])
+        if _WORD_TOKEN.fullmatch(text):
+            if tokenizer.encode(text, add_special_tokens=False).ids == [token_id]:
+                words.append(token_id)
+                if len(words) == MAX_CYCLE_TOKENS:
+                    break
+        elif len(printable) < MAX_CYCLE_TOKENS and text.strip() and text.isprintable():
+            printable.append(token_id)
+    cycle = words or printable
+    if not cycle:
+        raise TokenizerLoadError("the tokenizer has no ordinary printable tokens to generate")
+    return cycle
+
+
+def _int_param(body: dict[str, Any], key: str, minimum: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise _RequestError(400, f"{key} must be an integer, got {value!r}.")
+    if value < minimum:
+        raise _RequestError(400, f"{key} must be at least {minimum}, got {value}.")
+    return value
+
+
+@dataclass(slots=True)
+class _Events:
+    """The SSE bytes of one streamed response, built from precomputed fragments."""
+
+    head: bytes  # sent before the first token event (chat's role chunk)
+    prefix: bytes  # per-request event start, up to the opening quote of the token text
+    fragments: list[bytes]  # escaped token text + event end, per cycle position
+    escaped: list[bytes]
+    last_suffix: bytes  # event end of the final token event, with its finish_reason
+    tail: bytes  # usage chunk (if asked for) and [DONE]
+    n: int
+
+    def render(self, start: int, stop: int) -> bytes:
+        """The bytes of token events ``start`` to ``stop - 1``, with head and tail as due."""
+        prefix, fragments, size = self.prefix, self.fragments, len(self.fragments)
+        parts = [self.head] if start == 0 else []
+        for k in range(start, min(stop, self.n - 1)):
+            parts.append(prefix)
+            parts.append(fragments[k % size])
+        if stop >= self.n:
+            parts += (prefix, self.escaped[(self.n - 1) % size], self.last_suffix, self.tail)
+        return b"".join(parts)
+
+
+class _MockServer:
+    """Request handlers and the state they share."""
+
+    def __init__(self, config: MockConfig) -> None:
+        self.config = config
+        self.tokenizer = load_tokenizer(config.tokenizer)
+        self.vocab_size = self.tokenizer.get_vocab_size()
+        self.rng = random.Random(config.seed)
+        self.ttft_s = config.ttft_ms / 1000.0
+        self.itl_s = config.itl_ms / 1000.0
+        self.model_json = orjson.dumps(config.model)
+        self.id_base = secrets.token_hex(8)
+        self.counter = itertools.count()
+
+        cycle = _token_cycle(self.tokenizer)
+        texts = [self.tokenizer.decode([token_id]) for token_id in cycle]
+        self.cycle_text = "".join(texts)
+        self.cycle_offsets = list(itertools.accumulate((len(t) for t in texts), initial=0))
+        self.escaped = [orjson.dumps(t)[1:-1] for t in texts]
+        self.completion_fragments = [
+            e + b'","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
+            for e in self.escaped
+        ]
+        self.chat_fragments = [
+            e + b'"},"logprobs":null,"finish_reason":null}]}\n\n' for e in self.escaped
+        ]
+        self.models_body = orjson.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": config.model,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "loadgen",
+                        "root": config.model,
+                        "parent": None,
+                        "max_model_len": config.max_model_len,
+                    }
+                ],
+            }
+        )
+
+    # --- helpers ---
+
+    async def _json_body(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError as exc:
+            raise _RequestError(400, f"Invalid JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise _RequestError(400, "The request body must be a JSON object.")
+        return body
+
+    def _check_model(self, body: dict[str, Any], required: bool) -> None:
+        model = body.get("model")
+        if model == self.config.model or (model is None and not required):
+            return
+        raise _RequestError(404, f"The model `{model}` does not exist.")
+
+    async def _encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
+        if len(text) <= EXECUTOR_ENCODE_CHARS:
+            return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        encode = functools.partial(
+            self.tokenizer.encode, text, add_special_tokens=add_special_tokens
+        )
+        return await asyncio.get_running_loop().run_in_executor(None, encode)
+
+    def _check_token_ids(self, ids: list[Any]) -> list[int]:
+        if set(map(type, ids)) != {int}:
+            raise _RequestError(400, "token id lists must hold integers only")
+        if min(ids) < 0 or max(ids) >= self.vocab_size:
+            raise _RequestError(400, f"token ids must be in [0, {self.vocab_size})")
+        return ids
+
+    async def _prompt_tokens(self, body: dict[str, Any], chat: bool) -> int:
+        if chat:
+            return len((await self._encode(render_chat(body.get("messages")))).ids)
+        prompt = body.get("prompt")
+        # A batch of prompts is served as its first prompt.
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            return len((await self._encode(prompt)).ids)
+        if isinstance(prompt, list) and prompt:
+            return len(self._check_token_ids(prompt))
+        raise _RequestError(400, "prompt must be a string or a non-empty list of token ids")
+
+    def _length_limits(self, body: dict[str, Any], chat: bool) -> tuple[int | None, int]:
+        """The request's max_tokens (None when absent) and min_tokens, validated."""
+        max_tokens = None
+        if chat:
+            max_tokens = _int_param(body, "max_completion_tokens", minimum=1)
+        if max_tokens is None:
+            max_tokens = _int_param(body, "max_tokens", minimum=1)
+        min_tokens = _int_param(body, "min_tokens", minimum=0) or 0
+        if max_tokens is not None and min_tokens > max_tokens:
+            raise _RequestError(
+                400,
+                f"min_tokens must be less than or equal to max_tokens={max_tokens}, "
+                f"got {min_tokens}.",
+            )
+        return max_tokens, min_tokens
+
+    def _output_len(
+        self, max_tokens: int | None, min_tokens: int, ignore_eos: bool, prompt_tokens: int
+    ) -> tuple[int, str]:
+        """The number of tokens to generate and the finish_reason of the last one."""
+        max_model_len = self.config.max_model_len
+        room = max_model_len - prompt_tokens
+        if room < 1:
+            raise _RequestError(
+                400,
+                f"This model's maximum context length is {max_model_len} tokens. "
+                f"However, your request has {prompt_tokens} input tokens. "
+                "Please reduce the length of the input messages.",
+            )
+        if max_tokens is not None and max_tokens > room:
+            raise _RequestError(
+                400,
+                f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. "
+                f"This model's maximum context length is {max_model_len} tokens "
+                f"and your request has {prompt_tokens} input tokens "
+                f"({max_tokens} > {max_model_len} - {prompt_tokens}).",
+            )
+        natural = min(max(min_tokens, self.config.output_len), room)
+        if ignore_eos:
+            return (max_tokens if max_tokens is not None else natural), "length"
+        if max_tokens is not None and max_tokens < natural:
+            return max_tokens, "length"
+        return natural, "stop"
+
+    def _text(self, n: int) -> str:
+        full, rest = divmod(n, len(self.escaped))
+        return self.cycle_text * full + self.cycle_text[: self.cycle_offsets[rest]]
+
+    # --- handlers ---
+
+    async def health(self, request: web.Request) -> web.Response:
+        """GET /health: 200 with an empty body."""
+        return web.Response()
+
+    async def models(self, request: web.Request) -> web.Response:
+        """GET /v1/models: the one served model."""
+        return web.Response(body=self.models_body, content_type=_JSON)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/completions."""
+        return await self._generate(request, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/chat/completions."""
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        try:
+            body = await self._json_body(request)
+            self._check_model(body, required=True)
+            max_tokens, min_tokens = self._length_limits(body, chat)
+            prompt_tokens = await self._prompt_tokens(body, chat)
+            ignore_eos = bool(body.get("ignore_eos"))
+            n, finish_reason = self._output_len(max_tokens, min_tokens, ignore_eos, prompt_tokens)
+        except _RequestError as exc:
+            return error_response(exc.status, exc.message)
+        if self.config.error_rate > 0 and self.rng.random() < self.config.error_rate:
+            return error_response(500, "Injected error (mock server --error-rate).")
+
+        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{self.id_base}{next(self.counter):016x}"
+        created = int(time.time())
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + n,
+            "completion_tokens": n,
+        }
+        if not body.get("stream"):
+            await asyncio.sleep(self.ttft_s + (n - 1) * self.itl_s)
+            text = self._text(n)
+            if chat:
+                choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+            else:
+                choice = {"index": 0, "text": text}
+            choice |= {"logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+            response = {
+                "id": request_id,
+                "object": "chat.completion" if chat else "text_completion",
+                "created": created,
+                "model": self.config.model,
+                "choices": [choice],
+                "usage": usage | {"prompt_tokens_details": None},
+            }
+            return web.Response(body=orjson.dumps(response), content_type=_JSON)
+
+        stream_options = body.get("stream_options")
+        include_usage = isinstance(stream_options, dict) and bool(
+            stream_options.get("include_usage")
+        )
+        events = self._events(chat, request_id, created, n, finish_reason, usage, include_usage)
+        return await self._stream(request, events)
+
+    def _events(
+        self,
+        chat: bool,
+        request_id: str,
+        created: int,
+        n: int,
+        finish_reason: str,
+        usage: dict[str, int],
+        include_usage: bool,
+    ) -> _Events:
+        kind = b"chat.completion.chunk" if chat else b"text_completion"
+        start = b"".join(
+            (
+                b'data: {"id":"',
+                request_id.encode(),
+                b'","object":"',
+                kind,
+                b'","created":',
+                str(created).encode(),
+                b',"model":',
+                self.model_json,
+            )
+        )
+        finish = f'"finish_reason":"{finish_reason}","stop_reason":null}}]}}\n\n'.encode()
+        tail = start + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n" + _DONE
+        if not include_usage:
+            tail = _DONE
+        if chat:
+            return _Events(
+                head=start + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
+                b'"logprobs":null,"finish_reason":null}]}\n\n',
+                prefix=start + b',"choices":[{"index":0,"delta":{"content":"',
+                fragments=self.chat_fragments,
+                escaped=self.escaped,
+                last_suffix=b'"},"logprobs":null,' + finish,
+                tail=tail,
+                n=n,
+            )
+        return _Events(
+            head=b"",
+            prefix=start + b',"choices":[{"index":0,"text":"',
+            fragments=self.completion_fragments,
+            escaped=self.escaped,
+            last_suffix=b'","logprobs":null,' + finish,
+            tail=tail,
+            n=n,
+        )
+
+    async def _stream(self, request: web.Request, events: _Events) -> web.StreamResponse:
+        if self.itl_s <= 0:
+            # The whole stream in one write, headers included, after the time to first token.
+            if self.ttft_s > 0:
+                await asyncio.sleep(self.ttft_s)
+            return web.Response(body=events.render(0, events.n), headers=_SSE_HEADERS)
+
+        response = web.StreamResponse(headers=_SSE_HEADERS)
+        loop = asyncio.get_running_loop()
+        try:
+            await response.prepare(request)
+            # Absolute deadlines: sleeps that overshoot do not add up to drift.
+            first = loop.time() + self.ttft_s
+            sent = 0
+            while sent < events.n:
+                delay = first + sent * self.itl_s - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                # A server that fell behind sends every token that is already due at once.
+                due = int((loop.time() - first) / self.itl_s) + 1
+                upto = min(events.n, max(due, sent + 1))
+                await response.write(events.render(sent, upto))
+                sent = upto
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away mid-stream; nothing to clean up
+        return response
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """POST /tokenize: vLLM's form (prompt or messages), or llama.cpp's (content)."""
+        try:
+            body = await self._json_body(request)
+            self._check_model(body, required=False)
+            if "content" in body and "prompt" not in body and "messages" not in body:
+                content = body["content"]
+                if not isinstance(content, str):
+                    raise _RequestError(400, "content must be a string")
+                encoding = await self._encode(content, bool(body.get("add_special", False)))
+                return web.Response(body=orjson.dumps({"tokens": encoding.ids}), content_type=_JSON)
+            add_special_tokens = body.get("add_special_tokens", True)
+            if "messages" in body:
+                text = render_chat(body["messages"])
+            elif isinstance(body.get("prompt"), str):
+                text = body["prompt"]
+            else:
+                raise _RequestError(400, "tokenize needs a string prompt, messages, or content")
+            encoding = await self._encode(text, bool(add_special_tokens))
+        except _RequestError as exc:
+            return error_response(exc.status, exc.message)
+        response = {
+            "count": len(encoding.ids),
+            "max_model_len": self.config.max_model_len,
+            "tokens": encoding.ids,
+            "token_strs": encoding.tokens if body.get("return_token_strs") else None,
+        }
+        return web.Response(body=orjson.dumps(response), content_type=_JSON)
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        """POST /detokenize: token ids to text, special tokens kept."""
+        try:
+            body = await self._json_body(request)
+            self._check_model(body, required=False)
+            tokens = body.get("tokens")
+            if not isinstance(tokens, list):
+                raise _RequestError(400, "tokens must be a list of token ids")
+            if tokens:
+                self._check_token_ids(tokens)
+        except _RequestError as exc:
+            return error_response(exc.status, exc.message)
+        text = self.tokenizer.decode(tokens, skip_special_tokens=False)
+        return web.Response(body=orjson.dumps({"prompt": text}), content_type=_JSON)
+
+
+def build_app(config: MockConfig) -> web.Application:
+    """The mock server's aiohttp application; loads the tokenizer and precomputes the output."""
+    server = _MockServer(config)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app.router.add_get("/health", server.health)
+    app.router.add_get("/v1/models", server.models)
+    app.router.add_post("/v1/completions", server.completions)
+    app.router.add_post("/v1/chat/completions", server.chat_completions)
+    app.router.add_post("/tokenize", server.tokenize)
+    app.router.add_post("/detokenize", server.detokenize)
+    return app
+
+
+async def serve(config: MockConfig, host: str, port: int) -> None:
+    """Serve until SIGINT or SIGTERM; the port opens only once the startup delay has passed."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    app = build_app(config)
+    if config.startup_delay_s > 0:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), config.startup_delay_s)
+        if stop.is_set():
+            return
+
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_address=True)
+        await site.start()
+        real_port = runner.addresses[0][1]
+        shown_host = f"[{host}]" if ":" in host else host
+        print(f"loadgen mock-server listening on http://{shown_host}:{real_port}", flush=True)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+@click.command(
+    "mock-server",
+    help="Run an OpenAI-compatible mock inference server (/v1/completions, "
+    "/v1/chat/completions, /v1/models, /tokenize, /detokenize, /health) with configurable "
+    "latency, output length and error rate.\n\n"
+    "Capacity on a 2-core machine: see docs/mock-server.md.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on; 0 picks a free one.",
+)
+@click.option("--model", default=MOCK_MODEL_NAME, show_default=True, help="Served model name.")
+@click.option(
+    "--tokenizer",
+    default=MOCK_MODEL_NAME,
+    show_default=True,
+    help="Tokenizer that counts tokens: a tokenizer.json, a directory, or a hub id.",
+)
+@click.option(
+    "--ttft-ms",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Time to first token.",
+)
+@click.option(
+    "--itl-ms",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Time between token events; 0 sends a whole stream in one write.",
+)
+@click.option(
+    "--output-len",
+    default=128,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Tokens a response has when the model stops by itself (no ignore_eos).",
+)
+@click.option(
+    "--startup-delay",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds to keep the port closed after start, like a loading model.",
+)
+@click.option(
+    "--error-rate",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Fraction of generation requests answered with HTTP 500.",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=int, help="Seed of the error-injection generator."
+)
+@click.option(
+    "--max-model-len",
+    default=131072,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Context length reported in /v1/models and enforced on requests.",
+)
+def mock_server_command(
+    host: str,
+    port: int,
+    model: str,
+    tokenizer: str,
+    ttft_ms: float,
+    itl_ms: float,
+    output_len: int,
+    startup_delay: float,
+    error_rate: float,
+    seed: int,
+    max_model_len: int,
+) -> None:
+    """Run the mock server until SIGINT or SIGTERM."""
+    config = MockConfig(
+        model=model,
+        tokenizer=tokenizer,
+        ttft_ms=ttft_ms,
+        itl_ms=itl_ms,
+        output_len=output_len,
+        startup_delay_s=startup_delay,
+        error_rate=error_rate,
+        seed=seed,
+        max_model_len=max_model_len,
+    )
+    try:
+        uvloop.run(serve(config, host, port))
+    except TokenizerLoadError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+
+
+if __name__ == "__main__":
+    mock_server_command()

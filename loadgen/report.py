@@ -1,0 +1,224 @@
+"""The console summary and the result JSON, in `vllm bench serve`'s wording, order and types.
+
+loadgen's own figures go under the one top-level key ``"loadgen"``, last, so consumers of
+upstream's JSON are undisturbed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+from typing import Any
+
+import numpy as np
+
+from loadgen.config import RunConfig
+from loadgen.metrics import BenchmarkMetrics, MetricStats, RequestResults, Timings
+
+# Fields upstream drops from the JSON unless --save-detailed.
+DETAILED_FIELDS = (
+    "input_lens",
+    "output_lens",
+    "start_times",
+    "ttfts",
+    "itls",
+    "generated_texts",
+    "errors",
+)
+METRIC_TITLES = {
+    "ttft": ("TTFT", "Time to First Token"),
+    "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
+    "itl": ("ITL", "Inter-token Latency"),
+    "e2el": ("E2EL", "End-to-end Latency"),
+    "client_queue_time": ("Client Queue Time", "Client-side Queueing"),
+    "e2el_including_client_queue": (
+        "E2EL incl. Client Queue",
+        "Queue-inclusive End-to-end Latency",
+    ),
+}
+
+
+def _row(label: str, value: Any) -> str:
+    return f"{label:<40} {value:<10}"
+
+
+def _row_f(label: str, value: float) -> str:
+    return f"{label:<40} {value:<10.2f}"
+
+
+def percentile_word(p: float) -> str:
+    """'99' for 99.0, '99.9' for 99.9: upstream's naming of percentile keys and labels."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def reported_metrics(config: RunConfig, has_tokenizer: bool = True) -> list[str]:
+    """The selected metrics that are reported, in upstream's order and under its conditions."""
+    selected = set(config.selected_metrics())
+    order = ["ttft", "tpot", "itl"] if has_tokenizer else []
+    order.append("e2el")
+    if config.max_concurrency is not None:
+        order.append("client_queue_time")
+        if not math.isinf(config.request_rate):
+            order.append("e2el_including_client_queue")
+    return [m for m in order if m in selected]
+
+
+def failure_preamble(errors: list[str]) -> list[str]:
+    """Upstream's list of the first failures, printed before the summary."""
+    if not errors:
+        return []
+    lines = ["Failed requests during benchmark run detected (capping to 10):"]
+    lines += [f"Error {i}: {err}" for i, err in enumerate(errors[:10])]
+    return lines
+
+
+def summary_lines(
+    config: RunConfig, metrics: BenchmarkMetrics, duration_s: float, metric_names: list[str]
+) -> list[str]:
+    """The "Serving Benchmark Result" block, line for line as upstream prints it."""
+    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
+    lines.append(_row("Successful requests:", metrics.completed))
+    lines.append(_row("Failed requests:", metrics.failed))
+    if config.max_concurrency is not None:
+        lines.append(_row("Maximum request concurrency:", config.max_concurrency))
+    if not math.isinf(config.request_rate):
+        lines.append(_row_f("Request rate configured (RPS):", config.request_rate))
+    lines.append(_row_f("Benchmark duration (s):", duration_s))
+    lines.append(_row("Total input tokens:", metrics.total_input))
+    lines.append(_row("Total generated tokens:", metrics.total_output))
+    lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
+    lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
+    lines.append(_row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s))
+    lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
+    lines.append(_row_f("Total token throughput (tok/s):", metrics.total_token_throughput))
+    for name in metric_names:
+        lines += _metric_block(name, metrics.stats[name])
+    lines.append("=" * 50)
+    return lines
+
+
+def _metric_block(name: str, stats: MetricStats) -> list[str]:
+    short, title = METRIC_TITLES[name]
+    lines = ["{s:{c}^{n}}".format(s=title, n=50, c="-")]
+    lines.append(_row_f(f"Mean {short} (ms):", stats.mean_ms))
+    lines.append(_row_f(f"Median {short} (ms):", stats.median_ms))
+    for p, value in stats.percentiles_ms:
+        lines.append(_row_f(f"P{percentile_word(p)} {short} (ms):", value))
+    return lines
+
+
+def plot_lines(results: RequestResults, timings: Timings) -> list[str]:
+    """Upstream's terminal plot when termplotlib and gnuplot are installed, else its tip."""
+    if not results.success.any():
+        return []
+    if importlib.util.find_spec("termplotlib") is None or shutil.which("gnuplot") is None:
+        return ["tip: install termplotlib and gnuplot to plot the metrics"]
+    import termplotlib as tpl  # optional; only drawn when the user has it
+
+    ok = results.success
+    start = results.send_s[ok]
+    end = start + timings.latency_s[ok]
+    origin = start.min()
+    seconds = int(np.ceil(end.max() - origin)) + 1
+    owner_ok = np.repeat(ok, np.diff(results.event_offsets))
+    buckets = (results.event_s[owner_ok] - origin).astype(np.int64)
+    tokens = np.bincount(buckets[(buckets >= 0) & (buckets < seconds)], minlength=seconds)
+    first = (start - origin).astype(np.int64)
+    last = np.minimum(np.ceil(end - origin).astype(np.int64), seconds)
+    concurrent = np.zeros(seconds + 1)
+    np.add.at(concurrent, first, 1)
+    np.add.at(concurrent, np.maximum(last, first), -1)
+    fig = tpl.figure()
+    fig.plot(np.arange(seconds), tokens, title="Output tokens per second")
+    fig.plot(
+        np.arange(seconds), np.cumsum(concurrent)[:seconds], title="Concurrent requests per second"
+    )
+    return [fig.get_string()]
+
+
+def build_result(
+    *,
+    config: RunConfig,
+    date: str,
+    model_id: str,
+    tokenizer_id: str | None,
+    duration_s: float,
+    metrics: BenchmarkMetrics,
+    results: RequestResults,
+    timings: Timings,
+    start_origin_s: float,
+    errors: list[str],
+    generated_texts: list[str],
+    metric_names: list[str],
+    loadgen_extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The result JSON object, keys in upstream's order (detailed fields included)."""
+    result: dict[str, Any] = {
+        "date": date,
+        "endpoint_type": config.backend,
+        "backend": config.backend,
+        "label": None,
+        "model_id": model_id,
+        "tokenizer_id": tokenizer_id,
+        "num_prompts": config.num_prompts,
+        "request_rate": config.request_rate if not math.isinf(config.request_rate) else "inf",
+        "burstiness": config.burstiness,
+        "max_concurrency": config.max_concurrency,
+        "duration": duration_s,
+        "completed": metrics.completed,
+        "failed": metrics.failed,
+        "total_input_tokens": metrics.total_input,
+        "total_output_tokens": metrics.total_output,
+        "request_throughput": metrics.request_throughput,
+        "request_goodput": None,
+        "output_throughput": metrics.output_throughput,
+        "total_token_throughput": metrics.total_token_throughput,
+        "input_lens": results.prompt_lens.tolist(),
+        "output_lens": results.output_lens.tolist(),
+        "ttfts": timings.ttft_s.tolist(),
+        "itls": [timings.itls_of(i).tolist() for i in range(results.num_requests)],
+        "latencies": timings.latency_s.tolist(),
+        "start_times": (results.send_s + start_origin_s).tolist(),
+        "queue_times": timings.queue_s.tolist(),
+        "generated_texts": generated_texts,
+        "errors": errors,
+        "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
+        "max_concurrent_requests": metrics.max_concurrent_requests,
+        "rtfx": 0.0,
+    }
+    for name in metric_names:
+        stats = metrics.stats[name]
+        result[f"mean_{name}_ms"] = stats.mean_ms
+        result[f"median_{name}_ms"] = stats.median_ms
+        result[f"std_{name}_ms"] = stats.std_ms
+        for p, value in stats.percentiles_ms:
+            result[f"p{percentile_word(p)}_{name}_ms"] = value
+    result["loadgen"] = loadgen_extra
+    if not config.save_detailed:
+        for key in DETAILED_FIELDS:
+            result.pop(key, None)
+    return result
+
+
+def result_path(config: RunConfig, model_id: str, date: str) -> str:
+    """Upstream's file name: {label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json."""
+    concurrency = (
+        f"-concurrency{config.max_concurrency}" if config.max_concurrency is not None else ""
+    )
+    model = model_id.split("/")[-1]
+    name = f"{config.backend}-{float(config.request_rate)}qps{concurrency}-{model}-{date}.json"
+    if config.result_filename:
+        name = config.result_filename
+    if config.result_dir:
+        os.makedirs(config.result_dir, exist_ok=True)
+        name = os.path.join(config.result_dir, name)
+    return name
+
+
+def write_result(path: str, result: dict[str, Any]) -> None:
+    """Write the JSON as upstream does (plain json.dump: inf becomes Infinity, no indent)."""
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump(result, out)

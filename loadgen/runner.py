@@ -1,0 +1,257 @@
+"""`loadgen run`: prepare the requests, fan them out to the workers, and report what came back."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from loadgen import __version__
+from loadgen.config import RunConfig
+from loadgen.dataset_random import RandomDataset, parse_range_ratio, sample_random_requests
+from loadgen.fanout import Collected, ShardPlan, WorkerPool
+from loadgen.metrics import RequestResults, calculate_metrics, derive_timings
+from loadgen.mock_process import EmbeddedMockServer
+from loadgen.payloads import CHAT_BACKENDS, check_endpoint, serialize_bodies
+from loadgen.readiness import auth_headers, fetch_first_model
+from loadgen.report import (
+    build_result,
+    failure_preamble,
+    plot_lines,
+    reported_metrics,
+    result_path,
+    summary_lines,
+    write_result,
+)
+from loadgen.schedule import (
+    arrival_offsets_s,
+    assign_workers,
+    schedule_hash,
+    split_concurrency,
+    to_ns,
+)
+from loadgen.tokenizer import MOCK_MODEL_NAME, load_tokenizer
+from workers.protocol import WorkerConfig
+
+PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
+
+
+class RunFailed(Exception):
+    """The run ended without a usable measurement, or only partly; exit code attached."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Prepared:
+    """The run's requests, ready to shard."""
+
+    model_id: str  # tokenizer / model identity, as upstream's model_id
+    model_name: str  # the "model" field sent
+    tokenizer_id: str
+    tokenizer: Tokenizer
+    dataset: RandomDataset
+    bodies: list[bytes]
+    scheduled_ns: np.ndarray
+
+
+def run(config: RunConfig) -> int:
+    """Run a benchmark as configured; return the process exit code."""
+    config.validate()
+    mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
+    try:
+        if mock is not None:
+            config.base_url = mock.start()
+            config.model = config.model or MOCK_MODEL_NAME
+        check_endpoint(config.backend, config.api_url)
+        return asyncio.run(_run(config))
+    finally:
+        if mock is not None:
+            mock.stop()
+
+
+async def _run(config: RunConfig) -> int:
+    num_workers = min(config.workers, config.num_prompts, config.max_concurrency or config.workers)
+    pool = WorkerPool(num_workers)
+    pool.start()  # workers import and connect while the dataset is built
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, pool.request_stop)
+    try:
+        prepared = await _prepare(config)
+        print("Skipping endpoint ready check.")
+        print("Starting main benchmark run...")
+        distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
+        print(f"Traffic request rate: {config.request_rate}")
+        print(f"Burstiness factor: {config.burstiness} ({distribution})")
+        print(f"Maximum request concurrency: {config.max_concurrency}")
+        plans = _plan_shards(config, prepared, num_workers)
+        with tqdm(total=config.num_prompts, disable=config.disable_tqdm) as bar:
+            collected = await pool.run(plans, config.num_prompts, on_progress=bar.update)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        pool.close()
+    return _report(config, prepared, collected, num_workers)
+
+
+async def _prepare(config: RunConfig) -> Prepared:
+    headers = auth_headers(config.headers)
+    if config.model is None:
+        print("Model not specified, fetching first model from server...")
+        model_name, model_id = await fetch_first_model(config.server_url, headers)
+        print(f"First model name: {model_name}, first model id: {model_id}")
+    else:
+        model_name = config.served_model_name or config.model
+        model_id = config.model
+    tokenizer_id = config.tokenizer or model_id
+    tokenizer = await asyncio.to_thread(load_tokenizer, tokenizer_id)
+    ratio = parse_range_ratio(config.random_range_ratio)
+    dataset = await asyncio.to_thread(
+        sample_random_requests,
+        tokenizer,
+        config.num_prompts,
+        config.random_input_len,
+        config.random_output_len,
+        config.random_prefix_len,
+        ratio,
+        config.seed,
+    )
+    bodies = serialize_bodies(
+        config.backend,
+        model_name,
+        dataset.prompts,
+        dataset.output_lens.tolist(),
+        logprobs=config.logprobs,
+        ignore_eos=True,  # upstream forces it for the random dataset
+        extra_body=config.extra_body,
+    )
+    offsets = arrival_offsets_s(
+        config.num_prompts, config.request_rate, config.burstiness, config.seed
+    )
+    return Prepared(model_id, model_name, tokenizer_id, tokenizer, dataset, bodies, to_ns(offsets))
+
+
+def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
+    owner = assign_workers(config.num_prompts, num_workers, config.max_concurrency)
+    shares = split_concurrency(config.max_concurrency, num_workers)
+    headers = auth_headers(config.headers)
+    plans = []
+    for w in range(num_workers):
+        indices = np.flatnonzero(owner == w)
+        worker_config = WorkerConfig(
+            url=config.api_url,
+            headers=headers,
+            request_id_prefix=config.request_id_prefix,
+            max_concurrency=shares[w],
+            preopen_url=f"{config.server_url}/v1/models",
+            preopen_connections=min(shares[w] or len(indices), PREOPEN_LIMIT),
+            keep_text="always" if config.save_detailed else "when_no_usage",
+            chat=config.backend in CHAT_BACKENDS,
+        )
+        plans.append(
+            ShardPlan(
+                config=worker_config,
+                bodies=[prepared.bodies[i] for i in indices],
+                indices=indices,
+                scheduled_ns=prepared.scheduled_ns[indices],
+            )
+        )
+    return plans
+
+
+def resolve_output_lens(
+    records: np.ndarray, texts: dict[int, str], tokenizer: Tokenizer | None
+) -> np.ndarray:
+    """usage.completion_tokens, or upstream's fallback: re-tokenize the text (or 1 without a
+    tokenizer) when the server reported none; 0 for failed requests."""
+    success = records["success"].astype(bool)
+    out = np.where(success, np.maximum(records["completion_tokens"], 0), 0).astype(np.int64)
+    need = np.flatnonzero(success & (out == 0))
+    if len(need):
+        if tokenizer is None:
+            out[need] = 1
+        else:
+            encoded = tokenizer.encode_batch(
+                [texts.get(int(i), "") for i in need], add_special_tokens=False
+            )
+            out[need] = [len(e.ids) for e in encoded]
+    return out
+
+
+def _report(config: RunConfig, prepared: Prepared, collected: Collected, num_workers: int) -> int:
+    records = collected.records
+    success = records["success"].astype(bool)
+    prompt_lens = np.where(
+        records["prompt_tokens"] >= 0, records["prompt_tokens"], prepared.dataset.prompt_lens
+    ).astype(np.int64)
+    results = RequestResults(
+        success=success,
+        arrival_s=records["arrival_ns"] / 1e9,
+        send_s=records["send_ns"] / 1e9,
+        event_s=collected.event_ns / 1e9,
+        event_offsets=collected.event_offsets,
+        prompt_lens=prompt_lens,
+        output_lens=resolve_output_lens(records, collected.texts, prepared.tokenizer),
+    )
+    ends = records["end_ns"]
+    duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
+    timings = derive_timings(results)
+    metrics = calculate_metrics(results, timings, duration_s, config.percentiles())
+    errors = [collected.errors.get(i, "") for i in range(config.num_prompts)]
+    for line in failure_preamble([e for e in errors if e]):
+        print(line)
+    for line in plot_lines(results, timings):
+        print(line)
+    metric_names = reported_metrics(config)
+    for line in summary_lines(config, metrics, duration_s, metric_names):
+        print(line)
+
+    sent = records["arrival_ns"] >= 0
+    release_lag_ms = (records["arrival_ns"][sent] - prepared.scheduled_ns[sent]) / 1e6
+    loadgen_extra = {
+        "version": __version__,
+        "workers": num_workers,
+        "connections_preopened": collected.connections,
+        "schedule_sha256": schedule_hash(prepared.scheduled_ns),
+        "release_lag_ms": _lag_summary(release_lag_ms),
+        "worker_problems": collected.worker_problems,
+        "interrupted": collected.interrupted,
+    }
+    if config.save_result:
+        date = datetime.now().strftime("%Y%m%d-%H%M%S")
+        result = build_result(
+            config=config,
+            date=date,
+            model_id=prepared.model_id,
+            tokenizer_id=prepared.tokenizer_id,
+            duration_s=duration_s,
+            metrics=metrics,
+            results=results,
+            timings=timings,
+            start_origin_s=collected.t0_ns / 1e9,
+            errors=errors,
+            generated_texts=[collected.texts.get(i, "") for i in range(config.num_prompts)],
+            metric_names=metric_names,
+            loadgen_extra=loadgen_extra,
+        )
+        path = result_path(config, prepared.model_id, date)
+        write_result(path, result)
+        print(f"Results written to {path}")
+    if collected.interrupted:
+        raise RunFailed("interrupted: the results above cover the requests that finished", 130)
+    if collected.worker_problems:
+        raise RunFailed("the run lost workers: " + "; ".join(collected.worker_problems))
+    return 0
+
+
+def _lag_summary(lag_ms: np.ndarray) -> dict[str, float]:
+    if len(lag_ms) == 0:
+        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
+    p50, p99 = np.percentile(lag_ms, [50, 99])
+    return {"p50": float(p50), "p99": float(p99), "max": float(lag_ms.max())}

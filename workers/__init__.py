@@ -1,0 +1,1 @@
+"""loadgen worker processes: send pre-built requests on schedule and stream timing records back."""
