@@ -18,7 +18,9 @@ class MockServerError(RuntimeError):
 class EmbeddedMockServer:
     """Start ``loadgen mock-server --port 0`` and learn its URL from the line it prints."""
 
-    def __init__(self, ttft_ms: float = 0.0, itl_ms: float = 0.0) -> None:
+    def __init__(
+        self, ttft_ms: float = 0.0, itl_ms: float = 0.0, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.args = [
             sys.executable,
             "-m",
@@ -31,6 +33,7 @@ class EmbeddedMockServer:
             str(ttft_ms),
             "--itl-ms",
             str(itl_ms),
+            *extra_args,
         ]
         self.process: subprocess.Popen | None = None
 

@@ -247,6 +247,9 @@ def _report(config: RunConfig, prepared: Prepared, collected: Collected, num_wor
         raise RunFailed("interrupted: the results above cover the requests that finished", 130)
     if collected.worker_problems:
         raise RunFailed("the run lost workers: " + "; ".join(collected.worker_problems))
+    if metrics.completed == 0:
+        first = next((e for e in errors if e), "")
+        raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
     return 0
 
 

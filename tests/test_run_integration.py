@@ -1,0 +1,266 @@
+"""End to end: the real CLI, real worker processes and a real mock server process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loadgen.mock_process import EmbeddedMockServer
+
+SMALL = ["--random-input-len", "64", "--random-output-len", "16", "--disable-tqdm"]
+# The result JSON keys of a generation run without --save-detailed, in upstream's order.
+UPSTREAM_KEYS = [
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "latencies",
+    "queue_times",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+]
+DETAILED_KEYS = [
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+]
+STATS = ["mean_{}_ms", "median_{}_ms", "std_{}_ms", "p99_{}_ms"]
+
+
+def loadgen(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start_loadgen(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def only_json(directory: Path) -> dict:
+    files = list(directory.glob("*.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())
+
+
+def expected_keys(metrics: list[str], detailed: bool = False) -> list[str]:
+    keys = list(UPSTREAM_KEYS)
+    if detailed:
+        at = keys.index("latencies")
+        keys[at : at + 2] = DETAILED_KEYS
+    stats = [s.format(m) for m in metrics for s in STATS]
+    return [*keys, *stats, "loadgen"]
+
+
+def children_of(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> None:
+    proc = loadgen(
+        "--mock", "--workers", str(workers), "--num-prompts", "60", *SMALL,
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "============ Serving Benchmark Result ============" in proc.stdout
+    assert "Successful requests:                     60" in proc.stdout
+    result = only_json(tmp_path)
+    assert list(result) == expected_keys(["ttft", "tpot", "itl"], detailed=True)
+    assert (result["completed"], result["failed"]) == (60, 0)
+    assert result["request_rate"] == "inf"
+    assert result["loadgen"]["workers"] == workers
+    assert result["output_lens"] == [16] * 60  # usage.completion_tokens, ignore_eos forced
+    assert result["total_output_tokens"] == 60 * 16
+    # The mock counts its BOS token; the dataset's 63 tokens + 1 = 64 per prompt.
+    assert all(60 <= n <= 68 for n in result["input_lens"])
+    assert all(len(itl) == 15 for itl in result["itls"])
+    assert all(t > 0 for t in result["ttfts"])
+    assert all(lat >= ttft for lat, ttft in zip(result["latencies"], result["ttfts"], strict=True))
+    assert result["errors"] == [""] * 60
+    assert all(text.strip() for text in result["generated_texts"])
+    assert result["max_concurrent_requests"] <= 60
+
+
+def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) -> None:
+    proc = loadgen(
+        "--mock", "--workers", "2", "--backend", "openai-chat",
+        "--endpoint", "/v1/chat/completions", "--num_prompts", "40", "--max_concurrency", "3",
+        "--percentile_metrics", "ttft,e2el,client_queue_time", "--metric_percentiles", "50,99.9",
+        "--mock-itl-ms", "1", *SMALL, "--save-result", "--result_dir", str(tmp_path),
+        "--result-filename", "chat.json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "chat.json").read_text())
+    assert (result["completed"], result["failed"]) == (40, 0)
+    assert result["backend"] == "openai-chat"
+    assert result["max_concurrency"] == 3
+    assert 1 <= result["max_concurrent_requests"] <= 3
+    for metric in ("ttft", "e2el", "client_queue_time"):
+        assert f"p99.9_{metric}_ms" in result
+        assert f"p50_{metric}_ms" in result
+    assert "mean_itl_ms" not in result
+    assert "Maximum request concurrency:             3" in proc.stdout
+    assert "P99.9 TTFT (ms):" in proc.stdout
+
+
+def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
+    for flag in (["--dataset-path", "x.json"], ["--num_warmups", "3"], ["--goodput", "ttft:5"]):
+        proc = loadgen("--mock", *flag)
+        assert proc.returncode == 2
+        name = "--" + flag[0][2:].replace("_", "-")
+        assert f"not supported yet: {name}" in proc.stderr
+
+
+def test_bad_flag_values_exit_2_with_one_line() -> None:
+    proc = loadgen("--mock", "--extra-body", "{not json")
+    assert proc.returncode == 2
+    assert "--extra-body" in proc.stderr
+    proc = loadgen("--mock", "--max-concurrency", "0")
+    assert proc.returncode == 2
+    assert "--max-concurrency must be greater than 0" in proc.stderr
+    proc = loadgen("--mock", "--header", "novalue")
+    assert proc.returncode == 2
+    assert "--header" in proc.stderr
+
+
+def test_server_down_is_a_one_line_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = loadgen("--base-url", url, "--model", "loadgen-mock", "--num-prompts", "5", *SMALL)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and url in errors[0], proc.stderr
+
+
+def test_server_errors_are_counted_as_failures(tmp_path: Path) -> None:
+    mock = EmbeddedMockServer(extra_args=("--error-rate", "0.3", "--seed", "1"))
+    url = mock.start()
+    try:
+        proc = loadgen(
+            "--base-url", url, "--model", "loadgen-mock", "--workers", "2", "--num-prompts", "50",
+            *SMALL, "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+        )  # fmt: skip
+    finally:
+        mock.stop()
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path)
+    assert result["completed"] + result["failed"] == 50
+    assert 0 < result["failed"] < 50
+    failed = [e for e in result["errors"] if e]
+    assert len(failed) == result["failed"]
+    assert all(e.startswith("HTTP 500") for e in failed)
+    assert "Failed requests during benchmark run detected (capping to 10):" in proc.stdout
+
+
+def test_model_discovered_from_server_when_omitted(tmp_path: Path) -> None:
+    mock = EmbeddedMockServer()
+    url = mock.start()
+    try:
+        proc = loadgen("--base-url", url, "--num-prompts", "10", *SMALL, "--save-result",
+                       "--result-dir", str(tmp_path))  # fmt: skip
+    finally:
+        mock.stop()
+    assert proc.returncode == 0, proc.stderr
+    assert "First model name: loadgen-mock" in proc.stdout
+    assert only_json(tmp_path)["model_id"] == "loadgen-mock"
+
+
+def test_killed_worker_ends_the_run_with_partial_results(tmp_path: Path) -> None:
+    proc = start_loadgen(
+        "--mock", "--mock-itl-ms", "40", "--workers", "2", "--num-prompts", "40",
+        "--random-input-len", "32", "--random-output-len", "100", "--disable-tqdm",
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    workers = wait_for_workers(proc.pid, count=2)
+    time.sleep(2.5)  # mid-run: each stream takes about 4 s
+    os.kill(workers[0], signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "worker 0 died" in stderr or "worker 1 died" in stderr, stderr
+    result = only_json(tmp_path)
+    assert result["completed"] + result["failed"] == 40
+    assert result["failed"] >= 1
+    assert any(e.startswith("lost: worker") for e in result["errors"])
+
+
+def test_server_going_away_fails_the_open_requests_without_a_hang(tmp_path: Path) -> None:
+    mock = EmbeddedMockServer(itl_ms=40)
+    url = mock.start()
+    proc = start_loadgen(
+        "--base-url", url, "--model", "loadgen-mock", "--workers", "2", "--num-prompts", "30",
+        "--random-input-len", "32", "--random-output-len", "100", "--disable-tqdm",
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    wait_for_workers(proc.pid, count=2)
+    time.sleep(2.5)
+    assert mock.process is not None
+    mock.process.kill()
+    proc.communicate(timeout=60)
+    result = only_json(tmp_path)
+    assert result["completed"] + result["failed"] == 30
+    assert result["failed"] == 30  # every stream was still open when the server died
+    assert proc.returncode == 1  # nothing succeeded: a clear error, not a silent zero
+
+
+def wait_for_workers(pid: int, count: int, timeout: float = 30) -> list[int]:
+    """The worker processes of a running `loadgen run` (spawned children that import workers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = []
+        for child in children_of(pid):
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            except FileNotFoundError:
+                continue
+            if b"multiprocessing" in cmdline and b"resource_tracker" not in cmdline:
+                found.append(child)
+        if len(found) >= count:
+            return sorted(found)
+        time.sleep(0.05)
+    raise AssertionError("the workers did not start")
