@@ -135,6 +135,7 @@ class WorkerPool:
         self,
         plans: list[ShardPlan],
         num_requests: int,
+        on_start: Callable[[], None] | None = None,
         on_progress: Callable[[int], None] | None = None,
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record."""
@@ -152,6 +153,8 @@ class WorkerPool:
         t0_ns = perf_counter_ns() + START_LEAD_NS
         for w in workers:
             await self._send(w, encode(Kind.START, t0_ns=t0_ns))
+        if on_start is not None:
+            on_start()
         collected = await self._collect(workers, num_requests, t0_ns, on_progress)
         collected.connections = connections
         return collected

@@ -92,8 +92,13 @@ async def _run(config: RunConfig) -> int:
         print(f"Burstiness factor: {config.burstiness} ({distribution})")
         print(f"Maximum request concurrency: {config.max_concurrency}")
         plans = _plan_shards(config, prepared, num_workers)
-        with tqdm(total=config.num_prompts, disable=config.disable_tqdm) as bar:
-            collected = await pool.run(plans, config.num_prompts, on_progress=bar.update)
+        progress = Progress(config.num_prompts, config.disable_tqdm)
+        try:
+            collected = await pool.run(
+                plans, config.num_prompts, on_start=progress.start, on_progress=progress.update
+            )
+        finally:
+            progress.close()
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         pool.close()
@@ -163,6 +168,30 @@ def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> lis
             )
         )
     return plans
+
+
+class Progress:
+    """The progress bar, shown from t0 on and advanced as records arrive."""
+
+    def __init__(self, total: int, disabled: bool) -> None:
+        self.total = total
+        self.disabled = disabled
+        self.bar: tqdm | None = None
+
+    def start(self) -> None:
+        """Show the bar at t0."""
+        if not self.disabled:
+            self.bar = tqdm(total=self.total)
+
+    def update(self, finished: int) -> None:
+        """Count requests that finished."""
+        if self.bar is not None:
+            self.bar.update(finished)
+
+    def close(self) -> None:
+        """Close the bar."""
+        if self.bar is not None:
+            self.bar.close()
 
 
 def resolve_output_lens(
