@@ -91,6 +91,8 @@ async def _run(config: RunConfig) -> int:
         print(f"Traffic request rate: {config.request_rate}")
         print(f"Burstiness factor: {config.burstiness} ({distribution})")
         print(f"Maximum request concurrency: {config.max_concurrency}")
+        if pool.stop_requested:
+            raise RunFailed("interrupted before the run started", 130)
         plans = _plan_shards(config, prepared, num_workers)
         progress = Progress(config.num_prompts, config.disable_tqdm)
         try:

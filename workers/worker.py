@@ -67,8 +67,8 @@ class Worker:
         self.events = array("q")
         self.errors: dict[int, str] = {}
         self.texts: dict[int, str] = {}
-        self.reported = 0
         self.stopping = False
+        self.parent_pid = os.getppid()
 
     async def run(self) -> None:
         """Talk to the coordinator until the shard is done or the run is stopped."""
@@ -254,14 +254,13 @@ class Worker:
             return
         rows, events, errors, texts = self.rows, self.events, self.errors, self.texts
         self.rows, self.events, self.errors, self.texts = [], array("q"), {}, {}
-        self.reported += len(rows)
         await self._send(records_message(rows, events.tobytes(), errors, texts))
 
     async def _flush_periodically(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
             await self._flush()
-            if os.getppid() == 1:  # the coordinator is gone; nobody will read our records
+            if os.getppid() != self.parent_pid:  # the coordinator is gone; nobody will read us
                 os._exit(3)
 
     async def _listen_for_stop(self, tasks: set[asyncio.Task]) -> None:
