@@ -40,6 +40,7 @@ def arrival_offsets_s(num_requests: int, request_rate: float, burstiness: float,
     offsets = np.cumsum(gaps)
     if offsets[-1] != 0:
         offsets *= (num_requests / request_rate) / offsets[-1]
+        offsets[-1] = num_requests / request_rate  # the product can miss it by one ulp
     return offsets
 
 

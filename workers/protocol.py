@@ -95,10 +95,9 @@ def encode(kind: Kind, frames: list[bytes | memoryview] | None = None, **fields:
 def decode(parts: list[bytes]) -> tuple[Kind, dict[str, Any], list[bytes]]:
     """Split a multipart message into its kind, header fields and payload frames."""
     header = orjson.loads(parts[0])
-    if header.get("v") != PROTOCOL_VERSION:
-        raise ValueError(
-            f"wire protocol version {header.get('v')} received, {PROTOCOL_VERSION} expected"
-        )
+    version = header.pop("v", None)
+    if version != PROTOCOL_VERSION:
+        raise ValueError(f"wire protocol version {version} received, {PROTOCOL_VERSION} expected")
     return Kind(header.pop("kind")), header, parts[1:]
 
 

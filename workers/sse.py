@@ -69,7 +69,9 @@ class SSEStream:
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
         blocks = buffer.split(b"\n\n")
-        self._buffer = blocks.pop()
+        # A read may end between the two newlines of a separator; the leftover newline would
+        # hide a complete trailing payload from the speculative release below.
+        self._buffer = blocks.pop().lstrip()
         for block in blocks:
             self._event(block, now_ns)
         if self._buffer.startswith(b"data:"):

@@ -1,0 +1,342 @@
+"""Capacity of `loadgen mock-server`: requests/s, SSE events/s and server CPU under `loadgen run`.
+
+The mock server runs in its own process and the real client (`loadgen run --workers 1`) in
+another, so on a 2-core machine each side has about one core. For each configuration the script
+runs the client a few times, reads its result JSON, samples both processes' CPU time with psutil,
+and prints medians side by side. Server CPU near 100 % means the server was the bottleneck;
+client CPU near 100 % means loadgen was.
+
+    python scripts/bench/mock_capacity.py            # all configurations, 3 repetitions
+    python scripts/bench/mock_capacity.py --configs a64 c --repeat 1 --scale 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import platform
+import re
+import selectors
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import psutil
+
+LISTENING = re.compile(r"listening on (http://\S+)")
+SAMPLE_S = 0.1  # CPU sampling period during a run
+BUSY_CPU_S = 0.005  # a sampling period in which the server used this much CPU is "in the run"
+SATURATED_PCT = 85.0  # a process at this share of one core or more is taken as the bottleneck
+
+
+@dataclass(frozen=True)
+class Config:
+    """One benchmark configuration."""
+
+    name: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    itl_ms: float
+    num_prompts: int
+    purpose: str
+
+
+CONFIGS = [
+    Config("a64", 128, 128, 64, 0.0, 4000, "max event throughput"),
+    Config("a256", 128, 128, 256, 0.0, 4000, "max event throughput, more streams"),
+    Config("b", 1024, 128, 64, 0.0, 1200, "prompt tokenization cost"),
+    Config("c", 128, 128, 1024, 50.0, 2048, "paced streams held at once"),
+]
+
+
+@dataclass
+class Measurement:
+    """What one client run gave."""
+
+    duration_s: float
+    completed: int
+    failed: int
+    req_per_s: float
+    events_per_s: float
+    server_cpu_pct: float
+    server_us_per_event: float
+    client_cpu_pct: float
+    other_cpu_pct: float
+    mean_ttft_ms: float
+    mean_itl_ms: float
+    p99_itl_ms: float
+
+
+class Sample(NamedTuple):
+    """Cumulative CPU seconds at one instant."""
+
+    t: float
+    server: float
+    client: float  # loadgen's processes, the ones that have exited at their last sampled value
+    other: float  # the rest of the machine (this script excluded) plus hypervisor steal
+
+
+class CpuSampler:
+    """Samples the server's, the client tree's and the rest of the machine's CPU in a thread."""
+
+    def __init__(self, server: psutil.Process, client_pid: int) -> None:
+        self.server = server
+        self.client = psutil.Process(client_pid)
+        self.me = psutil.Process()
+        self.client_cpu: dict[int, float] = {}  # pid -> latest user+system seconds seen
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self._sample()
+
+    def _sample(self) -> None:
+        try:
+            procs = [self.client, *self.client.children(recursive=True)]
+        except psutil.Error:
+            procs = []
+        for proc in procs:
+            with suppress(psutil.Error):  # exited: its last sampled value stays counted
+                self.client_cpu[proc.pid] = cpu_seconds(proc)
+        m = psutil.cpu_times()
+        machine = m.user + m.system + getattr(m, "nice", 0.0) + getattr(m, "steal", 0.0)
+        server, client = cpu_seconds(self.server), sum(self.client_cpu.values())
+        other = machine - server - client - cpu_seconds(self.me)
+        self.samples.append(Sample(time.monotonic(), server, client, other))
+
+    def server_seconds(self) -> float:
+        """The server's CPU seconds over the whole client run."""
+        return self.samples[-1].server - self.samples[0].server
+
+    def busy_window_pct(self) -> tuple[float, float]:
+        """Client and other CPU, in % of one core, over the time the server was working."""
+        pairs = itertools.pairwise(self.samples)
+        busy = [i for i, (a, b) in enumerate(pairs) if b.server - a.server >= BUSY_CPU_S]
+        if not busy:
+            return 0.0, 0.0
+        first, last = self.samples[busy[0]], self.samples[busy[-1] + 1]
+        span = last.t - first.t
+        return 100 * (last.client - first.client) / span, 100 * (last.other - first.other) / span
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """User plus system CPU seconds of one process."""
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+@contextmanager
+def mock_server(itl_ms: float, log_dir: Path) -> Iterator[tuple[str, psutil.Process]]:
+    """Run `loadgen mock-server --port 0` in its own process; yield its URL and process."""
+    args = [sys.executable, "-m", "loadgen.mock_server", "--host", "127.0.0.1", "--port", "0"]
+    args += ["--itl-ms", str(itl_ms)]
+    stderr = (log_dir / f"mock-server-itl{itl_ms:g}.err").open("w")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        yield wait_listening(proc, args), psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        stderr.close()
+
+
+def wait_listening(proc: subprocess.Popen, args: list[str], timeout_s: float = 60.0) -> str:
+    """The URL from the server's `listening on` line."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and proc.poll() is None:
+            if selector.select(timeout=0.1) and (match := LISTENING.search(proc.stdout.readline())):
+                return match.group(1)
+    raise SystemExit(f"mock server did not start: {' '.join(args)}")
+
+
+def loadgen_command() -> list[str]:
+    """The `loadgen` console script of this interpreter's environment."""
+    sibling = Path(sys.executable).parent / "loadgen"
+    found = str(sibling) if sibling.exists() else shutil.which("loadgen")
+    if found is None:
+        raise SystemExit("the `loadgen` command was not found; install loadgen in this venv")
+    return [found]
+
+
+def run_client(
+    config: Config, url: str, server: psutil.Process, out_dir: Path, rep: int, scale: float
+) -> Measurement:
+    """Run `loadgen run` once against the server and measure it."""
+    filename = f"{config.name}-{rep}.json"
+    num_prompts = max(1, round(config.num_prompts * scale))
+    cmd = [
+        *loadgen_command(),
+        "run",
+        "--base-url", url,
+        "--model", "loadgen-mock",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir", str(out_dir),
+        "--result-filename", filename,
+        "--workers", "1",
+        "--input-len", str(config.input_len),
+        "--output-len", str(config.output_len),
+        "--request-rate", "inf",
+        "--max-concurrency", str(config.concurrency),
+        "--num-prompts", str(num_prompts),
+        "--percentile-metrics", "ttft,itl",
+        "--metric-percentiles", "50,99",
+    ]  # fmt: skip
+    log_path = out_dir / f"{config.name}-{rep}.log"
+    with log_path.open("w") as log:
+        client = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        with CpuSampler(server, client.pid) as sampler:
+            rc = client.wait()
+    if rc != 0:
+        tail = log_path.read_text().strip().splitlines()[-10:]
+        raise SystemExit(f"client failed (exit {rc}): {' '.join(cmd)}\n" + "\n".join(tail))
+    result = json.loads((out_dir / filename).read_text())
+    duration = result["duration"]
+    server_cpu = sampler.server_seconds()
+    client_pct, other_pct = sampler.busy_window_pct()
+    return Measurement(
+        duration_s=duration,
+        completed=result["completed"],
+        failed=result["failed"],
+        req_per_s=result["request_throughput"],
+        events_per_s=result["output_throughput"],
+        server_cpu_pct=100 * server_cpu / duration,
+        server_us_per_event=1e6 * server_cpu / max(result["total_output_tokens"], 1),
+        client_cpu_pct=client_pct,
+        other_cpu_pct=other_pct,
+        mean_ttft_ms=result["mean_ttft_ms"],
+        mean_itl_ms=result["mean_itl_ms"],
+        p99_itl_ms=result["p99_itl_ms"],
+    )
+
+
+def median(runs: list[Measurement]) -> Measurement:
+    """Per-field medians of several runs."""
+    fields = asdict(runs[0]).keys()
+    values = {f: statistics.median(getattr(r, f) for r in runs) for f in fields}
+    return Measurement(**values)
+
+
+def bottleneck(config: Config, m: Measurement) -> str:
+    """Which side limited the run, judged by CPU."""
+    server, client = m.server_cpu_pct >= SATURATED_PCT, m.client_cpu_pct >= SATURATED_PCT
+    if server and client:
+        return "both"
+    if server or client:
+        return "server" if server else "client"
+    return "neither (paced)" if config.itl_ms else "neither"
+
+
+HEADER = (
+    f"{'cfg':<5}{'in':>6}{'out':>5}{'conc':>6}{'itl':>5}{'dur s':>7}{'req/s':>8}{'events/s':>10}"
+    f"{'srv CPU%':>10}{'srv µs/ev':>10}{'cli CPU%':>10}{'other%':>8}{'TTFT ms':>9}"
+    f"{'ITL mean/p99 ms':>17}  saturated"
+)
+
+
+def row(config: Config, m: Measurement) -> str:
+    """One table line."""
+    itl = f"{m.mean_itl_ms:.1f}/{m.p99_itl_ms:.1f}"
+    return (
+        f"{config.name:<5}{config.input_len:>6}{config.output_len:>5}{config.concurrency:>6}"
+        f"{config.itl_ms:>5g}{m.duration_s:>7.1f}{m.req_per_s:>8.0f}{m.events_per_s:>10.0f}"
+        f"{m.server_cpu_pct:>10.0f}{m.server_us_per_event:>10.1f}{m.client_cpu_pct:>10.0f}"
+        f"{m.other_cpu_pct:>8.0f}{m.mean_ttft_ms:>9.1f}{itl:>17}  {bottleneck(config, m)}"
+    )
+
+
+def parse_args() -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    names = [c.name for c in CONFIGS]
+    parser.add_argument("--configs", nargs="+", choices=names, default=names, help="%(default)s")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per configuration")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiplies every configuration's --num-prompts"
+    )
+    parser.add_argument(
+        "--min-duration", type=float, default=3.0, help="warn about runs shorter than this (s)"
+    )
+    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument("--keep", type=Path, help="keep result JSONs and logs in this directory")
+    return parser.parse_args()
+
+
+def main() -> None:
+    """Measure every selected configuration and print the medians."""
+    args = parse_args()
+    configs = [c for c in CONFIGS if c.name in args.configs]
+    print(
+        f"mock-server capacity, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
+        f"Python {platform.python_version()}; client `loadgen run --workers 1` on the same "
+        f"machine; medians of {args.repeat} runs",
+        flush=True,
+    )
+    runs: dict[str, list[Measurement]] = {}
+    with tempfile.TemporaryDirectory(prefix="mock-capacity-") as tmp:
+        out_dir = args.keep or Path(tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for itl_ms in sorted({c.itl_ms for c in configs}):
+            with mock_server(itl_ms, out_dir) as (url, server):
+                for config in (c for c in configs if c.itl_ms == itl_ms):
+                    for rep in range(args.repeat):
+                        m = run_client(config, url, server, out_dir, rep, args.scale)
+                        runs.setdefault(config.name, []).append(m)
+                        print(f"run {rep + 1}: {row(config, m)}", flush=True)
+                        if m.failed:
+                            print(f"  warning: {m.failed} requests failed", flush=True)
+                        if m.duration_s < args.min_duration:
+                            print(f"  warning: shorter than {args.min_duration:g} s; raise --scale")
+    print()
+    print(HEADER)
+    for config in configs:
+        print(row(config, median(runs[config.name])))
+    print()
+    print(
+        "events/s = output tokens/s = SSE token events/s. CPU % is of one core: srv = mock server "
+        "(CPU time over the benchmark duration), cli = loadgen main + worker process, other = "
+        "other processes plus hypervisor steal, both over the time the server was busy. A side at "
+        f">= {SATURATED_PCT:g} % is taken as the bottleneck."
+    )
+    for config in configs:
+        print(f"  {config.name}: {config.purpose}")
+    if args.json:
+        dump = {name: [asdict(m) for m in ms] for name, ms in runs.items()}
+        args.json.write_text(json.dumps(dump, indent=2))
+
+
+if __name__ == "__main__":
+    main()
