@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -77,9 +78,13 @@ def start_loadgen(*args: str) -> subprocess.Popen[str]:
 
 
 def only_json(directory: Path) -> dict:
+    return json.loads(only_json_path(directory).read_text())
+
+
+def only_json_path(directory: Path) -> Path:
     files = list(directory.glob("*.json"))
     assert len(files) == 1, files
-    return json.loads(files[0].read_text())
+    return files[0]
 
 
 def expected_keys(metrics: list[str], detailed: bool = False) -> list[str]:
@@ -126,6 +131,11 @@ def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> No
     assert result["errors"] == [""] * 60
     assert all(text.strip() for text in result["generated_texts"])
     assert result["max_concurrent_requests"] <= 60
+    # Upstream's default name: {backend}-{rate as a Python float}qps-{model}-{date}.json
+    assert re.fullmatch(
+        r"openai-infqps-loadgen-mock-\d{8}-\d{6}\.json", only_json_path(tmp_path).name
+    )
+    assert result["date"] in only_json_path(tmp_path).name
 
 
 def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) -> None:
@@ -264,3 +274,24 @@ def wait_for_workers(pid: int, count: int, timeout: float = 30) -> list[int]:
             return sorted(found)
         time.sleep(0.05)
     raise AssertionError("the workers did not start")
+
+
+def test_paced_run_with_cap_reports_queue_inclusive_latency(tmp_path: Path) -> None:
+    proc = loadgen(
+        "--mock", "--workers", "2", "--num-prompts", "40", "--request-rate", "100",
+        "--burstiness", "inf", "--max-concurrency", "4",
+        "--percentile-metrics", "ttft,e2el_including_client_queue", *SMALL,
+        "--save-result", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Request rate configured (RPS):           100.00" in proc.stdout
+    assert "Queue-inclusive End-to-end Latency" in proc.stdout
+    path = only_json_path(tmp_path)
+    assert path.name.startswith("openai-100.0qps-concurrency4-loadgen-mock-")
+    result = json.loads(path.read_text())
+    assert result["request_rate"] == 100.0
+    assert result["completed"] == 40
+    assert "p99_e2el_including_client_queue_ms" in result
+    # Constant gaps of 10 ms: the last request is released at 0.4 s, so the run lasts longer.
+    assert result["duration"] >= 0.4
+    assert result["loadgen"]["release_lag_ms"]["p50"] < 50
