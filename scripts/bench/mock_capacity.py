@@ -38,7 +38,8 @@ import psutil
 LISTENING = re.compile(r"listening on (http://\S+)")
 SAMPLE_S = 0.1  # CPU sampling period during a run
 BUSY_CPU_S = 0.005  # a sampling period in which the server used this much CPU is "in the run"
-SATURATED_PCT = 85.0  # a process at this share of one core or more is taken as the bottleneck
+SATURATED_PCT = 75.0  # a process at this share of one core or more is taken as the bottleneck
+MACHINE_FULL_PCT = 170.0  # server + client + other CPU at this (of 200 %) means no core was free
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,9 @@ class Config:
 
 
 CONFIGS = [
-    Config("a64", 128, 128, 64, 0.0, 4000, "max event throughput"),
-    Config("a256", 128, 128, 256, 0.0, 4000, "max event throughput, more streams"),
-    Config("b", 1024, 128, 64, 0.0, 1200, "prompt tokenization cost"),
+    Config("a64", 128, 128, 64, 0.0, 5000, "max event throughput"),
+    Config("a256", 128, 128, 256, 0.0, 5000, "max event throughput, more streams"),
+    Config("b", 1024, 128, 64, 0.0, 1500, "prompt tokenization cost"),
     Config("c", 128, 128, 1024, 50.0, 2048, "paced streams held at once"),
 ]
 
@@ -141,7 +142,8 @@ class CpuSampler:
             return 0.0, 0.0
         first, last = self.samples[busy[0]], self.samples[busy[-1] + 1]
         span = last.t - first.t
-        return 100 * (last.client - first.client) / span, 100 * (last.other - first.other) / span
+        other = max(last.other - first.other, 0.0)  # clock-tick rounding can make it negative
+        return 100 * (last.client - first.client) / span, 100 * other / span
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
@@ -256,32 +258,46 @@ def bottleneck(config: Config, m: Measurement) -> str:
         return "both"
     if server or client:
         return "server" if server else "client"
+    if m.server_cpu_pct + m.client_cpu_pct + m.other_cpu_pct >= MACHINE_FULL_PCT:
+        return "machine (other load)"
     return "neither (paced)" if config.itl_ms else "neither"
 
 
 HEADER = (
-    f"{'cfg':<5}{'in':>6}{'out':>5}{'conc':>6}{'itl':>5}{'dur s':>7}{'req/s':>8}{'events/s':>10}"
-    f"{'srv CPU%':>10}{'srv µs/ev':>10}{'cli CPU%':>10}{'other%':>8}{'TTFT ms':>9}"
-    f"{'ITL mean/p99 ms':>17}  saturated"
+    f"{'cfg':<5}{'in':>5}{'out':>5}{'conc':>6}{'itl':>4}{'dur s':>6}{'req/s':>7}{'events/s':>9}"
+    f"{'srv CPU%':>9}{'srv µs/ev':>10}{'srv cap ev/s':>13}{'cli CPU%':>9}{'other%':>7}"
+    f"{'TTFT ms':>8}{'ITL mean/p99':>13}  saturated"
 )
 
 
 def row(config: Config, m: Measurement) -> str:
     """One table line."""
-    itl = f"{m.mean_itl_ms:.1f}/{m.p99_itl_ms:.1f}"
+    itl = f"{m.mean_itl_ms:.1f}/{m.p99_itl_ms:.0f}"
+    cap = 1e6 / m.server_us_per_event if m.server_us_per_event else 0.0
     return (
-        f"{config.name:<5}{config.input_len:>6}{config.output_len:>5}{config.concurrency:>6}"
-        f"{config.itl_ms:>5g}{m.duration_s:>7.1f}{m.req_per_s:>8.0f}{m.events_per_s:>10.0f}"
-        f"{m.server_cpu_pct:>10.0f}{m.server_us_per_event:>10.1f}{m.client_cpu_pct:>10.0f}"
-        f"{m.other_cpu_pct:>8.0f}{m.mean_ttft_ms:>9.1f}{itl:>17}  {bottleneck(config, m)}"
+        f"{config.name:<5}{config.input_len:>5}{config.output_len:>5}{config.concurrency:>6}"
+        f"{config.itl_ms:>4g}{m.duration_s:>6.1f}{m.req_per_s:>7.0f}{m.events_per_s:>9.0f}"
+        f"{m.server_cpu_pct:>9.0f}{m.server_us_per_event:>10.1f}{cap:>13.0f}"
+        f"{m.client_cpu_pct:>9.0f}{m.other_cpu_pct:>7.0f}{m.mean_ttft_ms:>8.0f}{itl:>13}"
+        f"  {bottleneck(config, m)}"
     )
+
+
+NOTES = """
+events/s: output tokens/s, one SSE event per token. CPU % is of one core.
+srv CPU%: mock server CPU time over the benchmark duration; srv cap ev/s = 1e6 / srv µs/ev, the
+  events/s one full core of server would sustain (an extrapolation).
+cli CPU%: loadgen's main and worker process; other%: the rest of the machine plus hypervisor
+  steal; both over the time the server was busy.
+saturated: a side at >= {sat:g} % is the bottleneck; "machine" when srv + cli + other >= {full:g} %.
+Configurations:"""
 
 
 def parse_args() -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     names = [c.name for c in CONFIGS]
-    parser.add_argument("--configs", nargs="+", choices=names, default=names, help="%(default)s")
+    parser.add_argument("--configs", nargs="+", choices=names, default=names, help="default: all")
     parser.add_argument("--repeat", type=int, default=3, help="runs per configuration")
     parser.add_argument(
         "--scale", type=float, default=1.0, help="multiplies every configuration's --num-prompts"
@@ -305,6 +321,7 @@ def main() -> None:
         f"machine; medians of {args.repeat} runs",
         flush=True,
     )
+    print(HEADER, flush=True)
     runs: dict[str, list[Measurement]] = {}
     with tempfile.TemporaryDirectory(prefix="mock-capacity-") as tmp:
         out_dir = args.keep or Path(tmp)
@@ -315,22 +332,16 @@ def main() -> None:
                     for rep in range(args.repeat):
                         m = run_client(config, url, server, out_dir, rep, args.scale)
                         runs.setdefault(config.name, []).append(m)
-                        print(f"run {rep + 1}: {row(config, m)}", flush=True)
+                        print(f"{row(config, m)}  (run {rep + 1})", flush=True)
                         if m.failed:
                             print(f"  warning: {m.failed} requests failed", flush=True)
                         if m.duration_s < args.min_duration:
                             print(f"  warning: shorter than {args.min_duration:g} s; raise --scale")
-    print()
+    print(f"\nMedians of {args.repeat} runs:")
     print(HEADER)
     for config in configs:
         print(row(config, median(runs[config.name])))
-    print()
-    print(
-        "events/s = output tokens/s = SSE token events/s. CPU % is of one core: srv = mock server "
-        "(CPU time over the benchmark duration), cli = loadgen main + worker process, other = "
-        "other processes plus hypervisor steal, both over the time the server was busy. A side at "
-        f">= {SATURATED_PCT:g} % is taken as the bottleneck."
-    )
+    print(NOTES.format(sat=SATURATED_PCT, full=MACHINE_FULL_PCT))
     for config in configs:
         print(f"  {config.name}: {config.purpose}")
     if args.json:
