@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import os
+import urllib.parse
+import urllib.request
 
 import aiohttp
 
 
 class ServerError(RuntimeError):
     """The server could not be used; the message names the URL and what went wrong."""
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) names for ``url``, if any."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def auth_headers(extra: dict[str, str]) -> dict[str, str]:

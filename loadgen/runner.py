@@ -18,7 +18,7 @@ from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import RequestResults, calculate_metrics, derive_timings
 from loadgen.mock_process import EmbeddedMockServer
 from loadgen.payloads import CHAT_BACKENDS, check_endpoint, serialize_bodies
-from loadgen.readiness import auth_headers, fetch_first_model
+from loadgen.readiness import auth_headers, fetch_first_model, proxy_for
 from loadgen.report import (
     build_result,
     failure_preamble,
@@ -160,6 +160,7 @@ def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> lis
             preopen_connections=min(shares[w] or len(indices), PREOPEN_LIMIT),
             keep_text="always" if config.save_detailed else "when_no_usage",
             chat=config.backend in CHAT_BACKENDS,
+            proxy=proxy_for(config.api_url),
         )
         plans.append(
             ShardPlan(
