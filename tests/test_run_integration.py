@@ -121,6 +121,7 @@ def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> No
     assert (result["completed"], result["failed"]) == (60, 0)
     assert result["request_rate"] == "inf"
     assert result["loadgen"]["workers"] == workers
+    assert result["loadgen"]["connections_preopened"] == 60  # one per concurrent request
     assert result["output_lens"] == [16] * 60  # usage.completion_tokens, ignore_eos forced
     assert result["total_output_tokens"] == 60 * 16
     # The mock counts its BOS token; the dataset's 63 tokens + 1 = 64 per prompt.

@@ -126,12 +126,30 @@ class Worker:
         """Open the pool's connections before t0, so no handshake lands in a measured TTFT."""
         config = shard.config
         count = min(config.preopen_connections, len(shard.indices))
+        waiting = count
+        all_connected = asyncio.Event()
+
+        def connected() -> None:
+            nonlocal waiting
+            waiting -= 1
+            if waiting == 0:
+                all_connected.set()
 
         async def touch() -> None:
-            async with session.get(
-                config.preopen_url, headers=config.headers, proxy=config.proxy
-            ) as resp:
-                await resp.read()
+            # Each request holds its connection (body unread) until every one has connected;
+            # otherwise a fast server lets later requests reuse the first few connections.
+            holding = False
+            try:
+                async with session.get(
+                    config.preopen_url, headers=config.headers, proxy=config.proxy
+                ) as resp:
+                    holding = True
+                    connected()
+                    await all_connected.wait()
+                    await resp.read()
+            finally:
+                if not holding:
+                    connected()
 
         results = await asyncio.gather(*(touch() for _ in range(count)), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
