@@ -56,8 +56,8 @@ class Config:
 
 
 CONFIGS = [
-    Config("a64", 128, 128, 64, 0.0, 5000, "max event throughput"),
-    Config("a256", 128, 128, 256, 0.0, 5000, "max event throughput, more streams"),
+    Config("a64", 128, 128, 64, 0.0, 10000, "max event throughput"),
+    Config("a256", 128, 128, 256, 0.0, 10000, "max event throughput, more streams"),
     Config("b", 1024, 128, 64, 0.0, 1500, "prompt tokenization cost"),
     Config("c", 128, 128, 1024, 50.0, 2048, "paced streams held at once"),
 ]
