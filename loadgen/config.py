@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.dataset_random import parse_range_ratio
 from loadgen.payloads import SUPPORTED_BACKENDS
 
 PERCENTILE_METRICS = (
@@ -89,6 +90,10 @@ class RunConfig:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         self.selected_metrics()
         self.percentiles()
+        try:
+            parse_range_ratio(self.random_range_ratio)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def selected_metrics(self) -> list[str]:
         """The metrics that get mean/median/std/percentiles (``--percentile-metrics``)."""

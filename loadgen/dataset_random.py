@@ -82,7 +82,8 @@ def sample_random_requests(
     """Build vLLM's ``random`` dataset (formulas in the module docstring)."""
     _validate(num_requests, input_len, output_len, prefix_len)
     in_ratio, out_ratio = range_ratio
-    real_in = max(0, input_len - num_special_tokens_to_add(tokenizer))
+    num_special = num_special_tokens_to_add(tokenizer)
+    real_in = max(0, input_len - num_special)
     in_lo = math.floor(real_in * (1 - in_ratio))
     in_hi = math.ceil(real_in * (1 + in_ratio))
     out_lo = max(1, math.floor(output_len * (1 - out_ratio)))
@@ -90,7 +91,7 @@ def sample_random_requests(
     if prefix_len + in_lo < 1:
         raise ValueError(
             f"--random-prefix-len ({prefix_len}) plus the shortest input length ({in_lo}, "
-            f"from --random-input-len minus {input_len - real_in} special tokens) must be >= 1"
+            f"from --random-input-len {input_len} minus {num_special} special tokens) must be >= 1"
         )
 
     vocab_size = base_vocab_size(tokenizer)

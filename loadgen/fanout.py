@@ -229,10 +229,14 @@ class WorkerPool:
             interrupted=self.stop_requested,
         )
 
-    def close(self) -> None:
-        """Stop the processes and release the socket."""
+    def close(self, graceful: bool = True) -> None:
+        """Stop the processes and release the socket.
+
+        After a finished run the workers are exiting on their own and are given time to; when
+        the run never got that far they may still be importing, so they are terminated at once.
+        """
         for process in self.processes:
-            if process.is_alive():
+            if graceful and process.is_alive():
                 process.join(timeout=2)
             if process.is_alive():
                 process.terminate()

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from loadgen import __version__
-from loadgen.config import RunConfig
+from loadgen.config import ConfigError, RunConfig
 from loadgen.dataset_random import RandomDataset, parse_range_ratio, sample_random_requests
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import RequestResults, calculate_metrics, derive_timings
@@ -83,6 +83,7 @@ async def _run(config: RunConfig) -> int:
     pool.start()  # workers import and connect while the dataset is built
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, pool.request_stop)
+    finished = False
     try:
         prepared = await _prepare(config)
         print("Skipping endpoint ready check.")
@@ -101,9 +102,10 @@ async def _run(config: RunConfig) -> int:
             )
         finally:
             progress.close()
+        finished = True
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        pool.close()
+        pool.close(graceful=finished)
     return _report(config, prepared, collected, num_workers)
 
 
@@ -118,17 +120,19 @@ async def _prepare(config: RunConfig) -> Prepared:
         model_id = config.model
     tokenizer_id = config.tokenizer or model_id
     tokenizer = await asyncio.to_thread(load_tokenizer, tokenizer_id)
-    ratio = parse_range_ratio(config.random_range_ratio)
-    dataset = await asyncio.to_thread(
-        sample_random_requests,
-        tokenizer,
-        config.num_prompts,
-        config.random_input_len,
-        config.random_output_len,
-        config.random_prefix_len,
-        ratio,
-        config.seed,
-    )
+    try:
+        dataset = await asyncio.to_thread(
+            sample_random_requests,
+            tokenizer,
+            config.num_prompts,
+            config.random_input_len,
+            config.random_output_len,
+            config.random_prefix_len,
+            parse_range_ratio(config.random_range_ratio),
+            config.seed,
+        )
+    except ValueError as exc:  # the dataset's checks name the flag at fault
+        raise ConfigError(str(exc)) from None
     bodies = serialize_bodies(
         config.backend,
         model_name,

@@ -179,6 +179,18 @@ def test_bad_flag_values_exit_2_with_one_line() -> None:
     proc = loadgen("--mock", "--header", "novalue")
     assert proc.returncode == 2
     assert "--header" in proc.stderr
+    proc = loadgen("--mock", "--random-range-ratio", "1.5")
+    assert proc.returncode == 2
+    assert "--random-range-ratio" in proc.stderr
+    proc = loadgen("--mock", "--random-input-len", "0")
+    assert proc.returncode == 2
+    assert "--random-input-len" in proc.stderr
+
+
+def test_missing_tokenizer_is_a_one_line_error() -> None:
+    proc = loadgen("--mock", "--tokenizer", "/no/such/tokenizer", "--workers", "2")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: tokenizer path /no/such/tokenizer does not exist"
 
 
 def test_server_down_is_a_one_line_error() -> None:
