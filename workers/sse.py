@@ -1,9 +1,10 @@
 """Incremental parser for one OpenAI-style Server-Sent-Events response, working on bytes.
 
-It does the least per event that the metrics need: find event boundaries, strip the ``data:``
-field, and decide whether the payload's ``choices`` list is non-empty by scanning bytes. Only
-a payload without choices that mentions ``usage`` or ``error`` is JSON-parsed (about once per
-response). Semantics follow ``vllm bench serve`` (reference §2.2-2.3):
+It does the least the metrics need, per read rather than per event: cut the bytes after the
+last complete event, count the events in them whose ``choices`` list is not empty (a C-level
+``bytes.count`` for compact JSON, a regex otherwise) and stamp them all with the read's
+instant. Only an event that carries ``usage`` or ``error`` is split out and JSON-parsed (about
+once per response). Semantics follow ``vllm bench serve`` (reference §2.2-2.3):
 
 - events are separated by a blank line (``\\n\\n``; ``\\r\\n`` is normalised);
 - lines starting with ``:`` are comments (pings) and are skipped;
@@ -14,32 +15,42 @@ response). Semantics follow ``vllm bench serve`` (reference §2.2-2.3):
   stamped late;
 - usage comes from a choices-less chunk (``"choices": []``); usage riding on a chunk that also
   has choices is ignored, as upstream's Python client does.
+
+A ``"choices"`` inside generated text cannot be mistaken for the key: JSON escapes the quotes.
 """
 
 from __future__ import annotations
 
+import re
 from array import array
 
 import orjson
 
-_WHITESPACE = b" \t\r\n"
+_NONEMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*[^\s\]]')
+
+
+def count_token_events(part: bytes) -> int:
+    """How many events in ``part`` (whole events) have a ``"choices"`` list that is not empty."""
+    compact = part.count(b'"choices":[{')
+    if compact:
+        return compact  # compact JSON, as vLLM, SGLang and most servers send it: one scan
+    if b'"choices"' not in part:
+        return 0
+    return len(_NONEMPTY_CHOICES.findall(part))
+
+
+def _ends_stream(tail: bytes) -> bool:
+    """Whether the tail of the received events is a ``data: [DONE]`` event."""
+    return tail.rstrip().endswith(b"[DONE]") and (
+        tail.lstrip().startswith((b"data: [DONE]", b"data:[DONE]"))
+        or b"\ndata: [DONE]" in tail
+        or b"\ndata:[DONE]" in tail
+    )
 
 
 def choices_nonempty(payload: bytes) -> bool:
     """True when the JSON object ``payload`` has a ``"choices"`` array that is not empty."""
-    at = payload.find(b'"choices"')
-    if at < 0:
-        return False
-    i = at + 9
-    n = len(payload)
-    while i < n and payload[i] in b" \t\r\n:":
-        i += 1
-    if i >= n or payload[i] != 0x5B:  # "[" ; e.g. "choices": null
-        return False
-    i += 1
-    while i < n and payload[i] in _WHITESPACE:
-        i += 1
-    return i < n and payload[i] != 0x5D  # "]"
+    return count_token_events(payload) > 0
 
 
 def data_of(block: bytes) -> bytes | None:
@@ -68,44 +79,56 @@ class SSEStream:
         buffer = self._buffer + data if self._buffer else data
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
-        blocks = buffer.split(b"\n\n")
+        cut = buffer.rfind(b"\n\n")
+        if cut >= 0:
+            self._complete(buffer[:cut], now_ns)
+            buffer = buffer[cut + 2 :]
         # A read may end between the two newlines of a separator; the leftover newline would
         # hide a complete trailing payload from the speculative release below.
-        self._buffer = blocks.pop().lstrip()
-        for block in blocks:
-            self._event(block, now_ns)
+        self._buffer = buffer.lstrip()
         if self._buffer.startswith(b"data:"):
             self._speculate(now_ns)
 
     def finish(self, now_ns: int) -> None:
         """End of body: whatever is left in the buffer is the last event."""
         if self._buffer.strip():
-            self._event(self._buffer, now_ns)
+            self._complete(self._buffer, now_ns)
         self._buffer = b""
 
     def _speculate(self, now_ns: int) -> None:
         payload = self._buffer[5:].strip()
-        if payload == b"[DONE]":
-            self.done = True
-        else:
+        if payload != b"[DONE]":
             try:
                 orjson.loads(payload)
             except orjson.JSONDecodeError:
                 return  # incomplete; wait for more bytes
-            self._payload(payload, now_ns)
+        self._complete(self._buffer, now_ns)
         self._buffer = b""
 
-    def _event(self, block: bytes, now_ns: int) -> None:
-        payload = data_of(block.strip())
-        if payload:
-            self._payload(payload, now_ns)
+    def _complete(self, part: bytes, now_ns: int) -> None:
+        """Account for whole events that arrived at ``now_ns``.
 
-    def _payload(self, payload: bytes, now_ns: int) -> None:
-        if choices_nonempty(payload):
-            self.event_ns.append(now_ns)
-        elif payload == b"[DONE]":
+        Usage is looked for only as the last usage of the part and [DONE] only in its tail, so
+        a part costs two scans (token events, errors) however many events it holds.
+        """
+        n = count_token_events(part)
+        if n:
+            self.event_ns.extend([now_ns] * n)
+        if _ends_stream(part[-16:]):
             self.done = True
-        elif b'"usage"' in payload or b'"error"' in payload:
+        at = part.rfind(b'"usage"')
+        if at >= 0 and not part.startswith(b'"usage":null', at):
+            self._side_channel_at(part, at)
+        at = part.find(b'"error"')
+        if at >= 0:
+            self._side_channel_at(part, at)
+
+    def _side_channel_at(self, part: bytes, at: int) -> None:
+        """JSON-parse the event of ``part`` around offset ``at`` when it has no choices."""
+        start = part.rfind(b"\n\n", 0, at) + 1  # 0 when the event opens the part
+        end = part.find(b"\n\n", at)
+        payload = data_of(part[start : len(part) if end < 0 else end].strip())
+        if payload and not choices_nonempty(payload):
             self._parse_side_channel(payload)
 
     def _parse_side_channel(self, payload: bytes) -> None:
