@@ -32,6 +32,7 @@ from workers.worker import run_worker
 
 START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
 POLL_MS = 100
+PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 10.0
 
 
@@ -62,6 +63,9 @@ class Collected:
     connections: int
     worker_problems: list[str] = field(default_factory=list)
     interrupted: bool = False
+    loop_lag_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    worker_cpu_ns: list[int] = field(default_factory=list)  # CPU time of each worker's run
+    worker_wall_ns: list[int] = field(default_factory=list)
 
 
 class WorkerPool:
@@ -174,6 +178,10 @@ class WorkerPool:
         problems: list[str] = []
         pending = set(workers)
         stop_deadline: float | None = None
+        loop_lag: list[np.ndarray] = []
+        cpu_ns = dict.fromkeys(workers, 0)
+        wall_ns = dict.fromkeys(workers, 0)
+        next_ping_ns = perf_counter_ns()
         while pending:
             if self.stop_requested and stop_deadline is None:
                 stop_deadline = time.monotonic() + STOP_GRACE_S
@@ -185,7 +193,13 @@ class WorkerPool:
                     self.processes[w].terminate()
                     problems.append(f"worker {w} did not stop within {STOP_GRACE_S:.0f} s")
                 break
-            got = await self._recv(POLL_MS)
+            if perf_counter_ns() >= next_ping_ns:
+                next_ping_ns = perf_counter_ns() + PING_INTERVAL_NS
+                for w in pending:
+                    with contextlib.suppress(zmq.ZMQError):  # it may have just exited
+                        await self._send(w, encode(Kind.PING, t_ns=perf_counter_ns()))
+            wait_ms = max(1, (next_ping_ns - perf_counter_ns()) // 1_000_000)
+            got = await self._recv(wait_ms)
             if got is None:
                 for w in self._dead_workers(pending):
                     pending.discard(w)
@@ -204,6 +218,8 @@ class WorkerPool:
                     on_progress(len(batch))
             elif kind is Kind.DONE:
                 pending.discard(worker)
+                loop_lag.append(np.frombuffer(frames[0], dtype="<i8").copy())
+                cpu_ns[worker], wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
             elif kind is Kind.FATAL:
                 pending.discard(worker)
                 problems.append(f"worker {worker} failed: {fields['message']}")
@@ -227,6 +243,9 @@ class WorkerPool:
             connections=0,
             worker_problems=problems,
             interrupted=self.stop_requested,
+            loop_lag_ns=np.concatenate(loop_lag) if loop_lag else np.zeros(0, np.int64),
+            worker_cpu_ns=[cpu_ns[w] for w in sorted(workers)],
+            worker_wall_ns=[wall_ns[w] for w in sorted(workers)],
         )
 
     def close(self, graceful: bool = True) -> None:

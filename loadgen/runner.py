@@ -36,6 +36,8 @@ from loadgen.schedule import (
     to_ns,
 )
 from loadgen.tokenizer import MOCK_MODEL_NAME, load_tokenizer
+from loadgen.verdict import measure as client_health
+from loadgen.verdict import verdict
 from workers.protocol import WorkerConfig
 
 PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
@@ -249,15 +251,26 @@ def _report(config: RunConfig, prepared: Prepared, collected: Collected, num_wor
         print(line)
 
     sent = records["arrival_ns"] >= 0
-    release_lag_ms = (records["arrival_ns"][sent] - prepared.scheduled_ns[sent]) / 1e6
+    send_lag_ms = (records["arrival_ns"][sent] - prepared.scheduled_ns[sent]) / 1e6
+    health = client_health(
+        send_lag_ms,
+        collected.loop_lag_ns,
+        collected.worker_cpu_ns,
+        collected.worker_wall_ns,
+        config.request_rate,
+    )
+    client_verdict = verdict(health)
+    print(client_verdict)
     loadgen_extra = {
         "version": __version__,
         "workers": num_workers,
         "connections_preopened": collected.connections,
         "schedule_sha256": schedule_hash(prepared.scheduled_ns),
-        "release_lag_ms": _lag_summary(release_lag_ms),
+        "send_lag_ms": _lag_summary(send_lag_ms),
         "worker_problems": collected.worker_problems,
         "interrupted": collected.interrupted,
+        "client": health.to_json(),
+        "verdict": client_verdict,  # last, so the result JSON ends with it
     }
     if config.save_result:
         date = datetime.now().strftime("%Y%m%d-%H%M%S")

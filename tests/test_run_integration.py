@@ -122,6 +122,14 @@ def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> No
     assert result["request_rate"] == "inf"
     assert result["loadgen"]["workers"] == workers
     assert result["loadgen"]["connections_preopened"] == 60  # one per concurrent request
+    # The summary and the JSON both end with the client's verdict on itself.
+    last_line = proc.stdout.strip().splitlines()[-2]  # the line before "Results written to"
+    assert re.match(r"client(: OK|-bound: .+) \(send lag p99 .+, worker CPU max \d+ %\)", last_line)
+    assert list(result["loadgen"])[-1] == "verdict"
+    assert result["loadgen"]["verdict"] == last_line
+    client = result["loadgen"]["client"]
+    assert len(client["worker_cpu_pct"]) == workers
+    assert client["loop_lag_samples"] > 0
     assert result["output_lens"] == [16] * 60  # usage.completion_tokens, ignore_eos forced
     assert result["total_output_tokens"] == 60 * 16
     # The mock counts its BOS token; the dataset's 63 tokens + 1 = 64 per prompt.
@@ -307,4 +315,4 @@ def test_paced_run_with_cap_reports_queue_inclusive_latency(tmp_path: Path) -> N
     assert "p99_e2el_including_client_queue_ms" in result
     # Constant gaps of 10 ms: the last request is released at 0.4 s, so the run lasts longer.
     assert result["duration"] >= 0.4
-    assert result["loadgen"]["release_lag_ms"]["p50"] < 50
+    assert result["loadgen"]["send_lag_ms"]["p50"] < 50

@@ -14,7 +14,8 @@ frames after it are raw little-endian numpy buffers, so bulk data is never JSON-
 | START   | c -> w | t0_ns (perf_counter_ns of offset 0)     | -                              |
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
 |         |        |                                         | event_ns (int64)               |
-| DONE    | w -> c | sent                                    | -                              |
+| PING    | c -> w | t_ns (coordinator's perf_counter_ns)    | -                              |
+| DONE    | w -> c | sent, cpu_ns, wall_ns (of the run)      | loop_lag_ns (int64)            |
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
 
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class Kind(str, Enum):
@@ -42,6 +43,7 @@ class Kind(str, Enum):
     READY = "ready"
     START = "start"
     RECORDS = "records"
+    PING = "ping"
     DONE = "done"
     STOP = "stop"
     FATAL = "fatal"

@@ -2,8 +2,10 @@
 
 Life cycle (messages in workers/protocol.py): HELLO -> receive SHARD -> open connections ->
 READY -> receive START(t0) -> send every request at t0 + its scheduled offset, streaming
-RECORDS batches back -> DONE. A STOP at any time cancels what is in flight; every request of
-the shard is still reported, as failed when it never finished.
+RECORDS batches back -> DONE (with the loop-lag samples and CPU time of the run). During the
+run the coordinator PINGs every 10 ms; each PING's delivery delay is a loop-lag sample. A STOP
+at any time cancels what is in flight; every request of the shard is still reported, as failed
+when it never finished.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import os
 import resource
 import signal
+import time
 from array import array
 from time import perf_counter_ns
 
@@ -20,6 +23,7 @@ import aiohttp
 import uvloop
 import zmq
 import zmq.asyncio
+from yarl import URL
 
 from workers.protocol import (
     Kind,
@@ -35,6 +39,7 @@ from workers.sse import SSEStream, generated_text
 NOT_SENT = "not sent: the run was stopped before this request's turn"
 CANCELLED = "cancelled: the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
+BURST_YIELD = 16  # requests released back to back before the loop serves open streams
 
 
 def run_worker(endpoint: str, worker_id: int) -> None:
@@ -43,6 +48,11 @@ def run_worker(endpoint: str, worker_id: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _raise_open_file_limit()
     uvloop.run(Worker(endpoint, worker_id).run())
+
+
+def _resolve(future: asyncio.Future | None) -> None:
+    if future is not None and not future.done():
+        future.set_result(None)
 
 
 def _raise_open_file_limit() -> None:
@@ -69,6 +79,10 @@ class Worker:
         self.texts: dict[int, str] = {}
         self.stopping = False
         self.parent_pid = os.getppid()
+        self.loop_lag_ns = array("q")  # PING delivery delays during the run
+        self.cpu_ns = 0
+        self.wall_ns = 0
+        self.wakeup: asyncio.Future | None = None  # the dispatcher's current sleep
 
     async def run(self) -> None:
         """Talk to the coordinator until the shard is done or the run is stopped."""
@@ -101,7 +115,8 @@ class Worker:
         )
         session = aiohttp.ClientSession(
             connector=connector,
-            timeout=aiohttp.ClientTimeout(total=6 * 60 * 60),
+            # No deadline (upstream's is 6 h): a per-request timer costs ~10 % of a busy worker.
+            timeout=aiohttp.ClientTimeout(total=None),
             read_bufsize=config.read_bufsize,
             # trust_env would re-read the proxy variables and ~/.netrc on every request, in a
             # thread: a third of the worker's CPU. The coordinator resolves the proxy once.
@@ -114,11 +129,19 @@ class Worker:
             if kind is not Kind.START:
                 self._account_unsent(shard, range(len(shard.indices)), NOT_SENT)
                 await self._flush()
-                await self._send(encode(Kind.DONE, sent=0))
+                await self._send(encode(Kind.DONE, [b""], sent=0, cpu_ns=0, wall_ns=0))
                 return
             sent = await self._run_shard(session, shard, int(fields["t0_ns"]))
             await self._flush()
-            await self._send(encode(Kind.DONE, sent=sent))
+            await self._send(
+                encode(
+                    Kind.DONE,
+                    [self.loop_lag_ns.tobytes()],
+                    sent=sent,
+                    cpu_ns=self.cpu_ns,
+                    wall_ns=self.wall_ns,
+                )
+            )
         finally:
             await session.close()
 
@@ -157,23 +180,41 @@ class Worker:
         return count - len(failures), first
 
     async def _run_shard(self, session: aiohttp.ClientSession, shard: Shard, t0_ns: int) -> int:
-        """Release each request at t0 + its offset; return how many were sent."""
+        """Release each request at t0 + its offset, holding at most the worker's share of the
+        concurrency cap in flight; return how many were released."""
         config = shard.config
-        semaphore = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        slots = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         headers = {"Content-Type": "application/json", **config.headers}
+        url = URL(config.url)
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))
-        listener = asyncio.create_task(self._listen_for_stop(tasks))
+        listener = asyncio.create_task(self._listen(tasks))
+        self.cpu_start_ns, self.wall_start_ns = time.process_time_ns(), perf_counter_ns()
         released = 0
+        slot_wait_ended_ns = 0  # when the dispatcher last got a slot it had to wait for
         try:
             for k in range(len(shard.indices)):
-                delay_ns = t0_ns + int(shard.scheduled_ns[k]) - perf_counter_ns()
+                due_ns = t0_ns + int(shard.scheduled_ns[k])
+                delay_ns = due_ns - perf_counter_ns()
                 if delay_ns > 0:
-                    await asyncio.sleep(delay_ns / 1e9)
+                    await self._sleep(delay_ns / 1e9)
+                elif released % BURST_YIELD == 0:
+                    await asyncio.sleep(0)  # a burst must not starve the streams already open
                 if self.stopping:
                     break
+                # A request that fell due while every slot was taken arrived on time and then
+                # queued; only the dispatcher's own lateness is send lag.
+                arrival_ns = due_ns if due_ns < slot_wait_ended_ns else perf_counter_ns()
+                if slots is not None:
+                    waited = slots.locked()
+                    await slots.acquire()
+                    if waited:
+                        slot_wait_ended_ns = perf_counter_ns()
+                    if self.stopping:
+                        slots.release()
+                        break
                 task = asyncio.create_task(
-                    self._request(session, shard, k, headers, semaphore, t0_ns)
+                    self._request(session, url, shard, k, headers, slots, t0_ns, arrival_ns)
                 )
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -181,6 +222,8 @@ class Worker:
             while tasks:
                 await asyncio.wait(set(tasks))
         finally:
+            self.cpu_ns = time.process_time_ns() - self.cpu_start_ns
+            self.wall_ns = perf_counter_ns() - self.wall_start_ns
             listener.cancel()
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -193,30 +236,27 @@ class Worker:
     async def _request(
         self,
         session: aiohttp.ClientSession,
+        url: URL,
         shard: Shard,
         k: int,
         headers: dict[str, str],
-        semaphore: asyncio.Semaphore | None,
+        slots: asyncio.Semaphore | None,
         t0_ns: int,
+        arrival_ns: int,
     ) -> None:
+        """Send request k (its slot, if any, already taken) and record what came back."""
         config = shard.config
         index = int(shard.indices[k])
-        arrival_ns = perf_counter_ns()
         if config.request_id_prefix is not None:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
         stream = SSEStream()
         chunks: list[bytes] = []
         status = 0
         error: str | None = None
-        acquired = False
-        send_ns = -1
+        send_ns = perf_counter_ns()
         try:
-            if semaphore is not None:
-                await semaphore.acquire()
-                acquired = True
-            send_ns = perf_counter_ns()
             async with session.post(
-                config.url, data=shard.body(k), headers=headers, proxy=config.proxy
+                url, data=shard.body(k), headers=headers, proxy=config.proxy
             ) as resp:
                 status = resp.status
                 if status != 200:
@@ -234,12 +274,12 @@ class Worker:
                         chunks.append(data)
                     stream.finish(perf_counter_ns() - t0_ns)
         except asyncio.CancelledError:
-            error = CANCELLED if send_ns >= 0 else NOT_SENT
+            error = CANCELLED
         except Exception as exc:  # every failure becomes a failed record, never a lost request
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         finally:
-            if acquired:
-                semaphore.release()
+            if slots is not None:
+                slots.release()
         end_ns = perf_counter_ns()
         n_events = len(stream.event_ns)
         success = status == 200 and n_events > 0 and error is None
@@ -257,7 +297,7 @@ class Worker:
             (
                 index,
                 arrival_ns - t0_ns,
-                send_ns - t0_ns if send_ns >= 0 else -1,
+                send_ns - t0_ns,
                 end_ns - t0_ns,
                 n_events,
                 status,
@@ -287,11 +327,25 @@ class Worker:
             if os.getppid() != self.parent_pid:  # the coordinator is gone; nobody will read us
                 os._exit(3)
 
-    async def _listen_for_stop(self, tasks: set[asyncio.Task]) -> None:
+    async def _sleep(self, delay_s: float) -> None:
+        """Sleep like asyncio.sleep, but a STOP wakes the dispatcher at once."""
+        loop = asyncio.get_running_loop()
+        self.wakeup = loop.create_future()
+        timer = loop.call_later(delay_s, _resolve, self.wakeup)
+        try:
+            await self.wakeup
+        finally:
+            timer.cancel()
+
+    async def _listen(self, tasks: set[asyncio.Task]) -> None:
+        """Handle the coordinator's messages during the run: PING and STOP."""
         while True:
-            kind, _, _ = decode(await self.sock.recv_multipart())
-            if kind is Kind.STOP:
+            kind, fields, _ = decode(await self.sock.recv_multipart())
+            if kind is Kind.PING:
+                # How long an arriving message waited for this loop: the receive-stamp delay.
+                self.loop_lag_ns.append(perf_counter_ns() - fields["t_ns"])
+            elif kind is Kind.STOP:
                 self.stopping = True
+                _resolve(self.wakeup)
                 for task in list(tasks):
                     task.cancel()
-                return
