@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from workers.protocol import (
     decode,
     decode_records,
     encode,
+    encode_probe,
     shard_message,
     worker_identity,
 )
@@ -90,6 +92,9 @@ class WorkerPool:
             for w in range(num_workers)
         ]
         self.stop_requested = False
+        self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.probe.setblocking(False)
+        self.probe_ports: dict[int, int] = {}
 
     def start(self) -> None:
         """Launch the worker processes (they import and connect while the caller goes on)."""
@@ -144,7 +149,8 @@ class WorkerPool:
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record."""
         workers = set(range(len(plans)))
-        await self._await_all(Kind.HELLO, workers, timeout_s=120)
+        hellos = await self._await_all(Kind.HELLO, workers, timeout_s=120)
+        self.probe_ports = {w: hello["probe_port"] for w, hello in hellos.items()}
         for w, plan in enumerate(plans):
             await self._send(
                 w, shard_message(plan.config, plan.bodies, plan.indices, plan.scheduled_ns)
@@ -196,8 +202,10 @@ class WorkerPool:
             if perf_counter_ns() >= next_ping_ns:
                 next_ping_ns = perf_counter_ns() + PING_INTERVAL_NS
                 for w in pending:
-                    with contextlib.suppress(zmq.ZMQError):  # it may have just exited
-                        await self._send(w, encode(Kind.PING, t_ns=perf_counter_ns()))
+                    with contextlib.suppress(OSError):  # a full buffer drops a probe, no more
+                        self.probe.sendto(
+                            encode_probe(perf_counter_ns()), ("127.0.0.1", self.probe_ports[w])
+                        )
             wait_ms = max(1, (next_ping_ns - perf_counter_ns()) // 1_000_000)
             got = await self._recv(wait_ms)
             if got is None:
@@ -262,6 +270,7 @@ class WorkerPool:
                 process.join(timeout=2)
         self.sock.close()
         self.ctx.term()
+        self.probe.close()
 
 
 def _assemble_events(

@@ -7,17 +7,21 @@ frames after it are raw little-endian numpy buffers, so bulk data is never JSON-
 
 | kind    | dir    | header fields                           | payload frames                 |
 |---------|--------|-----------------------------------------|--------------------------------|
-| HELLO   | w -> c | worker_id, pid                          | -                              |
+| HELLO   | w -> c | worker_id, pid, probe_port              | -                              |
 | SHARD   | c -> w | config (WorkerConfig as a dict)         | bodies, body_offsets, indices, |
 |         |        |                                         | scheduled_ns                   |
 | READY   | w -> c | connections, connect_error              | -                              |
 | START   | c -> w | t0_ns (perf_counter_ns of offset 0)     | -                              |
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
 |         |        |                                         | event_ns (int64)               |
-| PING    | c -> w | t_ns (coordinator's perf_counter_ns)    | -                              |
 | DONE    | w -> c | sent, cpu_ns, wall_ns (of the run)      | loop_lag_ns (int64)            |
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
+
+Loop-lag probes do not go through ZeroMQ (whose I/O threads would add their own delays):
+during the run the coordinator sends each worker's UDP ``probe_port`` a datagram every 10 ms
+holding its ``perf_counter_ns`` as 8 little-endian bytes (``encode_probe``), and the worker's
+event loop reads it the way it reads a response socket.
 
 Every time in a record is ``perf_counter_ns() - t0_ns``: CLOCK_MONOTONIC, which all processes on
 one host share, so worker and coordinator instants are directly comparable.
@@ -43,7 +47,6 @@ class Kind(str, Enum):
     READY = "ready"
     START = "start"
     RECORDS = "records"
-    PING = "ping"
     DONE = "done"
     STOP = "stop"
     FATAL = "fatal"
@@ -82,6 +85,16 @@ class WorkerConfig:
     read_bufsize: int = 4 * 1024 * 1024
     flush_interval_s: float = 0.05
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def encode_probe(t_ns: int) -> bytes:
+    """A loop-lag probe datagram: the sender's perf_counter_ns."""
+    return t_ns.to_bytes(8, "little")
+
+
+def decode_probe(datagram: bytes) -> int | None:
+    """The instant a probe was sent, or None for a datagram that is not a probe."""
+    return int.from_bytes(datagram, "little") if len(datagram) == 8 else None
 
 
 def worker_identity(worker_id: int) -> bytes:

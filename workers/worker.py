@@ -3,7 +3,7 @@
 Life cycle (messages in workers/protocol.py): HELLO -> receive SHARD -> open connections ->
 READY -> receive START(t0) -> send every request at t0 + its scheduled offset, streaming
 RECORDS batches back -> DONE (with the loop-lag samples and CPU time of the run). During the
-run the coordinator PINGs every 10 ms; each PING's delivery delay is a loop-lag sample. A STOP
+run the coordinator sends a UDP probe every 10 ms; its delivery delay is a loop-lag sample. A STOP
 at any time cancels what is in flight; every request of the shard is still reported, as failed
 when it never finished.
 """
@@ -15,6 +15,7 @@ import contextlib
 import os
 import resource
 import signal
+import socket
 import time
 from array import array
 from time import perf_counter_ns
@@ -29,6 +30,7 @@ from workers.protocol import (
     Kind,
     Shard,
     decode,
+    decode_probe,
     decode_shard,
     encode,
     records_message,
@@ -79,7 +81,10 @@ class Worker:
         self.texts: dict[int, str] = {}
         self.stopping = False
         self.parent_pid = os.getppid()
-        self.loop_lag_ns = array("q")  # PING delivery delays during the run
+        self.loop_lag_ns = array("q")  # probe delivery delays during the run
+        self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.probe.bind(("127.0.0.1", 0))
+        self.probe.setblocking(False)
         self.cpu_ns = 0
         self.wall_ns = 0
         self.wakeup: asyncio.Future | None = None  # the dispatcher's current sleep
@@ -88,7 +93,14 @@ class Worker:
         """Talk to the coordinator until the shard is done or the run is stopped."""
         self.sock.connect(self.endpoint)
         try:
-            await self._send(encode(Kind.HELLO, worker_id=self.worker_id, pid=os.getpid()))
+            await self._send(
+                encode(
+                    Kind.HELLO,
+                    worker_id=self.worker_id,
+                    pid=os.getpid(),
+                    probe_port=self.probe.getsockname()[1],
+                )
+            )
             kind, fields, frames = decode(await self.sock.recv_multipart())
             if kind is not Kind.SHARD:
                 return
@@ -100,6 +112,7 @@ class Worker:
         finally:
             self.sock.close()
             self.ctx.term()
+            self.probe.close()
 
     async def _send(self, parts: list) -> None:
         await self.sock.send_multipart(parts, copy=False)
@@ -338,13 +351,29 @@ class Worker:
             timer.cancel()
 
     async def _listen(self, tasks: set[asyncio.Task]) -> None:
-        """Handle the coordinator's messages during the run: PING and STOP."""
+        """Handle the coordinator's messages during the run (STOP) and its loop-lag probes."""
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.probe.fileno(), self._on_probe)
+        try:
+            await self._listen_for_stop(tasks)
+        finally:
+            loop.remove_reader(self.probe.fileno())
+
+    def _on_probe(self) -> None:
+        """Each probe's age when the loop gets to it: the delay an arriving chunk's stamp sees."""
+        now = perf_counter_ns()
         while True:
-            kind, fields, _ = decode(await self.sock.recv_multipart())
-            if kind is Kind.PING:
-                # How long an arriving message waited for this loop: the receive-stamp delay.
-                self.loop_lag_ns.append(perf_counter_ns() - fields["t_ns"])
-            elif kind is Kind.STOP:
+            try:
+                sent = decode_probe(self.probe.recv(64))
+            except BlockingIOError:
+                return
+            if sent is not None:
+                self.loop_lag_ns.append(now - sent)
+
+    async def _listen_for_stop(self, tasks: set[asyncio.Task]) -> None:
+        while True:
+            kind, _, _ = decode(await self.sock.recv_multipart())
+            if kind is Kind.STOP:
                 self.stopping = True
                 _resolve(self.wakeup)
                 for task in list(tasks):
