@@ -15,6 +15,7 @@ import click
 import orjson
 
 from loadgen import __version__
+from loadgen.calibrate import calibrate_command
 from loadgen.config import ConfigError, RunConfig, available_cores
 from loadgen.fanout import FanoutError
 from loadgen.mock_process import MockServerError
@@ -242,6 +243,7 @@ def _fail(message: str, exit_code: int = 1) -> None:
 
 
 cli.add_command(mock_server_command)
+cli.add_command(calibrate_command)
 
 
 def main() -> None:

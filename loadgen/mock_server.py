@@ -2,7 +2,9 @@
 
 It answers /v1/completions and /v1/chat/completions (streamed or not) with a deterministic cycle
 of ordinary tokens, after a configurable time to first token and inter-token latency, and counts
-prompt tokens with a real tokenizer so that usage figures are exact.
+prompt tokens with a real tokenizer so that usage figures are exact. With ``--record-timings`` it
+also records, on ``time.perf_counter_ns()``, when each generation request reached its handler and
+when each token event was written, so that a client's measurements can be checked against them.
 """
 
 from __future__ import annotations
@@ -10,16 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import io
 import itertools
+import os
 import random
 import re
 import secrets
 import signal
 import time
+from array import array
 from dataclasses import dataclass
+from pathlib import Path
+from time import perf_counter_ns
 from typing import Any
 
 import click
+import numpy as np
 import orjson
 import uvloop
 from aiohttp import web
@@ -53,6 +61,7 @@ class MockConfig:
     error_rate: float = 0.0
     seed: int = 0
     max_model_len: int = 131072
+    record_timings: Path | None = None  # where the timing records go at shutdown
 
 
 class _RequestError(Exception):
@@ -164,6 +173,60 @@ class _Events:
         return b"".join(parts)
 
 
+class TimingRecorder:
+    """Server-side instants of generation requests, on ``time.perf_counter_ns()``.
+
+    Per request: its id, its arrival (handler entry) and one instant per choices-bearing SSE
+    event, taken right before the write that carried it (events of one write share it).
+    """
+
+    def __init__(self) -> None:
+        self.request_ids: list[str] = []
+        self.arrival_ns = array("q")
+        self.event_ns: list[array] = []
+
+    def add(self, request_id: str, arrival_ns: int) -> array:
+        """Record a request's arrival; return the array its event instants are appended to."""
+        events = array("q")
+        self.request_ids.append(request_id)
+        self.arrival_ns.append(arrival_ns)
+        self.event_ns.append(events)
+        return events
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The records as arrays: ``request_ids``, ``arrival_ns``, ``event_offsets``, ``event_ns``.
+
+        Request i's event instants are ``event_ns[event_offsets[i]:event_offsets[i + 1]]``.
+        """
+        counts = [len(events) for events in self.event_ns]
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        events = np.empty(int(offsets[-1]), dtype=np.int64)
+        for i, chunk in enumerate(self.event_ns):
+            events[offsets[i] : offsets[i + 1]] = np.frombuffer(chunk, dtype=np.int64)
+        return {
+            "request_ids": np.array(self.request_ids, dtype=np.str_),
+            "arrival_ns": np.frombuffer(self.arrival_ns, dtype=np.int64).copy(),
+            "event_offsets": offsets,
+            "event_ns": events,
+        }
+
+    def npz(self) -> bytes:
+        """The records as an uncompressed ``.npz`` archive (loads without pickle)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, **self.arrays())
+        return buffer.getvalue()
+
+    def save(self, path: Path) -> None:
+        """Write the ``.npz`` archive to ``path`` (through a temporary file, then renamed)."""
+        partial = path.with_name(path.name + ".partial")
+        partial.write_bytes(self.npz())
+        os.replace(partial, path)
+
+
+RECORDER_KEY = web.AppKey("recorder", TimingRecorder)
+
+
 class _MockServer:
     """Request handlers and the state they share."""
 
@@ -177,6 +240,7 @@ class _MockServer:
         self.model_json = orjson.dumps(config.model)
         self.id_base = secrets.token_hex(8)
         self.counter = itertools.count()
+        self.recorder = TimingRecorder() if config.record_timings is not None else None
 
         cycle = _token_cycle(self.tokenizer)
         texts = [self.tokenizer.decode([token_id]) for token_id in cycle]
@@ -318,7 +382,17 @@ class _MockServer:
         """POST /v1/chat/completions."""
         return await self._generate(request, chat=True)
 
+    async def timings(self, request: web.Request) -> web.Response:
+        """GET /timings (with --record-timings): the timing records so far, as an .npz archive."""
+        assert self.recorder is not None
+        return web.Response(body=self.recorder.npz(), content_type="application/octet-stream")
+
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        arrival_ns = perf_counter_ns()
+        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{self.id_base}{next(self.counter):016x}"
+        record = None
+        if self.recorder is not None:
+            record = self.recorder.add(request.headers.get("x-request-id", request_id), arrival_ns)
         try:
             body = await self._json_body(request)
             self._check_model(body, required=True)
@@ -331,7 +405,6 @@ class _MockServer:
         if self.config.error_rate > 0 and self.rng.random() < self.config.error_rate:
             return error_response(500, "Injected error (mock server --error-rate).")
 
-        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{self.id_base}{next(self.counter):016x}"
         created = int(time.time())
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -361,7 +434,7 @@ class _MockServer:
             stream_options.get("include_usage")
         )
         events = self._events(chat, request_id, created, n, finish_reason, usage, include_usage)
-        return await self._stream(request, events)
+        return await self._stream(request, events, record)
 
     def _events(
         self,
@@ -411,12 +484,19 @@ class _MockServer:
             n=n,
         )
 
-    async def _stream(self, request: web.Request, events: _Events) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, events: _Events, record: array | None
+    ) -> web.StreamResponse:
+        # A chat stream's role chunk is a choices-bearing event too; clients count it.
+        head_events = 1 if events.head else 0
         if self.itl_s <= 0:
             # The whole stream in one write, headers included, after the time to first token.
             if self.ttft_s > 0:
                 await asyncio.sleep(self.ttft_s)
-            return web.Response(body=events.render(0, events.n), headers=_SSE_HEADERS)
+            body = events.render(0, events.n)
+            if record is not None:  # aiohttp writes the body as soon as the handler returns
+                record.extend(itertools.repeat(perf_counter_ns(), events.n + head_events))
+            return web.Response(body=body, headers=_SSE_HEADERS)
 
         response = web.StreamResponse(headers=_SSE_HEADERS)
         loop = asyncio.get_running_loop()
@@ -432,7 +512,11 @@ class _MockServer:
                 # A server that fell behind sends every token that is already due at once.
                 due = int((loop.time() - first) / self.itl_s) + 1
                 upto = min(events.n, max(due, sent + 1))
-                await response.write(events.render(sent, upto))
+                data = events.render(sent, upto)
+                if record is not None:
+                    written = upto - sent + (head_events if sent == 0 else 0)
+                    record.extend(itertools.repeat(perf_counter_ns(), written))
+                await response.write(data)
                 sent = upto
             await response.write_eof()
         except ConnectionResetError:
@@ -494,6 +578,9 @@ def build_app(config: MockConfig) -> web.Application:
     app.router.add_post("/v1/chat/completions", server.chat_completions)
     app.router.add_post("/tokenize", server.tokenize)
     app.router.add_post("/detokenize", server.detokenize)
+    if server.recorder is not None:
+        app.router.add_get("/timings", server.timings)
+        app[RECORDER_KEY] = server.recorder
     return app
 
 
@@ -509,6 +596,7 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), config.startup_delay_s)
         if stop.is_set():
+            _save_timings(app, config.record_timings)
             return
 
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
@@ -522,6 +610,18 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
+    _save_timings(app, config.record_timings)
+
+
+def _save_timings(app: web.Application, path: Path | None) -> None:
+    """Write the app's timing records to ``path``, if it records any."""
+    recorder = app.get(RECORDER_KEY)
+    if recorder is None or path is None:
+        return
+    try:
+        recorder.save(path)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the timing records to {path}: {exc}") from None
 
 
 @click.command(
@@ -592,6 +692,14 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
     type=click.IntRange(min=1),
     help="Context length reported in /v1/models and enforced on requests.",
 )
+@click.option(
+    "--record-timings",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Record when each generation request arrived and each token event was written "
+    "(time.perf_counter_ns) and save them to this .npz file at shutdown; also serves "
+    "GET /timings.",
+)
 def mock_server_command(
     host: str,
     port: int,
@@ -604,8 +712,15 @@ def mock_server_command(
     error_rate: float,
     seed: int,
     max_model_len: int,
+    record_timings: Path | None,
 ) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
+    if record_timings is not None:
+        folder = record_timings.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise click.BadParameter(
+                f"{folder} is not a writable directory", param_hint="--record-timings"
+            )
     config = MockConfig(
         model=model,
         tokenizer=tokenizer,
@@ -616,6 +731,7 @@ def mock_server_command(
         error_rate=error_rate,
         seed=seed,
         max_model_len=max_model_len,
+        record_timings=record_timings,
     )
     try:
         uvloop.run(serve(config, host, port))

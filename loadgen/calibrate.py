@@ -1,0 +1,477 @@
+"""`loadgen calibrate`: loadgen's own timing error, measured against the mock server's records.
+
+The mock server (``--record-timings``) stamps, on ``time.perf_counter_ns()``, when each request
+reached its handler and when each token event was written; loadgen's workers stamp, on the same
+clock, when the bytes arrived. For rising concurrencies this command runs the real client against
+the mock and compares the two per request: TTFT error = client TTFT − server TTFT, and event-gap
+error = client gap − server gap for the k-th gap of a request on both sides.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import click
+import numpy as np
+
+from loadgen.tokenizer import MOCK_MODEL_NAME
+
+LISTENING = re.compile(r"listening on (http://\S+)")
+SERVER_START_TIMEOUT_S = 60.0
+SERVER_STOP_TIMEOUT_S = 15.0
+
+
+# --- the data of both sides ---
+
+
+@dataclass
+class ServerRecords:
+    """The mock server's timing records, as ``loadgen mock-server --record-timings`` saves them."""
+
+    request_ids: np.ndarray  # str [R]
+    arrival_ns: np.ndarray  # int64 [R], handler entry
+    event_offsets: np.ndarray  # int64 [R+1]; request r owns event_ns[off[r]:off[r+1]]
+    event_ns: np.ndarray  # int64 [E], write instants of the token events
+
+    @classmethod
+    def load(cls, source: str | Path | IO[bytes]) -> ServerRecords:
+        """Read an ``.npz`` archive written by the mock server (a path or a binary file)."""
+        with np.load(source) as data:
+            return cls(
+                request_ids=data["request_ids"],
+                arrival_ns=data["arrival_ns"],
+                event_offsets=data["event_offsets"],
+                event_ns=data["event_ns"],
+            )
+
+    def events_of(self, row: int) -> np.ndarray:
+        """The event write instants of record ``row``."""
+        return self.event_ns[self.event_offsets[row] : self.event_offsets[row + 1]]
+
+
+@dataclass
+class ClientRun:
+    """The per-request figures of one ``loadgen run --save-detailed`` result (seconds)."""
+
+    ttft_s: np.ndarray  # float64 [N]
+    itls_s: list[np.ndarray]  # per request, the gaps between its consecutive token events
+    failed: np.ndarray  # bool [N]
+
+    @classmethod
+    def from_result(cls, result: dict) -> ClientRun:
+        """Take ``ttfts``, ``itls`` and ``errors`` from a detailed result JSON object."""
+        return cls(
+            ttft_s=np.asarray(result["ttfts"], dtype=np.float64),
+            itls_s=[np.asarray(gaps, dtype=np.float64) for gaps in result["itls"]],
+            failed=np.array([bool(error) for error in result["errors"]], dtype=bool),
+        )
+
+
+@dataclass
+class Comparison:
+    """Client against server for the requests of one step."""
+
+    requests: int
+    failed: int  # failed on the client's side
+    unrecorded: int  # succeeded on the client's side but absent from the server's records
+    count_mismatches: int  # recorded, but the two sides count different numbers of events
+    events: int  # token events the server wrote for the step's requests
+    span_s: float  # from the step's first arrival to its last event write, server side
+    ttft_error_s: np.ndarray  # per successful recorded request: client TTFT − server TTFT
+    gap_error_s: np.ndarray  # per paired gap: client gap − server gap
+
+    @property
+    def events_per_s(self) -> float:
+        """Token events per second the server wrote over the step."""
+        return self.events / self.span_s if self.span_s > 0 else math.nan
+
+
+@dataclass
+class Stats:
+    """p50, p99 and max of a sample, in milliseconds (NaN when the sample is empty)."""
+
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+# --- the join and its statistics (pure) ---
+
+
+def compare(client: ClientRun, server: ServerRecords, prefix: str) -> Comparison:
+    """Join client request i with the server record of id ``f"{prefix}{i}"`` and compare them."""
+    rows = {request_id: row for row, request_id in enumerate(server.request_ids.tolist())}
+    ttft_errors: list[float] = []
+    gap_errors: list[np.ndarray] = []
+    unrecorded = mismatches = events = 0
+    first_arrival, last_event = math.inf, -math.inf
+    for i in range(len(client.ttft_s)):
+        row = rows.get(f"{prefix}{i}")
+        if row is None:
+            unrecorded += int(not client.failed[i])
+            continue
+        server_events = server.events_of(row)
+        events += len(server_events)
+        first_arrival = min(first_arrival, int(server.arrival_ns[row]))
+        if len(server_events):
+            last_event = max(last_event, int(server_events[-1]))
+        if client.failed[i] or not len(server_events):
+            continue
+        server_ttft_s = (int(server_events[0]) - int(server.arrival_ns[row])) / 1e9
+        ttft_errors.append(float(client.ttft_s[i]) - server_ttft_s)
+        client_gaps = client.itls_s[i]
+        server_gaps = np.diff(server_events) / 1e9
+        mismatches += int(len(client_gaps) != len(server_gaps))
+        k = min(len(client_gaps), len(server_gaps))
+        gap_errors.append(client_gaps[:k] - server_gaps[:k])
+    span_ns = last_event - first_arrival if last_event > first_arrival else 0
+    return Comparison(
+        requests=len(client.ttft_s),
+        failed=int(client.failed.sum()),
+        unrecorded=unrecorded,
+        count_mismatches=mismatches,
+        events=events,
+        span_s=span_ns / 1e9,
+        ttft_error_s=np.array(ttft_errors, dtype=np.float64),
+        gap_error_s=np.concatenate(gap_errors) if gap_errors else np.zeros(0),
+    )
+
+
+def stats_ms(values_s: np.ndarray) -> Stats:
+    """p50, p99 and max of ``values_s`` (seconds) in milliseconds; NaN for an empty sample."""
+    if not len(values_s):
+        return Stats(math.nan, math.nan, math.nan)
+    p50, p99 = np.percentile(values_s, [50, 99]) * 1000
+    return Stats(float(p50), float(p99), float(np.max(values_s)) * 1000)
+
+
+def error_stats(comparison: Comparison) -> tuple[Stats, Stats]:
+    """TTFT error statistics (signed) and event-gap error statistics (absolute values)."""
+    return stats_ms(comparison.ttft_error_s), stats_ms(np.abs(comparison.gap_error_s))
+
+
+def passes(comparison: Comparison, threshold_ms: float) -> bool:
+    """Whether a step is trustworthy: every request accounted for, both p99 errors in bounds."""
+    ttft, gap = error_stats(comparison)
+    clean = comparison.failed == 0 and comparison.unrecorded == 0
+    # NaN compares false, so a step without measurements does not pass.
+    return clean and ttft.p99_ms <= threshold_ms and gap.p99_ms <= threshold_ms
+
+
+def conclusion(results: list[tuple[int, bool]], threshold_ms: float) -> str:
+    """The verdict line from (concurrency, passed) per step, lowest concurrency first."""
+    passed = [c for c, ok in results if ok]
+    if not passed:
+        return (
+            f"Conclusion: not trustworthy at any tested concurrency on this machine "
+            f"(p99 TTFT or event-gap error above {threshold_ms:g} ms, or failed requests, "
+            f"at every step)."
+        )
+    best = max(passed)
+    line = (
+        f"Conclusion: trustworthy up to concurrency {best} on this machine "
+        f"(p99 TTFT and event-gap errors ≤ {threshold_ms:g} ms)"
+    )
+    below = [str(c) for c, ok in results if not ok and c < best]
+    if below:
+        line += f", though not at concurrency {', '.join(below)}"
+    return line + "."
+
+
+# --- the table ---
+
+HEADER = (
+    f"{'concurrency':>11} {'requests':>8} {'failed':>6} {'events/s':>9}   "
+    f"{'TTFT error (ms)':^26}   {'event-gap |error| (ms)':^26}".rstrip()
+    + f"\n{'':>11} {'':>8} {'':>6} {'':>9}   "
+    f"{'p50':>8} {'p99':>8} {'max':>8}   {'p50':>8} {'p99':>8} {'max':>8}"
+)
+
+
+def _columns(stats: Stats) -> str:
+    return f"{stats.p50_ms:8.3f} {stats.p99_ms:8.3f} {stats.max_ms:8.3f}"
+
+
+def format_row(concurrency: int, comparison: Comparison) -> str:
+    """One table row: the step's size, throughput and error statistics."""
+    ttft, gap = error_stats(comparison)
+    return (
+        f"{concurrency:>11} {comparison.requests:>8} {comparison.failed:>6} "
+        f"{comparison.events_per_s:>9,.0f}   {_columns(ttft)}   {_columns(gap)}"
+    )
+
+
+def notes(concurrency: int, comparison: Comparison) -> list[str]:
+    """Warnings about a step's join, if any."""
+    out = []
+    if comparison.unrecorded:
+        out.append(f"{comparison.unrecorded} succeeded requests have no server record")
+    if comparison.count_mismatches:
+        out.append(f"{comparison.count_mismatches} requests have different event counts")
+    negative = int((comparison.ttft_error_s < 0).sum())
+    if negative:
+        out.append(f"{negative} requests have a client TTFT below the server's (impossible)")
+    return [f"  note (concurrency {concurrency}): {text}" for text in out]
+
+
+# --- the processes ---
+
+
+class CalibrationError(click.ClickException):
+    """The mock server or a client run failed."""
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+class RecordingServer:
+    """``loadgen mock-server --record-timings`` in its own process on a free loopback port."""
+
+    def __init__(self, work_dir: Path, ttft_ms: float, itl_ms: float) -> None:
+        self.timings_path = work_dir / "server-timings.npz"
+        self.stderr_path = work_dir / "server-stderr.txt"
+        self.args = [
+            *(sys.executable, "-m", "loadgen.mock_server", "--host", "127.0.0.1", "--port", "0"),
+            *("--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)),
+            *("--record-timings", str(self.timings_path)),
+        ]
+        self.process: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        """Launch the server; return its base URL once it listens."""
+        with self.stderr_path.open("w") as stderr:
+            self.process = subprocess.Popen(
+                self.args, stdout=subprocess.PIPE, stderr=stderr, text=True
+            )
+        assert self.process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+            while time.monotonic() < deadline and self.process.poll() is None:
+                if selector.select(timeout=0.1):
+                    match = LISTENING.search(self.process.stdout.readline())
+                    if match:
+                        self.url = match.group(1)
+                        return self.url
+        self.kill()
+        raise CalibrationError(f"the mock server did not start: {self._stderr()}")
+
+    def check_alive(self) -> None:
+        """Raise if the server process has ended."""
+        if self.process is not None and self.process.poll() is not None:
+            code = self.process.returncode
+            raise CalibrationError(f"the mock server exited ({code}): {self._stderr()}")
+
+    def records(self) -> ServerRecords:
+        """The server's records so far, from ``GET /timings``."""
+        try:
+            with urllib.request.urlopen(self.url + "/timings", timeout=60) as response:
+                return ServerRecords.load(io.BytesIO(response.read()))
+        except OSError as exc:
+            raise CalibrationError(f"cannot fetch the mock server's /timings: {exc}") from None
+
+    def stop(self) -> None:
+        """SIGTERM the server and require a clean exit with its records file written."""
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise CalibrationError("the mock server did not stop on SIGTERM") from None
+        if code != 0 or not self.timings_path.exists():
+            raise CalibrationError(f"the mock server did not save its records: {self._stderr()}")
+
+    def kill(self) -> None:
+        """End the server process at once, if it runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def _stderr(self) -> str:
+        return _last_line(self.stderr_path.read_text(errors="replace"))
+
+
+def run_client(
+    url: str,
+    step: int,
+    concurrency: int,
+    num_prompts: int,
+    workers: int,
+    input_len: int,
+    output_len: int,
+    work_dir: Path,
+    timeout_s: float,
+) -> tuple[dict, str]:
+    """Run ``loadgen run`` as a subprocess; return its detailed result and request-id prefix."""
+    prefix = f"calib-{step}-"
+    result_dir = work_dir / f"step-{step}"
+    command = [
+        *(sys.executable, "-m", "loadgen", "run", "--base-url", url, "--model", MOCK_MODEL_NAME),
+        *("--workers", str(workers), "--max-concurrency", str(concurrency)),
+        *("--request-rate", "inf", "--num-prompts", str(num_prompts)),
+        *("--random-input-len", str(input_len), "--random-output-len", str(output_len)),
+        *("--request-id-prefix", prefix, "--save-result", "--save-detailed"),
+        *("--result-dir", str(result_dir), "--result-filename", "step.json", "--disable-tqdm"),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise CalibrationError(
+            f"loadgen run at concurrency {concurrency} did not finish in {timeout_s:.0f} s"
+        ) from None
+    if done.returncode != 0:
+        raise CalibrationError(
+            f"loadgen run at concurrency {concurrency} failed (exit {done.returncode}): "
+            f"{_last_line(done.stderr or done.stdout)}"
+        )
+    try:
+        return json.loads((result_dir / "step.json").read_text()), prefix
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"cannot read the result of loadgen run: {exc}") from None
+
+
+def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        steps = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError:
+        raise click.BadParameter("a comma list of integers, e.g. 64,256,1024") from None
+    if not steps or steps[0] < 1:
+        raise click.BadParameter("concurrencies must be at least 1")
+    return steps
+
+
+@click.command("calibrate")
+@click.option(
+    "--concurrency",
+    "concurrencies",
+    default="64,256,1024",
+    show_default=True,
+    callback=_concurrencies,
+    help="Comma list of concurrency steps, run lowest first.",
+)
+@click.option(
+    "--workers",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Client worker processes.",
+)
+@click.option(
+    "--itl-ms", default=50.0, show_default=True, type=click.FloatRange(min=0), help="Mock ITL."
+)
+@click.option(
+    "--ttft-ms", default=0.0, show_default=True, type=click.FloatRange(min=0), help="Mock TTFT."
+)
+@click.option(
+    "--input-len",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Prompt tokens per request.",
+)
+@click.option(
+    "--output-len",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Tokens per request, one event each.",
+)
+@click.option(
+    "--rounds",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Requests per step, as a multiple of its concurrency.",
+)
+@click.option(
+    "--threshold-ms",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Largest p99 TTFT and event-gap error a trustworthy step may have.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the server's records and the client's results here (default: a temporary "
+    "directory, removed afterwards).",
+)
+def calibrate_command(
+    concurrencies: list[int],
+    workers: int,
+    itl_ms: float,
+    ttft_ms: float,
+    input_len: int,
+    output_len: int,
+    rounds: float,
+    threshold_ms: float,
+    work_dir: Path | None,
+) -> None:
+    """Measure loadgen's own TTFT and inter-event timing error against the mock server's records.
+
+    Starts `loadgen mock-server --record-timings`, runs `loadgen run` against it at each
+    concurrency, and compares the client's per-request timings with the server's write instants
+    (same clock, time.perf_counter_ns). Errors are client − server: positive means the client
+    saw it later; event-gap errors are summarized by their absolute size. A step is trustworthy
+    when no request failed and both p99 errors are within --threshold-ms.
+    """
+    temporary = work_dir is None
+    folder = Path(tempfile.mkdtemp(prefix="loadgen-calibrate-")) if temporary else work_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    server = RecordingServer(folder, ttft_ms, itl_ms)
+    try:
+        url = server.start()
+        click.echo(
+            f"mock server {url}: TTFT {ttft_ms:g} ms, ITL {itl_ms:g} ms; client: {workers} "
+            f"workers, {input_len} input / {output_len} output tokens per request"
+        )
+        click.echo("errors are client − server on the same clock; events/s as the server wrote")
+        click.echo(HEADER)
+        results: list[tuple[int, bool]] = []
+        stream_s = (ttft_ms + output_len * itl_ms) / 1000
+        for step, concurrency in enumerate(concurrencies):
+            num_prompts = max(1, round(rounds * concurrency))
+            timeout_s = 120 + 10 * stream_s * math.ceil(num_prompts / concurrency)
+            result, prefix = run_client(
+                url,
+                step,
+                concurrency,
+                num_prompts,
+                workers,
+                input_len,
+                output_len,
+                folder,
+                timeout_s,
+            )
+            server.check_alive()
+            comparison = compare(ClientRun.from_result(result), server.records(), prefix)
+            click.echo(format_row(concurrency, comparison))
+            for line in notes(concurrency, comparison):
+                click.echo(line)
+            results.append((concurrency, passes(comparison, threshold_ms)))
+        server.stop()
+        click.echo(conclusion(results, threshold_ms))
+    finally:
+        server.kill()
+        if temporary:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,192 @@
+"""`loadgen calibrate`: the join and statistics on hand-made arrays, then the real processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadgen.calibrate import (
+    ClientRun,
+    Comparison,
+    RecordingServer,
+    ServerRecords,
+    compare,
+    conclusion,
+    error_stats,
+    passes,
+    run_client,
+    stats_ms,
+)
+from loadgen.mock_server import TimingRecorder
+
+MS = 1_000_000  # ns
+
+
+def records(rows: list[tuple[str, int, list[int]]]) -> ServerRecords:
+    """Server records from (id, arrival, event instants) rows, through the server's own writer."""
+    recorder = TimingRecorder()
+    for request_id, arrival, events in rows:
+        recorder.add(request_id, arrival).extend(events)
+    return ServerRecords.load(io.BytesIO(recorder.npz()))
+
+
+def client(ttfts_ms: list[float], itls_ms: list[list[float]], errors: list[str]) -> ClientRun:
+    """A client run as parsed from a detailed result JSON (seconds there)."""
+    result = {
+        "ttfts": [t / 1000 for t in ttfts_ms],
+        "itls": [[g / 1000 for g in gaps] for gaps in itls_ms],
+        "errors": errors,
+    }
+    return ClientRun.from_result(json.loads(json.dumps(result)))
+
+
+def test_recorder_round_trip() -> None:
+    server = records([("a", 5, [7, 9, 9]), ("b", 6, []), ("c", 8, [10])])
+    assert server.request_ids.tolist() == ["a", "b", "c"]
+    assert server.arrival_ns.tolist() == [5, 6, 8]
+    assert server.event_offsets.tolist() == [0, 3, 3, 4]
+    assert server.event_ns.dtype == np.int64
+    assert server.events_of(0).tolist() == [7, 9, 9]
+    assert server.events_of(1).tolist() == []
+    empty = records([])
+    assert (len(empty.request_ids), empty.event_offsets.tolist()) == (0, [0])
+
+
+def test_compare_joins_by_id_and_pairs_gaps() -> None:
+    # Server rows out of order, plus a request of another step that must be ignored.
+    server = records(
+        [
+            ("s-1", 100 * MS, [110 * MS, 160 * MS, 210 * MS]),
+            ("other-0", 0, [1, 2]),
+            ("s-0", 0, [20 * MS, 70 * MS, 120 * MS]),
+            ("s-2", 50 * MS, [60 * MS, 70 * MS]),
+        ]
+    )
+    run = client(
+        ttfts_ms=[21.0, 12.0, 0.0, 5.0],
+        itls_ms=[[50.5, 49.5], [50.0, 51.0], [], [1.0]],
+        errors=["", "", "HTTP 500", ""],
+    )
+    result = compare(run, server, "s-")
+    assert (result.requests, result.failed) == (4, 1)
+    assert result.unrecorded == 1  # s-3 succeeded on the client but the server has no record
+    assert result.count_mismatches == 0
+    assert result.events == 8  # s-0, s-1 and the failed s-2: all the server wrote
+    assert result.span_s == pytest.approx(0.210)
+    assert result.events_per_s == pytest.approx(8 / 0.210)
+    np.testing.assert_allclose(result.ttft_error_s * 1000, [1.0, 2.0], atol=1e-9)
+    np.testing.assert_allclose(result.gap_error_s * 1000, [0.5, -0.5, 0.0, 1.0], atol=1e-9)
+
+
+def test_compare_counts_event_mismatches_and_pairs_the_common_gaps() -> None:
+    server = records([("x0", 0, [10 * MS, 20 * MS, 30 * MS])])
+    result = compare(client([10.5], [[10.0]], [""]), server, "x")
+    assert result.count_mismatches == 1
+    np.testing.assert_allclose(result.gap_error_s, [0.0], atol=1e-12)
+    np.testing.assert_allclose(result.ttft_error_s * 1000, [0.5], atol=1e-9)
+
+
+def test_stats_and_verdicts() -> None:
+    stats = stats_ms(np.arange(101) / 1000)
+    assert (stats.p50_ms, stats.p99_ms, stats.max_ms) == pytest.approx((50, 99, 100))
+    assert all(math.isnan(x) for x in vars(stats_ms(np.zeros(0))).values())
+
+    def comparison(ttft_ms: list[float], gaps_ms: list[float], failed: int = 0) -> Comparison:
+        return Comparison(
+            requests=len(ttft_ms),
+            failed=failed,
+            unrecorded=0,
+            count_mismatches=0,
+            events=0,
+            span_s=0.0,
+            ttft_error_s=np.array(ttft_ms) / 1000,
+            gap_error_s=np.array(gaps_ms) / 1000,
+        )
+
+    good = comparison([0.1, 0.2], [-0.3, 0.3])
+    ttft, gap = error_stats(good)
+    assert gap.max_ms == pytest.approx(0.3)  # gap errors count by their size
+    assert ttft.max_ms == pytest.approx(0.2)
+    assert passes(good, 0.5)
+    assert not passes(comparison([0.1], [-0.6]), 0.5)
+    assert not passes(comparison([0.6], [0.0]), 0.5)
+    assert not passes(comparison([0.1], [0.1], failed=1), 0.5)
+    assert not passes(comparison([], []), 0.5)
+    assert math.isnan(comparison([], []).events_per_s)
+
+    assert conclusion([(64, True), (256, True), (1024, False)], 0.5) == (
+        "Conclusion: trustworthy up to concurrency 256 on this machine "
+        "(p99 TTFT and event-gap errors ≤ 0.5 ms)."
+    )
+    assert conclusion([(64, False), (256, True)], 0.5).endswith(", though not at concurrency 64.")
+    assert conclusion([(64, False)], 0.5).startswith(
+        "Conclusion: not trustworthy at any tested concurrency"
+    )
+
+
+def _post_chat(url: str) -> None:
+    body = {
+        "model": "loadgen-mock",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 3,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    request = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode())
+    with urllib.request.urlopen(request, timeout=10) as response:
+        response.read()
+
+
+def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
+    server = RecordingServer(tmp_path, ttft_ms=0.0, itl_ms=5.0)
+    try:
+        url = server.start()
+        before = time.perf_counter_ns()
+        result, prefix = run_client(url, 0, 8, 20, 2, 32, 8, tmp_path, timeout_s=60)
+        after = time.perf_counter_ns()
+        _post_chat(url)  # no x-request-id: recorded under its response id, role chunk counted
+        live = server.records()
+        server.stop()
+    finally:
+        server.kill()
+    saved = ServerRecords.load(tmp_path / "server-timings.npz")
+    for name in ("request_ids", "arrival_ns", "event_offsets", "event_ns"):
+        np.testing.assert_array_equal(getattr(live, name), getattr(saved, name))
+
+    ids = saved.request_ids.tolist()
+    assert sorted(ids[:20]) == sorted(f"{prefix}{i}" for i in range(20))
+    assert ids[20].startswith("chatcmpl-") and len(saved.events_of(20)) == 4
+    arrivals = saved.arrival_ns[:20]
+    # One clock for all processes: the server's instants fall inside the client's run.
+    assert ((before < arrivals) & (arrivals < after)).all()
+    for row in range(20):
+        events = saved.events_of(row)
+        assert len(events) == 8
+        assert (np.diff(events) >= 0).all() and events[0] >= saved.arrival_ns[row]
+        assert events[-1] < after
+
+    comparison = compare(ClientRun.from_result(result), saved, prefix)
+    assert (comparison.failed, comparison.unrecorded, comparison.count_mismatches) == (0, 0, 0)
+    assert comparison.events == 160 and len(comparison.gap_error_s) == 20 * 7
+    assert (comparison.ttft_error_s >= 0).all()
+    assert (comparison.ttft_error_s < 0.050).all()
+
+
+def test_calibrate_command(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "loadgen", "calibrate", "--concurrency", "4,8"]
+    command += ["--output-len", "8", "--itl-ms", "5", "--work-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[:3] for line in lines[4:6]] == [["4", "8", "0"], ["8", "16", "0"]]
+    assert lines[-1].startswith("Conclusion: ")
+    assert (tmp_path / "server-timings.npz").exists()
