@@ -1,0 +1,525 @@
+"""Client ceiling: loadgen vs `vllm bench serve` against nginx serving a pre-baked SSE stream.
+
+nginx (one worker, loopback) answers every POST /v1/completions with the same static file: 128
+completion events, a usage event and `data: [DONE]`. The server does almost no work per event,
+so the client is what limits requests/s. For each client configuration (loadgen `--workers 1`
+and `--workers 2`, `vllm bench serve` through scripts/bench/vllm_bench_serve.py when
+/work/vllm-venv exists) at each concurrency, the script runs the client a few times and prints
+medians of requests/s, SSE events/s, client CPU per SSE event, nginx CPU and mean TTFT, then
+the loadgen(workers=2)/vllm ratio and whether the targets hold.
+
+    python scripts/bench/client_ceiling.py                  # everything, 3 repetitions
+    python scripts/bench/client_ceiling.py --repeat 1 --concurrency 64 --no-vllm
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import http.client
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "scripts" / "nginx" / "ceiling.conf.template"
+TOKENIZER_JSON = REPO / "loadgen" / "data" / "tokenizer.json"
+VLLM_DRIVER = REPO / "scripts" / "bench" / "vllm_bench_serve.py"
+DEFAULT_VLLM_PYTHON = Path("/work/vllm-venv/bin/python")
+
+MODEL = "loadgen-mock"
+EVENTS = 128  # completion events per response; one token each
+PROMPT_TOKENS = 128
+SAMPLE_S = 0.05  # CPU and request-counter sampling period
+MIN_BUSY_REQUESTS = 3  # a sampling period with this many client requests is "in the run"
+MAX_GAP_SAMPLES = 2  # idle periods tolerated inside one measured phase
+
+TARGET_RATIO = 8.0  # loadgen --workers 2 requests/s over vllm's
+TARGET_US_PER_EVENT = 3.0  # loadgen --workers 2 steady-state client CPU per SSE event
+
+STUB_STATUS = re.compile(rb"\s(\d+)\s+(\d+)\s+(\d+)\s")
+TOKENIZER_CONFIG = {
+    "tokenizer_class": "PreTrainedTokenizerFast",
+    "bos_token": "<|begin_of_text|>",
+    "eos_token": "<|end_of_text|>",
+}
+
+
+@dataclass(frozen=True)
+class Client:
+    """One client configuration: loadgen with a worker count, or vllm bench serve."""
+
+    name: str
+    workers: int  # 0 for vllm
+
+    def command(self, vllm_python: Path) -> list[str]:
+        """The command line up to the shared benchmark flags."""
+        if self.workers:
+            return [*loadgen_command(), "run", "--workers", str(self.workers)]
+        return [str(vllm_python), str(VLLM_DRIVER)]
+
+
+@dataclass
+class Measurement:
+    """What one client run gave."""
+
+    wall_s: float  # the client process from start to exit
+    duration_s: float  # the benchmark phase, as the client reports it
+    completed: int
+    failed: int
+    req_per_s: float
+    events_per_s: float
+    total_us_per_event: float  # getrusage(RUSAGE_CHILDREN) over the whole client process
+    steady_us_per_event: float  # psutil, client tree, measured phase only
+    steady_cpu_pct: float  # client tree CPU in the measured phase, % of one core
+    nginx_cpu_pct: float  # nginx worker CPU in the measured phase, % of one core
+    nginx_us_per_event: float
+    other_cpu_pct: float  # the rest of the machine in the measured phase (steal included)
+    mean_ttft_ms: float
+
+
+class Sample(NamedTuple):
+    """Cumulative counters at one instant."""
+
+    t: float
+    requests: int  # nginx's request counter, this script's own status polls excluded
+    nginx: float  # nginx worker CPU seconds
+    client: float  # client tree CPU seconds (exited processes at their last sampled value)
+    other: float  # the rest of the machine (this script excluded) plus hypervisor steal
+
+
+class NginxStatus:
+    """Reads nginx's stub_status request counter over one kept-alive connection."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.polls = 0
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+
+    def requests(self) -> int:
+        """Requests nginx has served, not counting this reader's own polls."""
+        self.conn.request("GET", "/nginx_status")
+        body = self.conn.getresponse().read()
+        self.polls += 1
+        match = STUB_STATUS.search(body)
+        if match is None:
+            raise RuntimeError(f"unexpected stub_status reply: {body!r}")
+        return int(match.group(3)) - self.polls
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+class Sampler:
+    """Samples nginx's request count, nginx's CPU and the client tree's CPU in a thread."""
+
+    def __init__(self, status: NginxStatus, nginx: psutil.Process, client_pid: int) -> None:
+        self.status = status
+        self.nginx = nginx
+        self.client = psutil.Process(client_pid)
+        self.client_cpu: dict[int, float] = {}  # pid -> latest user+system seconds seen
+        self.me = psutil.Process()
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self._sample()
+
+    def _sample(self) -> None:
+        try:
+            procs = [self.client, *self.client.children(recursive=True)]
+        except psutil.Error:
+            procs = []
+        for proc in procs:
+            with suppress(psutil.Error):  # exited: its last sampled value stays counted
+                self.client_cpu[proc.pid] = cpu_seconds(proc)
+        requests = self.status.requests()
+        nginx, client = cpu_seconds(self.nginx), sum(self.client_cpu.values())
+        m = psutil.cpu_times()
+        machine = m.user + m.system + getattr(m, "nice", 0.0) + getattr(m, "steal", 0.0)
+        other = machine - nginx - client - cpu_seconds(self.me)
+        self.samples.append(Sample(time.monotonic(), requests, nginx, client, other))
+
+    def measured_phase(self) -> tuple[Sample, Sample] | None:
+        """First and last sample around the longest stretch of periods with client traffic.
+
+        A period is busy when nginx served at least MIN_BUSY_REQUESTS requests in it, which
+        leaves out readiness probes and single test requests; stretches separated by at most
+        MAX_GAP_SAMPLES idle periods are joined.
+        """
+        pairs = zip(self.samples, self.samples[1:], strict=False)
+        busy = [i for i, (a, b) in enumerate(pairs) if b.requests - a.requests >= MIN_BUSY_REQUESTS]
+        if not busy:
+            return None
+        stretches: list[list[int]] = [[busy[0], busy[0]]]
+        for i in busy[1:]:
+            if i - stretches[-1][1] <= MAX_GAP_SAMPLES + 1:
+                stretches[-1][1] = i
+            else:
+                stretches.append([i, i])
+        first, last = max(stretches, key=lambda s: s[1] - s[0])
+        return self.samples[first], self.samples[last + 1]
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """User plus system CPU seconds of one process."""
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+def children_cpu_seconds() -> float:
+    """User plus system CPU seconds of all waited-for descendants of this process."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def loadgen_commit() -> str:
+    """The repository's HEAD commit (the working tree may differ), or "unknown"."""
+    with suppress(OSError, subprocess.CalledProcessError):
+        cmd = ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    return "unknown"
+
+
+def loadgen_command() -> list[str]:
+    """The `loadgen` console script of this interpreter's environment."""
+    sibling = Path(sys.executable).parent / "loadgen"
+    found = str(sibling) if sibling.exists() else shutil.which("loadgen")
+    if found is None:
+        raise SystemExit("the `loadgen` command was not found; install loadgen in this venv")
+    return [found]
+
+
+def completion_stream(events: int = EVENTS, prompt_tokens: int = PROMPT_TOKENS) -> bytes:
+    """A vLLM-style /v1/completions SSE stream: `events` one-token chunks, usage, [DONE]."""
+    head = {"id": "cmpl-" + "0123456789abcdef" * 2, "object": "text_completion"}
+    head |= {"created": int(time.time()), "model": MODEL}
+    lines = []
+    for i in range(events):
+        choice = {"index": 0, "text": " tok", "logprobs": None}
+        choice |= {"finish_reason": "length" if i == events - 1 else None, "stop_reason": None}
+        lines.append(head | {"choices": [choice]})
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + events,
+        "completion_tokens": events,
+    }
+    lines.append(head | {"choices": [], "usage": usage})
+    data = [f"data: {json.dumps(line, separators=(',', ':'))}\n\n" for line in lines]
+    return ("".join(data) + "data: [DONE]\n\n").encode()
+
+
+def models_json() -> bytes:
+    """A static /v1/models reply listing the one model."""
+    model = {"id": MODEL, "object": "model", "created": int(time.time()), "owned_by": "loadgen"}
+    return json.dumps({"object": "list", "data": [model | {"root": MODEL}]}).encode()
+
+
+def write_site(prefix: Path, port: int) -> Path:
+    """Write the static files and nginx.conf under `prefix`; return the config's path."""
+    root = prefix / "html"
+    (root / "v1").mkdir(parents=True)
+    (root / "v1" / "completions").write_bytes(completion_stream())
+    (root / "v1" / "models").write_bytes(models_json())
+    (prefix / "tmp").mkdir()
+    conf = TEMPLATE.read_text()
+    for key, value in {"@PREFIX@": str(prefix), "@ROOT@": str(root), "@PORT@": str(port)}.items():
+        conf = conf.replace(key, value)
+    path = prefix / "nginx.conf"
+    path.write_text(conf)
+    return path
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def nginx_server(nginx: str, prefix: Path, port: int) -> Iterator[psutil.Process]:
+    """Run nginx with the ceiling config under `prefix`; yield its worker process."""
+    conf = write_site(prefix, port)
+    args = [nginx, "-c", str(conf), "-p", str(prefix)]
+    log = (prefix / "nginx.out").open("w")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield wait_nginx(proc, args, port, prefix)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def wait_nginx(proc: subprocess.Popen, args: list[str], port: int, prefix: Path) -> psutil.Process:
+    """Wait until nginx answers /v1/models; return its (single) worker process."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and proc.poll() is None:
+        with suppress(OSError):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/v1/models")
+            if conn.getresponse().status == 200:
+                conn.close()
+                workers = psutil.Process(proc.pid).children()
+                if len(workers) == 1:
+                    return workers[0]
+        time.sleep(0.05)
+    out = (prefix / "nginx.out").read_text() + (prefix / "error.log").read_text()
+    raise SystemExit(f"nginx did not start: {' '.join(args)}\n{out}")
+
+
+def make_tokenizer_dir(path: Path) -> Path:
+    """A directory HF transformers can load: loadgen's tokenizer.json plus a minimal config."""
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TOKENIZER_JSON, path / "tokenizer.json")
+    (path / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2))
+    return path
+
+
+def run_client(
+    client: Client,
+    concurrency: int,
+    rep: int,
+    args: argparse.Namespace,
+    port: int,
+    tokenizer: Path,
+    nginx: psutil.Process,
+    out_dir: Path,
+) -> Measurement:
+    """Run one client once against nginx and measure it."""
+    stem = f"{client.name}-c{concurrency}-{rep}"
+    cmd = [
+        *client.command(args.vllm_python),
+        "--base-url", f"http://127.0.0.1:{port}",
+        "--model", MODEL,
+        "--tokenizer", str(tokenizer),
+        "--dataset-name", "random",
+        "--random-input-len", str(PROMPT_TOKENS),
+        "--random-output-len", str(EVENTS),
+        "--num-prompts", str(args.num_prompts),
+        "--request-rate", "inf",
+        "--max-concurrency", str(concurrency),
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir", str(out_dir),
+        "--result-filename", f"{stem}.json",
+    ]  # fmt: skip
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log_path = out_dir / f"{stem}.log"
+    status = NginxStatus(port)
+    try:
+        with log_path.open("w") as log:
+            before, start = children_cpu_seconds(), time.monotonic()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            with Sampler(status, nginx, proc.pid) as sampler:
+                rc = proc.wait()
+            total_cpu, wall = children_cpu_seconds() - before, time.monotonic() - start
+    finally:
+        status.close()
+    if rc != 0:
+        tail = log_path.read_text().strip().splitlines()[-15:]
+        raise SystemExit(f"client failed (exit {rc}): {' '.join(cmd)}\n" + "\n".join(tail))
+    result = json.loads((out_dir / f"{stem}.json").read_text())
+    events = max(result["total_output_tokens"], 1)
+    phase = sampler.measured_phase()
+    if phase is None:
+        raise SystemExit(f"no traffic seen at nginx during: {' '.join(cmd)}")
+    first, last = phase
+    span = last.t - first.t
+    phase_events = max((last.requests - first.requests) * EVENTS, 1)
+    completed = result["completed"]
+    return Measurement(
+        wall_s=wall,
+        duration_s=result["duration"],
+        completed=completed,
+        failed=result.get("failed", args.num_prompts - completed),
+        req_per_s=result["request_throughput"],
+        events_per_s=result["output_throughput"],
+        total_us_per_event=1e6 * total_cpu / events,
+        steady_us_per_event=1e6 * (last.client - first.client) / phase_events,
+        steady_cpu_pct=100 * (last.client - first.client) / span,
+        nginx_cpu_pct=100 * (last.nginx - first.nginx) / span,
+        nginx_us_per_event=1e6 * (last.nginx - first.nginx) / phase_events,
+        other_cpu_pct=max(100 * (last.other - first.other) / span, 0.0),  # tick rounding
+        mean_ttft_ms=result["mean_ttft_ms"],
+    )
+
+
+def median(runs: list[Measurement]) -> Measurement:
+    """Per-field medians of several runs."""
+    values = {f: statistics.median(getattr(r, f) for r in runs) for f in asdict(runs[0])}
+    return Measurement(**values)
+
+
+HEADER = (
+    f"{'client':<10}{'conc':>5}{'wall s':>7}{'dur s':>6}{'ok':>6}{'fail':>5}{'req/s':>8}"
+    f"{'events/s':>10}{'cli µs/ev':>10}{'steady µs/ev':>13}{'cli CPU%':>9}{'nginx CPU%':>11}"
+    f"{'nginx µs/ev':>12}{'other%':>7}{'TTFT ms':>9}"
+)
+
+
+def row(client: Client, concurrency: int, m: Measurement) -> str:
+    """One table line."""
+    return (
+        f"{client.name:<10}{concurrency:>5}{m.wall_s:>7.1f}{m.duration_s:>6.2f}"
+        f"{m.completed:>6.0f}{m.failed:>5.0f}{m.req_per_s:>8.0f}{m.events_per_s:>10.0f}"
+        f"{m.total_us_per_event:>10.2f}{m.steady_us_per_event:>13.2f}{m.steady_cpu_pct:>9.0f}"
+        f"{m.nginx_cpu_pct:>11.0f}{m.nginx_us_per_event:>12.3f}{m.other_cpu_pct:>7.0f}"
+        f"{m.mean_ttft_ms:>9.2f}"
+    )
+
+
+NOTES = """
+wall s: the client process from start to exit; dur s: its benchmark phase (result JSON "duration").
+req/s, events/s, TTFT: from each client's result JSON (request_throughput, output_throughput,
+  mean_ttft_ms); one SSE event per output token here. CPU % is of one core (the machine has {cpus}).
+cli µs/ev: the client's whole CPU (getrusage RUSAGE_CHILDREN around the run: main process and
+  worker processes, including startup, tokenizer loading and dataset building) / SSE events.
+steady µs/ev: the measured phase only. This script polls nginx's request counter and samples the
+  client process tree's CPU with psutil every {sample_ms:g} ms; the measured phase runs from the
+  sample before the first to the sample after the last period with >= {busy} requests at nginx
+  (readiness probes and test requests excluded). Client CPU in that phase / (requests nginx
+  served in it x {events} events). cli CPU% and nginx CPU% are over the same phase.
+nginx CPU%: its one worker process; near 100 % would mean the server, not the client, was the limit.
+other%: the rest of the machine (this script excluded) plus hypervisor steal, same phase; cli +
+  nginx + other near {full:g} % means the client had no idle core left to use.
+"""
+
+
+def summary(
+    medians: dict[tuple[str, int], Measurement], concurrencies: list[int], have_vllm: bool
+) -> list[str]:
+    """Lines comparing loadgen --workers 2 with vllm and checking the targets."""
+    lines = [
+        f"Target: loadgen --workers 2 >= {TARGET_RATIO:g}x vllm bench serve's requests/s, and <= "
+        f"{TARGET_US_PER_EVENT:g} µs client CPU per SSE event (steady state)."
+    ]
+    for c in concurrencies:
+        lg = medians.get(("loadgen-w2", c))
+        if lg is None:
+            continue
+        us_ok = lg.steady_us_per_event <= TARGET_US_PER_EVENT
+        cpu = (
+            f"steady {lg.steady_us_per_event:.2f} µs/ev ({'ok' if us_ok else 'MISSED'}), "
+            f"whole run {lg.total_us_per_event:.2f} µs/ev"
+        )
+        vl = medians.get(("vllm", c))
+        if have_vllm and vl is not None:
+            ratio = lg.req_per_s / vl.req_per_s
+            verdict = "ok" if ratio >= TARGET_RATIO else "MISSED"
+            lines.append(
+                f"  conc {c:>4}: loadgen(w2)/vllm = {lg.req_per_s:.0f}/{vl.req_per_s:.0f} req/s "
+                f"= {ratio:.1f}x ({verdict}); {cpu}"
+            )
+        else:
+            lines.append(f"  conc {c:>4}: loadgen(w2) {lg.req_per_s:.0f} req/s (no vllm); {cpu}")
+    return lines
+
+
+def parse_args() -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per configuration")
+    parser.add_argument("--num-prompts", type=int, default=5000, help="requests per run")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="loadgen workers")
+    parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON)
+    parser.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
+    parser.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    parser.add_argument("--port", type=int, default=0, help="nginx port (default: a free one)")
+    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument("--keep", type=Path, help="keep result JSONs, logs and nginx files here")
+    return parser.parse_args()
+
+
+def main() -> None:
+    """Measure every client configuration against nginx and print the medians."""
+    args = parse_args()
+    clients = [Client(f"loadgen-w{w}", w) for w in args.workers]
+    have_vllm = not args.no_vllm and args.vllm_python.exists()
+    if have_vllm:
+        clients.append(Client("vllm", 0))
+    elif not args.no_vllm:
+        print("vllm bench serve not installed: see scripts/bench/README.md")
+    if not Path(args.nginx).exists():
+        raise SystemExit("nginx not found: apt-get install -y nginx-light (or pass --nginx)")
+    print(
+        f"client ceiling, {datetime.datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} CPUs "
+        f"({platform.processor() or platform.machine()}); nginx (1 worker) serving a static "
+        f"{EVENTS}-event stream on loopback; {args.num_prompts} requests of {PROMPT_TOKENS} "
+        f"prompt tokens per run, request rate inf; medians of {args.repeat} runs; loadgen at "
+        f"commit {loadgen_commit()}",
+        flush=True,
+    )
+    runs: dict[tuple[str, int], list[Measurement]] = {}
+    with tempfile.TemporaryDirectory(prefix="client-ceiling-") as tmp:
+        out_dir = args.keep or Path(tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tokenizer = make_tokenizer_dir(out_dir / "tokenizer")
+        prefix = Path(tempfile.mkdtemp(prefix="nginx-", dir=out_dir))
+        for path in (out_dir, prefix):  # nginx's worker runs as `nobody` when started by root
+            path.chmod(0o755)
+        port = args.port or free_port()
+        with nginx_server(args.nginx, prefix, port) as nginx:
+            print(f"nginx on 127.0.0.1:{port}, tokenizer {tokenizer}\n{HEADER}", flush=True)
+            for rep in range(args.repeat):  # repetitions outermost: noise spreads over all
+                for concurrency in args.concurrency:
+                    for client in clients:
+                        m = run_client(
+                            client, concurrency, rep, args, port, tokenizer, nginx, out_dir
+                        )
+                        runs.setdefault((client.name, concurrency), []).append(m)
+                        print(f"{row(client, concurrency, m)}  (run {rep + 1})", flush=True)
+                        if m.failed:
+                            print(f"  warning: {m.failed} requests failed", flush=True)
+    medians = {key: median(ms) for key, ms in runs.items()}
+    print(f"\nMedians of {args.repeat} runs:\n{HEADER}")
+    for concurrency in args.concurrency:
+        for client in clients:
+            print(row(client, concurrency, medians[(client.name, concurrency)]))
+    cpus = os.cpu_count() or 1
+    notes = {"cpus": cpus, "sample_ms": 1000 * SAMPLE_S, "busy": MIN_BUSY_REQUESTS}
+    print(NOTES.format(**notes, events=EVENTS, full=100 * cpus))
+    print("\n".join(summary(medians, args.concurrency, have_vllm)))
+    if args.json:
+        dump = {f"{name} c{c}": [asdict(m) for m in ms] for (name, c), ms in runs.items()}
+        args.json.write_text(json.dumps(dump, indent=2))
+
+
+if __name__ == "__main__":
+    main()
