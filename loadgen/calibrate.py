@@ -70,15 +70,22 @@ class ClientRun:
     ttft_s: np.ndarray  # float64 [N]
     itls_s: list[np.ndarray]  # per request, the gaps between its consecutive token events
     failed: np.ndarray  # bool [N]
+    start_s: np.ndarray  # float64 [N], send instants in perf_counter seconds (same clock)
 
     @classmethod
     def from_result(cls, result: dict) -> ClientRun:
-        """Take ``ttfts``, ``itls`` and ``errors`` from a detailed result JSON object."""
+        """Take ``ttfts``, ``itls``, ``errors``, ``start_times`` from a detailed result JSON."""
         return cls(
             ttft_s=np.asarray(result["ttfts"], dtype=np.float64),
             itls_s=[np.asarray(gaps, dtype=np.float64) for gaps in result["itls"]],
             failed=np.array([bool(error) for error in result["errors"]], dtype=bool),
+            start_s=np.asarray(result["start_times"], dtype=np.float64),
         )
+
+    def events_of(self, i: int) -> np.ndarray:
+        """Request i's token-event instants (perf_counter seconds): start + TTFT + gaps."""
+        first = self.start_s[i] + self.ttft_s[i]
+        return first + np.concatenate(([0.0], np.cumsum(self.itls_s[i])))
 
 
 @dataclass
@@ -93,6 +100,9 @@ class Comparison:
     span_s: float  # from the step's first arrival to its last event write, server side
     ttft_error_s: np.ndarray  # per successful recorded request: client TTFT − server TTFT
     gap_error_s: np.ndarray  # per paired gap: client gap − server gap
+    # TTFT error = send leg + the first event's delivery delay:
+    send_leg_s: np.ndarray  # server arrival − client send (includes the server's own queue)
+    delivery_s: np.ndarray  # per paired event: client read instant − server write instant
 
     @property
     def events_per_s(self) -> float:
@@ -117,6 +127,8 @@ def compare(client: ClientRun, server: ServerRecords, prefix: str) -> Comparison
     rows = {request_id: row for row, request_id in enumerate(server.request_ids.tolist())}
     ttft_errors: list[float] = []
     gap_errors: list[np.ndarray] = []
+    send_legs: list[float] = []
+    deliveries: list[np.ndarray] = []
     unrecorded = mismatches = events = 0
     first_arrival, last_event = math.inf, -math.inf
     for i in range(len(client.ttft_s)):
@@ -138,6 +150,10 @@ def compare(client: ClientRun, server: ServerRecords, prefix: str) -> Comparison
         mismatches += int(len(client_gaps) != len(server_gaps))
         k = min(len(client_gaps), len(server_gaps))
         gap_errors.append(client_gaps[:k] - server_gaps[:k])
+        send_legs.append(int(server.arrival_ns[row]) / 1e9 - float(client.start_s[i]))
+        client_events = client.events_of(i)
+        k = min(len(client_events), len(server_events))
+        deliveries.append(client_events[:k] - server_events[:k] / 1e9)
     span_ns = last_event - first_arrival if last_event > first_arrival else 0
     return Comparison(
         requests=len(client.ttft_s),
@@ -148,6 +164,8 @@ def compare(client: ClientRun, server: ServerRecords, prefix: str) -> Comparison
         span_s=span_ns / 1e9,
         ttft_error_s=np.array(ttft_errors, dtype=np.float64),
         gap_error_s=np.concatenate(gap_errors) if gap_errors else np.zeros(0),
+        send_leg_s=np.array(send_legs, dtype=np.float64),
+        delivery_s=np.concatenate(deliveries) if deliveries else np.zeros(0),
     )
 
 
@@ -196,9 +214,11 @@ def conclusion(results: list[tuple[int, bool]], threshold_ms: float) -> str:
 
 HEADER = (
     f"{'concurrency':>11} {'requests':>8} {'failed':>6} {'events/s':>9}   "
-    f"{'TTFT error (ms)':^26}   {'event-gap |error| (ms)':^26}".rstrip()
+    f"{'TTFT error (ms)':^26}   {'event-gap |error| (ms)':^26}   "
+    f"{'send leg (ms)':^17}   {'delivery (ms)':^17}".rstrip()
     + f"\n{'':>11} {'':>8} {'':>6} {'':>9}   "
-    f"{'p50':>8} {'p99':>8} {'max':>8}   {'p50':>8} {'p99':>8} {'max':>8}"
+    f"{'p50':>8} {'p99':>8} {'max':>8}   {'p50':>8} {'p99':>8} {'max':>8}   "
+    f"{'p50':>8} {'p99':>8}   {'p50':>8} {'p99':>8}"
 )
 
 
@@ -209,9 +229,11 @@ def _columns(stats: Stats) -> str:
 def format_row(concurrency: int, comparison: Comparison) -> str:
     """One table row: the step's size, throughput and error statistics."""
     ttft, gap = error_stats(comparison)
+    send, delivery = stats_ms(comparison.send_leg_s), stats_ms(comparison.delivery_s)
     return (
         f"{concurrency:>11} {comparison.requests:>8} {comparison.failed:>6} "
-        f"{comparison.events_per_s:>9,.0f}   {_columns(ttft)}   {_columns(gap)}"
+        f"{comparison.events_per_s:>9,.0f}   {_columns(ttft)}   {_columns(gap)}   "
+        f"{send.p50_ms:8.3f} {send.p99_ms:8.3f}   {delivery.p50_ms:8.3f} {delivery.p99_ms:8.3f}"
     )
 
 
@@ -314,6 +336,7 @@ def run_client(
     url: str,
     step: int,
     concurrency: int,
+    request_rate: float,
     num_prompts: int,
     workers: int,
     input_len: int,
@@ -327,7 +350,8 @@ def run_client(
     command = [
         *(sys.executable, "-m", "loadgen", "run", "--base-url", url, "--model", MOCK_MODEL_NAME),
         *("--workers", str(workers), "--max-concurrency", str(concurrency)),
-        *("--request-rate", "inf", "--num-prompts", str(num_prompts)),
+        *("--request-rate", str(request_rate), "--burstiness", "inf"),
+        *("--num-prompts", str(num_prompts)),
         *("--random-input-len", str(input_len), "--random-output-len", str(output_len)),
         *("--request-id-prefix", prefix, "--save-result", "--save-detailed"),
         *("--result-dir", str(result_dir), "--result-filename", "step.json", "--disable-tqdm"),
@@ -397,7 +421,7 @@ def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> li
 )
 @click.option(
     "--rounds",
-    default=2.0,
+    default=3.0,
     show_default=True,
     type=click.FloatRange(min=0, min_open=True),
     help="Requests per step, as a multiple of its concurrency.",
@@ -451,11 +475,16 @@ def calibrate_command(
         stream_s = (ttft_ms + output_len * itl_ms) / 1000
         for step, concurrency in enumerate(concurrencies):
             num_prompts = max(1, round(rounds * concurrency))
+            # Arrivals at concurrency / stream length hold about `concurrency` streams open in
+            # the steady state without a burst at t0, which would only measure the server's
+            # queue. The cap keeps it from overshooting.
+            request_rate = concurrency / stream_s if stream_s > 0 else math.inf
             timeout_s = 120 + 10 * stream_s * math.ceil(num_prompts / concurrency)
             result, prefix = run_client(
                 url,
                 step,
                 concurrency,
+                request_rate,
                 num_prompts,
                 workers,
                 input_len,

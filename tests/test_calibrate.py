@@ -39,12 +39,18 @@ def records(rows: list[tuple[str, int, list[int]]]) -> ServerRecords:
     return ServerRecords.load(io.BytesIO(recorder.npz()))
 
 
-def client(ttfts_ms: list[float], itls_ms: list[list[float]], errors: list[str]) -> ClientRun:
+def client(
+    ttfts_ms: list[float],
+    itls_ms: list[list[float]],
+    errors: list[str],
+    starts_ms: list[float] | None = None,
+) -> ClientRun:
     """A client run as parsed from a detailed result JSON (seconds there)."""
     result = {
         "ttfts": [t / 1000 for t in ttfts_ms],
         "itls": [[g / 1000 for g in gaps] for gaps in itls_ms],
         "errors": errors,
+        "start_times": [s / 1000 for s in (starts_ms or [0.0] * len(ttfts_ms))],
     }
     return ClientRun.from_result(json.loads(json.dumps(result)))
 
@@ -87,6 +93,17 @@ def test_compare_joins_by_id_and_pairs_gaps() -> None:
     np.testing.assert_allclose(result.gap_error_s * 1000, [0.5, -0.5, 0.0, 1.0], atol=1e-9)
 
 
+def test_ttft_error_splits_into_send_leg_and_delivery() -> None:
+    # Sent at 10 ms, the server saw it at 12 ms and wrote events at 20, 30 ms; the client read
+    # them at 21 and 31.5 ms (TTFT 11 ms, gap 10.5 ms).
+    server = records([("r0", 12 * MS, [20 * MS, 30 * MS])])
+    result = compare(client([11.0], [[10.5]], [""], starts_ms=[10.0]), server, "r")
+    np.testing.assert_allclose(result.send_leg_s * 1000, [2.0], atol=1e-9)
+    np.testing.assert_allclose(result.delivery_s * 1000, [1.0, 1.5], atol=1e-9)
+    # TTFT error (11 - 8 = 3 ms) = send leg (2 ms) + first delivery (1 ms).
+    np.testing.assert_allclose(result.ttft_error_s * 1000, [3.0], atol=1e-9)
+
+
 def test_compare_counts_event_mismatches_and_pairs_the_common_gaps() -> None:
     server = records([("x0", 0, [10 * MS, 20 * MS, 30 * MS])])
     result = compare(client([10.5], [[10.0]], [""]), server, "x")
@@ -110,6 +127,8 @@ def test_stats_and_verdicts() -> None:
             span_s=0.0,
             ttft_error_s=np.array(ttft_ms) / 1000,
             gap_error_s=np.array(gaps_ms) / 1000,
+            send_leg_s=np.zeros(0),
+            delivery_s=np.zeros(0),
         )
 
     good = comparison([0.1, 0.2], [-0.3, 0.3])
@@ -151,7 +170,7 @@ def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
     try:
         url = server.start()
         before = time.perf_counter_ns()
-        result, prefix = run_client(url, 0, 8, 20, 2, 32, 8, tmp_path, timeout_s=60)
+        result, prefix = run_client(url, 0, 8, 200.0, 20, 2, 32, 8, tmp_path, timeout_s=60)
         after = time.perf_counter_ns()
         _post_chat(url)  # no x-request-id: recorded under its response id, role chunk counted
         live = server.records()
@@ -179,6 +198,8 @@ def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
     assert comparison.events == 160 and len(comparison.gap_error_s) == 20 * 7
     assert (comparison.ttft_error_s >= 0).all()
     assert (comparison.ttft_error_s < 0.050).all()
+    assert (comparison.delivery_s > 0).all()  # nothing is read before it is written
+    assert (comparison.send_leg_s > 0).all()
 
 
 def test_calibrate_command(tmp_path: Path) -> None:
@@ -187,6 +208,6 @@ def test_calibrate_command(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert [line.split()[:3] for line in lines[4:6]] == [["4", "8", "0"], ["8", "16", "0"]]
+    assert [line.split()[:3] for line in lines[4:6]] == [["4", "12", "0"], ["8", "24", "0"]]
     assert lines[-1].startswith("Conclusion: ")
     assert (tmp_path / "server-timings.npz").exists()
