@@ -156,10 +156,24 @@ class _Events:
     head: bytes  # sent before the first token event (chat's role chunk)
     prefix: bytes  # per-request event start, up to the opening quote of the token text
     fragments: list[bytes]  # escaped token text + event end, per cycle position
+    fragment_offsets: list[int]  # prefix sums of the fragments' lengths
     escaped: list[bytes]
     last_suffix: bytes  # event end of the final token event, with its finish_reason
     tail: bytes  # usage chunk (if asked for) and [DONE]
     n: int
+
+    def size(self) -> int:
+        """The length in bytes of the whole stream, ``len(self.render(0, self.n))``."""
+        full, rest = divmod(self.n - 1, len(self.fragments))
+        return (
+            len(self.head)
+            + self.n * len(self.prefix)
+            + full * self.fragment_offsets[-1]
+            + self.fragment_offsets[rest]
+            + len(self.escaped[(self.n - 1) % len(self.fragments)])
+            + len(self.last_suffix)
+            + len(self.tail)
+        )
 
     def render(self, start: int, stop: int) -> bytes:
         """The bytes of token events ``start`` to ``stop - 1``, with head and tail as due."""
@@ -254,6 +268,12 @@ class _MockServer:
         self.chat_fragments = [
             e + b'"},"logprobs":null,"finish_reason":null}]}\n\n' for e in self.escaped
         ]
+        self.completion_offsets = list(
+            itertools.accumulate((len(f) for f in self.completion_fragments), initial=0)
+        )
+        self.chat_offsets = list(
+            itertools.accumulate((len(f) for f in self.chat_fragments), initial=0)
+        )
         self.models_body = orjson.dumps(
             {
                 "object": "list",
@@ -469,6 +489,7 @@ class _MockServer:
                 b'"logprobs":null,"finish_reason":null}]}\n\n',
                 prefix=start + b',"choices":[{"index":0,"delta":{"content":"',
                 fragments=self.chat_fragments,
+                fragment_offsets=self.chat_offsets,
                 escaped=self.escaped,
                 last_suffix=b'"},"logprobs":null,' + finish,
                 tail=tail,
@@ -478,6 +499,7 @@ class _MockServer:
             head=b"",
             prefix=start + b',"choices":[{"index":0,"text":"',
             fragments=self.completion_fragments,
+            fragment_offsets=self.completion_offsets,
             escaped=self.escaped,
             last_suffix=b'","logprobs":null,' + finish,
             tail=tail,
@@ -499,6 +521,9 @@ class _MockServer:
             return web.Response(body=body, headers=_SSE_HEADERS)
 
         response = web.StreamResponse(headers=_SSE_HEADERS)
+        # The whole stream is known up front, so it goes out with a Content-Length: no
+        # chunked framing to build here or to parse in the client, per event.
+        response.content_length = events.size()
         loop = asyncio.get_running_loop()
         try:
             await response.prepare(request)
