@@ -350,7 +350,7 @@ def run_client(
     command = [
         *(sys.executable, "-m", "loadgen", "run", "--base-url", url, "--model", MOCK_MODEL_NAME),
         *("--workers", str(workers), "--max-concurrency", str(concurrency)),
-        *("--request-rate", str(request_rate), "--burstiness", "inf"),
+        *("--request-rate", str(request_rate)),
         *("--num-prompts", str(num_prompts)),
         *("--random-input-len", str(input_len), "--random-output-len", str(output_len)),
         *("--request-id-prefix", prefix, "--save-result", "--save-detailed"),
@@ -475,9 +475,10 @@ def calibrate_command(
         stream_s = (ttft_ms + output_len * itl_ms) / 1000
         for step, concurrency in enumerate(concurrencies):
             num_prompts = max(1, round(rounds * concurrency))
-            # Arrivals at concurrency / stream length hold about `concurrency` streams open in
-            # the steady state without a burst at t0, which would only measure the server's
-            # queue. The cap keeps it from overshooting.
+            # Poisson arrivals at concurrency / stream length hold about `concurrency` streams
+            # open in the steady state. A burst at t0 would only measure the server's queue,
+            # and evenly spaced arrivals would line every stream's events up on one ITL grid,
+            # so each tick would be a burst of writes. The cap keeps it from overshooting.
             request_rate = concurrency / stream_s if stream_s > 0 else math.inf
             timeout_s = 120 + 10 * stream_s * math.ceil(num_prompts / concurrency)
             result, prefix = run_client(
