@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -245,11 +246,12 @@ def test_model_discovered_from_server_when_omitted(tmp_path: Path) -> None:
 def test_killed_worker_ends_the_run_with_partial_results(tmp_path: Path) -> None:
     proc = start_loadgen(
         "--mock", "--mock-itl-ms", "40", "--workers", "2", "--num-prompts", "40",
-        "--random-input-len", "32", "--random-output-len", "100", "--disable-tqdm",
+        "--random-input-len", "32", "--random-output-len", "100",
         "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
     )  # fmt: skip
     workers = wait_for_workers(proc.pid, count=2)
-    time.sleep(2.5)  # mid-run: each stream takes about 4 s
+    wait_for_t0(proc)
+    time.sleep(1.5)  # mid-run: each stream takes about 4 s
     os.kill(workers[0], signal.SIGKILL)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1
@@ -265,11 +267,11 @@ def test_server_going_away_fails_the_open_requests_without_a_hang(tmp_path: Path
     url = mock.start()
     proc = start_loadgen(
         "--base-url", url, "--model", "loadgen-mock", "--workers", "2", "--num-prompts", "30",
-        "--random-input-len", "32", "--random-output-len", "100", "--disable-tqdm",
+        "--random-input-len", "32", "--random-output-len", "100",
         "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
     )  # fmt: skip
-    wait_for_workers(proc.pid, count=2)
-    time.sleep(2.5)
+    wait_for_t0(proc)
+    time.sleep(1.5)  # mid-run: each stream takes about 4 s
     assert mock.process is not None
     mock.process.kill()
     proc.communicate(timeout=60)
@@ -277,6 +279,21 @@ def test_server_going_away_fails_the_open_requests_without_a_hang(tmp_path: Path
     assert result["completed"] + result["failed"] == 30
     assert result["failed"] == 30  # every stream was still open when the server died
     assert proc.returncode == 1  # nothing succeeded: a clear error, not a silent zero
+
+
+def wait_for_t0(proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Block until the run has started: the progress bar appears on stderr at t0."""
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while b"%|" not in seen:
+        assert time.monotonic() < deadline, f"the run did not start: {seen[-300:]!r}"
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"loadgen exited before t0: {seen[-300:]!r}"
+            seen += chunk
 
 
 def wait_for_workers(pid: int, count: int, timeout: float = 30) -> list[int]:
