@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import heapq
 import io
 import itertools
+import math
 import os
 import random
 import re
@@ -178,6 +180,8 @@ class _Events:
     def render(self, start: int, stop: int) -> bytes:
         """The bytes of token events ``start`` to ``stop - 1``, with head and tail as due."""
         prefix, fragments, size = self.prefix, self.fragments, len(self.fragments)
+        if stop == start + 1 and 0 < start < self.n - 1:  # a paced stream's usual event
+            return prefix + fragments[start % size]
         parts = [self.head] if start == 0 else []
         for k in range(start, min(stop, self.n - 1)):
             parts.append(prefix)
@@ -185,6 +189,123 @@ class _Events:
         if stop >= self.n:
             parts += (prefix, self.escaped[(self.n - 1) % size], self.last_suffix, self.tail)
         return b"".join(parts)
+
+
+@dataclass(slots=True, eq=False)
+class _PacedStream:
+    """A streamed response whose token events the pacer writes."""
+
+    transport: asyncio.Transport
+    events: _Events
+    first_ms: float  # loop clock, in ms, when token event 0 is due; event k is due ITL * k later
+    head_events: int  # 1 when the role chunk goes out with token event 0 (chat), else 0
+    record: array | None
+    done: asyncio.Future[None]  # resolved once the last event is written or the client is gone
+    sent: int = 0  # token events written so far
+
+
+# Slack for float error when clock readings and deadlines are rounded to whole milliseconds.
+_MS_EPS = 1e-3
+
+
+class _Pacer:
+    """Writes the due token events of every paced stream from one timer, a tick per millisecond.
+
+    Streams wait in buckets keyed by the millisecond of the loop clock at which their next event
+    is due (the first at or after the deadline); one timer is armed for the earliest bucket. A
+    tick writes the due events of every stream in the buckets that are due, so an event costs no
+    timer, future or task switch of its own. uvloop's clock and timers count whole milliseconds,
+    so per-stream sleeps were no more precise than these ticks.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, itl_ms: float) -> None:
+        self.loop = loop
+        self.itl_ms = itl_ms
+        self.buckets: dict[int, list[_PacedStream]] = {}
+        self.keys: list[int] = []  # heap of the buckets' keys
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_key = 0  # the bucket the timer is armed for (or, in a tick, is serving)
+
+    def now_ms(self) -> float:
+        """The loop clock in milliseconds."""
+        return self.loop.time() * 1000.0
+
+    def start(self, stream: _PacedStream) -> None:
+        """Write what is already due of a new stream at once, and schedule the rest."""
+        now = self.now_ms()
+        key = math.ceil(stream.first_ms - _MS_EPS)
+        if key <= math.floor(now + _MS_EPS):
+            self._write_due(stream, now, key)
+        else:
+            self._schedule(stream, key)
+
+    def _schedule(self, stream: _PacedStream, key: int) -> None:
+        """Put a stream in bucket ``key``, arming the timer for it if it is the earliest."""
+        bucket = self.buckets.get(key)
+        if bucket is not None:
+            bucket.append(stream)
+            return
+        self.buckets[key] = [stream]
+        heapq.heappush(self.keys, key)
+        # In a tick, keys scheduled are past the one served, so the timer is left to the tick.
+        if self.timer is None or key < self.timer_key:
+            if self.timer is not None:
+                self.timer.cancel()
+            self._arm(key)
+
+    def _arm(self, key: int) -> None:
+        self.timer = self.loop.call_at(key / 1000.0, self._tick)
+        self.timer_key = key
+
+    def _tick(self) -> None:
+        """Write the due events of every stream whose bucket is due, then re-arm the timer."""
+        now = self.now_ms()
+        # asyncio may run a timer a hair before its time (clock resolution); it is due then.
+        limit = max(math.floor(now + _MS_EPS), self.timer_key)
+        keys, buckets = self.keys, self.buckets
+        while keys and keys[0] <= limit:
+            for stream in buckets.pop(heapq.heappop(keys)):
+                if not stream.done.done():  # else its handler was cancelled (server shutdown)
+                    self._write_due(stream, now, limit)
+        self.timer = None
+        if keys:
+            self._arm(keys[0])
+
+    def _write_due(self, stream: _PacedStream, now: float, limit: int) -> None:
+        """Write the stream's next event and any others due by ``now``; then schedule or end it.
+
+        The stream's next bucket is after ``limit``, the last one this tick serves.
+        """
+        transport = stream.transport
+        if transport.is_closing():  # the client went away mid-stream
+            stream.done.set_result(None)
+            return
+        events, sent = stream.events, stream.sent
+        # A server that fell behind sends every token that is already due at once.
+        upto = int((now - stream.first_ms) / self.itl_ms) + 1
+        if upto <= sent:  # the tick came a hair early
+            upto = sent + 1
+        elif upto > events.n:
+            upto = events.n
+        data = events.render(sent, upto)
+        if stream.record is not None:
+            count = upto - sent + (stream.head_events if sent == 0 else 0)
+            instant = perf_counter_ns()
+            if count == 1:
+                stream.record.append(instant)
+            else:
+                stream.record.extend(itertools.repeat(instant, count))
+        transport.write(data)
+        stream.sent = upto
+        if upto == events.n:
+            stream.done.set_result(None)
+            return
+        key = math.ceil(stream.first_ms + upto * self.itl_ms - _MS_EPS)
+        bucket = self.buckets.get(key) if key > limit else None
+        if bucket is not None:  # the usual case, inlined: a bucket that already exists
+            bucket.append(stream)
+        else:
+            self._schedule(stream, max(key, limit + 1))
 
 
 class TimingRecorder:
@@ -255,6 +376,7 @@ class _MockServer:
         self.id_base = secrets.token_hex(8)
         self.counter = itertools.count()
         self.recorder = TimingRecorder() if config.record_timings is not None else None
+        self.pacer: _Pacer | None = None  # made in the running loop, by the first paced stream
 
         cycle = _token_cycle(self.tokenizer)
         texts = [self.tokenizer.decode([token_id]) for token_id in cycle]
@@ -525,27 +647,29 @@ class _MockServer:
         # chunked framing to build here or to parse in the client, per event.
         response.content_length = events.size()
         loop = asyncio.get_running_loop()
+        if self.pacer is None or self.pacer.loop is not loop:
+            self.pacer = _Pacer(loop, self.config.itl_ms)
         try:
             await response.prepare(request)
-            # Absolute deadlines: sleeps that overshoot do not add up to drift.
-            first = loop.time() + self.ttft_s
-            sent = 0
-            while sent < events.n:
-                delay = first + sent * self.itl_s - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                # A server that fell behind sends every token that is already due at once.
-                due = int((loop.time() - first) / self.itl_s) + 1
-                upto = min(events.n, max(due, sent + 1))
-                data = events.render(sent, upto)
-                if record is not None:
-                    written = upto - sent + (head_events if sent == 0 else 0)
-                    record.extend(itertools.repeat(perf_counter_ns(), written))
-                await response.write(data)
-                sent = upto
-            await response.write_eof()
         except ConnectionResetError:
-            pass  # the client went away mid-stream; nothing to clean up
+            return response  # the client went away before the headers
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return response
+        # The pacer writes the events straight to the transport: aiohttp's writer would only
+        # count the bytes, and with the Content-Length set its write_eof() then adds nothing.
+        # Nothing waits for the client to drain, but a stream is at most its known size.
+        stream = _PacedStream(
+            transport=transport,
+            events=events,
+            first_ms=self.pacer.now_ms() + self.config.ttft_ms,
+            head_events=head_events,
+            record=record,
+            done=loop.create_future(),
+        )
+        self.pacer.start(stream)
+        await stream.done
+        await response.write_eof()
         return response
 
     async def tokenize(self, request: web.Request) -> web.Response:

@@ -345,6 +345,42 @@ def test_latency(timed_server: Server) -> None:
     assert 0.095 + 5 * 0.02 <= total < 1.0
 
 
+def test_paced_streams_reuse_the_connection(timed_server: Server, server: Server) -> None:
+    async def run() -> tuple[list[bytes], list[bytes], int]:
+        created = 0
+
+        async def on_create(*_: Any) -> None:
+            nonlocal created
+            created += 1
+
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_create_end.append(on_create)
+        connector = aiohttp.TCPConnector(limit=1)
+        paced, whole = [], []
+        async with aiohttp.ClientSession(connector=connector, trace_configs=[trace]) as session:
+            chat = {"model": MOCK_MODEL_NAME, "messages": [{"role": "user", "content": "x"}]}
+            for path, body in (
+                ("/v1/completions", completion("x")),
+                ("/v1/chat/completions", chat),
+                ("/v1/completions", completion("x")),
+            ):
+                body |= {"max_tokens": 4, "ignore_eos": True, **STREAM}
+                async with session.post(timed_server.url + path, json=body) as resp:
+                    paced.append(await resp.read())
+                    assert int(resp.headers["Content-Length"]) == len(paced[-1])
+                async with session.post(server.url + path, json=body) as resp:
+                    whole.append(await resp.read())
+        return paced, whole, created
+
+    paced, whole, created = asyncio.run(run())
+    assert created == 2  # one connection per server, each reused for all three streams
+    for paced_body, whole_body in zip(paced, whole, strict=True):
+        # Paced or sent in one write, the events are the same but for the ids and timestamps.
+        assert len(sse_events(paced_body)) == len(sse_events(whole_body))
+        strip = re.compile(rb'"id":"[^"]*","object":"([^"]*)","created":\d+')
+        assert strip.sub(rb"\1", paced_body) == strip.sub(rb"\1", whole_body)
+
+
 def test_client_disconnect_mid_stream(timed_server: Server) -> None:
     async def run() -> None:
         body = completion("x", max_tokens=500, ignore_eos=True, stream=True)
