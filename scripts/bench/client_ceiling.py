@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import psutil
+from cpu_sampling import PeriodicSampler, ProcessTreeCpu, cpu_seconds, other_cpu_seconds
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "scripts" / "nginx" / "ceiling.conf.template"
@@ -134,40 +134,21 @@ class Sampler:
     def __init__(self, status: NginxStatus, nginx: psutil.Process, client_pid: int) -> None:
         self.status = status
         self.nginx = nginx
-        self.client = psutil.Process(client_pid)
-        self.client_cpu: dict[int, float] = {}  # pid -> latest user+system seconds seen
-        self.me = psutil.Process()
+        self.client = ProcessTreeCpu(client_pid)
         self.samples: list[Sample] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.periodic = PeriodicSampler(SAMPLE_S, self._sample)
 
     def __enter__(self) -> Sampler:
-        self._sample()
-        self._thread.start()
+        self.periodic.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
-            self._sample()
+        self.periodic.__exit__(*exc)
 
     def _sample(self) -> None:
-        try:
-            procs = [self.client, *self.client.children(recursive=True)]
-        except psutil.Error:
-            procs = []
-        for proc in procs:
-            with suppress(psutil.Error):  # exited: its last sampled value stays counted
-                self.client_cpu[proc.pid] = cpu_seconds(proc)
         requests = self.status.requests()
-        nginx, client = cpu_seconds(self.nginx), sum(self.client_cpu.values())
-        m = psutil.cpu_times()
-        machine = m.user + m.system + getattr(m, "nice", 0.0) + getattr(m, "steal", 0.0)
-        other = machine - nginx - client - cpu_seconds(self.me)
+        nginx, client = cpu_seconds(self.nginx), self.client.seconds()
+        other = other_cpu_seconds(nginx, client)
         self.samples.append(Sample(time.monotonic(), requests, nginx, client, other))
 
     def measured_phase(self) -> tuple[Sample, Sample] | None:
@@ -189,12 +170,6 @@ class Sampler:
                 stretches.append([i, i])
         first, last = max(stretches, key=lambda s: s[1] - s[0])
         return self.samples[first], self.samples[last + 1]
-
-
-def cpu_seconds(proc: psutil.Process) -> float:
-    """User plus system CPU seconds of one process."""
-    times = proc.cpu_times()
-    return times.user + times.system
 
 
 def children_cpu_seconds() -> float:

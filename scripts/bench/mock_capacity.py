@@ -25,15 +25,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import psutil
+from cpu_sampling import PeriodicSampler, ProcessTreeCpu, cpu_seconds, other_cpu_seconds
 
 LISTENING = re.compile(r"listening on (http://\S+)")
 SAMPLE_S = 0.1  # CPU sampling period during a run
@@ -95,39 +95,20 @@ class CpuSampler:
 
     def __init__(self, server: psutil.Process, client_pid: int) -> None:
         self.server = server
-        self.client = psutil.Process(client_pid)
-        self.me = psutil.Process()
-        self.client_cpu: dict[int, float] = {}  # pid -> latest user+system seconds seen
+        self.client = ProcessTreeCpu(client_pid)
         self.samples: list[Sample] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.periodic = PeriodicSampler(SAMPLE_S, self._sample)
 
     def __enter__(self) -> CpuSampler:
-        self._sample()
-        self._thread.start()
+        self.periodic.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
-            self._sample()
+        self.periodic.__exit__(*exc)
 
     def _sample(self) -> None:
-        try:
-            procs = [self.client, *self.client.children(recursive=True)]
-        except psutil.Error:
-            procs = []
-        for proc in procs:
-            with suppress(psutil.Error):  # exited: its last sampled value stays counted
-                self.client_cpu[proc.pid] = cpu_seconds(proc)
-        m = psutil.cpu_times()
-        machine = m.user + m.system + getattr(m, "nice", 0.0) + getattr(m, "steal", 0.0)
-        server, client = cpu_seconds(self.server), sum(self.client_cpu.values())
-        other = machine - server - client - cpu_seconds(self.me)
+        server, client = cpu_seconds(self.server), self.client.seconds()
+        other = other_cpu_seconds(server, client)
         self.samples.append(Sample(time.monotonic(), server, client, other))
 
     def server_seconds(self) -> float:
@@ -144,12 +125,6 @@ class CpuSampler:
         span = last.t - first.t
         other = max(last.other - first.other, 0.0)  # clock-tick rounding can make it negative
         return 100 * (last.client - first.client) / span, 100 * other / span
-
-
-def cpu_seconds(proc: psutil.Process) -> float:
-    """User plus system CPU seconds of one process."""
-    times = proc.cpu_times()
-    return times.user + times.system
 
 
 @contextmanager

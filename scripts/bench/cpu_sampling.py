@@ -1,0 +1,69 @@
+"""CPU accounting shared by the benchmark scripts: processes, process trees, the rest of the
+machine, sampled periodically in a thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+
+import psutil
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """User plus system CPU seconds of one process."""
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+class ProcessTreeCpu:
+    """CPU seconds of a process and its descendants; one that exited keeps its last value."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.seen: dict[int, float] = {}  # pid -> latest user+system seconds
+
+    def seconds(self) -> float:
+        """The tree's CPU seconds so far."""
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            procs = []
+        for proc in procs:
+            with suppress(psutil.Error):
+                self.seen[proc.pid] = cpu_seconds(proc)
+        return sum(self.seen.values())
+
+
+_ME = psutil.Process()
+
+
+def other_cpu_seconds(*accounted: float) -> float:
+    """The machine's CPU seconds (hypervisor steal included) less ``accounted`` and this script."""
+    m = psutil.cpu_times()
+    machine = m.user + m.system + getattr(m, "nice", 0.0) + getattr(m, "steal", 0.0)
+    return machine - sum(accounted) - cpu_seconds(_ME)
+
+
+class PeriodicSampler:
+    """Calls ``sample`` on entry, every ``period_s`` in a thread, and once more on exit."""
+
+    def __init__(self, period_s: float, sample: Callable[[], None]) -> None:
+        self.period_s = period_s
+        self.sample = sample
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> PeriodicSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample()
