@@ -128,7 +128,7 @@ class NginxStatus:
         self.conn.close()
 
 
-class Sampler:
+class Sampler(PeriodicSampler):
     """Samples nginx's request count, nginx's CPU and the client tree's CPU in a thread."""
 
     def __init__(self, status: NginxStatus, nginx: psutil.Process, client_pid: int) -> None:
@@ -136,14 +136,7 @@ class Sampler:
         self.nginx = nginx
         self.client = ProcessTreeCpu(client_pid)
         self.samples: list[Sample] = []
-        self.periodic = PeriodicSampler(SAMPLE_S, self._sample)
-
-    def __enter__(self) -> Sampler:
-        self.periodic.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.periodic.__exit__(*exc)
+        super().__init__(SAMPLE_S, self._sample)
 
     def _sample(self) -> None:
         requests = self.status.requests()

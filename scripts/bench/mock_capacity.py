@@ -90,21 +90,14 @@ class Sample(NamedTuple):
     other: float  # the rest of the machine (this script excluded) plus hypervisor steal
 
 
-class CpuSampler:
+class CpuSampler(PeriodicSampler):
     """Samples the server's, the client tree's and the rest of the machine's CPU in a thread."""
 
     def __init__(self, server: psutil.Process, client_pid: int) -> None:
         self.server = server
         self.client = ProcessTreeCpu(client_pid)
         self.samples: list[Sample] = []
-        self.periodic = PeriodicSampler(SAMPLE_S, self._sample)
-
-    def __enter__(self) -> CpuSampler:
-        self.periodic.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.periodic.__exit__(*exc)
+        super().__init__(SAMPLE_S, self._sample)
 
     def _sample(self) -> None:
         server, client = cpu_seconds(self.server), self.client.seconds()
