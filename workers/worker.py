@@ -42,7 +42,7 @@ from workers.sse import SSEStream, generated_text
 NOT_SENT = "not sent: the run was stopped before this request's turn"
 CANCELLED = "cancelled: the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
-BURST_YIELD = 16  # requests released back to back before the loop serves open streams
+BURST_YIELD = 4  # requests released back to back before the loop serves open streams
 
 
 def run_worker(endpoint: str, worker_id: int) -> None:
@@ -138,6 +138,11 @@ class Worker:
         )
         try:
             opened, connect_error = await self._preopen(session, shard)
+            # The shard, the pool and the imported modules live for the whole run: take them
+            # out of the collector's reach before t0, so no full collection walks them (a
+            # stall of milliseconds) while streams are being stamped. Upstream does the same.
+            gc.collect()
+            gc.freeze()
             await self._send(encode(Kind.READY, connections=opened, connect_error=connect_error))
             kind, fields, _ = decode(await self.sock.recv_multipart())
             if kind is not Kind.START:
@@ -203,11 +208,6 @@ class Worker:
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))
         listener = asyncio.create_task(self._listen(tasks))
-        # The shard, the pool and the imported modules live for the whole run: take them out
-        # of the collector's reach, so a full collection does not walk them (stalling the
-        # loop for milliseconds) while streams are being stamped. Upstream freezes its heap too.
-        gc.collect()
-        gc.freeze()
         self.cpu_start_ns, self.wall_start_ns = time.process_time_ns(), perf_counter_ns()
         released = 0
         slot_wait_ended_ns = 0  # when the dispatcher last got a slot it had to wait for
