@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import psutil
-from cpu_sampling import PeriodicSampler, ProcessTreeCpu, cpu_seconds, other_cpu_seconds
+from common import (
+    PeriodicSampler,
+    ProcessTreeCpu,
+    cpu_seconds,
+    other_cpu_seconds,
+    stop_process,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "scripts" / "nginx" / "ceiling.conf.template"
@@ -245,12 +251,7 @@ def nginx_server(nginx: str, prefix: Path, port: int) -> Iterator[psutil.Process
     try:
         yield wait_nginx(proc, args, port, prefix)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

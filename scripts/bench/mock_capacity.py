@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import psutil
-from cpu_sampling import PeriodicSampler, ProcessTreeCpu, cpu_seconds, other_cpu_seconds
+from common import (
+    PeriodicSampler,
+    ProcessTreeCpu,
+    cpu_seconds,
+    other_cpu_seconds,
+    stop_process,
+)
 
 LISTENING = re.compile(r"listening on (http://\S+)")
 SAMPLE_S = 0.1  # CPU sampling period during a run
@@ -130,12 +136,7 @@ def mock_server(itl_ms: float, log_dir: Path) -> Iterator[tuple[str, psutil.Proc
     try:
         yield wait_listening(proc, args), psutil.Process(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         stderr.close()
 
 

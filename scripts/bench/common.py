@@ -1,8 +1,9 @@
-"""CPU accounting shared by the benchmark scripts: processes, process trees, the rest of the
-machine, sampled periodically in a thread."""
+"""Shared by the benchmark scripts: CPU accounting (processes, process trees, the rest of the
+machine, sampled periodically in a thread) and stopping the servers they start."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Callable
 from contextlib import suppress
@@ -67,3 +68,13 @@ class PeriodicSampler:
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
             self.sample()
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """Terminate a process, and kill it if it has not exited within ``timeout_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
