@@ -20,13 +20,18 @@ from loadgen.config import ConfigError, RunConfig, available_cores
 from loadgen.fanout import FanoutError
 from loadgen.mock_process import MockServerError
 from loadgen.mock_server import mock_server_command
-from loadgen.payloads import SUPPORTED_BACKENDS
+from loadgen.payloads import UPSTREAM_BACKENDS
 from loadgen.readiness import ServerError
 from loadgen.runner import RunFailed, run
 from loadgen.tokenizer import TokenizerLoadError
 from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
 
 MULTI_VALUE_FLAGS = ("--header",)  # nargs="*" upstream
+UPSTREAM_DATASETS = (
+    "sharegpt", "burstgpt", "sonnet", "random", "random-mm", "random-rerank", "hf", "custom",
+    "custom_audio", "custom_image", "prefix_repetition", "spec_bench", "speed_bench",
+    "timed_trace",
+)  # fmt: skip
 
 
 def normalize_argv(args: list[str], known: set[str]) -> list[str]:
@@ -100,10 +105,10 @@ def cli() -> None:
 @cli.command("run", cls=VllmCompatibleCommand)
 @click.option(
     "--backend",
-    type=click.Choice(SUPPORTED_BACKENDS),
+    type=click.Choice(UPSTREAM_BACKENDS),
     default="openai",
     show_default=True,
-    help="Request format (openai = completions).",
+    help="Request format (openai = completions); openai, vllm and openai-chat are supported.",
 )
 @click.option("--base-url", default=None, help="Server base URL; overrides --host/--port.")
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -125,7 +130,13 @@ def cli() -> None:
     default=None,
     help="tokenizer.json, a directory holding one, or a Hugging Face id (default --model).",
 )
-@click.option("--dataset-name", type=click.Choice(["random"]), default="random", show_default=True)
+@click.option(
+    "--dataset-name",
+    type=click.Choice(UPSTREAM_DATASETS),
+    default="random",
+    show_default=True,
+    help="Only random is supported yet.",
+)
 @click.option("--input-len", type=int, default=None, help="Sets --random-input-len.")
 @click.option("--output-len", type=int, default=None, help="Sets --random-output-len.")
 @click.option("--random-input-len", type=int, default=1024, show_default=True)

@@ -21,6 +21,12 @@ import orjson
 COMPLETIONS_BACKENDS = ("openai", "vllm")
 CHAT_BACKENDS = ("openai-chat",)
 SUPPORTED_BACKENDS = COMPLETIONS_BACKENDS + CHAT_BACKENDS
+# Every backend upstream accepts; those not in SUPPORTED_BACKENDS are refused as not supported yet.
+UPSTREAM_BACKENDS = (
+    "vllm", "openai", "openai-chat", "openai-audio", "openai-embeddings",
+    "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
+    "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling", "vllm-rerank",
+)  # fmt: skip
 ENDPOINT_SUFFIX = {
     "openai": "completions",
     "vllm": "completions",

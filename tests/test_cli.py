@@ -57,3 +57,16 @@ def test_mock_and_base_url_are_exclusive() -> None:
     result = CliRunner().invoke(cli, ["run", "--mock", "--base-url", "http://127.0.0.1:1"])
     assert result.exit_code == 2
     assert "--mock starts its own server" in result.output
+
+
+def test_upstream_choices_not_built_yet_are_refused_by_name() -> None:
+    for args, message in (
+        (["--backend", "vllm-rerank"], "not supported yet: --backend vllm-rerank"),
+        (["--dataset-name", "sharegpt"], "not supported yet: --dataset-name sharegpt"),
+    ):
+        result = CliRunner().invoke(cli, ["run", "--mock", *args])
+        assert result.exit_code == 2
+        assert message in result.output
+    result = CliRunner().invoke(cli, ["run", "--mock", "--backend", "nope"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--backend'" in result.output
