@@ -12,14 +12,10 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
-import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +24,9 @@ from typing import IO
 import click
 import numpy as np
 
+from loadgen.mock_process import EmbeddedMockServer, MockServerError
 from loadgen.tokenizer import MOCK_MODEL_NAME
 
-LISTENING = re.compile(r"listening on (http://\S+)")
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
 
@@ -267,69 +263,49 @@ class RecordingServer:
 
     def __init__(self, work_dir: Path, ttft_ms: float, itl_ms: float) -> None:
         self.timings_path = work_dir / "server-timings.npz"
-        self.stderr_path = work_dir / "server-stderr.txt"
-        self.args = [
-            *(sys.executable, "-m", "loadgen.mock_server", "--host", "127.0.0.1", "--port", "0"),
-            *("--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)),
-            *("--record-timings", str(self.timings_path)),
-        ]
-        self.process: subprocess.Popen[str] | None = None
-        self.url = ""
+        self.server = EmbeddedMockServer(
+            ttft_ms,
+            itl_ms,
+            extra_args=("--record-timings", str(self.timings_path)),
+            stderr_path=work_dir / "server-stderr.txt",
+        )
 
     def start(self) -> str:
         """Launch the server; return its base URL once it listens."""
-        with self.stderr_path.open("w") as stderr:
-            self.process = subprocess.Popen(
-                self.args, stdout=subprocess.PIPE, stderr=stderr, text=True
-            )
-        assert self.process.stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if selector.select(timeout=0.1):
-                    match = LISTENING.search(self.process.stdout.readline())
-                    if match:
-                        self.url = match.group(1)
-                        return self.url
-        self.kill()
-        raise CalibrationError(f"the mock server did not start: {self._stderr()}")
+        try:
+            return self.server.start(SERVER_START_TIMEOUT_S)
+        except MockServerError as exc:
+            raise CalibrationError(str(exc)) from None
 
     def check_alive(self) -> None:
         """Raise if the server process has ended."""
-        if self.process is not None and self.process.poll() is not None:
-            code = self.process.returncode
-            raise CalibrationError(f"the mock server exited ({code}): {self._stderr()}")
+        process = self.server.process
+        if process is not None and process.poll() is not None:
+            raise CalibrationError(
+                f"the mock server exited ({process.returncode}): {self.server.last_error()}"
+            )
 
     def records(self) -> ServerRecords:
         """The server's records so far, from ``GET /timings``."""
         try:
-            with urllib.request.urlopen(self.url + "/timings", timeout=60) as response:
+            with urllib.request.urlopen(self.server.url + "/timings", timeout=60) as response:
                 return ServerRecords.load(io.BytesIO(response.read()))
         except OSError as exc:
             raise CalibrationError(f"cannot fetch the mock server's /timings: {exc}") from None
 
     def stop(self) -> None:
         """SIGTERM the server and require a clean exit with its records file written."""
-        if self.process is None:
+        code = self.server.stop(SERVER_STOP_TIMEOUT_S)
+        if code is None:
             return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise CalibrationError("the mock server did not stop on SIGTERM") from None
         if code != 0 or not self.timings_path.exists():
-            raise CalibrationError(f"the mock server did not save its records: {self._stderr()}")
+            raise CalibrationError(
+                f"the mock server did not save its records: {self.server.last_error()}"
+            )
 
     def kill(self) -> None:
         """End the server process at once, if it runs."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def _stderr(self) -> str:
-        return _last_line(self.stderr_path.read_text(errors="replace"))
+        self.server.kill()
 
 
 def run_client(

@@ -165,15 +165,14 @@ class WorkerPool:
             await self._send(w, encode(Kind.START, t0_ns=t0_ns))
         if on_start is not None:
             on_start()
-        collected = await self._collect(workers, num_requests, t0_ns, on_progress)
-        collected.connections = connections
-        return collected
+        return await self._collect(workers, num_requests, t0_ns, connections, on_progress)
 
     async def _collect(
         self,
         workers: set[int],
         num_requests: int,
         t0_ns: int,
+        connections: int,
         on_progress: Callable[[int], None] | None,
     ) -> Collected:
         records = np.zeros(num_requests, dtype=RECORD_DTYPE)
@@ -248,7 +247,7 @@ class WorkerPool:
             errors=errors,
             texts=texts,
             t0_ns=t0_ns,
-            connections=0,
+            connections=connections,
             worker_problems=problems,
             interrupted=self.stop_requested,
             loop_lag_ns=np.concatenate(loop_lag) if loop_lag else np.zeros(0, np.int64),

@@ -1,12 +1,16 @@
-"""The embedded mock server of ``loadgen run --mock``: its own process on a free loopback port."""
+"""The mock server in its own process on a free loopback port: for ``loadgen run --mock``,
+``loadgen calibrate`` and the benchmark scripts."""
 
 from __future__ import annotations
 
+import os
 import re
 import selectors
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 LISTENING = re.compile(r"listening on (http://\S+)")
 
@@ -16,62 +20,81 @@ class MockServerError(RuntimeError):
 
 
 class EmbeddedMockServer:
-    """Start ``loadgen mock-server --port 0`` and learn its URL from the line it prints."""
+    """Start ``loadgen mock-server --port 0`` and learn its URL from the line it prints.
+
+    Its stderr goes to ``stderr_path`` (a temporary file by default), never to a pipe that
+    nobody drains during a long run.
+    """
 
     def __init__(
-        self, ttft_ms: float = 0.0, itl_ms: float = 0.0, extra_args: tuple[str, ...] = ()
+        self,
+        ttft_ms: float = 0.0,
+        itl_ms: float = 0.0,
+        extra_args: tuple[str, ...] = (),
+        stderr_path: Path | None = None,
     ) -> None:
         self.args = [
-            sys.executable,
-            "-m",
-            "loadgen.mock_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--ttft-ms",
-            str(ttft_ms),
-            "--itl-ms",
-            str(itl_ms),
+            *(sys.executable, "-m", "loadgen.mock_server", "--host", "127.0.0.1", "--port", "0"),
+            *("--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)),
             *extra_args,
         ]
+        self.stderr_path = stderr_path
+        self.owns_stderr = stderr_path is None  # a temporary file, removed on stop
         self.process: subprocess.Popen | None = None
+        self.url = ""
 
     def start(self, timeout_s: float = 60.0) -> str:
         """Launch the server and return its base URL once it listens."""
-        self.process = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        if self.stderr_path is None:
+            fd, name = tempfile.mkstemp(prefix="loadgen-mock-", suffix=".err")
+            os.close(fd)
+            self.stderr_path = Path(name)
+        with self.stderr_path.open("w") as stderr:
+            self.process = subprocess.Popen(
+                self.args, stdout=subprocess.PIPE, stderr=stderr, text=True
+            )
         assert self.process.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(self.process.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=0.1):
-                if self.process.poll() is not None:
-                    break
-                continue
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            if match := LISTENING.search(line):
-                selector.close()
-                return match.group(1)
-        selector.close()
-        stderr = ""
-        if self.process.poll() is not None and self.process.stderr is not None:
-            stderr = self.process.stderr.read().strip().splitlines()[-1:] or [""]
-            stderr = f": {stderr[0]}"
-        self.stop()
-        raise MockServerError(f"the embedded mock server did not start{stderr}")
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and self.process.poll() is None:
+                if selector.select(timeout=0.1):
+                    match = LISTENING.search(self.process.stdout.readline())
+                    if match:
+                        self.url = match.group(1)
+                        return self.url
+        self.kill()
+        error = self.last_error()
+        self._remove_stderr()
+        raise MockServerError(f"the mock server did not start: {error}")
 
-    def stop(self) -> None:
-        """Stop the server process."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+    def last_error(self) -> str:
+        """The last non-empty line the server wrote to stderr."""
+        if self.stderr_path is None or not self.stderr_path.exists():
+            return "no output"
+        lines = [ln.strip() for ln in self.stderr_path.read_text(errors="replace").splitlines()]
+        lines = [ln for ln in lines if ln]
+        return lines[-1] if lines else "no output"
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout_s``); return its exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._remove_stderr()
+        return self.process.returncode
+
+    def _remove_stderr(self) -> None:
+        if self.owns_stderr and self.stderr_path is not None:
+            self.stderr_path.unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        """End the server process at once, if it runs."""
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()

@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from loadgen.config import RunConfig
-from loadgen.metrics import BenchmarkMetrics, MetricStats, RequestResults, Timings
+from loadgen.metrics import (
+    BenchmarkMetrics,
+    MetricStats,
+    RequestResults,
+    Timings,
+    tokens_per_second,
+)
 
 # Fields upstream drops from the JSON unless --save-detailed.
 DETAILED_FIELDS = (
@@ -122,10 +128,9 @@ def plot_lines(results: RequestResults, timings: Timings) -> list[str]:
     start = results.send_s[ok]
     end = start + timings.latency_s[ok]
     origin = start.min()
-    seconds = int(np.ceil(end.max() - origin)) + 1
     owner_ok = np.repeat(ok, np.diff(results.event_offsets))
-    buckets = (results.event_s[owner_ok] - origin).astype(np.int64)
-    tokens = np.bincount(buckets[(buckets >= 0) & (buckets < seconds)], minlength=seconds)
+    tokens = tokens_per_second(start, timings.latency_s[ok], results.event_s[owner_ok])
+    seconds = len(tokens)
     first = (start - origin).astype(np.int64)
     last = np.minimum(np.ceil(end - origin).astype(np.int64), seconds)
     concurrent = np.zeros(seconds + 1)

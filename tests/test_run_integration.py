@@ -274,6 +274,7 @@ def test_server_going_away_fails_the_open_requests_without_a_hang(tmp_path: Path
     time.sleep(1.5)  # mid-run: each stream takes about 4 s
     assert mock.process is not None
     mock.process.kill()
+    mock.stop()
     proc.communicate(timeout=60)
     result = only_json(tmp_path)
     assert result["completed"] + result["failed"] == 30

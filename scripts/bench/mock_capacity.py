@@ -18,8 +18,6 @@ import itertools
 import json
 import os
 import platform
-import re
-import selectors
 import shutil
 import statistics
 import subprocess
@@ -38,10 +36,10 @@ from common import (
     ProcessTreeCpu,
     cpu_seconds,
     other_cpu_seconds,
-    stop_process,
 )
 
-LISTENING = re.compile(r"listening on (http://\S+)")
+from loadgen.mock_process import EmbeddedMockServer, MockServerError
+
 SAMPLE_S = 0.1  # CPU sampling period during a run
 BUSY_CPU_S = 0.005  # a sampling period in which the server used this much CPU is "in the run"
 SATURATED_PCT = 75.0  # a process at this share of one core or more is taken as the bottleneck
@@ -129,27 +127,18 @@ class CpuSampler(PeriodicSampler):
 @contextmanager
 def mock_server(itl_ms: float, log_dir: Path) -> Iterator[tuple[str, psutil.Process]]:
     """Run `loadgen mock-server --port 0` in its own process; yield its URL and process."""
-    args = [sys.executable, "-m", "loadgen.mock_server", "--host", "127.0.0.1", "--port", "0"]
-    args += ["--itl-ms", str(itl_ms)]
-    stderr = (log_dir / f"mock-server-itl{itl_ms:g}.err").open("w")
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    server = EmbeddedMockServer(
+        itl_ms=itl_ms, stderr_path=log_dir / f"mock-server-itl{itl_ms:g}.err"
+    )
     try:
-        yield wait_listening(proc, args), psutil.Process(proc.pid)
+        url = server.start()
+    except MockServerError as exc:
+        raise SystemExit(str(exc)) from None
+    assert server.process is not None
+    try:
+        yield url, psutil.Process(server.process.pid)
     finally:
-        stop_process(proc)
-        stderr.close()
-
-
-def wait_listening(proc: subprocess.Popen, args: list[str], timeout_s: float = 60.0) -> str:
-    """The URL from the server's `listening on` line."""
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and proc.poll() is None:
-            if selector.select(timeout=0.1) and (match := LISTENING.search(proc.stdout.readline())):
-                return match.group(1)
-    raise SystemExit(f"mock server did not start: {' '.join(args)}")
+        server.stop(timeout_s=10)
 
 
 def loadgen_command() -> list[str]:
