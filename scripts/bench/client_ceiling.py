@@ -26,7 +26,6 @@ import shutil
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from common import (
     PeriodicSampler,
     ProcessTreeCpu,
     cpu_seconds,
+    loadgen_command,
     other_cpu_seconds,
     stop_process,
 )
@@ -183,15 +183,6 @@ def loadgen_commit() -> str:
         cmd = ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]
         return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
     return "unknown"
-
-
-def loadgen_command() -> list[str]:
-    """The `loadgen` console script of this interpreter's environment."""
-    sibling = Path(sys.executable).parent / "loadgen"
-    found = str(sibling) if sibling.exists() else shutil.which("loadgen")
-    if found is None:
-        raise SystemExit("the `loadgen` command was not found; install loadgen in this venv")
-    return [found]
 
 
 def completion_stream(events: int = EVENTS, prompt_tokens: int = PROMPT_TOKENS) -> bytes:

@@ -3,10 +3,13 @@ machine, sampled periodically in a thread) and stopping the servers they start."
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import suppress
+from pathlib import Path
 
 import psutil
 
@@ -78,3 +81,12 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def loadgen_command() -> list[str]:
+    """The `loadgen` console script of this interpreter's environment."""
+    sibling = Path(sys.executable).parent / "loadgen"
+    found = str(sibling) if sibling.exists() else shutil.which("loadgen")
+    if found is None:
+        raise SystemExit("the `loadgen` command was not found; install loadgen in this venv")
+    return [found]

@@ -18,10 +18,8 @@ import itertools
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,6 +33,7 @@ from common import (
     PeriodicSampler,
     ProcessTreeCpu,
     cpu_seconds,
+    loadgen_command,
     other_cpu_seconds,
 )
 
@@ -139,15 +138,6 @@ def mock_server(itl_ms: float, log_dir: Path) -> Iterator[tuple[str, psutil.Proc
         yield url, psutil.Process(server.process.pid)
     finally:
         server.stop(timeout_s=10)
-
-
-def loadgen_command() -> list[str]:
-    """The `loadgen` console script of this interpreter's environment."""
-    sibling = Path(sys.executable).parent / "loadgen"
-    found = str(sibling) if sibling.exists() else shutil.which("loadgen")
-    if found is None:
-        raise SystemExit("the `loadgen` command was not found; install loadgen in this venv")
-    return [found]
 
 
 def run_client(
