@@ -31,9 +31,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from tokenizers import Tokenizer
 
-from loadgen.tokenizer import base_vocab_size, num_special_tokens_to_add, special_token_ids
+from loadgen.tokenizer import TokenCodec
 
 MAX_RETRY = 10
 
@@ -71,7 +70,7 @@ def parse_range_ratio(value: str) -> tuple[float, float]:
 
 
 def sample_random_requests(
-    tokenizer: Tokenizer,
+    tokenizer: TokenCodec,
     num_requests: int,
     input_len: int,
     output_len: int,
@@ -82,7 +81,7 @@ def sample_random_requests(
     """Build vLLM's ``random`` dataset (formulas in the module docstring)."""
     _validate(num_requests, input_len, output_len, prefix_len)
     in_ratio, out_ratio = range_ratio
-    num_special = num_special_tokens_to_add(tokenizer)
+    num_special = tokenizer.num_special_tokens
     real_in = max(0, input_len - num_special)
     in_lo = math.floor(real_in * (1 - in_ratio))
     in_hi = math.ceil(real_in * (1 + in_ratio))
@@ -94,20 +93,20 @@ def sample_random_requests(
             f"from --random-input-len {input_len} minus {num_special} special tokens) must be >= 1"
         )
 
-    vocab_size = base_vocab_size(tokenizer)
+    vocab_size = tokenizer.vocab_size
     rng = np.random.default_rng(seed)
     input_lens = rng.integers(in_lo, in_hi + 1, size=num_requests)
     output_lens = rng.integers(out_lo, out_hi + 1, size=num_requests)
     offsets = rng.integers(0, vocab_size, size=num_requests)
     # Set iteration order, as vLLM builds it, decides which id each position maps to.
-    allowed = np.array(list(set(range(vocab_size)) - set(special_token_ids(tokenizer))))
+    allowed = np.array(list(set(range(vocab_size)) - set(tokenizer.special_ids)))
 
     prefix = np.empty(0, dtype=np.int64)
     if prefix_len > 0:
         drawn = allowed[rng.integers(0, len(allowed), size=prefix_len)]
         texts, _ = _decode_encode_to_target(tokenizer, [drawn], np.array([prefix_len]), rng)
         # The settled text's encoding is the prefix vLLM prepends (possibly != prefix_len long).
-        prefix = np.array(tokenizer.encode(texts[0], add_special_tokens=False).ids, np.int64)
+        prefix = np.array(tokenizer.encode_batch(texts[:1])[0], np.int64)
 
     token_lists = _initial_token_lists(prefix, allowed, offsets, input_lens)
     targets = prefix_len + input_lens
@@ -145,7 +144,7 @@ def _initial_token_lists(
 
 
 def _decode_encode_to_target(
-    tokenizer: Tokenizer,
+    tokenizer: TokenCodec,
     token_lists: list[np.ndarray] | list[list[int]],
     targets: np.ndarray,
     rng: np.random.Generator,
@@ -156,14 +155,14 @@ def _decode_encode_to_target(
     ``target`` tokens or after MAX_RETRY adjustments; otherwise it is truncated to ``target`` or
     padded with ``target - len`` ids drawn from ``U[0, vocab_size)``, special ids included.
     """
-    vocab_size = base_vocab_size(tokenizer)
+    vocab_size = tokenizer.vocab_size
     texts: list[str] = [""] * len(token_lists)
     lengths = np.zeros(len(token_lists), dtype=np.int64)
     pending = np.arange(len(token_lists))
     batch = list(token_lists)
     for attempt in range(MAX_RETRY + 1):
-        decoded = tokenizer.decode_batch(batch, skip_special_tokens=False)
-        encoded = tokenizer.encode_batch(decoded, add_special_tokens=False)
+        decoded = tokenizer.decode_batch(batch)
+        encoded = tokenizer.encode_batch(decoded)
         got = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         want = targets[pending]
         settled = (got == want) | (attempt == MAX_RETRY)
@@ -177,7 +176,7 @@ def _decode_encode_to_target(
         deficits = np.maximum(want[unsettled] - got[unsettled], 0)
         pads = np.split(rng.integers(0, vocab_size, size=deficits.sum()), np.cumsum(deficits)[:-1])
         batch = [
-            encoded[j].ids[: want[j]] + pad.tolist() for j, pad in zip(unsettled, pads, strict=True)
+            encoded[j][: want[j]] + pad.tolist() for j, pad in zip(unsettled, pads, strict=True)
         ]
         pending = pending[unsettled]
     return texts, lengths

@@ -1,9 +1,16 @@
-"""Tokenizer loading: a local tokenizer.json, a Hugging Face model id, or the packaged one."""
+"""Tokenizer loading: a local tokenizer.json, a Hugging Face model id, or the packaged one.
+
+``TokenCodec`` is what the dataset builder and the report need of a tokenizer. ``LocalTokenizer``
+implements it with HF ``tokenizers``; ``loadgen.server_tokenizer.ServerTokenizer`` with the
+server's ``/tokenize`` and ``/detokenize``.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from tokenizers import Tokenizer
 
@@ -14,6 +21,40 @@ MOCK_MODEL_NAME = "loadgen-mock"
 
 class TokenizerLoadError(Exception):
     """The tokenizer could not be loaded; the message names the culprit."""
+
+
+class TokenCodec(Protocol):
+    """Batched encode and decode, and the vocabulary facts the random dataset needs."""
+
+    vocab_size: int  # the base vocabulary, without added tokens (HF's ``vocab_size``)
+    num_special_tokens: int  # special tokens one encode of a single sequence adds (a BOS: 1)
+    special_ids: list[int]  # ids the random dataset must not draw
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens."""
+        ...
+
+    def decode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+        """Text of each id list, special tokens kept."""
+        ...
+
+
+class LocalTokenizer:
+    """A ``TokenCodec`` over an HF ``tokenizers.Tokenizer`` (batches use every core)."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = base_vocab_size(tokenizer)
+        self.num_special_tokens = num_special_tokens_to_add(tokenizer)
+        self.special_ids = special_token_ids(tokenizer)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens."""
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def decode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+        """Text of each id list, special tokens kept."""
+        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)
 
 
 def load_tokenizer(name_or_path: str) -> Tokenizer:
@@ -31,9 +72,16 @@ def load_tokenizer(name_or_path: str) -> Tokenizer:
         if not candidate.is_file():
             raise TokenizerLoadError(f"tokenizer directory {path} holds no tokenizer.json")
         return _from_file(candidate)
-    if name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1:
+    if is_local_path(name_or_path):
         raise TokenizerLoadError(f"tokenizer path {name_or_path} does not exist")
     return _from_hub(name_or_path)
+
+
+def is_local_path(name_or_path: str) -> bool:
+    """Whether a tokenizer name is a filesystem path rather than a hub id."""
+    if Path(name_or_path).expanduser().exists():
+        return True
+    return name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
 
 
 def _from_file(path: Path) -> Tokenizer:

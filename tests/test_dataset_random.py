@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from loadgen.dataset_random import parse_range_ratio, sample_random_requests
-from loadgen.tokenizer import load_tokenizer
+from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tok():
-    return load_tokenizer("loadgen-mock")
+    return LocalTokenizer(load_tokenizer("loadgen-mock"))
 
 
 def encoded_len(tok, text: str) -> int:
-    return len(tok.encode(text, add_special_tokens=False).ids)
+    return len(tok.encode_batch([text])[0])
 
 
 def common_prefix(texts: list[str]) -> str:
@@ -129,10 +129,7 @@ def test_prefix_is_shared(tok):
     assert encoded_len(tok, common) >= prefix_len
     # The prefix tokens decode to the same text in every prompt (the last one may merge with
     # the first token after it).
-    heads = {
-        tok.decode(tok.encode(p, add_special_tokens=False).ids[: prefix_len - 1])
-        for p in ds.prompts
-    }
+    heads = set(tok.decode_batch([ids[: prefix_len - 1] for ids in tok.encode_batch(ds.prompts)]))
     assert len(heads) == 1
     assert common.startswith(heads.pop())
 
