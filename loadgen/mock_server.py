@@ -64,6 +64,8 @@ class MockConfig:
     seed: int = 0
     max_model_len: int = 131072
     record_timings: Path | None = None  # where the timing records go at shutdown
+    unavailable_for_s: float = 0.0  # after the port opens, answer 503 for this long
+    empty_model_list: bool = False  # /v1/models lists no model, like a gateway without backends
 
 
 class _RequestError(Exception):
@@ -75,7 +77,13 @@ class _RequestError(Exception):
         self.message = message
 
 
-_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
+STATS_PATH = "/mock/stats"
 
 
 def error_response(status: int, message: str) -> web.Response:
@@ -377,6 +385,8 @@ class _MockServer:
         self.counter = itertools.count()
         self.recorder = TimingRecorder() if config.record_timings is not None else None
         self.pacer: _Pacer | None = None  # made in the running loop, by the first paced stream
+        self.requests_seen: dict[str, int] = {}  # "METHOD /path" -> requests, 503s included
+        self.opened_at: float | None = None  # time.monotonic() when the port opened
 
         cycle = _token_cycle(self.tokenizer)
         texts = [self.tokenizer.decode([token_id]) for token_id in cycle]
@@ -399,7 +409,9 @@ class _MockServer:
         self.models_body = orjson.dumps(
             {
                 "object": "list",
-                "data": [
+                "data": []
+                if config.empty_model_list
+                else [
                     {
                         "id": config.model,
                         "object": "model",
@@ -523,6 +535,22 @@ class _MockServer:
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/chat/completions."""
         return await self._generate(request, chat=True)
+
+    @web.middleware
+    async def count_and_gate(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Count every request by method and path; answer 503 while --unavailable-for lasts."""
+        if request.path == STATS_PATH:
+            return await handler(request)
+        key = f"{request.method} {request.path}"
+        self.requests_seen[key] = self.requests_seen.get(key, 0) + 1
+        unavailable_until = (self.opened_at or 0.0) + self.config.unavailable_for_s
+        if self.config.unavailable_for_s > 0 and time.monotonic() < unavailable_until:
+            return error_response(503, "The model is loading (mock server --unavailable-for).")
+        return await handler(request)
+
+    async def stats(self, request: web.Request) -> web.Response:
+        """GET /mock/stats: requests received so far, by method and path."""
+        return web.Response(body=orjson.dumps({"requests": self.requests_seen}), content_type=_JSON)
 
     async def timings(self, request: web.Request) -> web.Response:
         """GET /timings (with --record-timings): the timing records so far, as an .npz archive."""
@@ -717,16 +745,21 @@ class _MockServer:
         return web.Response(body=orjson.dumps({"prompt": text}), content_type=_JSON)
 
 
+SERVER_KEY = web.AppKey("server", _MockServer)
+
+
 def build_app(config: MockConfig) -> web.Application:
     """The mock server's aiohttp application; loads the tokenizer and precomputes the output."""
     server = _MockServer(config)
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[server.count_and_gate])
+    app[SERVER_KEY] = server
     app.router.add_get("/health", server.health)
     app.router.add_get("/v1/models", server.models)
     app.router.add_post("/v1/completions", server.completions)
     app.router.add_post("/v1/chat/completions", server.chat_completions)
     app.router.add_post("/tokenize", server.tokenize)
     app.router.add_post("/detokenize", server.detokenize)
+    app.router.add_get(STATS_PATH, server.stats)
     if server.recorder is not None:
         app.router.add_get("/timings", server.timings)
         app[RECORDER_KEY] = server.recorder
@@ -753,6 +786,7 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
     try:
         site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_address=True)
         await site.start()
+        app[SERVER_KEY].opened_at = time.monotonic()
         real_port = runner.addresses[0][1]
         shown_host = f"[{host}]" if ":" in host else host
         print(f"loadgen mock-server listening on http://{shown_host}:{real_port}", flush=True)
@@ -777,7 +811,8 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     "mock-server",
     help="Run an OpenAI-compatible mock inference server (/v1/completions, "
     "/v1/chat/completions, /v1/models, /tokenize, /detokenize, /health) with configurable "
-    "latency, output length and error rate.\n\n"
+    "latency, output length, error rate and start-up behaviour. GET /mock/stats counts the "
+    "requests received, by method and path.\n\n"
     "Capacity on a 2-core machine: about 2000 streamed requests/s (250k-270k events/s) with "
     "128-token streams; see docs/mock-server.md.",
 )
@@ -849,6 +884,19 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     "(time.perf_counter_ns) and save them to this .npz file at shutdown; also serves "
     "GET /timings.",
 )
+@click.option(
+    "--unavailable-for",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds after the port opens during which every request gets HTTP 503, like a "
+    "gateway whose backend is still loading.",
+)
+@click.option(
+    "--empty-model-list",
+    is_flag=True,
+    help="Serve /v1/models with no model in it, like a gateway without backends.",
+)
 def mock_server_command(
     host: str,
     port: int,
@@ -862,6 +910,8 @@ def mock_server_command(
     seed: int,
     max_model_len: int,
     record_timings: Path | None,
+    unavailable_for: float,
+    empty_model_list: bool,
 ) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
     if record_timings is not None:
@@ -881,6 +931,8 @@ def mock_server_command(
         seed=seed,
         max_model_len=max_model_len,
         record_timings=record_timings,
+        unavailable_for_s=unavailable_for,
+        empty_model_list=empty_model_list,
     )
     try:
         uvloop.run(serve(config, host, port))
