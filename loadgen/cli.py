@@ -194,6 +194,30 @@ def cli() -> None:
     help='Comma list of percentiles, e.g. "50,90,99,99.9".',
 )
 @click.option(
+    "--ready-check-timeout-sec",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seconds to wait for the server: model discovery, the server tokenizer and a first "
+    "request like the run's are retried until they succeed. 0: one attempt each, and no test "
+    "request.",
+)
+@click.option(
+    "--ready-check-interval-sec",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds between two tries while waiting for the server.",
+)
+@click.option(
+    "--num-warmups",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Copies of the first request sent before the timed run (capped by --max-concurrency), "
+    "not measured.",
+)
+@click.option(
     "--workers", type=int, default=None, help="Worker processes (default: one per available core)."
 )
 @click.option(

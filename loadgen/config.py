@@ -67,6 +67,9 @@ class RunConfig:
     disable_tqdm: bool = False
     percentile_metrics: str | None = None
     metric_percentiles: str = "99"
+    ready_check_timeout_sec: float = 0.0
+    ready_check_interval_sec: float = 5.0
+    num_warmups: int = 0
     workers: int = field(default_factory=available_cores)
     mock: bool = False
     mock_ttft_ms: float = 0.0
@@ -86,6 +89,16 @@ class RunConfig:
             raise ConfigError(f"--request-rate must be > 0, got {self.request_rate}")
         if self.num_prompts < 1:
             raise ConfigError(f"--num-prompts must be at least 1, got {self.num_prompts}")
+        if self.ready_check_timeout_sec < 0:
+            raise ConfigError(
+                f"--ready-check-timeout-sec must be >= 0, got {self.ready_check_timeout_sec:g}"
+            )
+        if not self.ready_check_interval_sec > 0:
+            raise ConfigError(
+                f"--ready-check-interval-sec must be > 0, got {self.ready_check_interval_sec:g}"
+            )
+        if self.num_warmups < 0:
+            raise ConfigError(f"--num-warmups must be >= 0, got {self.num_warmups}")
         if self.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         self.selected_metrics()

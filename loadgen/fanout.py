@@ -19,6 +19,7 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
+from loadgen.readiness import READY_CHECK_HINT
 from workers.protocol import (
     RECORD_DTYPE,
     Kind,
@@ -159,7 +160,10 @@ class WorkerPool:
         connections = sum(r["connections"] for r in ready.values())
         if connections == 0 and any(r["connect_error"] for r in ready.values()):
             error = next(r["connect_error"] for r in ready.values() if r["connect_error"])
-            raise FanoutError(f"cannot connect to the server at {plans[0].config.url}: {error}")
+            raise FanoutError(
+                f"cannot connect to the server at {plans[0].config.url}: {error}; is it up? "
+                f"{READY_CHECK_HINT}"
+            )
         t0_ns = perf_counter_ns() + START_LEAD_NS
         for w in workers:
             await self._send(w, encode(Kind.START, t0_ns=t0_ns))

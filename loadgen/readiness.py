@@ -1,16 +1,119 @@
-"""Requests to the server made before the timed run: model discovery."""
+"""Requests made before the timed run, and the one helper that waits out a server's start-up.
+
+Every request that may reach a server that is still starting goes through ``retry_with_timeout``
+with ``--ready-check-timeout-sec``: model discovery, the server tokenizer's probe and the
+dataset-derived probe. Failures a retry cannot fix (an empty model list, a request the server
+rejects as malformed) raise ``NotRetryable`` and end the wait at once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import aiohttp
+import orjson
+
+T = TypeVar("T")
+
+DEFAULT_RETRY_INTERVAL_S = 5.0
+# 4xx answers about the request itself: no amount of waiting makes the server accept it.
+REJECTED_STATUSES = (400, 404, 422)
+READY_CHECK_HINT = "--ready-check-timeout-sec N waits up to N s for it"
 
 
 class ServerError(RuntimeError):
     """The server could not be used; the message names the URL and what went wrong."""
+
+
+class ServerUnreachable(ServerError):
+    """Nothing answered at the URL (connection refused, reset, DNS, or timed out)."""
+
+
+class NotRetryable(ServerError):
+    """An answer that waiting cannot change; ``retry_with_timeout`` passes it through at once."""
+
+
+class ReadinessTimeout(ServerError):
+    """The server was not ready before ``--ready-check-timeout-sec`` ran out."""
+
+
+RETRYABLE = (ServerError, aiohttp.ClientError, OSError, TimeoutError)
+
+
+async def retry_with_timeout(
+    timeout_s: float,
+    interval_s: float,
+    op: Callable[[], Awaitable[T]],
+    *,
+    waiting_for: str = "the server",
+    on_retry: Callable[[str, float, float], None] | None = None,
+) -> T:
+    """Run ``op`` until it succeeds or ``timeout_s`` has passed; return its result.
+
+    ``timeout_s == 0`` means exactly one attempt, not "wait forever": its result or its exception
+    is passed through unchanged. Otherwise a failed attempt (a ``ServerError``, aiohttp or OS
+    error, or timeout) is retried every ``interval_s`` seconds; each attempt is cut short at the
+    deadline and no sleep reaches past it. ``NotRetryable`` and any other exception end the wait
+    at once. When the deadline passes, ``ReadinessTimeout`` names the timeout and the last error.
+    ``on_retry(error, retry_in_s, left_s)`` is called before each sleep.
+    """
+    if timeout_s == 0:
+        return await op()
+    if timeout_s < 0 or interval_s <= 0:
+        raise ValueError(f"need timeout_s >= 0 and interval_s > 0, got {timeout_s}, {interval_s}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        try:
+            return await asyncio.wait_for(op(), deadline - loop.time())
+        except NotRetryable:
+            raise
+        except RETRYABLE as exc:
+            last_error = describe_error(exc)
+        left = deadline - loop.time()
+        if left > 0:
+            retry_in = min(interval_s, left)
+            if on_retry is not None:
+                on_retry(last_error, retry_in, left)
+            await asyncio.sleep(retry_in)
+        if deadline - loop.time() <= 0:
+            raise ReadinessTimeout(
+                f"{waiting_for} was not ready within --ready-check-timeout-sec {timeout_s:g}; "
+                f"last error: {last_error}"
+            )
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an exception: its message, or its type when it has none."""
+    text = str(exc).strip()
+    if isinstance(exc, TimeoutError) and not text:
+        return "no answer before the deadline"
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _connect_reason(exc: BaseException) -> str:
+    """'Connection refused' rather than aiohttp's host, ssl and call-site wording."""
+    os_error = getattr(exc, "os_error", exc)
+    if isinstance(os_error, OSError) and os_error.errno:
+        return os.strerror(os_error.errno)
+    return describe_error(exc)
+
+
+def print_waiting(what: str) -> Callable[[str, float, float], None]:
+    """An ``on_retry`` callback that tells the user what is awaited and how long is left."""
+
+    def report(error: str, retry_in_s: float, left_s: float) -> None:
+        print(
+            f"Waiting for {what}: {error}; next try in {retry_in_s:.1f} s, {left_s:.1f} s left",
+            flush=True,
+        )
+
+    return report
 
 
 def proxy_for(url: str) -> str | None:
@@ -29,22 +132,101 @@ def auth_headers(extra: dict[str, str]) -> dict[str, str]:
     return {**headers, **extra}
 
 
-async def fetch_first_model(server_url: str, headers: dict[str, str]) -> tuple[str, str]:
-    """``(data[0].id, data[0].root or id)`` from ``GET {server_url}/v1/models``."""
-    url = f"{server_url}/v1/models"
+def server_message(status: int, body: bytes) -> str:
+    """The error message of an HTTP error answer: OpenAI's ``error.message``, else the body."""
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
-            session.get(url, headers=headers) as response,
-        ):
-            response.raise_for_status()
-            data = await response.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        raise ServerError(
-            f"cannot fetch models from {url}: {exc or type(exc).__name__}; is the server up?"
-        ) from None
-    models = data.get("data") if isinstance(data, dict) else None
-    if not models:
-        raise ServerError(f"no models found on the server at {url}; pass --model")
-    first = models[0]
-    return first["id"], first.get("root") or first["id"]
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    message: Any = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        message = message or data.get("message") or data.get("detail")
+    if not message:
+        message = body.decode("utf-8", "replace").strip()
+    first = str(message).strip().splitlines()
+    return f"HTTP {status}: {first[0]}" if first else f"HTTP {status}"
+
+
+class StartupClient:
+    """One aiohttp session for the coordinator's requests before the timed run."""
+
+    def __init__(self, server_url: str, headers: dict[str, str]) -> None:
+        self.server_url = server_url
+        self.headers = headers
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), trust_env=False
+        )
+
+    async def close(self) -> None:
+        """Close the session and its connections."""
+        await self.session.close()
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = 30.0,
+    ) -> bytes:
+        """The body of a 2xx answer; otherwise ``ServerUnreachable``, ``NotRetryable`` (400, 404,
+        422) or ``ServerError`` (any other status), each naming the URL."""
+        all_headers = {**self.headers, **(headers or {})}
+        if body is not None:
+            all_headers.setdefault("Content-Type", "application/json")
+        try:
+            async with self.session.request(
+                method,
+                url,
+                data=body,
+                headers=all_headers,
+                proxy=proxy_for(url),
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as response:
+                payload = await response.read()
+                status = response.status
+        except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
+            raise ServerUnreachable(f"cannot reach {url}: {_connect_reason(exc)}") from None
+        except aiohttp.ClientError as exc:
+            raise ServerError(f"{method} {url} failed: {describe_error(exc)}") from None
+        if status < 300:
+            return payload
+        error = NotRetryable if status in REJECTED_STATUSES else ServerError
+        raise error(f"{method} {url} answered {server_message(status, payload)}")
+
+    async def fetch_first_model(self) -> tuple[str, str]:
+        """``(data[0].id, data[0].root or id)`` from ``GET /v1/models``."""
+        url = f"{self.server_url}/v1/models"
+        payload = await self.request("GET", url)
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise ServerError(f"GET {url} answered something that is not JSON") from None
+        models = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(models, list):
+            raise ServerError(f"GET {url} answered JSON without a 'data' list")
+        if not models:
+            raise NotRetryable(f"no models found on the server at {url}; pass --model")
+        first = models[0]
+        if not isinstance(first, dict) or not isinstance(first.get("id"), str):
+            raise ServerError(f"GET {url}: data[0] has no model id")
+        return first["id"], first.get("root") or first["id"]
+
+    async def generate(self, url: str, body: bytes) -> None:
+        """Send one generation request and read its answer to the end; raise if it failed.
+
+        A 200 whose stream carries an error event fails like an error status would.
+        """
+        payload = await self.request("POST", url, body, timeout_s=None)
+        for line in payload.splitlines():
+            if not line.startswith(b"data:") or b'"error"' not in line:
+                continue
+            try:
+                event = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(event, dict) and event.get("error"):
+                raise ServerError(f"POST {url} streamed an error: {server_message(200, line[5:])}")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypeVar
 
 import numpy as np
-from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from loadgen import __version__
@@ -18,7 +19,17 @@ from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import RequestResults, calculate_metrics, derive_timings
 from loadgen.mock_process import EmbeddedMockServer
 from loadgen.payloads import CHAT_BACKENDS, check_endpoint, serialize_bodies
-from loadgen.readiness import auth_headers, fetch_first_model, proxy_for
+from loadgen.readiness import (
+    READY_CHECK_HINT,
+    ServerError,
+    ServerUnreachable,
+    StartupClient,
+    auth_headers,
+    describe_error,
+    print_waiting,
+    proxy_for,
+    retry_with_timeout,
+)
 from loadgen.report import (
     build_result,
     failure_preamble,
@@ -35,10 +46,20 @@ from loadgen.schedule import (
     split_concurrency,
     to_ns,
 )
-from loadgen.tokenizer import MOCK_MODEL_NAME, load_tokenizer
+from loadgen.server_tokenizer import ServerTokenizer
+from loadgen.tokenizer import (
+    MOCK_MODEL_NAME,
+    LocalTokenizer,
+    TokenCodec,
+    TokenizerLoadError,
+    is_local_path,
+    load_tokenizer,
+)
 from loadgen.verdict import measure as client_health
 from loadgen.verdict import verdict
 from workers.protocol import WorkerConfig
+
+T = TypeVar("T")
 
 PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
 
@@ -58,7 +79,7 @@ class Prepared:
     model_id: str  # tokenizer / model identity, as upstream's model_id
     model_name: str  # the "model" field sent
     tokenizer_id: str
-    tokenizer: Tokenizer
+    tokenizer: TokenCodec
     dataset: RandomDataset
     bodies: list[bytes]
     scheduled_ns: np.ndarray
@@ -82,13 +103,31 @@ def run(config: RunConfig) -> int:
 async def _run(config: RunConfig) -> int:
     num_workers = min(config.workers, config.num_prompts, config.max_concurrency or config.workers)
     pool = WorkerPool(num_workers)
-    pool.start()  # workers import and connect while the dataset is built
+    pool.start()  # workers import and connect while the dataset is built and the server awaited
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, pool.request_stop)
+    preparing = asyncio.current_task()
+    timed_run_started = False
+
+    def on_sigint() -> None:
+        pool.request_stop()
+        if not timed_run_started and preparing is not None:
+            preparing.cancel()  # waiting for a server or building a dataset: stop at once
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    client = StartupClient(config.server_url, auth_headers(config.headers))
     finished = False
     try:
-        prepared = await _prepare(config)
-        print("Skipping endpoint ready check.")
+        try:
+            prepared = await _prepare(config, client)
+            await _check_ready(config, client, prepared.bodies[0])
+            await _warm_up(config, client, prepared.bodies[0])
+        except asyncio.CancelledError:
+            if pool.stop_requested:
+                raise RunFailed("interrupted before the run started", 130) from None
+            raise
+        finally:
+            await client.close()
+        timed_run_started = True
         print("Starting main benchmark run...")
         distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
         print(f"Traffic request rate: {config.request_rate}")
@@ -108,33 +147,42 @@ async def _run(config: RunConfig) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         pool.close(graceful=finished)
-    return _report(config, prepared, collected, num_workers)
+    output_lens = await asyncio.to_thread(
+        resolve_output_lens, collected.records, collected.texts, prepared.tokenizer
+    )
+    return _report(config, prepared, collected, output_lens, num_workers)
 
 
-async def _prepare(config: RunConfig) -> Prepared:
-    headers = auth_headers(config.headers)
-    if config.model is None:
-        print("Model not specified, fetching first model from server...")
-        model_name, model_id = await fetch_first_model(config.server_url, headers)
-        print(f"First model name: {model_name}, first model id: {model_id}")
-    else:
-        model_name = config.served_model_name or config.model
-        model_id = config.model
-    tokenizer_id = config.tokenizer or model_id
-    tokenizer = await asyncio.to_thread(load_tokenizer, tokenizer_id)
-    try:
-        dataset = await asyncio.to_thread(
-            sample_random_requests,
-            tokenizer,
-            config.num_prompts,
-            config.random_input_len,
-            config.random_output_len,
-            config.random_prefix_len,
-            parse_range_ratio(config.random_range_ratio),
-            config.seed,
-        )
-    except ValueError as exc:  # the dataset's checks name the flag at fault
-        raise ConfigError(str(exc)) from None
+async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
+    """Model, tokenizer, dataset, bodies and schedule.
+
+    What needs the server (model discovery, the server tokenizer) waits for it as configured;
+    the rest goes on meanwhile: a given --model or --tokenizer lets the tokenizer load and the
+    dataset build while the server is still starting.
+    """
+    model_task = asyncio.ensure_future(_resolve_model(config, client))
+
+    async def tokenizer_and_dataset() -> tuple[str, TokenCodec, RandomDataset]:
+        tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
+        tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
+        try:
+            dataset = await asyncio.to_thread(
+                sample_random_requests,
+                tokenizer,
+                config.num_prompts,
+                config.random_input_len,
+                config.random_output_len,
+                config.random_prefix_len,
+                parse_range_ratio(config.random_range_ratio),
+                config.seed,
+            )
+        except ValueError as exc:  # the dataset's checks name the flag at fault
+            raise ConfigError(str(exc)) from None
+        return tokenizer_id, tokenizer, dataset
+
+    (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
+        model_task, tokenizer_and_dataset()
+    )
     bodies = serialize_bodies(
         config.backend,
         model_name,
@@ -148,6 +196,117 @@ async def _prepare(config: RunConfig) -> Prepared:
         config.num_prompts, config.request_rate, config.burstiness, config.seed
     )
     return Prepared(model_id, model_name, tokenizer_id, tokenizer, dataset, bodies, to_ns(offsets))
+
+
+async def _all_or_cancel(*awaitables: Awaitable[Any]) -> list[Any]:
+    """Await all concurrently; on the first failure cancel the rest and raise it."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _resolve_model(config: RunConfig, client: StartupClient) -> tuple[str, str]:
+    """(the model field sent, the model id): --model, or the server's first model."""
+    if config.model is not None:
+        return config.served_model_name or config.model, config.model
+    print("Model not specified, fetching first model from server...")
+    url = f"{config.server_url}/v1/models"
+    model_name, model_id = await _wait_for(
+        config, client.fetch_first_model, f"the model list at {url}"
+    )
+    print(f"First model name: {model_name}, first model id: {model_id}")
+    return model_name, model_id
+
+
+async def _load_codec(
+    config: RunConfig,
+    client: StartupClient,
+    tokenizer_id: str,
+    model_task: Awaitable[tuple[str, str]],
+) -> TokenCodec:
+    """The local or hub tokenizer; failing that, for a hub id, the server's tokenizer."""
+    try:
+        return LocalTokenizer(await asyncio.to_thread(load_tokenizer, tokenizer_id))
+    except TokenizerLoadError as exc:
+        if is_local_path(tokenizer_id):
+            raise
+        print(f"Using the server's /tokenize and /detokenize: {exc}", flush=True)
+    model_name, _ = await model_task
+    try:
+        tokenizer = await ServerTokenizer.connect(
+            client, model_name, config.ready_check_timeout_sec, config.ready_check_interval_sec
+        )
+    except ServerUnreachable as exc:
+        raise _with_hint(config, exc) from None
+    print(
+        f"Server tokenizer: {tokenizer.form} form, vocabulary size {tokenizer.vocab_size}, "
+        f"{tokenizer.num_special_tokens} special token(s) per prompt"
+    )
+    return tokenizer
+
+
+async def _wait_for(config: RunConfig, op: Callable[[], Awaitable[T]], what: str) -> T:
+    """``op`` through the shared retry helper with the run's timeout and interval."""
+    try:
+        return await retry_with_timeout(
+            config.ready_check_timeout_sec,
+            config.ready_check_interval_sec,
+            op,
+            waiting_for=what,
+            on_retry=print_waiting(what),
+        )
+    except ServerUnreachable as exc:
+        raise _with_hint(config, exc) from None
+
+
+def _with_hint(config: RunConfig, exc: ServerUnreachable) -> ServerUnreachable:
+    if config.ready_check_timeout_sec > 0:
+        return exc
+    return ServerUnreachable(f"{exc}; is the server up? {READY_CHECK_HINT}")
+
+
+async def _check_ready(config: RunConfig, client: StartupClient, first_body: bytes) -> None:
+    """Upstream's ready check: send the first request, exactly as the run will, until it works."""
+    if config.ready_check_timeout_sec == 0:
+        print("Skipping endpoint ready check.")
+        return
+    print("Starting initial single prompt test run...")
+    try:
+        await _wait_for(
+            config,
+            lambda: client.generate(config.api_url, first_body),
+            "a first request like the run's",
+        )
+    except ServerError as exc:
+        raise ServerError(f"initial test run failed: {exc}") from None
+    print("Initial test run completed.")
+
+
+async def _warm_up(config: RunConfig, client: StartupClient, first_body: bytes) -> None:
+    """``--num-warmups`` copies of the first request, at most --max-concurrency at once; their
+    results are discarded, but failures are counted and shown."""
+    if config.num_warmups == 0:
+        return
+    print(f"Warming up with {config.num_warmups} requests...")
+    slots = asyncio.Semaphore(config.max_concurrency or config.num_warmups)
+
+    async def one() -> None:
+        async with slots:
+            await client.generate(config.api_url, first_body)
+
+    outcomes = await asyncio.gather(
+        *(one() for _ in range(config.num_warmups)), return_exceptions=True
+    )
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        print(
+            f"Warmup: {len(failures)} of {config.num_warmups} requests failed; "
+            f"the first: {describe_error(failures[0])}"
+        )
+    print("Warmup run completed.")
 
 
 def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
@@ -204,7 +363,7 @@ class Progress:
 
 
 def resolve_output_lens(
-    records: np.ndarray, texts: dict[int, str], tokenizer: Tokenizer | None
+    records: np.ndarray, texts: dict[int, str], tokenizer: TokenCodec | None
 ) -> np.ndarray:
     """usage.completion_tokens, or upstream's fallback: re-tokenize the text (or 1 without a
     tokenizer) when the server reported none; 0 for failed requests."""
@@ -215,14 +374,18 @@ def resolve_output_lens(
         if tokenizer is None:
             out[need] = 1
         else:
-            encoded = tokenizer.encode_batch(
-                [texts.get(int(i), "") for i in need], add_special_tokens=False
-            )
-            out[need] = [len(e.ids) for e in encoded]
+            encoded = tokenizer.encode_batch([texts.get(int(i), "") for i in need])
+            out[need] = [len(ids) for ids in encoded]
     return out
 
 
-def _report(config: RunConfig, prepared: Prepared, collected: Collected, num_workers: int) -> int:
+def _report(
+    config: RunConfig,
+    prepared: Prepared,
+    collected: Collected,
+    output_lens: np.ndarray,
+    num_workers: int,
+) -> int:
     records = collected.records
     success = records["success"].astype(bool)
     prompt_lens = np.where(
@@ -235,7 +398,7 @@ def _report(config: RunConfig, prepared: Prepared, collected: Collected, num_wor
         event_s=collected.event_ns / 1e9,
         event_offsets=collected.event_offsets,
         prompt_lens=prompt_lens,
-        output_lens=resolve_output_lens(records, collected.texts, prepared.tokenizer),
+        output_lens=output_lens,
     )
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)

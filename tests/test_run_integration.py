@@ -171,7 +171,7 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
 
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
-    for flag in (["--dataset-path", "x.json"], ["--num_warmups", "3"], ["--goodput", "ttft:5"]):
+    for flag in (["--dataset-path", "x.json"], ["--lora_modules", "a"], ["--goodput", "ttft:5"]):
         proc = loadgen("--mock", *flag)
         assert proc.returncode == 2
         name = "--" + flag[0][2:].replace("_", "-")
