@@ -213,10 +213,7 @@ async def _resolve_model(config: RunConfig, client: StartupClient) -> tuple[str,
     if config.model is not None:
         return config.served_model_name or config.model, config.model
     print("Model not specified, fetching first model from server...")
-    url = f"{config.server_url}/v1/models"
-    model_name, model_id = await _wait_for(
-        config, client.fetch_first_model, f"the model list at {url}"
-    )
+    model_name, model_id = await _wait_for(config, client.fetch_first_model, "the model list")
     print(f"First model name: {model_name}, first model id: {model_id}")
     return model_name, model_id
 

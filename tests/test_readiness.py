@@ -1,10 +1,23 @@
-"""Headers and proxy resolution used by every request to the server; no sockets."""
+"""The retry helper, headers, proxy resolution and error wording; no sockets."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
-from loadgen.readiness import auth_headers, proxy_for
+from loadgen.readiness import (
+    NotRetryable,
+    ReadinessTimeout,
+    ServerError,
+    ServerUnreachable,
+    auth_headers,
+    describe_error,
+    proxy_for,
+    retry_with_timeout,
+    server_message,
+)
 
 
 def test_api_key_becomes_a_bearer_header_that_header_flags_override(monkeypatch) -> None:
@@ -40,3 +53,120 @@ def test_no_proxy_bypasses_it(no_proxy_env) -> None:
 
 def test_no_proxy_configured(no_proxy_env) -> None:
     assert proxy_for("http://server.example:8000/v1/completions") is None
+
+
+# --- retry_with_timeout ------------------------------------------------------------------------
+
+
+class Flaky:
+    """An operation that fails ``failures`` times with ``error``, then returns ``result``."""
+
+    def __init__(self, failures: int, error: Exception, result: object = "ok") -> None:
+        self.failures = failures
+        self.error = error
+        self.result = result
+        self.calls = 0
+
+    async def __call__(self) -> object:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return self.result
+
+
+def retry(timeout_s: float, interval_s: float, op, **kwargs):
+    return asyncio.run(retry_with_timeout(timeout_s, interval_s, op, **kwargs))
+
+
+def test_timeout_zero_is_exactly_one_attempt_and_passes_its_result_through() -> None:
+    op = Flaky(0, ServerError("unused"), result={"id": 1})
+    assert retry(0, 5, op) == {"id": 1}
+    assert op.calls == 1
+
+
+def test_timeout_zero_passes_the_exception_through_unchanged() -> None:
+    error = ServerUnreachable("cannot reach http://127.0.0.1:1/v1/models: Connection refused")
+    op = Flaky(1, error)
+    with pytest.raises(ServerUnreachable) as info:
+        retry(0, 5, op)
+    assert info.value is error
+    assert op.calls == 1
+
+
+def test_success_after_transient_failures() -> None:
+    op = Flaky(3, ServerError("HTTP 503: loading"))
+    retries: list[tuple[str, float, float]] = []
+    assert retry(5, 0.01, op, on_retry=lambda *a: retries.append(a)) == "ok"
+    assert op.calls == 4
+    assert [r[0] for r in retries] == ["HTTP 503: loading"] * 3
+    assert all(0 < r[1] <= 0.01 and r[1] <= r[2] <= 5 for r in retries)
+
+
+def test_deadline_error_names_the_timeout_and_the_last_error() -> None:
+    op = Flaky(10**6, ServerError("HTTP 503: still loading"))
+    with pytest.raises(ReadinessTimeout) as info:
+        retry(0.2, 0.05, op, waiting_for="the model list")
+    message = str(info.value)
+    assert "the model list was not ready within --ready-check-timeout-sec 0.2" in message
+    assert message.endswith("last error: HTTP 503: still loading")
+    assert 3 <= op.calls <= 6
+
+
+def test_never_sleeps_past_the_deadline() -> None:
+    op = Flaky(10**6, ServerError("down"))
+    started = time.monotonic()
+    with pytest.raises(ReadinessTimeout):
+        retry(0.3, 60, op)
+    assert time.monotonic() - started < 2
+    assert op.calls == 1
+
+
+def test_an_attempt_is_cut_short_at_the_deadline() -> None:
+    async def hangs() -> None:
+        await asyncio.sleep(60)
+
+    started = time.monotonic()
+    with pytest.raises(ReadinessTimeout, match="no answer before the deadline"):
+        retry(0.3, 0.05, hangs)
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("error", [NotRetryable("no models found"), KeyError("bug")])
+def test_errors_that_waiting_cannot_fix_end_the_wait_at_once(error: Exception) -> None:
+    op = Flaky(1, error)
+    with pytest.raises(type(error)) as info:
+        retry(30, 0.01, op)
+    assert info.value is error
+    assert op.calls == 1
+
+
+def test_os_and_timeout_errors_are_retried() -> None:
+    op = Flaky(2, ConnectionRefusedError(111, "Connection refused"))
+    assert retry(5, 0.01, op) == "ok"
+    op = Flaky(2, TimeoutError())
+    assert retry(5, 0.01, op) == "ok"
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="interval_s > 0"):
+        retry(5, 0, Flaky(0, ServerError("x")))
+
+
+def test_describe_error_is_one_line() -> None:
+    assert describe_error(ValueError("first\nsecond")) == "first"
+    assert describe_error(ValueError()) == "ValueError"
+    assert describe_error(TimeoutError()) == "no answer before the deadline"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"object":"error","message":"min_tokens too large","code":400}', "min_tokens too large"),
+        (b'{"error":{"message":"bad key","type":"invalid_request_error"}}', "bad key"),
+        (b'{"detail":"Not Found"}', "Not Found"),
+        (b"upstream connect error\nmore", "upstream connect error"),
+        (b"", ""),
+    ],
+)
+def test_server_message_takes_the_openai_error_message(body: bytes, expected: str) -> None:
+    assert server_message(400, body) == (f"HTTP 400: {expected}" if expected else "HTTP 400")
