@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from loadgen.readiness import StartupClient
+from loadgen.readiness import StartupClient, auth_headers
 from loadgen.server_tokenizer import LLAMA_CPP_FORM, VLLM_FORM, ServerTokenizer
 from loadgen.tokenizer import load_tokenizer
 
@@ -366,3 +366,31 @@ def test_server_tokenizer_in_llama_cpp_form() -> None:
     assert tokenizer.num_special_tokens == 1
     assert decoded[1] == "Another prompt"
     assert len(ids) == 3 and all(ids)
+
+
+def test_model_discovery_sends_the_headers_and_falls_back_to_the_id(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    seen: list[dict[str, str]] = []
+
+    async def models(request: web.Request) -> web.Response:
+        seen.append(dict(request.headers))
+        return web.json_response({"data": [{"id": "served-name", "root": None}, {"id": "other"}]})
+
+    async def run() -> tuple[str, str]:
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        client = StartupClient(
+            f"http://127.0.0.1:{runner.addresses[0][1]}", auth_headers({"x-team": "bench"})
+        )
+        try:
+            return await client.fetch_first_model()
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    assert asyncio.run(run()) == ("served-name", "served-name")
+    assert seen[0]["Authorization"] == "Bearer sk-test"
+    assert seen[0]["x-team"] == "bench"

@@ -202,14 +202,6 @@ def test_missing_tokenizer_is_a_one_line_error() -> None:
     assert proc.stderr.strip() == "error: tokenizer path /no/such/tokenizer does not exist"
 
 
-def test_server_down_is_a_one_line_error() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-    proc = loadgen("--base-url", url, "--model", "loadgen-mock", "--num-prompts", "5", *SMALL)
-    assert proc.returncode == 1
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and url in errors[0], proc.stderr
-
-
 def test_server_errors_are_counted_as_failures(tmp_path: Path) -> None:
     mock = EmbeddedMockServer(extra_args=("--error-rate", "0.3", "--seed", "1"))
     url = mock.start()
