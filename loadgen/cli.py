@@ -23,6 +23,7 @@ from loadgen.mock_server import mock_server_command
 from loadgen.payloads import UPSTREAM_BACKENDS
 from loadgen.readiness import ServerError
 from loadgen.runner import RunFailed, run
+from loadgen.schedule import RAMP_UP_STRATEGIES
 from loadgen.tokenizer import TokenizerLoadError
 from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
 
@@ -170,6 +171,17 @@ def cli() -> None:
     default=None,
     help="Most requests in flight at once, across all workers.",
 )
+@click.option(
+    "--ramp-up-strategy",
+    type=click.Choice(RAMP_UP_STRATEGIES),
+    default=None,
+    help="Ramp the request rate per request from --ramp-up-start-rps to --ramp-up-end-rps "
+    "over the run; leave --request-rate at inf.",
+)
+@click.option(
+    "--ramp-up-start-rps", type=int, default=None, help="Ramp-up: the first request's rate."
+)
+@click.option("--ramp-up-end-rps", type=int, default=None, help="Ramp-up: the last request's rate.")
 @click.option("--ignore-eos", is_flag=True, help="Send ignore_eos (always on for random).")
 @click.option("--logprobs", type=int, default=None, help="logprobs sent with completions.")
 @click.option("--extra-body", default=None, help="JSON object merged into every request body.")

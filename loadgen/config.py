@@ -9,6 +9,7 @@ from typing import Any
 
 from loadgen.dataset_random import parse_range_ratio
 from loadgen.payloads import SUPPORTED_BACKENDS
+from loadgen.schedule import RAMP_UP_STRATEGIES
 
 PERCENTILE_METRICS = (
     "ttft",
@@ -55,6 +56,9 @@ class RunConfig:
     request_rate: float = math.inf
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    ramp_up_strategy: str | None = None
+    ramp_up_start_rps: int | None = None
+    ramp_up_end_rps: int | None = None
     ignore_eos: bool = False
     extra_body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -89,6 +93,8 @@ class RunConfig:
             raise ConfigError(f"--request-rate must be > 0, got {self.request_rate}")
         if self.num_prompts < 1:
             raise ConfigError(f"--num-prompts must be at least 1, got {self.num_prompts}")
+        if self.ramp_up_strategy is not None:
+            self._validate_ramp_up()
         if self.ready_check_timeout_sec < 0:
             raise ConfigError(
                 f"--ready-check-timeout-sec must be >= 0, got {self.ready_check_timeout_sec:g}"
@@ -107,6 +113,37 @@ class RunConfig:
             parse_range_ratio(self.random_range_ratio)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_ramp_up(self) -> None:
+        """Upstream's ramp-up checks, in its order and words, plus the flags' values."""
+        if self.ramp_up_strategy not in RAMP_UP_STRATEGIES:
+            raise ConfigError(
+                f"--ramp-up-strategy must be linear or exponential, got {self.ramp_up_strategy}"
+            )
+        start, end = self.ramp_up_start_rps, self.ramp_up_end_rps
+        if not math.isinf(self.request_rate):
+            raise ConfigError(
+                "When using ramp-up, do not specify --request-rate. The request rate will be "
+                "controlled by ramp-up parameters. Please remove the --request-rate argument."
+            )
+        if start is None or end is None:
+            raise ConfigError(
+                "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps "
+                "must be specified"
+            )
+        values = f"(--ramp-up-start-rps {start}, --ramp-up-end-rps {end})"
+        if start < 0 or end < 0:
+            raise ConfigError(f"Ramp-up start and end RPS must be non-negative {values}")
+        if start > end:
+            raise ConfigError(f"Ramp-up start RPS must be less than end RPS {values}")
+        if start == 0:
+            # Upstream rejects 0 here only for exponential; a linear ramp from 0 passes its
+            # checks and then fails its schedule's assertion ("Obtained non-positive request
+            # rate 0.0."), as request 0 gets rate 0. Refuse both before the run starts.
+            raise ConfigError(
+                f"For {self.ramp_up_strategy} ramp-up, the start RPS cannot be 0 "
+                "(--ramp-up-start-rps 0)"
+            )
 
     def selected_metrics(self) -> list[str]:
         """The metrics that get mean/median/std/percentiles (``--percentile-metrics``)."""

@@ -159,6 +159,7 @@ def build_result(
     generated_texts: list[str],
     metric_names: list[str],
     loadgen_extra: dict[str, Any],
+    rps_change_events: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The result JSON object, keys in upstream's order (detailed fields included)."""
     result: dict[str, Any] = {
@@ -172,6 +173,7 @@ def build_result(
         "request_rate": config.request_rate if not math.isinf(config.request_rate) else "inf",
         "burstiness": config.burstiness,
         "max_concurrency": config.max_concurrency,
+        **_ramp_up_keys(config),
         "duration": duration_s,
         "completed": metrics.completed,
         "failed": metrics.failed,
@@ -194,6 +196,8 @@ def build_result(
         "max_concurrent_requests": metrics.max_concurrent_requests,
         "rtfx": 0.0,
     }
+    if rps_change_events:
+        result["rps_change_events"] = rps_change_events
     for name in metric_names:
         stats = metrics.stats[name]
         result[f"mean_{name}_ms"] = stats.mean_ms
@@ -208,13 +212,31 @@ def build_result(
     return result
 
 
+def _ramp_up_keys(config: RunConfig) -> dict[str, Any]:
+    if config.ramp_up_strategy is None:
+        return {}
+    return {
+        "ramp_up_strategy": config.ramp_up_strategy,
+        "ramp_up_start_rps": config.ramp_up_start_rps,
+        "ramp_up_end_rps": config.ramp_up_end_rps,
+    }
+
+
 def result_path(config: RunConfig, model_id: str, date: str) -> str:
-    """Upstream's file name: {label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json."""
+    """Upstream's file name: {label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json,
+    or {label}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{N}]-... with ramp-up."""
     concurrency = (
         f"-concurrency{config.max_concurrency}" if config.max_concurrency is not None else ""
     )
     model = model_id.split("/")[-1]
-    name = f"{config.backend}-{float(config.request_rate)}qps{concurrency}-{model}-{date}.json"
+    if config.ramp_up_strategy is not None:
+        rates = (
+            f"ramp-up-{config.ramp_up_strategy}-"
+            f"{config.ramp_up_start_rps}qps-{config.ramp_up_end_rps}qps"
+        )
+    else:
+        rates = f"{float(config.request_rate)}qps"
+    name = f"{config.backend}-{rates}{concurrency}-{model}-{date}.json"
     if config.result_filename:
         name = config.result_filename
     if config.result_dir:

@@ -12,12 +12,25 @@ same seed gives the same arrival instants at any worker count. It follows ``vllm
 The gamma draws come from ``numpy.random.RandomState(seed)``, the legacy generator that
 ``np.random.seed(seed)`` seeds upstream, drawn in request order, so the instants match
 upstream's for the same seed.
+
+With ramp-up (``--ramp-up-strategy``, reference §1.6 and §3.3) the rate changes per request
+index i instead, from start rps s to end rps e, with p_i = i / max(N - 1, 1):
+
+    linear:       r_i = s + (e - s) * p_i
+    exponential:  r_i = s * (e / s) ** p_i
+
+and each gap is drawn as above at r_i (gamma with scale 1 / (r_i * k), 1 / r_i when k = inf,
+0 when r_i = inf). The sum is **not** rescaled to N / rate: upstream rescales only without
+ramp-up. Every r_i must be > 0, as upstream asserts; a linear ramp from 0 has r_0 = 0.
+``rps_change_events`` rebuilds upstream's record of when each whole rps was first reached.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +55,86 @@ def arrival_offsets_s(num_requests: int, request_rate: float, burstiness: float,
         offsets *= (num_requests / request_rate) / offsets[-1]
         offsets[-1] = num_requests / request_rate  # the product can miss it by one ulp
     return offsets
+
+
+RAMP_UP_STRATEGIES = ("linear", "exponential")
+
+
+def ramp_up_rates(num_requests: int, strategy: str, start_rps: float, end_rps: float) -> np.ndarray:
+    """The rate (requests/s, float64 [N]) of each request of a ramp from start to end rps."""
+    if strategy not in RAMP_UP_STRATEGIES:
+        raise ValueError(f"--ramp-up-strategy must be linear or exponential, got {strategy}")
+    progress = np.arange(num_requests) / max(num_requests - 1, 1)
+    if strategy == "linear":
+        return start_rps + (end_rps - start_rps) * progress
+    if not start_rps > 0:
+        raise ValueError(f"exponential ramp-up needs --ramp-up-start-rps > 0, got {start_rps}")
+    ratio = end_rps / start_rps
+    # Python's float ** (C pow), not np.power, whose SIMD loops can differ from it in the last
+    # bit: the rates, and so the gaps and int(rate), must be upstream's to the bit.
+    return np.array([start_rps * ratio**p for p in progress.tolist()], dtype=np.float64)
+
+
+def ramp_up_offsets_s(
+    num_requests: int,
+    strategy: str,
+    start_rps: float,
+    end_rps: float,
+    burstiness: float,
+    seed: int,
+) -> np.ndarray:
+    """Arrival offsets in seconds (float64 [N]) of a ramp from ``start_rps`` to ``end_rps``."""
+    if num_requests < 1:
+        raise ValueError("--num-prompts must be at least 1")
+    if not burstiness > 0:
+        raise ValueError(f"--burstiness must be > 0, got {burstiness}")
+    rates = ramp_up_rates(num_requests, strategy, start_rps, end_rps)
+    if not (rates > 0).all():
+        first = int(np.flatnonzero(~(rates > 0))[0])
+        raise ValueError(
+            f"ramp-up gives request {first} a non-positive request rate {rates[first]}; "
+            "--ramp-up-start-rps must be > 0"
+        )
+    finite = ~np.isinf(rates)
+    gaps = np.zeros(num_requests)
+    if math.isinf(burstiness):
+        gaps[finite] = 1.0 / rates[finite]
+    else:
+        # one draw per finite-rate request, in request order, as upstream's loop draws them
+        theta = 1.0 / (rates[finite] * burstiness)
+        gaps[finite] = np.random.RandomState(seed).gamma(shape=burstiness, scale=theta)
+    return np.cumsum(gaps)
+
+
+def rps_change_events(
+    strategy: str,
+    start_rps: int,
+    end_rps: int,
+    offsets_s: np.ndarray,
+    start_time: datetime,
+) -> list[dict[str, Any]]:
+    """Upstream's ``rps_change_events``: ``{"rps": n, "timestamp": iso}`` for every whole rps n
+    the ramp reaches, from ``start_rps`` up, in order.
+
+    The first event is ``start_rps`` at the run's start. After it, whenever a request's
+    int(rate) exceeds the last whole rps recorded, every whole rps up to it gets an event stamped
+    with that request's time. Upstream stamps ``datetime.now().isoformat()`` as it dispatches
+    the request; loadgen's workers dispatch, so here the timestamps are derived from the
+    schedule: ``start_time`` (the run's t0 as local wall-clock time) plus the request's
+    scheduled offset, in the same format (local time, no zone, microseconds unless zero).
+    """
+    rates = ramp_up_rates(len(offsets_s), strategy, start_rps, end_rps).tolist()
+    events: list[dict[str, Any]] = [{"rps": start_rps, "timestamp": start_time.isoformat()}]
+    last_int_rps = start_rps
+    for offset_s, rate in zip(np.asarray(offsets_s).tolist(), rates, strict=True):
+        int_rps = int(rate)
+        if int_rps > last_int_rps:
+            timestamp = (start_time + timedelta(seconds=offset_s)).isoformat()
+            events += [
+                {"rps": n, "timestamp": timestamp} for n in range(last_int_rps + 1, int_rps + 1)
+            ]
+            last_int_rps = int_rps
+    return events
 
 
 def to_ns(offsets_s: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from loadgen.cli import cli, normalize_argv
+from loadgen.config import RunConfig
 from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
 
 KNOWN = {"--max-concurrency", "--header", "--result-filename", "--num-prompts"}
@@ -70,3 +71,50 @@ def test_upstream_choices_not_built_yet_are_refused_by_name() -> None:
     result = CliRunner().invoke(cli, ["run", "--mock", "--backend", "nope"])
     assert result.exit_code == 2
     assert "Invalid value for '--backend'" in result.output
+
+
+def ramp(strategy: str, start: str, end: str) -> list[str]:
+    return ["--ramp-up-strategy", strategy, "--ramp-up-start-rps", start, "--ramp-up-end-rps", end]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            [*ramp("linear", "1", "5"), "--request-rate", "10"],
+            "When using ramp-up, do not specify --request-rate.",
+        ),
+        (
+            ["--ramp_up_strategy", "linear", "--ramp_up_start_rps", "1"],
+            "both --ramp-up-start-rps and --ramp-up-end-rps must be specified",
+        ),
+        (
+            ramp("linear", "-1", "5"),
+            "Ramp-up start and end RPS must be non-negative "
+            "(--ramp-up-start-rps -1, --ramp-up-end-rps 5)",
+        ),
+        (
+            ramp("linear", "9", "5"),
+            "Ramp-up start RPS must be less than end RPS "
+            "(--ramp-up-start-rps 9, --ramp-up-end-rps 5)",
+        ),
+        (
+            ramp("exponential", "0", "5"),
+            "For exponential ramp-up, the start RPS cannot be 0 (--ramp-up-start-rps 0)",
+        ),
+        (  # upstream accepts it, then fails on request 0's rate of 0
+            ramp("linear", "0", "5"),
+            "For linear ramp-up, the start RPS cannot be 0 (--ramp-up-start-rps 0)",
+        ),
+        (["--ramp-up-strategy", "step"], "Invalid value for '--ramp-up-strategy'"),
+    ],
+)
+def test_bad_ramp_up_flags_exit_2_naming_the_flag(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["run", "--mock", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_ramp_up_rps_without_a_strategy_are_ignored_as_upstream() -> None:
+    RunConfig(ramp_up_start_rps=-3).validate()
+    RunConfig(ramp_up_end_rps=7, request_rate=2.0).validate()

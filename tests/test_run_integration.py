@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -326,3 +327,40 @@ def test_paced_run_with_cap_reports_queue_inclusive_latency(tmp_path: Path) -> N
     # Constant gaps of 10 ms: the last request is released at 0.4 s, so the run lasts longer.
     assert result["duration"] >= 0.4
     assert result["loadgen"]["send_lag_ms"]["p50"] < 50
+
+
+def test_ramp_up_run_reports_upstreams_keys_events_and_name(tmp_path: Path) -> None:
+    proc = loadgen(
+        "--mock", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "50",
+        "--ramp-up-end-rps", "200", "--num-prompts", "40", *SMALL,
+        "--save-result", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Traffic ramp-up strategy: linear.\n" in proc.stdout
+    assert (
+        "Will increase RPS from 50 to 200 RPS over the duration of the benchmark.\n" in proc.stdout
+    )
+    assert "Traffic request rate" not in proc.stdout
+    path = only_json_path(tmp_path)
+    assert re.fullmatch(
+        r"openai-ramp-up-linear-50qps-200qps-loadgen-mock-\d{8}-\d{6}\.json", path.name
+    )
+    result = json.loads(path.read_text())
+    keys = expected_keys(["ttft", "tpot", "itl"])
+    at = keys.index("max_concurrency") + 1
+    keys[at:at] = ["ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"]
+    keys.insert(keys.index("rtfx") + 1, "rps_change_events")
+    assert list(result) == keys
+    assert result["request_rate"] == "inf"
+    assert (result["ramp_up_strategy"], result["ramp_up_start_rps"]) == ("linear", 50)
+    assert result["ramp_up_end_rps"] == 200
+    assert result["completed"] == 40
+    # Request i's rate is 50 + 150 i / 39: the last reaches 200, so every whole rps has an event.
+    events = result["rps_change_events"]
+    assert [e["rps"] for e in events] == list(range(50, 201))
+    assert all(set(e) == {"rps", "timestamp"} for e in events)
+    stamps = [datetime.fromisoformat(e["timestamp"]) for e in events]
+    assert stamps == sorted(stamps)
+    assert abs(datetime.now() - stamps[0]) < timedelta(minutes=1)
+    # The last event is stamped at the last request's scheduled release, within the run.
+    assert timedelta(0) < stamps[-1] - stamps[0] <= timedelta(seconds=result["duration"])
