@@ -19,6 +19,7 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
+from loadgen.credit_pool import CreditPool
 from loadgen.readiness import READY_CHECK_HINT
 from workers.protocol import (
     RECORD_DTYPE,
@@ -145,11 +146,20 @@ class WorkerPool:
         self,
         plans: list[ShardPlan],
         num_requests: int,
+        max_concurrency: int | None = None,
         on_start: Callable[[], None] | None = None,
         on_progress: Callable[[int], None] | None = None,
     ) -> Collected:
-        """Send the shards, start all workers at one instant t0, and collect every record."""
+        """Send the shards, start all workers at one instant t0, and collect every record.
+
+        With ``max_concurrency`` the cap is lent out as credits (loadgen/credit_pool.py).
+        """
         workers = set(range(len(plans)))
+        credit_pool = (
+            CreditPool(max_concurrency, [len(plan.indices) for plan in plans])
+            if max_concurrency
+            else None
+        )
         hellos = await self._await_all(Kind.HELLO, workers, timeout_s=120)
         self.probe_ports = {w: hello["probe_port"] for w, hello in hellos.items()}
         for w, plan in enumerate(plans):
@@ -166,10 +176,13 @@ class WorkerPool:
             )
         t0_ns = perf_counter_ns() + START_LEAD_NS
         for w in workers:
-            await self._send(w, encode(Kind.START, t0_ns=t0_ns))
+            credits = credit_pool.initial[w] if credit_pool is not None else 0
+            await self._send(w, encode(Kind.START, t0_ns=t0_ns, credits=credits))
         if on_start is not None:
             on_start()
-        return await self._collect(workers, num_requests, t0_ns, connections, on_progress)
+        return await self._collect(
+            workers, num_requests, t0_ns, connections, on_progress, credit_pool
+        )
 
     async def _collect(
         self,
@@ -178,6 +191,7 @@ class WorkerPool:
         t0_ns: int,
         connections: int,
         on_progress: Callable[[int], None] | None,
+        credit_pool: CreditPool | None,
     ) -> Collected:
         records = np.zeros(num_requests, dtype=RECORD_DTYPE)
         received = np.zeros(num_requests, dtype=bool)
@@ -227,6 +241,15 @@ class WorkerPool:
                 texts.update(batch_texts)
                 if on_progress is not None:
                     on_progress(len(batch))
+            elif kind is Kind.DEMAND and credit_pool is not None:
+                for message in credit_pool.on_demand(worker, fields["returned"], fields["waiting"]):
+                    if message.worker in pending:
+                        # A worker that has just finished may be gone; it needs no credits.
+                        with contextlib.suppress(zmq.ZMQError):
+                            await self._send(
+                                message.worker,
+                                encode(Kind.CREDITS, grant=message.grant, lend=message.lend),
+                            )
             elif kind is Kind.DONE:
                 pending.discard(worker)
                 loop_lag.append(np.frombuffer(frames[0], dtype="<i8").copy())

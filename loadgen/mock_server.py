@@ -386,6 +386,8 @@ class _MockServer:
         self.recorder = TimingRecorder() if config.record_timings is not None else None
         self.pacer: _Pacer | None = None  # made in the running loop, by the first paced stream
         self.requests_seen: dict[str, int] = {}  # "METHOD /path" -> requests, 503s included
+        self.in_flight = 0  # requests being handled (a stream until its last write)
+        self.max_in_flight = 0
         self.opened_at: float | None = None  # time.monotonic() when the port opened
 
         cycle = _token_cycle(self.tokenizer)
@@ -546,11 +548,22 @@ class _MockServer:
         unavailable_until = (self.opened_at or 0.0) + self.config.unavailable_for_s
         if self.config.unavailable_for_s > 0 and time.monotonic() < unavailable_until:
             return error_response(503, "The model is loading (mock server --unavailable-for).")
-        return await handler(request)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await handler(request)
+        finally:
+            self.in_flight -= 1
 
     async def stats(self, request: web.Request) -> web.Response:
-        """GET /mock/stats: requests received so far, by method and path."""
-        return web.Response(body=orjson.dumps({"requests": self.requests_seen}), content_type=_JSON)
+        """GET /mock/stats: requests received so far by method and path, and how many were
+        being handled at once (now, and at most)."""
+        stats = {
+            "requests": self.requests_seen,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+        }
+        return web.Response(body=orjson.dumps(stats), content_type=_JSON)
 
     async def timings(self, request: web.Request) -> web.Response:
         """GET /timings (with --record-timings): the timing records so far, as an .npz archive."""

@@ -6,7 +6,8 @@ import asyncio
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from time import perf_counter_ns
 from typing import Any, TypeVar
 
 import numpy as np
@@ -42,8 +43,9 @@ from loadgen.report import (
 from loadgen.schedule import (
     arrival_offsets_s,
     assign_workers,
+    ramp_up_offsets_s,
+    rps_change_events,
     schedule_hash,
-    split_concurrency,
     to_ns,
 )
 from loadgen.server_tokenizer import ServerTokenizer
@@ -130,7 +132,14 @@ async def _run(config: RunConfig) -> int:
         timed_run_started = True
         print("Starting main benchmark run...")
         distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
-        print(f"Traffic request rate: {config.request_rate}")
+        if config.ramp_up_strategy is not None:
+            print(f"Traffic ramp-up strategy: {config.ramp_up_strategy}.")
+            print(
+                f"Will increase RPS from {config.ramp_up_start_rps} to "
+                f"{config.ramp_up_end_rps} RPS over the duration of the benchmark."
+            )
+        else:
+            print(f"Traffic request rate: {config.request_rate}")
         print(f"Burstiness factor: {config.burstiness} ({distribution})")
         print(f"Maximum request concurrency: {config.max_concurrency}")
         if pool.stop_requested:
@@ -139,7 +148,11 @@ async def _run(config: RunConfig) -> int:
         progress = Progress(config.num_prompts, config.disable_tqdm)
         try:
             collected = await pool.run(
-                plans, config.num_prompts, on_start=progress.start, on_progress=progress.update
+                plans,
+                config.num_prompts,
+                config.max_concurrency,
+                on_start=progress.start,
+                on_progress=progress.update,
             )
         finally:
             progress.close()
@@ -192,9 +205,19 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         ignore_eos=True,  # upstream forces it for the random dataset
         extra_body=config.extra_body,
     )
-    offsets = arrival_offsets_s(
-        config.num_prompts, config.request_rate, config.burstiness, config.seed
-    )
+    if config.ramp_up_strategy is not None:
+        offsets = ramp_up_offsets_s(
+            config.num_prompts,
+            config.ramp_up_strategy,
+            config.ramp_up_start_rps,
+            config.ramp_up_end_rps,
+            config.burstiness,
+            config.seed,
+        )
+    else:
+        offsets = arrival_offsets_s(
+            config.num_prompts, config.request_rate, config.burstiness, config.seed
+        )
     return Prepared(model_id, model_name, tokenizer_id, tokenizer, dataset, bodies, to_ns(offsets))
 
 
@@ -308,7 +331,7 @@ async def _warm_up(config: RunConfig, client: StartupClient, first_body: bytes) 
 
 def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
     owner = assign_workers(config.num_prompts, num_workers, config.max_concurrency)
-    shares = split_concurrency(config.max_concurrency, num_workers)
+    cap = config.max_concurrency or 0
     headers = auth_headers(config.headers)
     plans = []
     for w in range(num_workers):
@@ -317,9 +340,10 @@ def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> lis
             url=config.api_url,
             headers=headers,
             request_id_prefix=config.request_id_prefix,
-            max_concurrency=shares[w],
+            # Credits can gather at one worker (up to the whole cap), so each pre-opens that many.
+            max_concurrency=cap,
             preopen_url=f"{config.server_url}/v1/models",
-            preopen_connections=min(shares[w] or len(indices), PREOPEN_LIMIT),
+            preopen_connections=min(cap or len(indices), len(indices), PREOPEN_LIMIT),
             keep_text="always" if config.save_detailed else "when_no_usage",
             chat=config.backend in CHAT_BACKENDS,
             proxy=proxy_for(config.api_url),
@@ -417,7 +441,8 @@ def _report(
         collected.loop_lag_ns,
         collected.worker_cpu_ns,
         collected.worker_wall_ns,
-        config.request_rate,
+        # Ramp-up arrivals are paced too, so their send lag is judged.
+        config.ramp_up_end_rps if config.ramp_up_strategy else config.request_rate,
     )
     client_verdict = verdict(health)
     print(client_verdict)
@@ -448,6 +473,7 @@ def _report(
             generated_texts=[collected.texts.get(i, "") for i in range(config.num_prompts)],
             metric_names=metric_names,
             loadgen_extra=loadgen_extra,
+            rps_change_events=_rps_change_events(config, prepared, collected.t0_ns),
         )
         path = result_path(config, prepared.model_id, date)
         write_result(path, result)
@@ -460,6 +486,23 @@ def _report(
         first = next((e for e in errors if e), "")
         raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
     return 0
+
+
+def _rps_change_events(
+    config: RunConfig, prepared: Prepared, t0_ns: int
+) -> list[dict[str, Any]] | None:
+    """Upstream's ``rps_change_events`` of a ramp-up run, stamped from the schedule; else None."""
+    if config.ramp_up_strategy is None:
+        return None
+    # t0 is a perf_counter instant; its wall-clock time is now less the time elapsed since.
+    t0_wall = datetime.now() - timedelta(microseconds=(perf_counter_ns() - t0_ns) / 1e3)
+    return rps_change_events(
+        config.ramp_up_strategy,
+        config.ramp_up_start_rps,
+        config.ramp_up_end_rps,
+        prepared.scheduled_ns / 1e9,
+        t0_wall,
+    )
 
 
 def _lag_summary(lag_ms: np.ndarray) -> dict[str, float]:

@@ -11,12 +11,20 @@ frames after it are raw little-endian numpy buffers, so bulk data is never JSON-
 | SHARD   | c -> w | config (WorkerConfig as a dict)         | bodies, body_offsets, indices, |
 |         |        |                                         | scheduled_ns                   |
 | READY   | w -> c | connections, connect_error              | -                              |
-| START   | c -> w | t0_ns (perf_counter_ns of offset 0)     | -                              |
+| START   | c -> w | t0_ns (perf_counter_ns of offset 0),    | -                              |
+|         |        | credits (initial share of the cap)      |                                |
+| CREDITS | c -> w | grant (credits added), lend (bool)      | -                              |
+| DEMAND  | w -> c | returned (credits handed back),         | -                              |
+|         |        | waiting (due requests without a credit) |                                |
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
 |         |        |                                         | event_ns (int64)               |
 | DONE    | w -> c | sent, cpu_ns, wall_ns (of the run)      | loop_lag_ns (int64)            |
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
+
+CREDITS and DEMAND exist only with ``--max-concurrency``: the cap is C credits that the
+coordinator lends out and moves between workers (workers/credits.py), in batches, never one
+message per request.
 
 Loop-lag probes do not go through ZeroMQ (whose I/O threads would add their own delays):
 during the run the coordinator sends each worker's UDP ``probe_port`` a datagram every 10 ms
@@ -36,7 +44,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class Kind(str, Enum):
@@ -46,6 +54,8 @@ class Kind(str, Enum):
     SHARD = "shard"
     READY = "ready"
     START = "start"
+    CREDITS = "credits"
+    DEMAND = "demand"
     RECORDS = "records"
     DONE = "done"
     STOP = "stop"
@@ -76,7 +86,7 @@ class WorkerConfig:
     url: str
     headers: dict[str, str]
     request_id_prefix: str | None
-    max_concurrency: int  # this worker's share of the cap; 0 means no cap
+    max_concurrency: int  # the global cap (credits come with START); 0 means no cap
     preopen_url: str  # a cheap GET used to open connections before t0
     preopen_connections: int
     keep_text: str = "when_no_usage"  # "always" | "when_no_usage"

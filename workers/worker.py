@@ -22,11 +22,13 @@ from array import array
 from time import perf_counter_ns
 
 import aiohttp
+import numpy as np
 import uvloop
 import zmq
 import zmq.asyncio
 from yarl import URL
 
+from workers.credits import CreditGate
 from workers.protocol import (
     Kind,
     Shard,
@@ -89,6 +91,11 @@ class Worker:
         self.cpu_ns = 0
         self.wall_ns = 0
         self.wakeup: asyncio.Future | None = None  # the dispatcher's current sleep
+        self.gate: CreditGate | None = None  # with --max-concurrency: this worker's credits
+        self.demand_pending = False
+        self.released = 0  # requests of the shard released so far, in order
+        self.shard: Shard | None = None
+        self.t0_ns = 0
 
     async def run(self) -> None:
         """Talk to the coordinator until the shard is done or the run is stopped."""
@@ -150,7 +157,7 @@ class Worker:
                 await self._flush()
                 await self._send(encode(Kind.DONE, [b""], sent=0, cpu_ns=0, wall_ns=0))
                 return
-            sent = await self._run_shard(session, shard, int(fields["t0_ns"]))
+            sent = await self._run_shard(session, shard, int(fields["t0_ns"]), fields["credits"])
             await self._flush()
             await self._send(
                 encode(
@@ -198,11 +205,18 @@ class Worker:
         first = f"{type(failures[0]).__name__}: {failures[0]}" if failures else ""
         return count - len(failures), first
 
-    async def _run_shard(self, session: aiohttp.ClientSession, shard: Shard, t0_ns: int) -> int:
-        """Release each request at t0 + its offset, holding at most the worker's share of the
-        concurrency cap in flight; return how many were released."""
+    async def _run_shard(
+        self, session: aiohttp.ClientSession, shard: Shard, t0_ns: int, credits: int
+    ) -> int:
+        """Release each request at t0 + its offset, each taking one of the worker's credits of
+        the global cap, if any; return how many were released."""
         config = shard.config
-        slots = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        self.shard, self.t0_ns = shard, t0_ns
+        slots = None
+        if config.max_concurrency:
+            slots = self.gate = CreditGate(
+                credits, len(shard.indices), self._due_unsent, self._notify_demand
+            )
         headers = {"Content-Type": "application/json", **config.headers}
         url = URL(config.url)
         tasks: set[asyncio.Task] = set()
@@ -224,11 +238,9 @@ class Worker:
                 # A request that fell due while every slot was taken arrived on time and then
                 # queued; only the dispatcher's own lateness is send lag.
                 arrival_ns = due_ns if due_ns < slot_wait_ended_ns else perf_counter_ns()
-                if slots is not None:
-                    waited = slots.locked()
+                if slots is not None and not slots.try_acquire():
                     await slots.acquire()
-                    if waited:
-                        slot_wait_ended_ns = perf_counter_ns()
+                    slot_wait_ended_ns = perf_counter_ns()
                     if self.stopping:
                         slots.release()
                         break
@@ -238,6 +250,9 @@ class Worker:
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 released += 1
+                self.released = released
+                if slots is not None:
+                    slots.unsent = len(shard.indices) - released
             while tasks:
                 await asyncio.wait(set(tasks))
         finally:
@@ -326,6 +341,29 @@ class Worker:
             )
         )
 
+    def _notify_demand(self) -> None:
+        """Send one DEMAND at the end of this event-loop pass, however often it is asked for."""
+        if not self.demand_pending:
+            self.demand_pending = True
+            asyncio.get_running_loop().call_soon(self._send_demand)
+
+    def _due_unsent(self) -> int:
+        """Requests of the shard that are due now and not yet released."""
+        if self.shard is None:
+            return 0
+        now = perf_counter_ns() - self.t0_ns
+        return max(0, int(np.searchsorted(self.shard.scheduled_ns, now, "right")) - self.released)
+
+    def _send_demand(self) -> None:
+        self.demand_pending = False
+        gate = self.gate
+        if gate is None:
+            return
+        waiting = self._due_unsent() if gate.waiters else 0
+        gate.demand_reported = waiting > 0
+        message = encode(Kind.DEMAND, returned=gate.take_returned(), waiting=waiting)
+        self.sock.send_multipart(message, copy=False)  # queued at once; nothing to wait for
+
     def _account_unsent(self, shard: Shard, ks: range, reason: str) -> None:
         for k in ks:
             index = int(shard.indices[k])
@@ -378,9 +416,14 @@ class Worker:
 
     async def _listen_for_stop(self, tasks: set[asyncio.Task]) -> None:
         while True:
-            kind, _, _ = decode(await self.sock.recv_multipart())
-            if kind is Kind.STOP:
+            kind, fields, _ = decode(await self.sock.recv_multipart())
+            if kind is Kind.CREDITS and self.gate is not None:
+                self.gate.set_lend(fields["lend"])
+                self.gate.grant(fields["grant"])
+            elif kind is Kind.STOP:
                 self.stopping = True
                 _resolve(self.wakeup)
+                if self.gate is not None:
+                    self.gate.wake_all()  # a dispatcher waiting for a credit sees the stop
                 for task in list(tasks):
                     task.cancel()
