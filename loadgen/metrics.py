@@ -106,6 +106,18 @@ def derive_timings(results: RequestResults) -> Timings:
     return Timings(ttft, latency, queue, gaps[within], itl_offsets)
 
 
+def latency_from_intended(
+    results: RequestResults, scheduled_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """TTFT and E2EL of the successful requests counted from their scheduled (intended) send
+    instant rather than the actual one, so client queueing and late sends are inside them: the
+    coordinated-omission-free view of a paced run (wrk2's corrected latency)."""
+    ok = results.success & (np.diff(results.event_offsets) > 0)
+    first = results.event_s[results.event_offsets[:-1][ok]]
+    last = results.event_s[results.event_offsets[1:][ok] - 1]
+    return first - scheduled_s[ok], last - scheduled_s[ok]
+
+
 def summarize(values_s: np.ndarray, percentiles: list[float]) -> MetricStats:
     """Statistics of one sample in ms, as upstream computes them (0 for an empty sample)."""
     x = np.asarray(values_s, dtype=np.float64) if len(values_s) else np.zeros(1)

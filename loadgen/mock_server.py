@@ -66,6 +66,7 @@ class MockConfig:
     record_timings: Path | None = None  # where the timing records go at shutdown
     unavailable_for_s: float = 0.0  # after the port opens, answer 503 for this long
     empty_model_list: bool = False  # /v1/models lists no model, like a gateway without backends
+    keepalive_timeout_s: float = 75.0  # idle keep-alive connections are closed after this
 
 
 class _RequestError(Exception):
@@ -794,7 +795,13 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
             _save_timings(app, config.record_timings)
             return
 
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=1.0,
+        keepalive_timeout=config.keepalive_timeout_s,
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_address=True)
@@ -906,6 +913,13 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     "gateway whose backend is still loading.",
 )
 @click.option(
+    "--keepalive-timeout",
+    default=75.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds an idle keep-alive connection stays open (uvicorn, and so vLLM, uses 5).",
+)
+@click.option(
     "--empty-model-list",
     is_flag=True,
     help="Serve /v1/models with no model in it, like a gateway without backends.",
@@ -924,6 +938,7 @@ def mock_server_command(
     max_model_len: int,
     record_timings: Path | None,
     unavailable_for: float,
+    keepalive_timeout: float,
     empty_model_list: bool,
 ) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
@@ -946,6 +961,7 @@ def mock_server_command(
         record_timings=record_timings,
         unavailable_for_s=unavailable_for,
         empty_model_list=empty_model_list,
+        keepalive_timeout_s=keepalive_timeout,
     )
     try:
         uvloop.run(serve(config, host, port))

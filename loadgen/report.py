@@ -106,6 +106,26 @@ def summary_lines(
     return lines
 
 
+def intended_lines(ttft: MetricStats, e2el: MetricStats) -> list[str]:
+    """loadgen's block for paced runs: TTFT and E2EL counted from the scheduled send instant."""
+    lines = ["{s:{c}^{n}}".format(s=" From intended send time (wrk2-style) ", n=50, c="-")]
+    for short, stats in (("TTFT", ttft), ("E2EL", e2el)):
+        lines.append(_row_f(f"Mean {short} from intended (ms):", stats.mean_ms))
+        lines.append(_row_f(f"Median {short} from intended (ms):", stats.median_ms))
+        for p, value in stats.percentiles_ms:
+            lines.append(_row_f(f"P{percentile_word(p)} {short} from intended (ms):", value))
+    lines.append("=" * 50)
+    return lines
+
+
+def stats_json(stats: MetricStats) -> dict[str, float]:
+    """One metric's statistics as JSON keys in upstream's style: mean_ms, median_ms, p99_ms..."""
+    out = {"mean_ms": stats.mean_ms, "median_ms": stats.median_ms, "std_ms": stats.std_ms}
+    for p, value in stats.percentiles_ms:
+        out[f"p{percentile_word(p)}_ms"] = value
+    return out
+
+
 def _metric_block(name: str, stats: MetricStats) -> list[str]:
     short, title = METRIC_TITLES[name]
     lines = ["{s:{c}^{n}}".format(s=title, n=50, c="-")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,7 +18,13 @@ from loadgen import __version__
 from loadgen.config import ConfigError, RunConfig
 from loadgen.dataset_random import RandomDataset, parse_range_ratio, sample_random_requests
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
-from loadgen.metrics import RequestResults, calculate_metrics, derive_timings
+from loadgen.metrics import (
+    RequestResults,
+    calculate_metrics,
+    derive_timings,
+    latency_from_intended,
+    summarize,
+)
 from loadgen.mock_process import EmbeddedMockServer
 from loadgen.payloads import CHAT_BACKENDS, check_endpoint, serialize_bodies
 from loadgen.readiness import (
@@ -34,9 +41,11 @@ from loadgen.readiness import (
 from loadgen.report import (
     build_result,
     failure_preamble,
+    intended_lines,
     plot_lines,
     reported_metrics,
     result_path,
+    stats_json,
     summary_lines,
     write_result,
 )
@@ -433,6 +442,20 @@ def _report(
     metric_names = reported_metrics(config)
     for line in summary_lines(config, metrics, duration_s, metric_names):
         print(line)
+    from_intended = None
+    if config.ramp_up_strategy is not None or not math.isinf(config.request_rate):
+        ttft_s, e2el_s = latency_from_intended(results, prepared.scheduled_ns / 1e9)
+        ttft, e2el = (summarize(x, config.percentiles()) for x in (ttft_s, e2el_s))
+        for line in intended_lines(ttft, e2el):
+            print(line)
+        from_intended = {"ttft": stats_json(ttft), "e2el": stats_json(e2el)}
+    connect_ms = records["connect_ns"][records["connect_ns"] > 0] / 1e6
+    if len(connect_ms):
+        print(
+            f"note: {len(connect_ms)} requests opened a new connection during the run "
+            f"(p50 {np.median(connect_ms):.2f} ms, max {connect_ms.max():.2f} ms), "
+            "inside their TTFT"
+        )
 
     sent = records["arrival_ns"] >= 0
     send_lag_ms = (records["arrival_ns"][sent] - prepared.scheduled_ns[sent]) / 1e6
@@ -452,6 +475,11 @@ def _report(
         "connections_preopened": collected.connections,
         "schedule_sha256": schedule_hash(prepared.scheduled_ns),
         "send_lag_ms": _lag_summary(send_lag_ms),
+        "from_intended": from_intended,  # None unless the run was paced
+        "new_connections_during_run": {
+            "count": len(connect_ms),
+            "connect_ms": _lag_summary(connect_ms),
+        },
         "worker_problems": collected.worker_problems,
         "interrupted": collected.interrupted,
         "client": health.to_json(),
@@ -506,6 +534,7 @@ def _rps_change_events(
 
 
 def _lag_summary(lag_ms: np.ndarray) -> dict[str, float]:
+    """p50, p99 and max of a sample in ms (zeros when it is empty)."""
     if len(lag_ms) == 0:
         return {"p50": 0.0, "p99": 0.0, "max": 0.0}
     p50, p99 = np.percentile(lag_ms, [50, 99])

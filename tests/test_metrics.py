@@ -13,6 +13,7 @@ from loadgen.metrics import (
     calculate_metrics,
     derive_timings,
     good_requests,
+    latency_from_intended,
     peak_concurrency,
     peak_output_tokens_per_s,
     summarize,
@@ -426,3 +427,18 @@ def test_matches_upstream_loop_on_random_fixture(seed):
         assert got.std_ms == approx(std), name
         assert [p for p, _ in got.percentiles_ms] == [p for p, _ in percentiles], name
         assert [v for _, v in got.percentiles_ms] == approx([v for _, v in percentiles]), name
+
+
+def test_latency_from_intended_counts_from_the_schedule() -> None:
+    results = RequestResults(
+        success=np.array([True, False, True]),
+        arrival_s=np.array([0.0, 0.1, 0.3]),
+        send_s=np.array([0.0, 0.1, 0.5]),  # request 2 waited 0.2 s for a slot
+        event_s=np.array([0.05, 0.07, 0.6, 0.65, 0.7]),
+        event_offsets=np.array([0, 2, 2, 5]),
+        prompt_lens=np.array([1, 1, 1]),
+        output_lens=np.array([2, 0, 3]),
+    )
+    ttft, e2el = latency_from_intended(results, scheduled_s=np.array([0.0, 0.1, 0.25]))
+    np.testing.assert_allclose(ttft, [0.05, 0.35])
+    np.testing.assert_allclose(e2el, [0.07, 0.45])

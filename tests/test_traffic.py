@@ -96,3 +96,50 @@ def test_open_loop_cap_is_global_across_workers(tmp_path: Path) -> None:
     assert seen_by_server == cap
     # 5 streams of 32 ms carry 156 requests/s, not 400: requests queued in the client.
     assert max(result["queue_times"]) > 0.01
+
+
+def test_paced_run_reports_latency_from_the_intended_send_time(tmp_path: Path) -> None:
+    mock = EmbeddedMockServer(itl_ms=2)
+    url = mock.start()
+    try:
+        # 2 slots of ~32 ms streams carry ~60 requests/s, not 300: requests queue in the client.
+        result = run(
+            url, "--workers", "2", "--max-concurrency", "2", "--request-rate", "300",
+            "--num-prompts", "60", "--random-output-len", "16", result_dir=tmp_path,
+        )  # fmt: skip
+    finally:
+        mock.stop()
+    intended = result["loadgen"]["from_intended"]
+    assert set(intended) == {"ttft", "e2el"}
+    assert list(intended["ttft"]) == ["mean_ms", "median_ms", "std_ms", "p99_ms"]
+    # Counted from the schedule, the queueing is inside; counted from the send, it is not.
+    assert intended["ttft"]["p99_ms"] > result["p99_ttft_ms"] + 100
+    assert intended["e2el"]["mean_ms"] > intended["ttft"]["mean_ms"]
+
+
+def test_connections_opened_mid_run_are_recorded(tmp_path: Path) -> None:
+    # The server drops idle connections after 50 ms; requests come every 200 ms.
+    mock = EmbeddedMockServer(extra_args=("--keepalive-timeout", "0.05"))
+    url = mock.start()
+    try:
+        result = run(
+            url, "--workers", "1", "--request-rate", "5", "--burstiness", "inf",
+            "--num-prompts", "5", "--random-output-len", "4", result_dir=tmp_path,
+        )  # fmt: skip
+    finally:
+        mock.stop()
+    opened = result["loadgen"]["new_connections_during_run"]
+    assert opened["count"] >= 4
+    assert 0 < opened["connect_ms"]["p50"] <= opened["connect_ms"]["max"]
+    assert result["completed"] == 5
+
+
+def test_unpaced_run_has_no_intended_view_and_no_mid_run_connects(tmp_path: Path) -> None:
+    mock = EmbeddedMockServer()
+    url = mock.start()
+    try:
+        result = run(url, "--workers", "2", "--num-prompts", "40", result_dir=tmp_path)
+    finally:
+        mock.stop()
+    assert result["loadgen"]["from_intended"] is None
+    assert result["loadgen"]["new_connections_during_run"]["count"] == 0  # all pre-opened

@@ -74,6 +74,7 @@ RECORD_DTYPE = np.dtype(
         ("status", "<i4"),  # HTTP status; 0 when no response arrived
         ("prompt_tokens", "<i4"),  # usage.prompt_tokens, -1 when not reported
         ("completion_tokens", "<i4"),  # usage.completion_tokens, -1 when not reported
+        ("connect_ns", "<i8"),  # time spent opening a new connection for it; 0 if one was reused
         ("success", "u1"),  # HTTP 200 and at least one choices-bearing event
     ]
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import os
 import resource
@@ -45,6 +46,25 @@ NOT_SENT = "not sent: the run was stopped before this request's turn"
 CANCELLED = "cancelled: the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
 BURST_YIELD = 4  # requests released back to back before the loop serves open streams
+
+
+# The current request's connect time, set in its own task's context (see TimedConnector).
+CONNECT_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "connect_ns", default=None
+)
+
+
+class TimedConnector(aiohttp.TCPConnector):
+    """A TCPConnector that adds the time it spends opening a new connection to the current
+    request's CONNECT_NS; reusing a pooled connection costs nothing extra."""
+
+    async def _create_connection(self, req, traces, timeout):  # type: ignore[no-untyped-def]
+        started = perf_counter_ns()
+        try:
+            return await super()._create_connection(req, traces, timeout)
+        finally:
+            if (spent := CONNECT_NS.get()) is not None:
+                spent.append(perf_counter_ns() - started)
 
 
 def run_worker(endpoint: str, worker_id: int) -> None:
@@ -127,7 +147,7 @@ class Worker:
 
     async def _serve(self, shard: Shard) -> None:
         config = shard.config
-        connector = aiohttp.TCPConnector(
+        connector = TimedConnector(
             limit=config.max_concurrency,
             limit_per_host=0,
             ttl_dns_cache=300,
@@ -287,6 +307,8 @@ class Worker:
         chunks: list[bytes] = []
         status = 0
         error: str | None = None
+        connect_ns: list[int] = []
+        CONNECT_NS.set(connect_ns)  # this task's own context: other requests do not see it
         send_ns = perf_counter_ns()
         try:
             async with session.post(
@@ -337,6 +359,7 @@ class Worker:
                 status,
                 stream.prompt_tokens,
                 stream.completion_tokens,
+                sum(connect_ns),
                 success,
             )
         )
@@ -368,7 +391,7 @@ class Worker:
         for k in ks:
             index = int(shard.indices[k])
             self.errors[index] = reason
-            self.rows.append((index, -1, -1, -1, 0, 0, -1, -1, False))
+            self.rows.append((index, -1, -1, -1, 0, 0, -1, -1, 0, False))
 
     async def _flush(self) -> None:
         if not self.rows:
