@@ -168,8 +168,12 @@ class Worker:
             # The shard, the pool and the imported modules live for the whole run: take them
             # out of the collector's reach before t0, so no full collection walks them (a
             # stall of milliseconds) while streams are being stamped. Upstream does the same.
+            # Sending requests leaves no reference cycles (a collection after 500 requests
+            # found none), so automatic collection stays off until the run ends: at 200
+            # requests/s of 128-token streams that took send lag p99 from 2.7-3.6 to 2.2-2.5 ms.
             gc.collect()
             gc.freeze()
+            gc.disable()
             await self._send(encode(Kind.READY, connections=opened, connect_error=connect_error))
             kind, fields, _ = decode(await self.sock.recv_multipart())
             if kind is not Kind.START:
@@ -177,7 +181,12 @@ class Worker:
                 await self._flush()
                 await self._send(encode(Kind.DONE, [b""], sent=0, cpu_ns=0, wall_ns=0))
                 return
-            sent = await self._run_shard(session, shard, int(fields["t0_ns"]), fields["credits"])
+            try:
+                sent = await self._run_shard(
+                    session, shard, int(fields["t0_ns"]), fields["credits"]
+                )
+            finally:
+                gc.enable()
             await self._flush()
             await self._send(
                 encode(
@@ -250,7 +259,11 @@ class Worker:
                 due_ns = t0_ns + int(shard.scheduled_ns[k])
                 delay_ns = due_ns - perf_counter_ns()
                 if delay_ns > 0:
-                    await self._sleep(delay_ns / 1e9)
+                    # uvloop's timers count whole milliseconds from the loop's cached clock and
+                    # can fire up to a millisecond early: sleep again, so none is sent early.
+                    while delay_ns > 0 and not self.stopping:
+                        await self._sleep(delay_ns / 1e9)
+                        delay_ns = due_ns - perf_counter_ns()
                 elif released % BURST_YIELD == 0:
                     await asyncio.sleep(0)  # a burst must not starve the streams already open
                 if self.stopping:
