@@ -30,6 +30,7 @@ import zmq.asyncio
 from yarl import URL
 
 from workers.credits import CreditGate
+from workers.precise_timer import PreciseTimer
 from workers.protocol import (
     Kind,
     Shard,
@@ -75,11 +76,6 @@ def run_worker(endpoint: str, worker_id: int) -> None:
     uvloop.run(Worker(endpoint, worker_id).run())
 
 
-def _resolve(future: asyncio.Future | None) -> None:
-    if future is not None and not future.done():
-        future.set_result(None)
-
-
 def _raise_open_file_limit() -> None:
     # Each connection is a file descriptor; the common soft limit of 1024 is too low.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -110,7 +106,7 @@ class Worker:
         self.probe.setblocking(False)
         self.cpu_ns = 0
         self.wall_ns = 0
-        self.wakeup: asyncio.Future | None = None  # the dispatcher's current sleep
+        self.timer: PreciseTimer | None = None  # the dispatcher's sleeps; a STOP wakes it
         self.gate: CreditGate | None = None  # with --max-concurrency: this worker's credits
         self.demand_pending = False
         self.released = 0  # requests of the shard released so far, in order
@@ -241,6 +237,7 @@ class Worker:
         the global cap, if any; return how many were released."""
         config = shard.config
         self.shard, self.t0_ns = shard, t0_ns
+        self.timer = PreciseTimer(asyncio.get_running_loop())
         slots = None
         if config.max_concurrency:
             slots = self.gate = CreditGate(
@@ -259,11 +256,11 @@ class Worker:
                 due_ns = t0_ns + int(shard.scheduled_ns[k])
                 delay_ns = due_ns - perf_counter_ns()
                 if delay_ns > 0:
-                    # uvloop's timers count whole milliseconds from the loop's cached clock and
-                    # can fire up to a millisecond early: sleep again, so none is sent early.
-                    while delay_ns > 0 and not self.stopping:
-                        await self._sleep(delay_ns / 1e9)
-                        delay_ns = due_ns - perf_counter_ns()
+                    await self.timer.wait_until(due_ns)
+                    # The loop's own timers (the fallback) can fire up to a millisecond early;
+                    # the rest is waited out in loop passes, which still serve open streams.
+                    while perf_counter_ns() < due_ns and not self.stopping:
+                        await asyncio.sleep(0)
                 elif released % BURST_YIELD == 0:
                     await asyncio.sleep(0)  # a burst must not starve the streams already open
                 if self.stopping:
@@ -293,6 +290,7 @@ class Worker:
             self.wall_ns = perf_counter_ns() - self.wall_start_ns
             listener.cancel()
             flusher.cancel()
+            self.timer.close()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
             with contextlib.suppress(asyncio.CancelledError):
@@ -420,16 +418,6 @@ class Worker:
             if os.getppid() != self.parent_pid:  # the coordinator is gone; nobody will read us
                 os._exit(3)
 
-    async def _sleep(self, delay_s: float) -> None:
-        """Sleep like asyncio.sleep, but a STOP wakes the dispatcher at once."""
-        loop = asyncio.get_running_loop()
-        self.wakeup = loop.create_future()
-        timer = loop.call_later(delay_s, _resolve, self.wakeup)
-        try:
-            await self.wakeup
-        finally:
-            timer.cancel()
-
     async def _listen(self, tasks: set[asyncio.Task]) -> None:
         """Handle the coordinator's messages during the run (STOP) and its loop-lag probes."""
         loop = asyncio.get_running_loop()
@@ -458,7 +446,8 @@ class Worker:
                 self.gate.grant(fields["grant"])
             elif kind is Kind.STOP:
                 self.stopping = True
-                _resolve(self.wakeup)
+                if self.timer is not None:
+                    self.timer.wake()
                 if self.gate is not None:
                     self.gate.wake_all()  # a dispatcher waiting for a credit sees the stop
                 for task in list(tasks):
