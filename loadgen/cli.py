@@ -27,7 +27,8 @@ from loadgen.schedule import RAMP_UP_STRATEGIES
 from loadgen.tokenizer import TokenizerLoadError
 from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
 
-MULTI_VALUE_FLAGS = ("--header",)  # nargs="*" upstream
+MULTI_VALUE_FLAGS = ("--header", "--goodput", "--metadata")  # nargs "*" or "+" upstream
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 UPSTREAM_DATASETS = (
     "sharegpt", "burstgpt", "sonnet", "random", "random-mm", "random-rerank", "hf", "custom",
     "custom_audio", "custom_image", "prefix_repetition", "spec_bench", "speed_bench",
@@ -95,6 +96,51 @@ def _parse_headers(items: tuple[str, ...]) -> dict[str, str]:
             )
         headers[key.strip()] = value.strip()
     return headers
+
+
+def _parse_metadata(items: tuple[str, ...]) -> dict[str, str] | None:
+    if not items:
+        return None
+    metadata = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise click.BadParameter(f"'{item}': use KEY=VALUE", param_hint="--metadata")
+        metadata[key.strip()] = value.strip()
+    return metadata
+
+
+def _parse_goodput(items: tuple[str, ...]) -> dict[str, float] | None:
+    """Upstream's SLO pairs ``ttft:300 tpot:20`` (ms), with its messages."""
+    if not items:
+        return None
+    slos: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        try:
+            if not sep or ":" in value:
+                raise ValueError
+            slos[name] = float(value)
+        except ValueError:
+            raise click.BadParameter(
+                "Invalid format found for service level objectives. Specify service level "
+                'objectives for goodput as "KEY:VALUE" pairs, where the key is a metric name, '
+                "and the value is a number in milliseconds.",
+                param_hint="--goodput",
+            ) from None
+        if name not in GOODPUT_METRICS:
+            raise click.BadParameter(
+                f"Invalid metric name found, {name}: {slos[name]}. The service level objective "
+                f"name should be one of {list(GOODPUT_METRICS)}.",
+                param_hint="--goodput",
+            )
+        if slos[name] < 0:
+            raise click.BadParameter(
+                f"Invalid value found, {name}: {slos[name]}. The service level objective value "
+                "should be non-negative.",
+                param_hint="--goodput",
+            )
+    return slos
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -188,7 +234,35 @@ def cli() -> None:
 @click.option(
     "--request-id-prefix", default=None, help="x-request-id prefix (default bench-<8 hex>-)."
 )
+@click.option("--temperature", type=float, default=None, help="temperature sent.")
+@click.option("--top-p", type=float, default=None, help="top_p sent with every request.")
+@click.option("--top-k", type=int, default=None, help="top_k sent with every request.")
+@click.option("--min-p", type=float, default=None, help="min_p sent with every request.")
+@click.option("--frequency-penalty", type=float, default=None, help="frequency_penalty sent.")
+@click.option("--presence-penalty", type=float, default=None, help="presence_penalty sent.")
+@click.option(
+    "--repetition-penalty",
+    type=float,
+    default=None,
+    help="repetition_penalty sent (completions carry 1.0 otherwise).",
+)
+@click.option(
+    "--goodput",
+    multiple=True,
+    metavar="KEY:VALUE",
+    help="SLOs in ms for goodput (ttft, tpot, e2el); several values may follow one flag.",
+)
 @click.option("--save-result", is_flag=True, help="Write the result JSON.")
+@click.option(
+    "--append-result", is_flag=True, help="Append the result JSON to the file as one line."
+)
+@click.option("--label", default=None, help="JSON label and file-name prefix (default backend).")
+@click.option(
+    "--metadata",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="String fields added to the result JSON; several values may follow one flag.",
+)
 @click.option("--save-detailed", is_flag=True, help="Keep per-request arrays in the JSON.")
 @click.option("--result-dir", default=None, help="Directory of the result file (created).")
 @click.option("--result-filename", default=None, help="Name of the result file.")
@@ -262,8 +336,14 @@ def run_command(ctx: click.Context, **opts: object) -> None:
                 )
     input_len, output_len = opts.pop("input_len"), opts.pop("output_len")
     config = RunConfig(
-        **{k: v for k, v in opts.items() if k not in ("header", "extra_body", "workers")},
+        **{
+            k: v
+            for k, v in opts.items()
+            if k not in ("header", "extra_body", "workers", "goodput", "metadata")
+        },
         headers=_parse_headers(opts["header"]),
+        goodput=_parse_goodput(opts["goodput"]),
+        metadata=_parse_metadata(opts["metadata"]),
         extra_body=_parse_json(opts["extra_body"], "--extra-body"),
         workers=opts["workers"] if opts["workers"] is not None else available_cores(),
     )

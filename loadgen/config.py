@@ -64,6 +64,17 @@ class RunConfig:
     headers: dict[str, str] = field(default_factory=dict)
     request_id_prefix: str | None = None
     logprobs: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    goodput: dict[str, float] | None = None
+    label: str | None = None
+    metadata: dict[str, str] | None = None
+    append_result: bool = False
     save_result: bool = False
     save_detailed: bool = False
     result_dir: str | None = None
@@ -144,6 +155,16 @@ class RunConfig:
                 f"For {self.ramp_up_strategy} ramp-up, the start RPS cannot be 0 "
                 "(--ramp-up-start-rps 0)"
             )
+
+    def body_extras(self) -> dict[str, Any] | None:
+        """What every request body gets on top of upstream's fields: the sampling flags that
+        were given, then --extra-body, which wins on a clash (upstream's precedence)."""
+        names = (
+            "temperature", "top_p", "top_k", "min_p",
+            "frequency_penalty", "presence_penalty", "repetition_penalty",
+        )  # fmt: skip
+        sampling = {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        return {**sampling, **(self.extra_body or {})} or None
 
     def selected_metrics(self) -> list[str]:
         """The metrics that get mean/median/std/percentiles (``--percentile-metrics``)."""

@@ -96,6 +96,8 @@ def summary_lines(
     lines.append(_row("Total input tokens:", metrics.total_input))
     lines.append(_row("Total generated tokens:", metrics.total_output))
     lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
+    if config.goodput:
+        lines.append(_row_f("Request goodput (req/s):", metrics.request_goodput))
     lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
     lines.append(_row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s))
     lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
@@ -186,10 +188,11 @@ def build_result(
         "date": date,
         "endpoint_type": config.backend,
         "backend": config.backend,
-        "label": None,
+        "label": config.label,
         "model_id": model_id,
         "tokenizer_id": tokenizer_id,
         "num_prompts": config.num_prompts,
+        **(config.metadata or {}),
         "request_rate": config.request_rate if not math.isinf(config.request_rate) else "inf",
         "burstiness": config.burstiness,
         "max_concurrency": config.max_concurrency,
@@ -200,7 +203,7 @@ def build_result(
         "total_input_tokens": metrics.total_input,
         "total_output_tokens": metrics.total_output,
         "request_throughput": metrics.request_throughput,
-        "request_goodput": None,
+        "request_goodput": metrics.request_goodput if config.goodput else None,
         "output_throughput": metrics.output_throughput,
         "total_token_throughput": metrics.total_token_throughput,
         "input_lens": results.prompt_lens.tolist(),
@@ -256,7 +259,7 @@ def result_path(config: RunConfig, model_id: str, date: str) -> str:
         )
     else:
         rates = f"{float(config.request_rate)}qps"
-    name = f"{config.backend}-{rates}{concurrency}-{model}-{date}.json"
+    name = f"{config.label or config.backend}-{rates}{concurrency}-{model}-{date}.json"
     if config.result_filename:
         name = config.result_filename
     if config.result_dir:
@@ -265,7 +268,10 @@ def result_path(config: RunConfig, model_id: str, date: str) -> str:
     return name
 
 
-def write_result(path: str, result: dict[str, Any]) -> None:
-    """Write the JSON as upstream does (plain json.dump: inf becomes Infinity, no indent)."""
-    with open(path, "w", encoding="utf-8") as out:
+def write_result(path: str, result: dict[str, Any], append: bool = False) -> None:
+    """Write the JSON as upstream does (plain json.dump: inf becomes Infinity, no indent); with
+    ``append`` (--append-result), add it as one more line, after a newline if the file has any."""
+    with open(path, "a+" if append else "w", encoding="utf-8") as out:
+        if append and out.tell() > 0:
+            out.write("\n")
         json.dump(result, out)

@@ -212,7 +212,7 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         dataset.output_lens.tolist(),
         logprobs=config.logprobs,
         ignore_eos=True,  # upstream forces it for the random dataset
-        extra_body=config.extra_body,
+        extra_body=config.body_extras(),
     )
     if config.ramp_up_strategy is not None:
         offsets = ramp_up_offsets_s(
@@ -433,7 +433,9 @@ def _report(
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
     timings = derive_timings(results)
-    metrics = calculate_metrics(results, timings, duration_s, config.percentiles())
+    metrics = calculate_metrics(
+        results, timings, duration_s, config.percentiles(), goodput_slos_ms=config.goodput
+    )
     errors = [collected.errors.get(i, "") for i in range(config.num_prompts)]
     for line in failure_preamble([e for e in errors if e]):
         print(line)
@@ -485,7 +487,7 @@ def _report(
         "client": health.to_json(),
         "verdict": client_verdict,  # last, so the result JSON ends with it
     }
-    if config.save_result:
+    if config.save_result or config.append_result:
         date = datetime.now().strftime("%Y%m%d-%H%M%S")
         result = build_result(
             config=config,
@@ -504,7 +506,7 @@ def _report(
             rps_change_events=_rps_change_events(config, prepared, collected.t0_ns),
         )
         path = result_path(config, prepared.model_id, date)
-        write_result(path, result)
+        write_result(path, result, append=config.append_result)
         print(f"Results written to {path}")
     if collected.interrupted:
         raise RunFailed("interrupted: the results above cover the requests that finished", 130)

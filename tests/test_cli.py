@@ -118,3 +118,30 @@ def test_bad_ramp_up_flags_exit_2_naming_the_flag(args: list[str], message: str)
 def test_ramp_up_rps_without_a_strategy_are_ignored_as_upstream() -> None:
     RunConfig(ramp_up_start_rps=-3).validate()
     RunConfig(ramp_up_end_rps=7, request_rate=2.0).validate()
+
+
+def test_sampling_flags_go_into_the_body_and_extra_body_wins() -> None:
+    from loadgen.config import RunConfig
+    from loadgen.payloads import build_body
+
+    config = RunConfig(temperature=0.5, top_k=5, repetition_penalty=1.2, extra_body={"top_k": 7})
+    extras = config.body_extras()
+    assert extras == {"temperature": 0.5, "top_k": 7, "repetition_penalty": 1.2}
+    body = build_body("openai", "m", "hi", 4, logprobs=None, ignore_eos=True, extra_body=extras)
+    assert body["repetition_penalty"] == 1.2 and body["temperature"] == 0.5
+    assert RunConfig().body_extras() is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--goodput", "ttft=5"], "Invalid format found for service level objectives."),
+        (["--goodput", "ttft:5", "itl:3"], "Invalid metric name found, itl: 3.0."),
+        (["--goodput", "e2el:-1"], "Invalid value found, e2el: -1.0."),
+        (["--metadata", "novalue"], "use KEY=VALUE"),
+    ],
+)
+def test_bad_goodput_and_metadata_exit_2(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["run", "--mock", *args])
+    assert result.exit_code == 2
+    assert message in result.output

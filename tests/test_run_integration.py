@@ -172,7 +172,7 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
 
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
-    for flag in (["--dataset-path", "x.json"], ["--lora_modules", "a"], ["--goodput", "ttft:5"]):
+    for flag in (["--dataset-path", "x.json"], ["--lora_modules", "a"], ["--profile"]):
         proc = loadgen("--mock", *flag)
         assert proc.returncode == 2
         name = "--" + flag[0][2:].replace("_", "-")
@@ -364,3 +364,36 @@ def test_ramp_up_run_reports_upstreams_keys_events_and_name(tmp_path: Path) -> N
     assert abs(datetime.now() - stamps[0]) < timedelta(minutes=1)
     # The last event is stamped at the last request's scheduled release, within the run.
     assert timedelta(0) < stamps[-1] - stamps[0] <= timedelta(seconds=result["duration"])
+
+
+def test_goodput_label_metadata_and_appended_results(tmp_path: Path) -> None:
+    args = (
+        "--mock", "--workers", "2", "--num-prompts", "12", *SMALL, "--result-dir", str(tmp_path),
+        "--label", "nightly", "--metadata", "gpu=h200", "run=7", "--goodput", "ttft:60000",
+        "tpot:60000",
+    )  # fmt: skip
+    first = loadgen(*args, "--save-result")
+    assert first.returncode == 0, first.stderr
+    assert "Request goodput (req/s):" in first.stdout
+    path = only_json_path(tmp_path)
+    assert path.name.startswith("nightly-inf")
+    result = json.loads(path.read_text())
+    keys = list(result)
+    assert keys[keys.index("num_prompts") + 1 : keys.index("request_rate")] == ["gpu", "run"]
+    assert (result["label"], result["gpu"], result["run"]) == ("nightly", "h200", "7")
+    assert result["request_goodput"] == pytest.approx(result["request_throughput"])
+
+    again = loadgen(*args[:-3], "--goodput", "e2el:0", "--append-result",
+                    "--result-filename", path.name)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[1])["request_goodput"] == 0.0  # no request ends within 0 ms
+
+
+def test_no_goodput_flag_means_null_goodput(tmp_path: Path) -> None:
+    proc = loadgen("--mock", "--num-prompts", "4", *SMALL, "--save-result",
+                   "--result-dir", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Request goodput" not in proc.stdout
+    assert json.loads(only_json_path(tmp_path).read_text())["request_goodput"] is None
