@@ -252,6 +252,12 @@ def cli() -> None:
     metavar="KEY:VALUE",
     help="SLOs in ms for goodput (ttft, tpot, e2el); several values may follow one flag.",
 )
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="POST /start_profile before the run and /stop_profile after it (the server must have "
+    "profiling enabled).",
+)
 @click.option("--save-result", is_flag=True, help="Write the result JSON.")
 @click.option(
     "--append-result", is_flag=True, help="Append the result JSON to the file as one line."

@@ -75,6 +75,7 @@ class RunConfig:
     label: str | None = None
     metadata: dict[str, str] | None = None
     append_result: bool = False
+    profile: bool = False
     save_result: bool = False
     save_detailed: bool = False
     result_dir: str | None = None

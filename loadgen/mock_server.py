@@ -558,6 +558,10 @@ class _MockServer:
         finally:
             self.in_flight -= 1
 
+    async def profile(self, request: web.Request) -> web.Response:
+        """POST /start_profile and /stop_profile: accepted, as by a vLLM server that profiles."""
+        return web.Response()
+
     async def stats(self, request: web.Request) -> web.Response:
         """GET /mock/stats: requests received so far by method and path, and how many were
         being handled at once (now, and at most)."""
@@ -776,6 +780,8 @@ def build_app(config: MockConfig) -> web.Application:
     app.router.add_post("/tokenize", server.tokenize)
     app.router.add_post("/detokenize", server.detokenize)
     app.router.add_get(STATS_PATH, server.stats)
+    app.router.add_post("/start_profile", server.profile)
+    app.router.add_post("/stop_profile", server.profile)
     if server.recorder is not None:
         app.router.add_get("/timings", server.timings)
         app[RECORDER_KEY] = server.recorder

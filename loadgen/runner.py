@@ -72,7 +72,11 @@ from workers.protocol import WorkerConfig
 
 T = TypeVar("T")
 
-PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
+PREOPEN_LIMIT = 4096
+PROFILER_LINES = {
+    "start": ("Starting profiler...", "Profiler started"),
+    "stop": ("Stopping profiler...", "Profiler stopped"),
+}  # connections a worker opens before t0, at most
 
 
 class RunFailed(Exception):
@@ -132,12 +136,12 @@ async def _run(config: RunConfig) -> int:
             prepared = await _prepare(config, client)
             await _check_ready(config, client, prepared.bodies[0])
             await _warm_up(config, client, prepared.bodies[0])
+            if config.profile:
+                await _profile(client, "start")
         except asyncio.CancelledError:
             if pool.stop_requested:
                 raise RunFailed("interrupted before the run started", 130) from None
             raise
-        finally:
-            await client.close()
         timed_run_started = True
         print("Starting main benchmark run...")
         distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
@@ -166,7 +170,10 @@ async def _run(config: RunConfig) -> int:
         finally:
             progress.close()
         finished = True
+        if config.profile:
+            await _profile(client, "stop")
     finally:
+        await client.close()
         loop.remove_signal_handler(signal.SIGINT)
         pool.close(graceful=finished)
     output_lens = await asyncio.to_thread(
@@ -336,6 +343,21 @@ async def _warm_up(config: RunConfig, client: StartupClient, first_body: bytes) 
             f"the first: {describe_error(failures[0])}"
         )
     print("Warmup run completed.")
+
+
+async def _profile(client: StartupClient, action: str) -> None:
+    """``--profile``: POST /start_profile before the timed run, /stop_profile after it. A start
+    the server refuses ends the run before it begins; a refused stop is a warning."""
+    before, after = PROFILER_LINES[action]
+    print(before)
+    try:
+        await client.request("POST", f"{client.server_url}/{action}_profile", b"{}")
+    except ServerError as exc:
+        if action == "start":
+            raise ServerError(f"--profile: {exc} (the server needs profiling enabled)") from None
+        print(f"warning: --profile: {exc}")
+        return
+    print(after)
 
 
 def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -172,7 +173,11 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
 
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
-    for flag in (["--dataset-path", "x.json"], ["--lora_modules", "a"], ["--profile"]):
+    for flag in (
+        ["--dataset-path", "x.json"],
+        ["--lora_modules", "a"],
+        ["--probe-request-rate", "5"],
+    ):
         proc = loadgen("--mock", *flag)
         assert proc.returncode == 2
         name = "--" + flag[0][2:].replace("_", "-")
@@ -397,3 +402,35 @@ def test_no_goodput_flag_means_null_goodput(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Request goodput" not in proc.stdout
     assert json.loads(only_json_path(tmp_path).read_text())["request_goodput"] is None
+
+
+def test_profile_brackets_the_timed_run() -> None:
+    mock = EmbeddedMockServer()
+    url = mock.start()
+    try:
+        proc = loadgen("--base-url", url, "--model", "loadgen-mock", "--num-prompts", "6",
+                       *SMALL, "--profile")  # fmt: skip
+        with urllib.request.urlopen(f"{url}/mock/stats", timeout=5) as response:
+            seen = json.load(response)["requests"]
+    finally:
+        mock.stop()
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines.index("Profiler started") < lines.index("Starting main benchmark run...")
+    assert lines.index("Stopping profiler...") > lines.index("Starting main benchmark run...")
+    assert "Profiler stopped" in lines
+    assert seen["POST /start_profile"] == seen["POST /stop_profile"] == 1
+
+
+def test_profile_refused_by_the_server_fails_before_the_run() -> None:
+    mock = EmbeddedMockServer(extra_args=("--unavailable-for", "60"))
+    url = mock.start()
+    try:
+        proc = loadgen(
+            "--base-url", url, "--model", "loadgen-mock", "--num-prompts", "3", *SMALL, "--profile"
+        )  # fmt: skip
+    finally:
+        mock.stop()
+    assert proc.returncode == 1
+    assert "--profile: POST " in proc.stderr and "HTTP 503" in proc.stderr
+    assert "Starting main benchmark run..." not in proc.stdout
