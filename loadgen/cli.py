@@ -27,7 +27,12 @@ from loadgen.schedule import RAMP_UP_STRATEGIES
 from loadgen.tokenizer import TokenizerLoadError
 from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
 
-MULTI_VALUE_FLAGS = ("--header", "--goodput", "--metadata")  # nargs "*" or "+" upstream
+MULTI_VALUE_FLAGS = (
+    "--header",
+    "--goodput",
+    "--metadata",
+    "--lora-modules",
+)  # nargs "*" or "+" upstream
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 UPSTREAM_DATASETS = (
     "sharegpt", "burstgpt", "sonnet", "random", "random-mm", "random-rerank", "hf", "custom",
@@ -253,6 +258,19 @@ def cli() -> None:
     help="SLOs in ms for goodput (ttft, tpot, e2el); several values may follow one flag.",
 )
 @click.option(
+    "--lora-modules",
+    multiple=True,
+    metavar="NAME",
+    help="LoRA adapters; each request names one as its model. Several may follow one flag.",
+)
+@click.option(
+    "--lora-assignment",
+    type=click.Choice(["random", "round-robin"]),
+    default="random",
+    show_default=True,
+    help="How requests get their adapter: seeded random choice or round-robin.",
+)
+@click.option(
     "--profile",
     is_flag=True,
     help="POST /start_profile before the run and /stop_profile after it (the server must have "
@@ -345,8 +363,9 @@ def run_command(ctx: click.Context, **opts: object) -> None:
         **{
             k: v
             for k, v in opts.items()
-            if k not in ("header", "extra_body", "workers", "goodput", "metadata")
+            if k not in ("header", "extra_body", "workers", "goodput", "metadata", "lora_modules")
         },
+        lora_modules=list(opts["lora_modules"]) or None,
         headers=_parse_headers(opts["header"]),
         goodput=_parse_goodput(opts["goodput"]),
         metadata=_parse_metadata(opts["metadata"]),

@@ -76,6 +76,8 @@ class RunConfig:
     metadata: dict[str, str] | None = None
     append_result: bool = False
     profile: bool = False
+    lora_modules: list[str] | None = None
+    lora_assignment: str = "random"
     save_result: bool = False
     save_detailed: bool = False
     result_dir: str | None = None

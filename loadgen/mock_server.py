@@ -69,6 +69,7 @@ class MockConfig:
     unavailable_for_s: float = 0.0  # after the port opens, answer 503 for this long
     empty_model_list: bool = False  # /v1/models lists no model, like a gateway without backends
     keepalive_timeout_s: float = 75.0  # idle keep-alive connections are closed after this
+    lora_names: tuple[str, ...] = ()  # LoRA adapters served besides the model
 
 
 class _RequestError(Exception):
@@ -443,7 +444,9 @@ class _MockServer:
 
     def _check_model(self, body: dict[str, Any], required: bool) -> None:
         model = body.get("model")
-        if model == self.config.model or (model is None and not required):
+        if model == self.config.model or model in self.config.lora_names:
+            return
+        if model is None and not required:
             return
         raise _RequestError(404, f"The model `{model}` does not exist.")
 
@@ -950,6 +953,13 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     help="Seconds an idle keep-alive connection stays open (uvicorn, and so vLLM, uses 5).",
 )
 @click.option(
+    "--lora",
+    "lora_names",
+    multiple=True,
+    metavar="NAME",
+    help="A LoRA adapter name to serve besides the model (repeatable); requests may name it.",
+)
+@click.option(
     "--empty-model-list",
     is_flag=True,
     help="Serve /v1/models with no model in it, like a gateway without backends.",
@@ -969,6 +979,7 @@ def mock_server_command(
     record_timings: Path | None,
     unavailable_for: float,
     keepalive_timeout: float,
+    lora_names: tuple[str, ...],
     empty_model_list: bool,
 ) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
@@ -992,6 +1003,7 @@ def mock_server_command(
         unavailable_for_s=unavailable_for,
         empty_model_list=empty_model_list,
         keepalive_timeout_s=keepalive_timeout,
+        lora_names=lora_names,
     )
     try:
         uvloop.run(serve(config, host, port))

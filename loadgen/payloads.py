@@ -14,6 +14,7 @@ Chat (``openai-chat``)::
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -83,7 +84,7 @@ def build_body(
 
 def serialize_bodies(
     backend: str,
-    model: str,
+    models: list[str],
     prompts: list[str],
     output_lens: list[int],
     *,
@@ -91,7 +92,7 @@ def serialize_bodies(
     ignore_eos: bool,
     extra_body: dict[str, Any] | None,
 ) -> list[bytes]:
-    """Every request body as the bytes a worker will send."""
+    """Every request body as the bytes a worker will send (request i names ``models[i]``)."""
     return [
         orjson.dumps(
             build_body(
@@ -104,5 +105,15 @@ def serialize_bodies(
                 extra_body=extra_body,
             )
         )
-        for prompt, out in zip(prompts, output_lens, strict=True)
+        for model, prompt, out in zip(models, prompts, output_lens, strict=True)
     ]
+
+
+def lora_assignment(modules: list[str], num_requests: int, strategy: str, seed: int) -> list[str]:
+    """The LoRA adapter each request names (``--lora-modules``): round-robin over the list, or
+    ``random.choice`` per request from ``random.Random(seed)``, as upstream draws from its
+    ``random.seed(seed)`` global generator."""
+    if strategy == "round-robin":
+        return [modules[i % len(modules)] for i in range(num_requests)]
+    rng = random.Random(seed)
+    return [rng.choice(modules) for _ in range(num_requests)]

@@ -26,7 +26,7 @@ from loadgen.metrics import (
     summarize,
 )
 from loadgen.mock_process import EmbeddedMockServer
-from loadgen.payloads import CHAT_BACKENDS, check_endpoint, serialize_bodies
+from loadgen.payloads import CHAT_BACKENDS, check_endpoint, lora_assignment, serialize_bodies
 from loadgen.readiness import (
     READY_CHECK_HINT,
     ServerError,
@@ -136,6 +136,7 @@ async def _run(config: RunConfig) -> int:
             prepared = await _prepare(config, client)
             await _check_ready(config, client, prepared.bodies[0])
             await _warm_up(config, client, prepared.bodies[0])
+            print("Starting main benchmark run...")
             if config.profile:
                 await _profile(client, "start")
         except asyncio.CancelledError:
@@ -143,7 +144,6 @@ async def _run(config: RunConfig) -> int:
                 raise RunFailed("interrupted before the run started", 130) from None
             raise
         timed_run_started = True
-        print("Starting main benchmark run...")
         distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
         if config.ramp_up_strategy is not None:
             print(f"Traffic ramp-up strategy: {config.ramp_up_strategy}.")
@@ -212,9 +212,16 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
     (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
         model_task, tokenizer_and_dataset()
     )
+    models = (
+        lora_assignment(
+            config.lora_modules, config.num_prompts, config.lora_assignment, config.seed
+        )
+        if config.lora_modules
+        else [model_name] * config.num_prompts
+    )
     bodies = serialize_bodies(
         config.backend,
-        model_name,
+        models,
         dataset.prompts,
         dataset.output_lens.tolist(),
         logprobs=config.logprobs,

@@ -145,3 +145,13 @@ def test_bad_goodput_and_metadata_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["run", "--mock", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_lora_assignment_round_robin_and_seeded_random() -> None:
+    from loadgen.payloads import lora_assignment
+
+    assert lora_assignment(["a", "b", "c"], 7, "round-robin", 0) == list("abcabca")
+    first = lora_assignment(["a", "b"], 200, "random", 3)
+    assert first == lora_assignment(["a", "b"], 200, "random", 3)
+    assert first != lora_assignment(["a", "b"], 200, "random", 4)
+    assert 70 < first.count("a") < 130

@@ -175,7 +175,7 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
         ["--dataset-path", "x.json"],
-        ["--lora_modules", "a"],
+        ["--disable_shuffle"],
         ["--probe-request-rate", "5"],
     ):
         proc = loadgen("--mock", *flag)
@@ -416,8 +416,11 @@ def test_profile_brackets_the_timed_run() -> None:
         mock.stop()
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines.index("Profiler started") < lines.index("Starting main benchmark run...")
-    assert lines.index("Stopping profiler...") > lines.index("Starting main benchmark run...")
+    # Upstream's order: the run is announced, then the profiler starts, then the traffic.
+    started = lines.index("Profiler started")
+    assert lines.index("Starting main benchmark run...") < started
+    assert started < lines.index("Traffic request rate: inf")
+    assert lines.index("Stopping profiler...") > started
     assert "Profiler stopped" in lines
     assert seen["POST /start_profile"] == seen["POST /stop_profile"] == 1
 
@@ -433,4 +436,22 @@ def test_profile_refused_by_the_server_fails_before_the_run() -> None:
         mock.stop()
     assert proc.returncode == 1
     assert "--profile: POST " in proc.stderr and "HTTP 503" in proc.stderr
-    assert "Starting main benchmark run..." not in proc.stdout
+    assert "Traffic request rate: inf" not in proc.stdout
+
+
+def test_lora_modules_name_the_model_of_each_request(tmp_path: Path) -> None:
+    mock = EmbeddedMockServer(extra_args=("--lora", "adapter-a", "--lora", "adapter-b"))
+    url = mock.start()
+    try:
+        served = loadgen("--base-url", url, "--model", "loadgen-mock", "--num-prompts", "8",
+                         *SMALL, "--lora-modules", "adapter-a", "adapter-b",
+                         "--lora_assignment", "round-robin")  # fmt: skip
+        unknown = loadgen("--base-url", url, "--model", "loadgen-mock", "--num-prompts", "4",
+                          *SMALL, "--lora-modules", "adapter-c")  # fmt: skip
+    finally:
+        mock.stop()
+    assert served.returncode == 0, served.stderr
+    assert "Successful requests:                     8" in served.stdout
+    # Every request named the adapter, which this server does not serve.
+    assert unknown.returncode == 1
+    assert "The model `adapter-c` does not exist." in unknown.stderr
