@@ -33,6 +33,7 @@ MULTI_VALUE_FLAGS = (
     "--metadata",
     "--lora-modules",
 )  # nargs "*" or "+" upstream
+ONE_OR_MORE_FLAGS = ("--goodput", "--lora-modules")  # nargs "+": at least one value
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 UPSTREAM_DATASETS = (
     "sharegpt", "burstgpt", "sonnet", "random", "random-mm", "random-rerank", "hf", "custom",
@@ -63,9 +64,12 @@ def normalize_argv(args: list[str], known: set[str]) -> list[str]:
         if name not in known and name in VLLM_BENCH_SERVE_FLAGS:
             raise click.UsageError(f"not supported yet: {name}")
         if name in MULTI_VALUE_FLAGS and not eq:
+            first = i
             while i < len(args) and not args[i].startswith("-"):
                 out += [name, args[i]]
                 i += 1
+            if i == first and name in ONE_OR_MORE_FLAGS:
+                raise click.UsageError(f"{name} expects at least one value")
             continue
         out.append(name + eq + value)
     return out

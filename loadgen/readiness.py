@@ -218,15 +218,25 @@ class StartupClient:
     async def generate(self, url: str, body: bytes) -> None:
         """Send one generation request and read its answer to the end; raise if it failed.
 
-        A 200 whose stream carries an error event fails like an error status would.
+        As upstream's request functions judge it: a 200 stream needs at least one event with
+        a non-empty ``choices`` list, and one that carries an error event fails like an error
+        status would.
         """
         payload = await self.request("POST", url, body, timeout_s=None)
+        if not payload.lstrip().startswith(b"data:"):
+            return  # a whole JSON answer (not streamed): its 200 is the verdict
+        has_choices = False
         for line in payload.splitlines():
-            if not line.startswith(b"data:") or b'"error"' not in line:
+            if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
                 continue
             try:
                 event = orjson.loads(line[5:])
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(event, dict) and event.get("error"):
+            if not isinstance(event, dict):
+                continue
+            if event.get("error"):
                 raise ServerError(f"POST {url} streamed an error: {server_message(200, line[5:])}")
+            has_choices = has_choices or bool(event.get("choices"))
+        if not has_choices:
+            raise ServerError(f"POST {url} streamed no event with choices")

@@ -72,11 +72,11 @@ from workers.protocol import WorkerConfig
 
 T = TypeVar("T")
 
-PREOPEN_LIMIT = 4096
+PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
 PROFILER_LINES = {
     "start": ("Starting profiler...", "Profiler started"),
     "stop": ("Stopping profiler...", "Profiler stopped"),
-}  # connections a worker opens before t0, at most
+}
 
 
 class RunFailed(Exception):

@@ -155,3 +155,12 @@ def test_lora_assignment_round_robin_and_seeded_random() -> None:
     assert first == lora_assignment(["a", "b"], 200, "random", 3)
     assert first != lora_assignment(["a", "b"], 200, "random", 4)
     assert 70 < first.count("a") < 130
+
+
+def test_one_or_more_flags_need_a_value_zero_or_more_do_not() -> None:
+    known = KNOWN | {"--goodput", "--lora-modules", "--metadata", "--seed"}
+    with pytest.raises(click.UsageError, match="--goodput expects at least one value"):
+        normalize_argv(["--goodput", "--num-prompts", "3"], known)
+    with pytest.raises(click.UsageError, match="--lora-modules expects at least one value"):
+        normalize_argv(["--lora_modules"], known)
+    assert normalize_argv(["--metadata", "--seed", "1"], known) == ["--seed", "1"]

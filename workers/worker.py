@@ -328,7 +328,7 @@ class Worker:
                 status = resp.status
                 if status != 200:
                     body = await resp.content.read(MAX_ERROR_BODY)
-                    text = body.decode("utf-8", "replace").strip()
+                    text = " ".join(body.decode("utf-8", "replace").split())  # one line
                     error = f"HTTP {status} {resp.reason or ''}: {text}".strip()
                 else:
                     content = resp.content
