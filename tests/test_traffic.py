@@ -17,20 +17,26 @@ from loadgen.mock_process import EmbeddedMockServer
 MIXED_OUTPUTS = ["--random-output-len", "64", "--random-range-ratio", '{"input": 0, "output": 0.9}']
 
 
-def run(url: str, *args: str, result_dir: Path) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", "--base-url", url, "--model", "loadgen-mock",
-         "--random-input-len", "16", "--disable-tqdm", "--save-result", "--save-detailed",
-         "--result-dir", str(result_dir), *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+def run_against_mock(
+    result_dir: Path, *args: str, itl_ms: float = 0.0, mock_args: tuple[str, ...] = ()
+) -> tuple[dict, int]:
+    """Run `loadgen run` against a fresh mock; return the result JSON and the most requests the
+    mock handled at once."""
+    mock = EmbeddedMockServer(itl_ms=itl_ms, extra_args=mock_args)
+    url = mock.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "loadgen", "run", "--base-url", url, "--model", "loadgen-mock",
+             "--random-input-len", "16", "--disable-tqdm", "--save-result", "--save-detailed",
+             "--result-dir", str(result_dir), *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        with urllib.request.urlopen(f"{url}/mock/stats", timeout=5) as response:
+            max_in_flight = json.load(response)["max_in_flight"]
+    finally:
+        mock.stop()
     assert proc.returncode == 0, proc.stderr
-    return json.loads(next(result_dir.glob("*.json")).read_text())
-
-
-def server_max_in_flight(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/mock/stats", timeout=5) as response:
-        return json.load(response)["max_in_flight"]
+    return json.loads(next(result_dir.glob("*.json")).read_text()), max_in_flight
 
 
 def longest_dip_s(result: dict, cap: int) -> float:
@@ -61,16 +67,10 @@ def test_closed_loop_cap_is_held_exactly_with_mixed_output_lengths(
     tmp_path: Path, workers: str
 ) -> None:
     cap = 8
-    mock = EmbeddedMockServer(itl_ms=2)
-    url = mock.start()
-    try:
-        result = run(
-            url, "--workers", workers, "--max-concurrency", str(cap), "--num-prompts", "160",
-            *MIXED_OUTPUTS, result_dir=tmp_path,
-        )  # fmt: skip
-        seen_by_server = server_max_in_flight(url)
-    finally:
-        mock.stop()
+    result, seen_by_server = run_against_mock(
+        tmp_path, "--workers", workers, "--max-concurrency", str(cap), "--num-prompts", "160",
+        *MIXED_OUTPUTS, itl_ms=2,
+    )  # fmt: skip
     assert result["completed"] == 160
     assert seen_by_server == cap  # never above the cap, and it was reached
     assert result["max_concurrent_requests"] <= cap
@@ -82,16 +82,10 @@ def test_closed_loop_cap_is_held_exactly_with_mixed_output_lengths(
 
 def test_open_loop_cap_is_global_across_workers(tmp_path: Path) -> None:
     cap = 5
-    mock = EmbeddedMockServer(itl_ms=2)
-    url = mock.start()
-    try:
-        result = run(
-            url, "--workers", "2", "--max-concurrency", str(cap), "--request-rate", "400",
-            "--num-prompts", "200", "--random-output-len", "16", result_dir=tmp_path,
-        )  # fmt: skip
-        seen_by_server = server_max_in_flight(url)
-    finally:
-        mock.stop()
+    result, seen_by_server = run_against_mock(
+        tmp_path, "--workers", "2", "--max-concurrency", str(cap), "--request-rate", "400",
+        "--num-prompts", "200", "--random-output-len", "16", itl_ms=2,
+    )  # fmt: skip
     assert result["completed"] == 200
     assert seen_by_server == cap
     # 5 streams of 32 ms carry 156 requests/s, not 400: requests queued in the client.
@@ -99,16 +93,11 @@ def test_open_loop_cap_is_global_across_workers(tmp_path: Path) -> None:
 
 
 def test_paced_run_reports_latency_from_the_intended_send_time(tmp_path: Path) -> None:
-    mock = EmbeddedMockServer(itl_ms=2)
-    url = mock.start()
-    try:
-        # 2 slots of ~32 ms streams carry ~60 requests/s, not 300: requests queue in the client.
-        result = run(
-            url, "--workers", "2", "--max-concurrency", "2", "--request-rate", "300",
-            "--num-prompts", "60", "--random-output-len", "16", result_dir=tmp_path,
-        )  # fmt: skip
-    finally:
-        mock.stop()
+    # 2 slots of ~32 ms streams carry ~60 requests/s, not 300: requests queue in the client.
+    result, _ = run_against_mock(
+        tmp_path, "--workers", "2", "--max-concurrency", "2", "--request-rate", "300",
+        "--num-prompts", "60", "--random-output-len", "16", itl_ms=2,
+    )  # fmt: skip
     intended = result["loadgen"]["from_intended"]
     assert set(intended) == {"ttft", "e2el"}
     assert list(intended["ttft"]) == ["mean_ms", "median_ms", "std_ms", "p99_ms"]
@@ -119,15 +108,10 @@ def test_paced_run_reports_latency_from_the_intended_send_time(tmp_path: Path) -
 
 def test_connections_opened_mid_run_are_recorded(tmp_path: Path) -> None:
     # The server drops idle connections after 50 ms; requests come every 200 ms.
-    mock = EmbeddedMockServer(extra_args=("--keepalive-timeout", "0.05"))
-    url = mock.start()
-    try:
-        result = run(
-            url, "--workers", "1", "--request-rate", "5", "--burstiness", "inf",
-            "--num-prompts", "5", "--random-output-len", "4", result_dir=tmp_path,
-        )  # fmt: skip
-    finally:
-        mock.stop()
+    result, _ = run_against_mock(
+        tmp_path, "--workers", "1", "--request-rate", "5", "--burstiness", "inf",
+        "--num-prompts", "5", "--random-output-len", "4", mock_args=("--keepalive-timeout", "0.05"),
+    )  # fmt: skip
     opened = result["loadgen"]["new_connections_during_run"]
     assert opened["count"] >= 4
     assert 0 < opened["connect_ms"]["p50"] <= opened["connect_ms"]["max"]
@@ -135,11 +119,6 @@ def test_connections_opened_mid_run_are_recorded(tmp_path: Path) -> None:
 
 
 def test_unpaced_run_has_no_intended_view_and_no_mid_run_connects(tmp_path: Path) -> None:
-    mock = EmbeddedMockServer()
-    url = mock.start()
-    try:
-        result = run(url, "--workers", "2", "--num-prompts", "40", result_dir=tmp_path)
-    finally:
-        mock.stop()
+    result, _ = run_against_mock(tmp_path, "--workers", "2", "--num-prompts", "40")
     assert result["loadgen"]["from_intended"] is None
     assert result["loadgen"]["new_connections_during_run"]["count"] == 0  # all pre-opened

@@ -7,11 +7,13 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
+
+from loadgen.mock_process import EmbeddedMockServer, MockServerError
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
@@ -90,3 +92,20 @@ def loadgen_command() -> list[str]:
     if found is None:
         raise SystemExit("the `loadgen` command was not found; install loadgen in this venv")
     return [found]
+
+
+@contextmanager
+def mock_server(
+    stderr_path: Path, itl_ms: float = 0.0, extra_args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, psutil.Process]]:
+    """Run `loadgen mock-server --port 0` in its own process; yield its URL and process."""
+    server = EmbeddedMockServer(itl_ms=itl_ms, extra_args=extra_args, stderr_path=stderr_path)
+    try:
+        url = server.start()
+    except MockServerError as exc:
+        raise SystemExit(str(exc)) from None
+    assert server.process is not None
+    try:
+        yield url, psutil.Process(server.process.pid)
+    finally:
+        server.stop(timeout_s=10)

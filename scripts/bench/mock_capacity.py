@@ -22,8 +22,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -34,10 +32,9 @@ from common import (
     ProcessTreeCpu,
     cpu_seconds,
     loadgen_command,
+    mock_server,
     other_cpu_seconds,
 )
-
-from loadgen.mock_process import EmbeddedMockServer, MockServerError
 
 SAMPLE_S = 0.1  # CPU sampling period during a run
 BUSY_CPU_S = 0.005  # a sampling period in which the server used this much CPU is "in the run"
@@ -121,23 +118,6 @@ class CpuSampler(PeriodicSampler):
         span = last.t - first.t
         other = max(last.other - first.other, 0.0)  # clock-tick rounding can make it negative
         return 100 * (last.client - first.client) / span, 100 * other / span
-
-
-@contextmanager
-def mock_server(itl_ms: float, log_dir: Path) -> Iterator[tuple[str, psutil.Process]]:
-    """Run `loadgen mock-server --port 0` in its own process; yield its URL and process."""
-    server = EmbeddedMockServer(
-        itl_ms=itl_ms, stderr_path=log_dir / f"mock-server-itl{itl_ms:g}.err"
-    )
-    try:
-        url = server.start()
-    except MockServerError as exc:
-        raise SystemExit(str(exc)) from None
-    assert server.process is not None
-    try:
-        yield url, psutil.Process(server.process.pid)
-    finally:
-        server.stop(timeout_s=10)
 
 
 def run_client(
@@ -275,7 +255,7 @@ def main() -> None:
         out_dir = args.keep or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         for itl_ms in sorted({c.itl_ms for c in configs}):
-            with mock_server(itl_ms, out_dir) as (url, server):
+            with mock_server(out_dir / f"mock-server-itl{itl_ms:g}.err", itl_ms) as (url, server):
                 for config in (c for c in configs if c.itl_ms == itl_ms):
                     for rep in range(args.repeat):
                         m = run_client(config, url, server, out_dir, rep, args.scale)

@@ -44,17 +44,21 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import psutil
-from common import PeriodicSampler, ProcessTreeCpu, cpu_seconds, loadgen_command, other_cpu_seconds
+from common import (
+    PeriodicSampler,
+    ProcessTreeCpu,
+    cpu_seconds,
+    loadgen_command,
+    mock_server,
+    other_cpu_seconds,
+)
 
-from loadgen.mock_process import EmbeddedMockServer, MockServerError
 from loadgen.schedule import arrival_offsets_s
 
 SAMPLE_S = 0.1  # CPU sampling period during a run
@@ -229,25 +233,6 @@ def measure(result: dict, other_pct: float) -> Measurement:
         other_cpu_pct=other_pct,
         duration_s=result["duration"],
     )
-
-
-@contextmanager
-def mock_server(scenario: Scenario, log_dir: Path) -> Iterator[tuple[str, psutil.Process]]:
-    """Run the mock for one scenario in its own process; yield its URL and process."""
-    server = EmbeddedMockServer(
-        itl_ms=scenario.itl_ms,
-        extra_args=("--output-len", str(scenario.output_len)),
-        stderr_path=log_dir / f"mock-{scenario.name}.err",
-    )
-    try:
-        url = server.start()
-    except MockServerError as exc:
-        raise SystemExit(str(exc)) from None
-    assert server.process is not None
-    try:
-        yield url, psutil.Process(server.process.pid)
-    finally:
-        server.stop(timeout_s=10)
 
 
 def run_client(
@@ -427,7 +412,11 @@ def main() -> None:
         out_dir = args.keep or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         for scenario in scenarios:
-            with mock_server(scenario, out_dir) as (url, server):
+            with mock_server(
+                out_dir / f"mock-{scenario.name}.err",
+                scenario.itl_ms,
+                ("--output-len", str(scenario.output_len)),
+            ) as (url, server):
                 for workers in workers_list:
                     for rep in range(args.repeat):
                         m = run_client(scenario, workers, url, server, out_dir, rep, args.scale)
