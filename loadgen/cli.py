@@ -170,6 +170,7 @@ def cli() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
 @click.option("--endpoint", default="/v1/completions", show_default=True, help="API path.")
+@click.option("--insecure", is_flag=True, help="Do not check the server's TLS certificate.")
 @click.option(
     "--header",
     "header",
@@ -185,6 +186,12 @@ def cli() -> None:
     "--tokenizer",
     default=None,
     help="tokenizer.json, a directory holding one, or a Hugging Face id (default --model).",
+)
+@click.option(
+    "--tokenizer-mode",
+    default="auto",
+    show_default=True,
+    help="auto or hf: a Hugging Face tokenizer.json (other upstream modes are not supported yet).",
 )
 @click.option(
     "--dataset-name",

@@ -76,6 +76,8 @@ class RunConfig:
     metadata: dict[str, str] | None = None
     append_result: bool = False
     profile: bool = False
+    insecure: bool = False
+    tokenizer_mode: str = "auto"
     lora_modules: list[str] | None = None
     lora_assignment: str = "random"
     save_result: bool = False
@@ -109,6 +111,8 @@ class RunConfig:
             raise ConfigError(f"--num-prompts must be at least 1, got {self.num_prompts}")
         if self.ramp_up_strategy is not None:
             self._validate_ramp_up()
+        if self.tokenizer_mode not in ("auto", "hf"):
+            raise ConfigError(f"not supported yet: --tokenizer-mode {self.tokenizer_mode}")
         if self.ready_check_timeout_sec < 0:
             raise ConfigError(
                 f"--ready-check-timeout-sec must be >= 0, got {self.ready_check_timeout_sec:g}"

@@ -152,11 +152,12 @@ def server_message(status: int, body: bytes) -> str:
 class StartupClient:
     """One aiohttp session for the coordinator's requests before the timed run."""
 
-    def __init__(self, server_url: str, headers: dict[str, str]) -> None:
+    def __init__(self, server_url: str, headers: dict[str, str], insecure: bool = False) -> None:
         self.server_url = server_url
         self.headers = headers
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0), trust_env=False
+            connector=aiohttp.TCPConnector(limit=0, ssl=not insecure),
+            trust_env=False,
         )
 
     async def close(self) -> None:
@@ -188,6 +189,11 @@ class StartupClient:
             ) as response:
                 payload = await response.read()
                 status = response.status
+        except aiohttp.ClientSSLError as exc:  # waiting will not change a certificate
+            reason = describe_error(getattr(exc, "os_error", exc))
+            raise NotRetryable(
+                f"TLS failed with {url}: {reason}; --insecure skips the certificate check"
+            ) from None
         except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
             raise ServerUnreachable(f"cannot reach {url}: {_connect_reason(exc)}") from None
         except aiohttp.ClientError as exc:

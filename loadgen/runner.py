@@ -129,7 +129,7 @@ async def _run(config: RunConfig) -> int:
             preparing.cancel()  # waiting for a server or building a dataset: stop at once
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
-    client = StartupClient(config.server_url, auth_headers(config.headers))
+    client = StartupClient(config.server_url, auth_headers(config.headers), config.insecure)
     finished = False
     try:
         try:
@@ -385,6 +385,7 @@ def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> lis
             keep_text="always" if config.save_detailed else "when_no_usage",
             chat=config.backend in CHAT_BACKENDS,
             proxy=proxy_for(config.api_url),
+            insecure=config.insecure,
         )
         plans.append(
             ShardPlan(

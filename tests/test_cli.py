@@ -139,6 +139,7 @@ def test_sampling_flags_go_into_the_body_and_extra_body_wins() -> None:
         (["--goodput", "ttft:5", "itl:3"], "Invalid metric name found, itl: 3.0."),
         (["--goodput", "e2el:-1"], "Invalid value found, e2el: -1.0."),
         (["--metadata", "novalue"], "use KEY=VALUE"),
+        (["--tokenizer-mode", "mistral"], "not supported yet: --tokenizer-mode mistral"),
     ],
 )
 def test_bad_goodput_and_metadata_exit_2(args: list[str], message: str) -> None:

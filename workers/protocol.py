@@ -93,6 +93,7 @@ class WorkerConfig:
     keep_text: str = "when_no_usage"  # "always" | "when_no_usage"
     chat: bool = False  # text lives in choices[0].delta.content rather than choices[0].text
     proxy: str | None = None  # resolved once by the coordinator from the environment
+    insecure: bool = False  # --insecure: no TLS certificate checks
     read_bufsize: int = 4 * 1024 * 1024
     flush_interval_s: float = 0.05
     extra: dict[str, Any] = field(default_factory=dict)

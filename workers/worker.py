@@ -144,6 +144,7 @@ class Worker:
     async def _serve(self, shard: Shard) -> None:
         config = shard.config
         connector = TimedConnector(
+            ssl=not config.insecure,  # True: verify (aiohttp's default); False: --insecure
             limit=config.max_concurrency,
             limit_per_host=0,
             ttl_dns_cache=300,
