@@ -506,11 +506,11 @@ def _report(
         "workers": num_workers,
         "connections_preopened": collected.connections,
         "schedule_sha256": schedule_hash(prepared.scheduled_ns),
-        "send_lag_ms": _lag_summary(send_lag_ms),
+        "send_lag_ms": _p50_p99_max(send_lag_ms),
         "from_intended": from_intended,  # None unless the run was paced
         "new_connections_during_run": {
             "count": len(connect_ms),
-            "connect_ms": _lag_summary(connect_ms),
+            "connect_ms": _p50_p99_max(connect_ms),
         },
         "worker_problems": collected.worker_problems,
         "interrupted": collected.interrupted,
@@ -565,7 +565,7 @@ def _rps_change_events(
     )
 
 
-def _lag_summary(lag_ms: np.ndarray) -> dict[str, float]:
+def _p50_p99_max(lag_ms: np.ndarray) -> dict[str, float]:
     """p50, p99 and max of a sample in ms (zeros when it is empty)."""
     if len(lag_ms) == 0:
         return {"p50": 0.0, "p99": 0.0, "max": 0.0}

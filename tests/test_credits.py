@@ -23,7 +23,7 @@ class Notes:
 def test_a_freed_credit_goes_to_the_waiting_request_first() -> None:
     async def scenario() -> list[str]:
         notes = Notes()
-        gate = CreditGate(credits=1, unsent=5, due_unsent=lambda: 4, notify=notes)
+        gate = CreditGate(credits=1, unsent=lambda: 5, due_unsent=lambda: 4, notify=notes)
         order: list[str] = []
         assert gate.try_acquire()
 
@@ -45,9 +45,8 @@ def test_a_freed_credit_goes_to_the_waiting_request_first() -> None:
 
 def test_a_credit_the_worker_cannot_use_goes_back() -> None:
     notes = Notes()
-    gate = CreditGate(credits=2, unsent=1, due_unsent=lambda: 1, notify=notes)
+    gate = CreditGate(credits=2, unsent=lambda: 1, due_unsent=lambda: 1, notify=notes)
     assert gate.try_acquire() and gate.try_acquire()
-    gate.unsent = 1
     gate.release()  # one request left to send, no credit free: keep it
     assert (gate.free, gate.returned) == (1, 0)
     gate.release()  # one free already covers the one request left: hand it back
@@ -57,7 +56,7 @@ def test_a_credit_the_worker_cannot_use_goes_back() -> None:
 
 def test_lending_hands_back_idle_credits_now_and_later() -> None:
     notes = Notes()
-    gate = CreditGate(credits=3, unsent=10, due_unsent=lambda: 0, notify=notes)
+    gate = CreditGate(credits=3, unsent=lambda: 10, due_unsent=lambda: 0, notify=notes)
     assert gate.try_acquire()
     gate.set_lend(True)
     assert (gate.free, gate.returned) == (0, 2)
@@ -70,7 +69,7 @@ def test_lending_hands_back_idle_credits_now_and_later() -> None:
 
 def test_wake_all_releases_waiters_when_the_run_stops() -> None:
     async def scenario() -> None:
-        gate = CreditGate(credits=0, unsent=3, due_unsent=lambda: 3, notify=Notes())
+        gate = CreditGate(credits=0, unsent=lambda: 3, due_unsent=lambda: 3, notify=Notes())
         waiter = asyncio.create_task(gate.acquire())
         await asyncio.sleep(0)
         gate.wake_all()
@@ -120,9 +119,10 @@ def test_credits_are_conserved_under_random_traffic(seed: int) -> None:
     rng = random.Random(seed)
     cap, sizes = 7, [40, 25, 3]
     pool = CreditPool(cap, sizes)
+    unsent = list(sizes)
     gates = [
-        CreditGate(c, n, lambda: rng.randrange(3), lambda: None)
-        for c, n in zip(pool.initial, sizes, strict=True)
+        CreditGate(c, lambda w=w: unsent[w], lambda: rng.randrange(3), lambda: None)
+        for w, c in enumerate(pool.initial)
     ]
     in_flight = [0] * len(gates)
     for _ in range(2000):
@@ -131,10 +131,10 @@ def test_credits_are_conserved_under_random_traffic(seed: int) -> None:
         if in_flight[w] and rng.random() < 0.5:
             in_flight[w] -= 1
             gate.release()
-        elif gate.unsent and gate.try_acquire():
+        elif unsent[w] and gate.try_acquire():
             in_flight[w] += 1
-            gate.unsent -= 1
-        waiting = gate.unsent if gate.free == 0 and gate.unsent else 0
+            unsent[w] -= 1
+        waiting = unsent[w] if gate.free == 0 and unsent[w] else 0
         for message in pool.on_demand(w, gate.take_returned(), waiting):
             gates[message.worker].set_lend(message.lend)
             gates[message.worker].grant(message.grant)
@@ -149,7 +149,7 @@ def test_credits_are_conserved_under_random_traffic(seed: int) -> None:
 
 def test_a_worker_with_due_requests_does_not_lend() -> None:
     due = [2]
-    gate = CreditGate(credits=2, unsent=10, due_unsent=lambda: due[0], notify=Notes())
+    gate = CreditGate(credits=2, unsent=lambda: 10, due_unsent=lambda: due[0], notify=Notes())
     assert gate.try_acquire()
     gate.set_lend(True)
     assert (gate.free, gate.returned) == (1, 0)  # its dispatcher is about to use it
@@ -164,7 +164,7 @@ def test_a_worker_with_due_requests_does_not_lend() -> None:
 def test_a_waiting_worker_reports_its_demand_once_until_granted() -> None:
     async def scenario() -> int:
         notes = Notes()
-        gate = CreditGate(credits=0, unsent=10, due_unsent=lambda: 10, notify=notes)
+        gate = CreditGate(credits=0, unsent=lambda: 10, due_unsent=lambda: 10, notify=notes)
         first = asyncio.create_task(gate.acquire())
         await asyncio.sleep(0)
         gate.demand_reported = True  # the worker's DEMAND went out

@@ -80,7 +80,7 @@ def test_closed_loop_cap_is_held_exactly_with_mixed_output_lengths(
     assert dip_ms < 25  # streams last 26-486 ms; a stranded request would leave a slot that long
 
 
-def test_open_loop_cap_is_global_across_workers(tmp_path: Path) -> None:
+def test_open_loop_cap_is_never_exceeded_across_workers(tmp_path: Path) -> None:
     cap = 5
     result, seen_by_server = run_against_mock(
         tmp_path, "--workers", "2", "--max-concurrency", str(cap), "--request-rate", "400",

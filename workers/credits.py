@@ -29,13 +29,13 @@ class CreditGate:
     def __init__(
         self,
         credits: int,
-        unsent: int,
+        unsent: Callable[[], int],
         due_unsent: Callable[[], int],
         notify: Callable[[], None],
     ) -> None:
         self.free = credits
         self.unsent = unsent  # requests not yet released by the dispatcher
-        self.due_unsent = due_unsent  # requests due now and not yet released
+        self.due_unsent = due_unsent  # those of them that are due now
         self.lend = False  # the coordinator asked for idle credits
         self.returned = 0  # credits to hand back with the next DEMAND
         self.demand_reported = False  # the coordinator knows this worker waits
@@ -71,7 +71,7 @@ class CreditGate:
         while self.waiters:
             if _resolve(self.waiters.popleft()):
                 return
-        if self.free >= self.unsent or (self.lend and self.due_unsent() == 0):
+        if self.free >= self.unsent() or (self.lend and self.due_unsent() == 0):
             self.returned += 1
             self.notify()
         else:

@@ -242,7 +242,10 @@ class Worker:
         slots = None
         if config.max_concurrency:
             slots = self.gate = CreditGate(
-                credits, len(shard.indices), self._due_unsent, self._notify_demand
+                credits,
+                lambda: len(shard.indices) - self.released,
+                self._due_unsent,
+                self._notify_demand,
             )
         headers = {"Content-Type": "application/json", **config.headers}
         url = URL(config.url)
@@ -282,8 +285,6 @@ class Worker:
                 task.add_done_callback(tasks.discard)
                 released += 1
                 self.released = released
-                if slots is not None:
-                    slots.unsent = len(shard.indices) - released
             while tasks:
                 await asyncio.wait(set(tasks))
         finally:

@@ -3,6 +3,9 @@ machine, sampled periodically in a thread) and stopping the servers they start."
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -109,3 +112,11 @@ def mock_server(
         yield url, psutil.Process(server.process.pid)
     finally:
         server.stop(timeout_s=10)
+
+
+def machine_line(title: str) -> str:
+    """The first line every benchmark prints: what, when, and on which machine."""
+    return (
+        f"{title}, {datetime.datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} CPUs "
+        f"({platform.processor() or platform.machine()}), Python {platform.python_version()}"
+    )

@@ -13,11 +13,8 @@ client CPU near 100 % means loadgen was.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
-import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -32,6 +29,7 @@ from common import (
     ProcessTreeCpu,
     cpu_seconds,
     loadgen_command,
+    machine_line,
     mock_server,
     other_cpu_seconds,
 )
@@ -243,9 +241,7 @@ def main() -> None:
     args = parse_args()
     configs = [c for c in CONFIGS if c.name in args.configs]
     print(
-        f"mock-server capacity, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
-        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-        f"Python {platform.python_version()}; client `loadgen run --workers 1` on the same "
+        f"{machine_line('mock-server capacity')}; client `loadgen run --workers 1` on the same "
         f"machine; medians of {args.repeat} runs",
         flush=True,
     )

@@ -35,11 +35,8 @@ It exits 0 whether targets are met or not; only a run that fails outright stops 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
-import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -55,6 +52,7 @@ from common import (
     ProcessTreeCpu,
     cpu_seconds,
     loadgen_command,
+    machine_line,
     mock_server,
     other_cpu_seconds,
 )
@@ -397,9 +395,7 @@ def main() -> None:
     scenarios = [s for s in SCENARIOS if s.name in args.scenarios]
     workers_list = [int(w) for w in args.workers.split(",")]
     print(
-        f"traffic fidelity, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
-        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-        f"Python {platform.python_version()}; `loadgen run` against the embedded mock on the "
+        f"{machine_line('traffic fidelity')}; `loadgen run` against the embedded mock on the "
         f"same machine; medians of {args.repeat} runs, --scale {args.scale:g}",
         flush=True,
     )
