@@ -1,0 +1,203 @@
+"""Every one of upstream's 105 flags, in underscore spelling: built ones reach the config,
+the rest exit 2 with "not supported yet: --flag". No server and no run: `run` is replaced."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import loadgen.cli
+from loadgen.cli import cli
+from loadgen.config import RunConfig
+from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
+
+FLAGS_FILE = Path(__file__).resolve().parents[2] / "shared/reference/vllm-bench-serve-flags.txt"
+
+# A value for each built flag that differs from its default ([] for a boolean flag).
+BUILT: dict[str, list[str]] = {
+    "--append-result": [],
+    "--backend": ["openai-chat"],
+    "--base-url": ["http://127.0.0.1:9"],
+    "--burstiness": ["2.5"],
+    "--dataset-name": ["random"],  # its default; the other names are refused (test below)
+    "--disable-tqdm": [],
+    "--endpoint": ["/v1/chat/completions"],
+    "--extra-body": ['{"a": 1}'],
+    "--frequency-penalty": ["0.5"],
+    "--goodput": ["ttft:100", "tpot:10"],
+    "--header": ["x-a=1", "x-b=2"],
+    "--host": ["10.0.0.1"],
+    "--ignore-eos": [],
+    "--input-len": ["77"],
+    "--insecure": [],
+    "--label": ["nightly"],
+    "--logprobs": ["3"],
+    "--lora-assignment": ["round-robin"],
+    "--lora-modules": ["a", "b"],
+    "--max-concurrency": ["8"],
+    "--metadata": ["k=v", "n=2"],
+    "--metric-percentiles": ["50,99"],
+    "--min-p": ["0.1"],
+    "--model": ["m"],
+    "--num-prompts": ["7"],
+    "--num-warmups": ["2"],
+    "--output-len": ["33"],
+    "--percentile-metrics": ["ttft,e2el"],
+    "--port": ["9001"],
+    "--presence-penalty": ["0.25"],
+    "--profile": [],
+    "--ramp-up-end-rps": ["20"],
+    "--ramp-up-start-rps": ["10"],
+    "--ramp-up-strategy": ["linear"],
+    "--random-input-len": ["64"],
+    "--random-output-len": ["16"],
+    "--random-prefix-len": ["4"],
+    "--random-range-ratio": ["0.5"],
+    "--ready-check-timeout-sec": ["30"],
+    "--repetition-penalty": ["1.1"],
+    "--request-id-prefix": ["job-"],
+    "--request-rate": ["12.5"],
+    "--result-dir": ["out"],
+    "--result-filename": ["r.json"],
+    "--save-detailed": [],
+    "--save-result": [],
+    "--seed": ["42"],
+    "--served-model-name": ["alias"],
+    "--temperature": ["0.7"],
+    "--tokenizer": ["gpt2"],
+    "--tokenizer-mode": ["hf"],
+    "--top-k": ["5"],
+    "--top-p": ["0.9"],
+}
+# Flags a ramp-up needs alongside it, so the config validates.
+NEEDS = {
+    "--ramp-up-strategy": ["--ramp-up-start-rps", "1", "--ramp-up-end-rps", "2"],
+    "--ramp-up-start-rps": ["--ramp-up-strategy", "linear", "--ramp-up-end-rps", "20"],
+    "--ramp-up-end-rps": ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"],
+}
+# A value for each flag whose feature is not built yet ([] for a boolean flag).
+NOT_BUILT: dict[str, list[str]] = {
+    "--asr-max-audio-len-sec": ["30"],
+    "--asr-min-audio-len-sec": ["1"],
+    "--bfcl-categories": ["simple"],
+    "--blazedit-max-distance": ["0.9"],
+    "--blazedit-min-distance": ["0.1"],
+    "--chat-template-kwargs": ['{"thinking": true}'],
+    "--custom-ensure-client-side-data": [],
+    "--custom-output-len": ["64"],
+    "--dataset-path": ["data.jsonl"],
+    "--disable-shuffle": [],
+    "--enable-multimodal-chat": [],
+    "--hf-name": ["x/y"],
+    "--hf-output-len": ["64"],
+    "--hf-split": ["test"],
+    "--hf-subset": ["s"],
+    "--no-oversample": [],
+    "--no-reranker": [],
+    "--no-self-timed": [],
+    "--no-stream": [],
+    "--plot-dataset-stats": [],
+    "--plot-timeline": [],
+    "--prefix-repetition-num-prefixes": ["2"],
+    "--prefix-repetition-output-len": ["64"],
+    "--prefix-repetition-prefix-len": ["64"],
+    "--prefix-repetition-suffix-len": ["64"],
+    "--probe-request-rate": [],
+    "--random-batch-size": ["2"],
+    "--random-mm-base-items-per-request": ["1"],
+    "--random-mm-bucket-config": ["{}"],
+    "--random-mm-limit-mm-per-prompt": ["{}"],
+    "--random-mm-num-mm-items-range-ratio": ["0.5"],
+    "--self-timed": [],
+    "--sharegpt-output-len": ["64"],
+    "--skip-chat-template": [],
+    "--skip-tokenizer-init": [],
+    "--sonnet-input-len": ["550"],
+    "--sonnet-output-len": ["150"],
+    "--sonnet-prefix-len": ["200"],
+    "--spec-bench-category": ["coding"],
+    "--spec-bench-output-len": ["64"],
+    "--speed-bench-category": ["qa"],
+    "--speed-bench-dataset-subset": ["qualitative"],
+    "--speed-bench-output-len": ["64"],
+    "--timed-trace-chunk-hash-size": ["16"],
+    "--timed-trace-label-hash-ids": ["h"],
+    "--timed-trace-label-input-length": ["i"],
+    "--timed-trace-label-output-length": ["o"],
+    "--timed-trace-label-timestamp": ["t"],
+    "--timed-trace-sec-multiplier": ["2"],
+    "--timeline-itl-thresholds": ["1", "2"],
+    "--trust-remote-code": [],
+    "--use-beam-search": [],
+}
+
+
+def underscored(flag: str) -> str:
+    """`--max-concurrency` -> `--max_concurrency`, the spelling upstream also accepts."""
+    return "--" + flag[2:].replace("-", "_")
+
+
+def parse(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> tuple[int, str, RunConfig | None]:
+    """Run `loadgen run ARGS` with the benchmark itself replaced by config validation."""
+    seen: list[RunConfig] = []
+
+    def fake_run(config: RunConfig) -> int:
+        config.validate()
+        seen.append(config)
+        return 0
+
+    monkeypatch.setattr(loadgen.cli, "run", fake_run)
+    result = CliRunner().invoke(cli, ["run", *args])
+    return result.exit_code, result.output, seen[0] if seen else None
+
+
+def comparable(config: RunConfig) -> dict:
+    """The config's fields, less the per-run random request-id prefix."""
+    fields = dataclasses.asdict(config)
+    fields.pop("request_id_prefix")
+    return fields
+
+
+def test_the_tables_cover_exactly_upstreams_105_flags() -> None:
+    assert not BUILT.keys() & NOT_BUILT.keys()
+    assert set(BUILT) | set(NOT_BUILT) == VLLM_BENCH_SERVE_FLAGS
+    assert len(VLLM_BENCH_SERVE_FLAGS) == 105
+    if FLAGS_FILE.exists():  # the reference file sits beside the repository, not in it
+        assert set(FLAGS_FILE.read_text().split()) == VLLM_BENCH_SERVE_FLAGS
+
+
+@pytest.mark.parametrize("flag", sorted(BUILT))
+def test_built_flag_parses_in_underscore_spelling_and_reaches_the_config(
+    monkeypatch: pytest.MonkeyPatch, flag: str
+) -> None:
+    code, output, baseline = parse(monkeypatch, [])
+    assert code == 0, output
+    code, output, config = parse(
+        monkeypatch, [underscored(flag), *BUILT[flag], *NEEDS.get(flag, [])]
+    )
+    assert code == 0, output
+    assert config is not None and baseline is not None
+    if flag == "--request-id-prefix":
+        assert config.request_id_prefix == "job-"
+    elif flag.startswith("--ramp-up-"):  # the three only parse together: check each one's field
+        field = flag[2:].replace("-", "_")
+        assert str(getattr(config, field)) == BUILT[flag][0]
+    elif flag != "--dataset-name":
+        assert comparable(config) != comparable(baseline), f"{flag} changed nothing"
+
+
+@pytest.mark.parametrize("flag", sorted(NOT_BUILT))
+def test_flag_not_built_yet_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch, flag: str) -> None:
+    code, output, config = parse(monkeypatch, [underscored(flag), *NOT_BUILT[flag]])
+    assert code == 2
+    assert f"not supported yet: {flag}" in output
+    assert config is None
+
+
+def test_dataset_names_not_built_yet_exit_2_naming_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    code, output, _ = parse(monkeypatch, ["--dataset_name", "sharegpt"])
+    assert code == 2
+    assert "not supported yet: --dataset-name sharegpt" in output
