@@ -198,10 +198,36 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",
     show_default=True,
-    help="Only random is supported yet.",
+    help="Built so far: random and custom; the others exit 2.",
+)
+@click.option("--dataset-path", default=None, help="custom: the .jsonl file of prompts.")
+@click.option(
+    "--disable-shuffle", is_flag=True, help="custom: keep the file's order (no seeded shuffle)."
+)
+@click.option(
+    "--no-oversample",
+    is_flag=True,
+    help="custom: send only the file's prompts when it has fewer than --num-prompts.",
+)
+@click.option(
+    "--skip-chat-template",
+    is_flag=True,
+    help="custom: send prompts as written (required: client-side templates are not built yet).",
 )
 @click.option("--input-len", type=int, default=None, help="Sets --random-input-len.")
-@click.option("--output-len", type=int, default=None, help="Sets --random-output-len.")
+@click.option(
+    "--output-len",
+    type=int,
+    default=None,
+    help="Sets --random-output-len and --custom-output-len.",
+)
+@click.option(
+    "--custom-output-len",
+    type=int,
+    default=256,
+    show_default=True,
+    help="custom: max_tokens per request; -1 takes each line's output_tokens.",
+)
 @click.option("--random-input-len", type=int, default=1024, show_default=True)
 @click.option("--random-output-len", type=int, default=128, show_default=True)
 @click.option(
@@ -387,6 +413,7 @@ def run_command(ctx: click.Context, **opts: object) -> None:
         config.random_input_len = input_len
     if output_len is not None:
         config.random_output_len = output_len
+        config.custom_output_len = output_len
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     try:

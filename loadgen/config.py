@@ -20,6 +20,7 @@ PERCENTILE_METRICS = (
     "e2el_including_client_queue",
 )
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"
+SUPPORTED_DATASETS = ("random", "custom")
 
 
 class ConfigError(ValueError):
@@ -47,6 +48,11 @@ class RunConfig:
     served_model_name: str | None = None
     tokenizer: str | None = None
     dataset_name: str = "random"
+    dataset_path: str | None = None
+    custom_output_len: int = 256
+    disable_shuffle: bool = False
+    no_oversample: bool = False
+    skip_chat_template: bool = False
     random_input_len: int = 1024
     random_output_len: int = 128
     random_range_ratio: str = "0.0"
@@ -95,12 +101,39 @@ class RunConfig:
     mock_ttft_ms: float = 0.0
     mock_itl_ms: float = 0.0
 
+    def flags_without_effect(self) -> list[str]:
+        """Dataset flags given for a dataset that does not read them (upstream ignores them)."""
+        if self.dataset_name == "custom":
+            return []
+        given = {
+            "--custom-output-len": self.custom_output_len != 256,
+            "--disable-shuffle": self.disable_shuffle,
+            "--no-oversample": self.no_oversample,
+            "--skip-chat-template": self.skip_chat_template,
+        }
+        return [flag for flag, set_ in given.items() if set_]
+
     def validate(self) -> None:
         """Reject values upstream rejects, with a one-line message naming the flag."""
         if self.backend not in SUPPORTED_BACKENDS:
             raise ConfigError(f"not supported yet: --backend {self.backend}")
-        if self.dataset_name != "random":
+        if self.dataset_name not in SUPPORTED_DATASETS:
             raise ConfigError(f"not supported yet: --dataset-name {self.dataset_name}")
+        if self.dataset_name == "random" and self.dataset_path is not None:
+            raise ConfigError("--dataset-path is not read by --dataset-name random")
+        if self.dataset_name == "custom":
+            if self.dataset_path is None:
+                raise ConfigError("--dataset-name custom needs --dataset-path (a .jsonl file)")
+            if not self.skip_chat_template:
+                raise ConfigError(
+                    "not supported yet: --dataset-name custom with a client-side chat template;"
+                    " pass --skip-chat-template"
+                )
+            if self.custom_output_len < 1 and self.custom_output_len != -1:
+                raise ConfigError(
+                    f"--custom-output-len must be >= 1, or -1 for each line's output_tokens; "
+                    f"got {self.custom_output_len}"
+                )
         if self.max_concurrency is not None and self.max_concurrency <= 0:
             raise ConfigError("--max-concurrency must be greater than 0")
         if not self.burstiness > 0:

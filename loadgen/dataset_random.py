@@ -28,23 +28,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from loadgen.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
 MAX_RETRY = 10
-
-
-@dataclass(frozen=True)
-class RandomDataset:
-    """The prompts of a ``random`` dataset with their token counts and requested output lengths."""
-
-    prompts: list[str]
-    prompt_lens: np.ndarray  # int64 [N]: len(encode(prompt, add_special_tokens=False))
-    output_lens: np.ndarray  # int64 [N]: max_tokens to request
-    length_mismatches: int  # prompts whose final length != target after MAX_RETRY retries
 
 
 def parse_range_ratio(value: str) -> tuple[float, float]:
@@ -77,7 +67,7 @@ def sample_random_requests(
     prefix_len: int,
     range_ratio: tuple[float, float],
     seed: int,
-) -> RandomDataset:
+) -> SampledPrompts:
     """Build vLLM's ``random`` dataset (formulas in the module docstring)."""
     _validate(num_requests, input_len, output_len, prefix_len)
     in_ratio, out_ratio = range_ratio
@@ -111,7 +101,7 @@ def sample_random_requests(
     token_lists = _initial_token_lists(prefix, allowed, offsets, input_lens)
     targets = prefix_len + input_lens
     prompts, prompt_lens = _decode_encode_to_target(tokenizer, token_lists, targets, rng)
-    return RandomDataset(
+    return SampledPrompts(
         prompts=prompts,
         prompt_lens=prompt_lens,
         output_lens=output_lens.astype(np.int64),

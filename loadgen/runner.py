@@ -16,7 +16,8 @@ from tqdm import tqdm
 
 from loadgen import __version__
 from loadgen.config import ConfigError, RunConfig
-from loadgen.dataset_random import RandomDataset, parse_range_ratio, sample_random_requests
+from loadgen.dataset_custom import load_custom_rows, sample_custom_requests
+from loadgen.dataset_random import parse_range_ratio, sample_random_requests
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import (
     RequestResults,
@@ -49,6 +50,7 @@ from loadgen.report import (
     summary_lines,
     write_result,
 )
+from loadgen.sampled_prompts import SampledPrompts
 from loadgen.schedule import (
     arrival_offsets_s,
     assign_workers,
@@ -95,7 +97,7 @@ class Prepared:
     model_name: str  # the "model" field sent
     tokenizer_id: str
     tokenizer: TokenCodec
-    dataset: RandomDataset
+    dataset: SampledPrompts
     bodies: list[bytes]
     scheduled_ns: np.ndarray
 
@@ -103,19 +105,29 @@ class Prepared:
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured; return the process exit code."""
     config.validate()
+    for flag in config.flags_without_effect():
+        print(f"warning: {flag} has no effect with --dataset-name {config.dataset_name}")
+    rows = load_custom_rows(config.dataset_path) if config.dataset_name == "custom" else None
+    if rows is not None and config.no_oversample and len(rows) < config.num_prompts:
+        # Every count downstream (workers, schedule, records) follows the prompts sent.
+        print(
+            f"--no-oversample: {config.dataset_path} has {len(rows)} prompts; "
+            f"sending {len(rows)} of the {config.num_prompts} asked for."
+        )
+        config.num_prompts = len(rows)
     mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
     try:
         if mock is not None:
             config.base_url = mock.start()
             config.model = config.model or MOCK_MODEL_NAME
         check_endpoint(config.backend, config.api_url)
-        return asyncio.run(_run(config))
+        return asyncio.run(_run(config, rows))
     finally:
         if mock is not None:
             mock.stop()
 
 
-async def _run(config: RunConfig) -> int:
+async def _run(config: RunConfig, rows: list[dict] | None) -> int:
     num_workers = min(config.workers, config.num_prompts, config.max_concurrency or config.workers)
     pool = WorkerPool(num_workers)
     pool.start()  # workers import and connect while the dataset is built and the server awaited
@@ -133,7 +145,7 @@ async def _run(config: RunConfig) -> int:
     finished = False
     try:
         try:
-            prepared = await _prepare(config, client)
+            prepared = await _prepare(config, client, rows)
             await _check_ready(config, client, prepared.bodies[0])
             await _warm_up(config, client, prepared.bodies[0])
             print("Starting main benchmark run...")
@@ -182,8 +194,8 @@ async def _run(config: RunConfig) -> int:
     return _report(config, prepared, collected, output_lens, num_workers)
 
 
-async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
-    """Model, tokenizer, dataset, bodies and schedule.
+async def _prepare(config: RunConfig, client: StartupClient, rows: list[dict] | None) -> Prepared:
+    """Model, tokenizer, dataset (``rows``: the custom file's lines), bodies and schedule.
 
     What needs the server (model discovery, the server tokenizer) waits for it as configured;
     the rest goes on meanwhile: a given --model or --tokenizer lets the tokenizer load and the
@@ -191,20 +203,32 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
     """
     model_task = asyncio.ensure_future(_resolve_model(config, client))
 
-    async def tokenizer_and_dataset() -> tuple[str, TokenCodec, RandomDataset]:
+    async def tokenizer_and_dataset() -> tuple[str, TokenCodec, SampledPrompts]:
         tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
         tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
         try:
-            dataset = await asyncio.to_thread(
-                sample_random_requests,
-                tokenizer,
-                config.num_prompts,
-                config.random_input_len,
-                config.random_output_len,
-                config.random_prefix_len,
-                parse_range_ratio(config.random_range_ratio),
-                config.seed,
-            )
+            if rows is not None:
+                dataset = await asyncio.to_thread(
+                    sample_custom_requests,
+                    rows,
+                    tokenizer,
+                    config.num_prompts,
+                    config.custom_output_len,
+                    config.seed,
+                    config.disable_shuffle,
+                    config.no_oversample,
+                )
+            else:
+                dataset = await asyncio.to_thread(
+                    sample_random_requests,
+                    tokenizer,
+                    config.num_prompts,
+                    config.random_input_len,
+                    config.random_output_len,
+                    config.random_prefix_len,
+                    parse_range_ratio(config.random_range_ratio),
+                    config.seed,
+                )
         except ValueError as exc:  # the dataset's checks name the flag at fault
             raise ConfigError(str(exc)) from None
         return tokenizer_id, tokenizer, dataset
@@ -225,7 +249,7 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         dataset.prompts,
         dataset.output_lens.tolist(),
         logprobs=config.logprobs,
-        ignore_eos=True,  # upstream forces it for the random dataset
+        ignore_eos=config.ignore_eos or rows is None,  # upstream forces it for random
         extra_body=config.body_extras(),
     )
     if config.ramp_up_strategy is not None:

@@ -174,8 +174,8 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
-        ["--dataset-path", "x.json"],
-        ["--disable_shuffle"],
+        ["--sharegpt-output-len", "64"],
+        ["--plot_timeline"],
         ["--probe-request-rate", "5"],
     ):
         proc = loadgen("--mock", *flag)
@@ -455,3 +455,61 @@ def test_lora_modules_name_the_model_of_each_request(tmp_path: Path) -> None:
     # Every request named the adapter, which this server does not serve.
     assert unknown.returncode == 1
     assert "The model `adapter-c` does not exist." in unknown.stderr
+
+
+def write_custom_file(path: Path) -> list[dict]:
+    rows = [{"prompt": " ".join(["word"] * (3 + 4 * i)), "output_tokens": 4 + i} for i in range(5)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return rows
+
+
+def test_custom_dataset_sends_upstreams_sample_in_order(tmp_path: Path) -> None:
+    import random
+
+    rows = write_custom_file(tmp_path / "prompts.jsonl")
+    proc = loadgen(
+        "--mock", "--workers", "2", "--dataset_name", "custom",
+        "--dataset-path", str(tmp_path / "prompts.jsonl"), "--skip-chat-template",
+        "--custom-output-len", "-1", "--ignore-eos", "--num-prompts", "8", "--disable-tqdm",
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert (result["completed"], result["failed"]) == (8, 0)
+    order = list(rows)  # upstream: random.seed(seed); shuffle; oversample with random.choice
+    random.seed(0)
+    random.shuffle(order)
+    random.seed(0)
+    order += [random.choice(order[:5]) for _ in range(3)]
+    assert result["output_lens"] == [row["output_tokens"] for row in order]
+    # The mock counts each prompt's tokens plus its BOS: 1 + 3 + 4i words, one token each.
+    assert result["input_lens"] == [len(row["prompt"].split()) + 1 for row in order]
+
+
+def test_custom_dataset_without_oversampling_sends_the_file_once(tmp_path: Path) -> None:
+    write_custom_file(tmp_path / "prompts.jsonl")
+    proc = loadgen(
+        "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
+        "--skip-chat-template", "--no-oversample", "--num-prompts", "8", "--disable-tqdm",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "sending 5 of the 8 asked for" in proc.stdout
+    assert "Successful requests:                     5" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (["--dataset-path", "{file}"], "pass --skip-chat-template", 2),
+        ([], "--dataset-name custom needs --dataset-path", 2),
+        (["--skip-chat-template", "--dataset-path", "{missing}"], "No such file", 1),
+    ],
+)
+def test_custom_dataset_refusals_name_the_culprit(
+    tmp_path: Path, args: list[str], message: str, code: int
+) -> None:
+    write_custom_file(tmp_path / "prompts.jsonl")
+    names = {"file": str(tmp_path / "prompts.jsonl"), "missing": str(tmp_path / "no.jsonl")}
+    proc = loadgen("--mock", "--dataset-name", "custom", *(a.format(**names) for a in args))
+    assert proc.returncode == code
+    assert message in proc.stderr.strip().splitlines()[-1]  # one line names it

@@ -18,6 +18,11 @@ FLAGS_FILE = Path(__file__).resolve().parents[2] / "shared/reference/vllm-bench-
 
 # A value for each built flag that differs from its default ([] for a boolean flag).
 BUILT: dict[str, list[str]] = {
+    "--skip-chat-template": [],
+    "--no-oversample": [],
+    "--disable-shuffle": [],
+    "--dataset-path": ["data.jsonl"],
+    "--custom-output-len": ["64"],
     "--append-result": [],
     "--backend": ["openai-chat"],
     "--base-url": ["http://127.0.0.1:9"],
@@ -72,8 +77,9 @@ BUILT: dict[str, list[str]] = {
     "--top-k": ["5"],
     "--top-p": ["0.9"],
 }
-# Flags a ramp-up needs alongside it, so the config validates.
+# Flags some flags need alongside them, so the config validates.
 NEEDS = {
+    "--dataset-path": ["--dataset-name", "custom", "--skip-chat-template"],
     "--ramp-up-strategy": ["--ramp-up-start-rps", "1", "--ramp-up-end-rps", "2"],
     "--ramp-up-start-rps": ["--ramp-up-strategy", "linear", "--ramp-up-end-rps", "20"],
     "--ramp-up-end-rps": ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"],
@@ -87,15 +93,11 @@ NOT_BUILT: dict[str, list[str]] = {
     "--blazedit-min-distance": ["0.1"],
     "--chat-template-kwargs": ['{"thinking": true}'],
     "--custom-ensure-client-side-data": [],
-    "--custom-output-len": ["64"],
-    "--dataset-path": ["data.jsonl"],
-    "--disable-shuffle": [],
     "--enable-multimodal-chat": [],
     "--hf-name": ["x/y"],
     "--hf-output-len": ["64"],
     "--hf-split": ["test"],
     "--hf-subset": ["s"],
-    "--no-oversample": [],
     "--no-reranker": [],
     "--no-self-timed": [],
     "--no-stream": [],
@@ -113,7 +115,6 @@ NOT_BUILT: dict[str, list[str]] = {
     "--random-mm-num-mm-items-range-ratio": ["0.5"],
     "--self-timed": [],
     "--sharegpt-output-len": ["64"],
-    "--skip-chat-template": [],
     "--skip-tokenizer-init": [],
     "--sonnet-input-len": ["550"],
     "--sonnet-output-len": ["150"],
@@ -182,7 +183,7 @@ def test_built_flag_parses_in_underscore_spelling_and_reaches_the_config(
     assert config is not None and baseline is not None
     if flag == "--request-id-prefix":
         assert config.request_id_prefix == "job-"
-    elif flag.startswith("--ramp-up-"):  # the three only parse together: check each one's field
+    elif flag in NEEDS:  # the flags given with it change the config too: check its own field
         field = flag[2:].replace("-", "_")
         assert str(getattr(config, field)) == BUILT[flag][0]
     elif flag != "--dataset-name":

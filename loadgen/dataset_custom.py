@@ -1,0 +1,92 @@
+"""The ``custom`` dataset: a JSONL file of ``{"prompt": ...}`` lines, sampled as upstream does.
+
+Upstream's ``CustomDataset`` (reference §6.2): the lines are shuffled with ``random.seed(seed)``
+unless ``--disable-shuffle``; the first ``--num-prompts`` are taken; ``prompt_len`` is the
+prompt's token count with special tokens; every request asks for ``--custom-output-len`` tokens,
+or, at -1, for the line's own ``output_tokens``. When the file has fewer lines than
+``--num-prompts``, the rest are drawn with ``random.choice`` after re-seeding, unless
+``--no-oversample``. Upstream's global ``random`` calls give the same draws as a
+``random.Random(seed)`` of their own, which is what is used here.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from loadgen.sampled_prompts import SampledPrompts
+from loadgen.tokenizer import TokenCodec
+
+OUTPUT_LEN_FROM_FILE = -1
+
+
+def load_custom_rows(path: str) -> list[dict]:
+    """The JSON objects of a ``.jsonl`` file, each with a string ``prompt``; blank lines skipped.
+
+    Raises ValueError naming the file (and line) at fault.
+    """
+    if not path.endswith(".jsonl"):
+        raise ValueError(f"--dataset-path {path}: --dataset-name custom reads only .jsonl files")
+    try:
+        lines = Path(path).read_bytes().splitlines()
+    except OSError as exc:
+        raise ValueError(f"--dataset-path {path}: {exc.strerror or exc}") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+            raise ValueError(f'{path}:{number}: each line must be an object with a string "prompt"')
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"--dataset-path {path}: the file has no prompts")
+    return rows
+
+
+def sample_custom_requests(
+    rows: list[dict],
+    tokenizer: TokenCodec,
+    num_requests: int,
+    output_len: int,
+    seed: int,
+    disable_shuffle: bool = False,
+    no_oversample: bool = False,
+) -> SampledPrompts:
+    """Upstream's custom sampling of ``rows`` (see the module docstring); pure but for encoding."""
+    order = list(rows)
+    if not disable_shuffle:
+        random.Random(seed).shuffle(order)
+    chosen = order[:num_requests]
+    prompts = [row["prompt"] for row in chosen]
+    outputs = [_output_len(row, output_len) for row in chosen]
+    lens = [len(ids) + tokenizer.num_special_tokens for ids in tokenizer.encode_batch(prompts)]
+    if len(chosen) < num_requests and not no_oversample:
+        rng = random.Random(seed)
+        picks = [rng.choice(range(len(chosen))) for _ in range(num_requests - len(chosen))]
+        prompts += [prompts[i] for i in picks]
+        outputs += [outputs[i] for i in picks]
+        lens += [lens[i] for i in picks]
+    return SampledPrompts(
+        prompts=prompts,
+        prompt_lens=np.asarray(lens, dtype=np.int64),
+        output_lens=np.asarray(outputs, dtype=np.int64),
+    )
+
+
+def _output_len(row: dict, output_len: int) -> int:
+    if output_len != OUTPUT_LEN_FROM_FILE:
+        return output_len
+    value = row.get("output_tokens")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(
+            '--custom-output-len -1 takes each line\'s "output_tokens", a positive integer; '
+            f"got {value!r} for the prompt {row['prompt'][:40]!r}"
+        )
+    return value
