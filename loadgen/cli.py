@@ -198,16 +198,20 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",
     show_default=True,
-    help="Built so far: random and custom; the others exit 2.",
+    help="Built so far: random, custom and sharegpt; the others exit 2.",
 )
-@click.option("--dataset-path", default=None, help="custom: the .jsonl file of prompts.")
+@click.option(
+    "--dataset-path",
+    default=None,
+    help="custom: a .jsonl file of prompts; sharegpt: the ShareGPT JSON file.",
+)
 @click.option(
     "--disable-shuffle", is_flag=True, help="custom: keep the file's order (no seeded shuffle)."
 )
 @click.option(
     "--no-oversample",
     is_flag=True,
-    help="custom: send only the file's prompts when it has fewer than --num-prompts.",
+    help="custom, sharegpt: send only the file's prompts when it has fewer than --num-prompts.",
 )
 @click.option(
     "--skip-chat-template",
@@ -219,7 +223,13 @@ def cli() -> None:
     "--output-len",
     type=int,
     default=None,
-    help="Sets --random-output-len and --custom-output-len.",
+    help="Sets --random-output-len, --custom-output-len and --sharegpt-output-len.",
+)
+@click.option(
+    "--sharegpt-output-len",
+    type=int,
+    default=None,
+    help="sharegpt: max_tokens per request instead of each completion's token count.",
 )
 @click.option(
     "--custom-output-len",
@@ -414,6 +424,7 @@ def run_command(ctx: click.Context, **opts: object) -> None:
     if output_len is not None:
         config.random_output_len = output_len
         config.custom_output_len = output_len
+        config.sharegpt_output_len = output_len
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     try:

@@ -20,7 +20,7 @@ PERCENTILE_METRICS = (
     "e2el_including_client_queue",
 )
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"
-SUPPORTED_DATASETS = ("random", "custom")
+SUPPORTED_DATASETS = ("random", "custom", "sharegpt")
 
 
 class ConfigError(ValueError):
@@ -50,6 +50,7 @@ class RunConfig:
     dataset_name: str = "random"
     dataset_path: str | None = None
     custom_output_len: int = 256
+    sharegpt_output_len: int | None = None
     disable_shuffle: bool = False
     no_oversample: bool = False
     skip_chat_template: bool = False
@@ -103,15 +104,21 @@ class RunConfig:
 
     def flags_without_effect(self) -> list[str]:
         """Dataset flags given for a dataset that does not read them (upstream ignores them)."""
-        if self.dataset_name == "custom":
-            return []
+        readers = {
+            "--custom-output-len": ("custom",),
+            "--sharegpt-output-len": ("sharegpt",),
+            "--disable-shuffle": ("custom", "sharegpt"),
+            "--no-oversample": ("custom", "sharegpt"),
+            "--skip-chat-template": ("custom",),
+        }
         given = {
             "--custom-output-len": self.custom_output_len != 256,
+            "--sharegpt-output-len": self.sharegpt_output_len is not None,
             "--disable-shuffle": self.disable_shuffle,
             "--no-oversample": self.no_oversample,
             "--skip-chat-template": self.skip_chat_template,
         }
-        return [flag for flag, set_ in given.items() if set_]
+        return [f for f, set_ in given.items() if set_ and self.dataset_name not in readers[f]]
 
     def validate(self) -> None:
         """Reject values upstream rejects, with a one-line message naming the flag."""
@@ -121,6 +128,10 @@ class RunConfig:
             raise ConfigError(f"not supported yet: --dataset-name {self.dataset_name}")
         if self.dataset_name == "random" and self.dataset_path is not None:
             raise ConfigError("--dataset-path is not read by --dataset-name random")
+        if self.dataset_name == "sharegpt" and self.dataset_path is None:
+            raise ConfigError("--dataset-name sharegpt needs --dataset-path (a ShareGPT JSON file)")
+        if self.sharegpt_output_len is not None and self.sharegpt_output_len < 1:
+            raise ConfigError(f"--sharegpt-output-len must be >= 1, got {self.sharegpt_output_len}")
         if self.dataset_name == "custom":
             if self.dataset_path is None:
                 raise ConfigError("--dataset-name custom needs --dataset-path (a .jsonl file)")

@@ -14,10 +14,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import numpy as np
 import orjson
 
-from loadgen.sampled_prompts import SampledPrompts
+from loadgen.sampled_prompts import SampledPrompts, top_up
 from loadgen.tokenizer import TokenCodec
 
 OUTPUT_LEN_FROM_FILE = -1
@@ -67,17 +66,9 @@ def sample_custom_requests(
     prompts = [row["prompt"] for row in chosen]
     outputs = [_output_len(row, output_len) for row in chosen]
     lens = [len(ids) + tokenizer.num_special_tokens for ids in tokenizer.encode_batch(prompts)]
-    if len(chosen) < num_requests and not no_oversample:
-        rng = random.Random(seed)
-        picks = [rng.choice(range(len(chosen))) for _ in range(num_requests - len(chosen))]
-        prompts += [prompts[i] for i in picks]
-        outputs += [outputs[i] for i in picks]
-        lens += [lens[i] for i in picks]
-    return SampledPrompts(
-        prompts=prompts,
-        prompt_lens=np.asarray(lens, dtype=np.int64),
-        output_lens=np.asarray(outputs, dtype=np.int64),
-    )
+    if not no_oversample:
+        prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
+    return SampledPrompts.of(prompts, lens, outputs)
 
 
 def _output_len(row: dict, output_len: int) -> int:

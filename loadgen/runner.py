@@ -18,6 +18,7 @@ from loadgen import __version__
 from loadgen.config import ConfigError, RunConfig
 from loadgen.dataset_custom import load_custom_rows, sample_custom_requests
 from loadgen.dataset_random import parse_range_ratio, sample_random_requests
+from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import (
     RequestResults,
@@ -107,14 +108,7 @@ def run(config: RunConfig) -> int:
     config.validate()
     for flag in config.flags_without_effect():
         print(f"warning: {flag} has no effect with --dataset-name {config.dataset_name}")
-    rows = load_custom_rows(config.dataset_path) if config.dataset_name == "custom" else None
-    if rows is not None and config.no_oversample and len(rows) < config.num_prompts:
-        # Every count downstream (workers, schedule, records) follows the prompts sent.
-        print(
-            f"--no-oversample: {config.dataset_path} has {len(rows)} prompts; "
-            f"sending {len(rows)} of the {config.num_prompts} asked for."
-        )
-        config.num_prompts = len(rows)
+    rows = load_dataset_file(config)
     mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
     try:
         if mock is not None:
@@ -125,6 +119,17 @@ def run(config: RunConfig) -> int:
     finally:
         if mock is not None:
             mock.stop()
+
+
+def load_dataset_file(config: RunConfig) -> list[dict] | None:
+    """The entries of a file-based dataset (custom, sharegpt); None for random."""
+    if config.dataset_name == "custom":
+        assert config.dataset_path is not None  # validate() checked
+        return load_custom_rows(config.dataset_path)
+    if config.dataset_name == "sharegpt":
+        assert config.dataset_path is not None
+        return load_sharegpt_entries(config.dataset_path)
+    return None
 
 
 async def _run(config: RunConfig, rows: list[dict] | None) -> int:
@@ -169,6 +174,8 @@ async def _run(config: RunConfig, rows: list[dict] | None) -> int:
         print(f"Maximum request concurrency: {config.max_concurrency}")
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", 130)
+        # A short dataset (--no-oversample) may leave a worker nothing to send.
+        num_workers = min(num_workers, config.num_prompts)
         plans = _plan_shards(config, prepared, num_workers)
         progress = Progress(config.num_prompts, config.disable_tqdm)
         try:
@@ -195,7 +202,7 @@ async def _run(config: RunConfig, rows: list[dict] | None) -> int:
 
 
 async def _prepare(config: RunConfig, client: StartupClient, rows: list[dict] | None) -> Prepared:
-    """Model, tokenizer, dataset (``rows``: the custom file's lines), bodies and schedule.
+    """Model, tokenizer, dataset (``rows``: the dataset file's entries), bodies and schedule.
 
     What needs the server (model discovery, the server tokenizer) waits for it as configured;
     the rest goes on meanwhile: a given --model or --tokenizer lets the tokenizer load and the
@@ -207,7 +214,19 @@ async def _prepare(config: RunConfig, client: StartupClient, rows: list[dict] | 
         tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
         tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
         try:
-            if rows is not None:
+            if config.dataset_name == "sharegpt":
+                assert rows is not None
+                dataset = await asyncio.to_thread(
+                    sample_sharegpt_requests,
+                    rows,
+                    tokenizer,
+                    config.num_prompts,
+                    config.sharegpt_output_len,
+                    config.seed,
+                    config.disable_shuffle,
+                    config.no_oversample,
+                )
+            elif rows is not None:
                 dataset = await asyncio.to_thread(
                     sample_custom_requests,
                     rows,
@@ -236,6 +255,12 @@ async def _prepare(config: RunConfig, client: StartupClient, rows: list[dict] | 
     (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
         model_task, tokenizer_and_dataset()
     )
+    if len(dataset.prompts) < config.num_prompts:  # --no-oversample and too few samples
+        print(
+            f"--no-oversample: {config.dataset_path} gives {len(dataset.prompts)} prompts; "
+            f"sending {len(dataset.prompts)} of the {config.num_prompts} asked for."
+        )
+        config.num_prompts = len(dataset.prompts)  # every count downstream follows it
     models = (
         lora_assignment(
             config.lora_modules, config.num_prompts, config.lora_assignment, config.seed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,3 +17,29 @@ class SampledPrompts:
     prompt_lens: np.ndarray  # int64 [N]: the prompt's tokens as the dataset counts them
     output_lens: np.ndarray  # int64 [N]: max_tokens to request
     length_mismatches: int = 0  # random: prompts whose length != target after MAX_RETRY retries
+
+    @classmethod
+    def of(cls, prompts: list[str], lens: Sequence[int], outputs: Sequence[int]) -> SampledPrompts:
+        """Prompts with their token counts and output lengths as plain lists."""
+        return cls(
+            prompts=prompts,
+            prompt_lens=np.asarray(lens, dtype=np.int64),
+            output_lens=np.asarray(outputs, dtype=np.int64),
+        )
+
+
+def top_up(
+    prompts: list[str], outputs: list[int], lens: list[int], num_requests: int, seed: int
+) -> tuple[list[str], list[int], list[int]]:
+    """Upstream's ``maybe_oversample_requests``: too few samples are topped up to
+    ``num_requests`` by ``random.choice`` draws after ``random.seed(seed)``."""
+    missing = num_requests - len(prompts)
+    if missing <= 0:
+        return prompts, outputs, lens
+    rng = random.Random(seed)
+    picks = [rng.choice(range(len(prompts))) for _ in range(missing)]
+    return (
+        prompts + [prompts[i] for i in picks],
+        outputs + [outputs[i] for i in picks],
+        lens + [lens[i] for i in picks],
+    )

@@ -63,7 +63,7 @@ def test_mock_and_base_url_are_exclusive() -> None:
 def test_upstream_choices_not_built_yet_are_refused_by_name() -> None:
     for args, message in (
         (["--backend", "vllm-rerank"], "not supported yet: --backend vllm-rerank"),
-        (["--dataset-name", "sharegpt"], "not supported yet: --dataset-name sharegpt"),
+        (["--dataset-name", "sonnet"], "not supported yet: --dataset-name sonnet"),
     ):
         result = CliRunner().invoke(cli, ["run", "--mock", *args])
         assert result.exit_code == 2

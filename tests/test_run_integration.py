@@ -174,7 +174,7 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
-        ["--sharegpt-output-len", "64"],
+        ["--sonnet-output-len", "64"],
         ["--plot_timeline"],
         ["--probe-request-rate", "5"],
     ):
@@ -513,3 +513,55 @@ def test_custom_dataset_refusals_name_the_culprit(
     proc = loadgen("--mock", "--dataset-name", "custom", *(a.format(**names) for a in args))
     assert proc.returncode == code
     assert message in proc.stderr.strip().splitlines()[-1]  # one line names it
+
+
+def write_sharegpt_file(path: Path, lengths: list[tuple[int, int]]) -> list[dict]:
+    entries = [
+        {
+            "id": f"e{i}",
+            "conversations": [
+                {"from": "human", "value": " ".join(["the"] * p)},
+                {"from": "gpt", "value": " ".join(["a"] * c)},
+            ],
+        }
+        for i, (p, c) in enumerate(lengths)
+    ]
+    path.write_text(json.dumps(entries))
+    return entries
+
+
+def test_sharegpt_dataset_asks_for_each_completions_length(tmp_path: Path) -> None:
+    import random
+
+    # The second entry's 2-word completion (3 tokens with a BOS) fails upstream's filter.
+    lengths = [(5, 9), (6, 2), (7, 11), (8, 12), (9, 13)]
+    entries = write_sharegpt_file(tmp_path / "sg.json", lengths)
+    proc = loadgen(
+        "--mock", "--workers", "2", "--dataset-name", "sharegpt",
+        "--dataset_path", str(tmp_path / "sg.json"), "--ignore-eos", "--num-prompts", "6",
+        "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "o")
+    assert (result["completed"], result["failed"]) == (6, 0)
+    order = list(entries)
+    random.seed(0)
+    random.shuffle(order)
+    kept = [e for e in order if e["id"] != "e1"]
+    random.seed(0)
+    kept += [random.choice(kept) for _ in range(2)]
+    words = [[len(turn["value"].split()) for turn in e["conversations"]] for e in kept]
+    assert result["output_lens"] == [c + 1 for _, c in words]  # completion tokens with a BOS
+    assert result["input_lens"] == [p + 1 for p, _ in words]
+
+
+def test_sharegpt_short_dataset_without_oversampling_leaves_a_worker_idle(tmp_path: Path) -> None:
+    write_sharegpt_file(tmp_path / "sg.json", [(5, 9), (6, 2)])
+    proc = loadgen(
+        "--mock", "--workers", "2", "--dataset-name", "sharegpt", "--dataset-path",
+        str(tmp_path / "sg.json"), "--no-oversample", "--sharegpt-output-len", "5",
+        "--num-prompts", "4", "--disable-tqdm", timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "sending 2 of the 4 asked for" in proc.stdout  # a fixed length keeps the 2-word reply
+    assert "Successful requests:                     2" in proc.stdout

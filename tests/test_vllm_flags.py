@@ -18,6 +18,7 @@ FLAGS_FILE = Path(__file__).resolve().parents[2] / "shared/reference/vllm-bench-
 
 # A value for each built flag that differs from its default ([] for a boolean flag).
 BUILT: dict[str, list[str]] = {
+    "--sharegpt-output-len": ["64"],
     "--skip-chat-template": [],
     "--no-oversample": [],
     "--disable-shuffle": [],
@@ -114,7 +115,6 @@ NOT_BUILT: dict[str, list[str]] = {
     "--random-mm-limit-mm-per-prompt": ["{}"],
     "--random-mm-num-mm-items-range-ratio": ["0.5"],
     "--self-timed": [],
-    "--sharegpt-output-len": ["64"],
     "--skip-tokenizer-init": [],
     "--sonnet-input-len": ["550"],
     "--sonnet-output-len": ["150"],
@@ -199,6 +199,6 @@ def test_flag_not_built_yet_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch, f
 
 
 def test_dataset_names_not_built_yet_exit_2_naming_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    code, output, _ = parse(monkeypatch, ["--dataset_name", "sharegpt"])
+    code, output, _ = parse(monkeypatch, ["--dataset_name", "sonnet"])
     assert code == 2
-    assert "not supported yet: --dataset-name sharegpt" in output
+    assert "not supported yet: --dataset-name sonnet" in output
