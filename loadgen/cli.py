@@ -206,7 +206,9 @@ def cli() -> None:
     help="custom: a .jsonl file of prompts; sharegpt: the ShareGPT JSON file.",
 )
 @click.option(
-    "--disable-shuffle", is_flag=True, help="custom: keep the file's order (no seeded shuffle)."
+    "--disable-shuffle",
+    is_flag=True,
+    help="custom, sharegpt: keep the file's order (no seeded shuffle).",
 )
 @click.option(
     "--no-oversample",

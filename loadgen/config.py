@@ -21,6 +21,7 @@ PERCENTILE_METRICS = (
 )
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"
 SUPPORTED_DATASETS = ("random", "custom", "sharegpt")
+DEFAULT_CUSTOM_OUTPUT_LEN = 256
 
 
 class ConfigError(ValueError):
@@ -49,7 +50,7 @@ class RunConfig:
     tokenizer: str | None = None
     dataset_name: str = "random"
     dataset_path: str | None = None
-    custom_output_len: int = 256
+    custom_output_len: int = DEFAULT_CUSTOM_OUTPUT_LEN
     sharegpt_output_len: int | None = None
     disable_shuffle: bool = False
     no_oversample: bool = False
@@ -104,21 +105,20 @@ class RunConfig:
 
     def flags_without_effect(self) -> list[str]:
         """Dataset flags given for a dataset that does not read them (upstream ignores them)."""
-        readers = {
-            "--custom-output-len": ("custom",),
-            "--sharegpt-output-len": ("sharegpt",),
-            "--disable-shuffle": ("custom", "sharegpt"),
-            "--no-oversample": ("custom", "sharegpt"),
-            "--skip-chat-template": ("custom",),
-        }
-        given = {
-            "--custom-output-len": self.custom_output_len != 256,
-            "--sharegpt-output-len": self.sharegpt_output_len is not None,
-            "--disable-shuffle": self.disable_shuffle,
-            "--no-oversample": self.no_oversample,
-            "--skip-chat-template": self.skip_chat_template,
-        }
-        return [f for f, set_ in given.items() if set_ and self.dataset_name not in readers[f]]
+        given_to = [  # (flag, whether it was given, the datasets that read it)
+            (
+                "--custom-output-len",
+                self.custom_output_len != DEFAULT_CUSTOM_OUTPUT_LEN,
+                ("custom",),
+            ),
+            ("--sharegpt-output-len", self.sharegpt_output_len is not None, ("sharegpt",)),
+            ("--disable-shuffle", self.disable_shuffle, ("custom", "sharegpt")),
+            ("--no-oversample", self.no_oversample, ("custom", "sharegpt")),
+            ("--skip-chat-template", self.skip_chat_template, ("custom",)),
+        ]
+        return [
+            flag for flag, given, readers in given_to if given and self.dataset_name not in readers
+        ]
 
     def validate(self) -> None:
         """Reject values upstream rejects, with a one-line message naming the flag."""

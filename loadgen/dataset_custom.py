@@ -11,12 +11,11 @@ or, at -1, for the line's own ``output_tokens``. When the file has fewer lines t
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import orjson
 
-from loadgen.sampled_prompts import SampledPrompts, top_up
+from loadgen.sampled_prompts import SampledPrompts, seeded_order, top_up
 from loadgen.tokenizer import TokenCodec
 
 OUTPUT_LEN_FROM_FILE = -1
@@ -59,9 +58,7 @@ def sample_custom_requests(
     no_oversample: bool = False,
 ) -> SampledPrompts:
     """Upstream's custom sampling of ``rows`` (see the module docstring); pure but for encoding."""
-    order = list(rows)
-    if not disable_shuffle:
-        random.Random(seed).shuffle(order)
+    order = seeded_order(rows, seed, disable_shuffle)
     chosen = order[:num_requests]
     prompts = [row["prompt"] for row in chosen]
     outputs = [_output_len(row, output_len) for row in chosen]

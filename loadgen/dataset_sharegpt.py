@@ -12,12 +12,11 @@ which keeps exactly the entries upstream's one-at-a-time loop keeps.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import orjson
 
-from loadgen.sampled_prompts import SampledPrompts, top_up
+from loadgen.sampled_prompts import SampledPrompts, seeded_order, top_up
 from loadgen.tokenizer import TokenCodec
 
 MIN_LEN = 4
@@ -68,9 +67,7 @@ def sample_sharegpt_requests(
     batch_size: int = 1024,
 ) -> SampledPrompts:
     """Upstream's ShareGPT sampling of ``entries`` (see the module docstring)."""
-    order = list(entries)
-    if not disable_shuffle:
-        random.Random(seed).shuffle(order)
+    order = seeded_order(entries, seed, disable_shuffle)
     specials = tokenizer.num_special_tokens
     prompts: list[str] = []
     outputs: list[int] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -108,31 +109,70 @@ def run(config: RunConfig) -> int:
     config.validate()
     for flag in config.flags_without_effect():
         print(f"warning: {flag} has no effect with --dataset-name {config.dataset_name}")
-    rows = load_dataset_file(config)
+    if config.dataset_path is not None and not os.path.isfile(config.dataset_path):
+        # Found now rather than after the tokenizer loads and the server is waited for.
+        raise ValueError(f"--dataset-path {config.dataset_path}: No such file")
     mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
     try:
         if mock is not None:
             config.base_url = mock.start()
             config.model = config.model or MOCK_MODEL_NAME
         check_endpoint(config.backend, config.api_url)
-        return asyncio.run(_run(config, rows))
+        return asyncio.run(_run(config))
     finally:
         if mock is not None:
             mock.stop()
 
 
-def load_dataset_file(config: RunConfig) -> list[dict] | None:
-    """The entries of a file-based dataset (custom, sharegpt); None for random."""
-    if config.dataset_name == "custom":
-        assert config.dataset_path is not None  # validate() checked
-        return load_custom_rows(config.dataset_path)
-    if config.dataset_name == "sharegpt":
-        assert config.dataset_path is not None
-        return load_sharegpt_entries(config.dataset_path)
-    return None
+def sample_dataset(config: RunConfig, tokenizer: TokenCodec) -> SampledPrompts:
+    """Read (for a file dataset) and sample the configured dataset; blocking, run in a thread.
+
+    Raises ConfigError for a random dataset the flags cannot build, and ValueError naming the
+    file for a file dataset whose contents cannot be used.
+    """
+    if config.dataset_name == "random":
+        try:
+            return sample_random_requests(
+                tokenizer,
+                config.num_prompts,
+                config.random_input_len,
+                config.random_output_len,
+                config.random_prefix_len,
+                parse_range_ratio(config.random_range_ratio),
+                config.seed,
+            )
+        except ValueError as exc:  # the random dataset's checks name the flag at fault
+            raise ConfigError(str(exc)) from None
+    path = config.dataset_path
+    assert path is not None  # validate() checked
+    # The loaders' errors name the path already; the samplers' get it added.
+    sharegpt = config.dataset_name == "sharegpt"
+    entries = load_sharegpt_entries(path) if sharegpt else load_custom_rows(path)
+    try:
+        if sharegpt:
+            return sample_sharegpt_requests(
+                entries,
+                tokenizer,
+                config.num_prompts,
+                config.sharegpt_output_len,
+                config.seed,
+                config.disable_shuffle,
+                config.no_oversample,
+            )
+        return sample_custom_requests(
+            entries,
+            tokenizer,
+            config.num_prompts,
+            config.custom_output_len,
+            config.seed,
+            config.disable_shuffle,
+            config.no_oversample,
+        )
+    except ValueError as exc:  # the file's contents, not a flag, are at fault
+        raise ValueError(f"--dataset-path {path}: {exc}") from None
 
 
-async def _run(config: RunConfig, rows: list[dict] | None) -> int:
+async def _run(config: RunConfig) -> int:
     num_workers = min(config.workers, config.num_prompts, config.max_concurrency or config.workers)
     pool = WorkerPool(num_workers)
     pool.start()  # workers import and connect while the dataset is built and the server awaited
@@ -150,7 +190,7 @@ async def _run(config: RunConfig, rows: list[dict] | None) -> int:
     finished = False
     try:
         try:
-            prepared = await _prepare(config, client, rows)
+            prepared = await _prepare(config, client)
             await _check_ready(config, client, prepared.bodies[0])
             await _warm_up(config, client, prepared.bodies[0])
             print("Starting main benchmark run...")
@@ -201,8 +241,8 @@ async def _run(config: RunConfig, rows: list[dict] | None) -> int:
     return _report(config, prepared, collected, output_lens, num_workers)
 
 
-async def _prepare(config: RunConfig, client: StartupClient, rows: list[dict] | None) -> Prepared:
-    """Model, tokenizer, dataset (``rows``: the dataset file's entries), bodies and schedule.
+async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
+    """Model, tokenizer, dataset, bodies and schedule.
 
     What needs the server (model discovery, the server tokenizer) waits for it as configured;
     the rest goes on meanwhile: a given --model or --tokenizer lets the tokenizer load and the
@@ -213,43 +253,7 @@ async def _prepare(config: RunConfig, client: StartupClient, rows: list[dict] | 
     async def tokenizer_and_dataset() -> tuple[str, TokenCodec, SampledPrompts]:
         tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
         tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
-        try:
-            if config.dataset_name == "sharegpt":
-                assert rows is not None
-                dataset = await asyncio.to_thread(
-                    sample_sharegpt_requests,
-                    rows,
-                    tokenizer,
-                    config.num_prompts,
-                    config.sharegpt_output_len,
-                    config.seed,
-                    config.disable_shuffle,
-                    config.no_oversample,
-                )
-            elif rows is not None:
-                dataset = await asyncio.to_thread(
-                    sample_custom_requests,
-                    rows,
-                    tokenizer,
-                    config.num_prompts,
-                    config.custom_output_len,
-                    config.seed,
-                    config.disable_shuffle,
-                    config.no_oversample,
-                )
-            else:
-                dataset = await asyncio.to_thread(
-                    sample_random_requests,
-                    tokenizer,
-                    config.num_prompts,
-                    config.random_input_len,
-                    config.random_output_len,
-                    config.random_prefix_len,
-                    parse_range_ratio(config.random_range_ratio),
-                    config.seed,
-                )
-        except ValueError as exc:  # the dataset's checks name the flag at fault
-            raise ConfigError(str(exc)) from None
+        dataset = await asyncio.to_thread(sample_dataset, config, tokenizer)
         return tokenizer_id, tokenizer, dataset
 
     (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
@@ -274,7 +278,7 @@ async def _prepare(config: RunConfig, client: StartupClient, rows: list[dict] | 
         dataset.prompts,
         dataset.output_lens.tolist(),
         logprobs=config.logprobs,
-        ignore_eos=config.ignore_eos or rows is None,  # upstream forces it for random
+        ignore_eos=config.ignore_eos or config.dataset_name == "random",  # forced upstream too
         extra_body=config.body_extras(),
     )
     if config.ramp_up_strategy is not None:

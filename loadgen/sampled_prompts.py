@@ -28,6 +28,15 @@ class SampledPrompts:
         )
 
 
+def seeded_order(items: list[dict], seed: int, disable_shuffle: bool) -> list[dict]:
+    """Upstream's ``load_data`` order: ``random.seed(seed)`` then ``random.shuffle``, unless
+    ``--disable-shuffle``."""
+    order = list(items)
+    if not disable_shuffle:
+        random.Random(seed).shuffle(order)
+    return order
+
+
 def top_up(
     prompts: list[str], outputs: list[int], lens: list[int], num_requests: int, seed: int
 ) -> tuple[list[str], list[int], list[int]]:

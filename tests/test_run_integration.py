@@ -565,3 +565,16 @@ def test_sharegpt_short_dataset_without_oversampling_leaves_a_worker_idle(tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert "sending 2 of the 4 asked for" in proc.stdout  # a fixed length keeps the 2-word reply
     assert "Successful requests:                     2" in proc.stdout
+
+
+def test_unusable_dataset_contents_exit_1_naming_the_file(tmp_path: Path) -> None:
+    write_sharegpt_file(tmp_path / "sg.json", [(2, 9), (6, 2)])  # both fail the length filter
+    proc = loadgen(
+        "--mock", "--dataset-name", "sharegpt", "--dataset-path", str(tmp_path / "sg.json"),
+        "--num-prompts", "4", "--disable-tqdm",
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: --dataset-path {tmp_path / 'sg.json'}: "
+        "no ShareGPT entry passes upstream's length filter"
+    )
