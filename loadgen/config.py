@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.dataset_random import parse_range_ratio
-from loadgen.payloads import SUPPORTED_BACKENDS
+from loadgen.payloads import POOLING_BACKENDS, SUPPORTED_BACKENDS
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 PERCENTILE_METRICS = (
@@ -20,6 +20,11 @@ PERCENTILE_METRICS = (
     "e2el_including_client_queue",
 )
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"
+DEFAULT_POOLING_PERCENTILE_METRICS = "e2el"
+SAMPLING_FIELDS = (
+    "temperature", "top_p", "top_k", "min_p",
+    "frequency_penalty", "presence_penalty", "repetition_penalty",
+)  # fmt: skip
 SUPPORTED_DATASETS = ("random", "custom", "sharegpt")
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
 
@@ -103,8 +108,14 @@ class RunConfig:
     mock_ttft_ms: float = 0.0
     mock_itl_ms: float = 0.0
 
-    def flags_without_effect(self) -> list[str]:
-        """Dataset flags given for a dataset that does not read them (upstream ignores them)."""
+    @property
+    def pooling(self) -> bool:
+        """Whether the backend is a pooling one (embeddings, pooling): E2EL only, no output."""
+        return self.backend in POOLING_BACKENDS
+
+    def ignored_flag_warnings(self) -> list[str]:
+        """Warnings for flags given where upstream ignores them: dataset flags of another
+        dataset, and generation flags with a pooling backend."""
         given_to = [  # (flag, whether it was given, the datasets that read it)
             (
                 "--custom-output-len",
@@ -116,9 +127,26 @@ class RunConfig:
             ("--no-oversample", self.no_oversample, ("custom", "sharegpt")),
             ("--skip-chat-template", self.skip_chat_template, ("custom",)),
         ]
-        return [
-            flag for flag, given, readers in given_to if given and self.dataset_name not in readers
+        warnings = [
+            f"{flag} has no effect with --dataset-name {self.dataset_name}"
+            for flag, given, readers in given_to
+            if given and self.dataset_name not in readers
         ]
+        if self.pooling:
+            generation_only = [
+                ("--goodput", self.goodput),
+                ("--logprobs", self.logprobs is not None),
+                *(
+                    (f"--{n.replace('_', '-')}", getattr(self, n) is not None)
+                    for n in SAMPLING_FIELDS
+                ),
+            ]
+            warnings += [
+                f"{flag} has no effect with --backend {self.backend}"
+                for flag, given in generation_only
+                if given
+            ]
+        return warnings
 
     def validate(self) -> None:
         """Reject values upstream rejects, with a one-line message naming the flag."""
@@ -210,16 +238,14 @@ class RunConfig:
     def body_extras(self) -> dict[str, Any] | None:
         """What every request body gets on top of upstream's fields: the sampling flags that
         were given, then --extra-body, which wins on a clash (upstream's precedence)."""
-        names = (
-            "temperature", "top_p", "top_k", "min_p",
-            "frequency_penalty", "presence_penalty", "repetition_penalty",
-        )  # fmt: skip
-        sampling = {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        fields = () if self.pooling else SAMPLING_FIELDS  # upstream sends none for pooling
+        sampling = {n: getattr(self, n) for n in fields if getattr(self, n) is not None}
         return {**sampling, **(self.extra_body or {})} or None
 
     def selected_metrics(self) -> list[str]:
         """The metrics that get mean/median/std/percentiles (``--percentile-metrics``)."""
-        names = (self.percentile_metrics or DEFAULT_PERCENTILE_METRICS).split(",")
+        default = DEFAULT_POOLING_PERCENTILE_METRICS if self.pooling else DEFAULT_PERCENTILE_METRICS
+        names = (self.percentile_metrics or default).split(",")
         for name in names:
             if name not in PERCENTILE_METRICS:
                 allowed = ", ".join(PERCENTILE_METRICS)

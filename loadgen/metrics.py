@@ -84,6 +84,20 @@ class BenchmarkMetrics:
     stats: dict[str, MetricStats] = field(default_factory=dict)
 
 
+@dataclass
+class PoolingMetrics:
+    """The aggregate figures of a pooling run (upstream's EmbedBenchmarkMetrics)."""
+
+    completed: int
+    failed: int
+    total_input: int
+    total_input_sequences: int
+    request_throughput: float
+    input_sequence_throughput: float
+    total_token_throughput: float
+    stats: dict[str, MetricStats] = field(default_factory=dict)
+
+
 def derive_timings(results: RequestResults) -> Timings:
     """TTFT, E2EL, queue time and ITLs of every request from its instants."""
     counts = np.diff(results.event_offsets)
@@ -226,4 +240,35 @@ def calculate_metrics(
         ),
         max_concurrent_requests=peak_concurrency(send_ok, send_ok + latency),
         stats=stats,
+    )
+
+
+def calculate_pooling_metrics(
+    results: RequestResults,
+    timings: Timings,
+    input_sequences: np.ndarray,
+    duration_s: float,
+    percentiles: list[float],
+) -> PoolingMetrics:
+    """The aggregate metrics of a pooling run: counts, throughputs and E2EL (its only timing;
+    a pooling answer's single instant makes TTFT equal to it)."""
+    ok = results.success
+    latency = timings.latency_s[ok]
+    queue_ok = timings.queue_s[ok]
+    completed = int(ok.sum())
+    total_input = int(results.prompt_lens[ok].sum())
+    total_sequences = int(input_sequences[ok].sum())
+    return PoolingMetrics(
+        completed=completed,
+        failed=results.num_requests - completed,
+        total_input=total_input,
+        total_input_sequences=total_sequences,
+        request_throughput=completed / duration_s,
+        input_sequence_throughput=total_sequences / duration_s,
+        total_token_throughput=total_input / duration_s,
+        stats={
+            "e2el": summarize(latency, percentiles),
+            "client_queue_time": summarize(queue_ok, percentiles),
+            "e2el_including_client_queue": summarize(latency + queue_ok, percentiles),
+        },
     )

@@ -2,7 +2,9 @@
 
 It answers /v1/completions and /v1/chat/completions (streamed or not) with a deterministic cycle
 of ordinary tokens, after a configurable time to first token and inter-token latency, and counts
-prompt tokens with a real tokenizer so that usage figures are exact. With ``--record-timings`` it
+prompt tokens with a real tokenizer so that usage figures are exact. /v1/embeddings and /pooling
+answer one fixed vector per input after the time to first token (floats, or raw float32 with
+``encoding_format`` bytes or bytes_only, as vLLM sends them). With ``--record-timings`` it
 also records, on ``time.perf_counter_ns()``, when each generation request reached its handler and
 when each token event was written, so that a client's measurements can be checked against them.
 """
@@ -70,6 +72,7 @@ class MockConfig:
     empty_model_list: bool = False  # /v1/models lists no model, like a gateway without backends
     keepalive_timeout_s: float = 75.0  # idle keep-alive connections are closed after this
     lora_names: tuple[str, ...] = ()  # LoRA adapters served besides the model
+    embedding_dim: int = 384  # floats per vector answered by /v1/embeddings and /pooling
 
 
 class _RequestError(Exception):
@@ -393,6 +396,10 @@ class _MockServer:
         self.in_flight = 0  # requests being handled (a stream until its last write)
         self.max_in_flight = 0
         self.opened_at: float | None = None  # time.monotonic() when the port opened
+        vector = np.random.default_rng(config.seed).standard_normal(config.embedding_dim)
+        vector /= np.linalg.norm(vector)  # unit length, as embedding models normalise
+        self.vector = vector.tolist()
+        self.vector_bytes = vector.astype("<f4").tobytes()
 
         cycle = _token_cycle(self.tokenizer)
         texts = [self.tokenizer.decode([token_id]) for token_id in cycle]
@@ -478,6 +485,27 @@ class _MockServer:
             return len(self._check_token_ids(prompt))
         raise _RequestError(400, "prompt must be a string or a non-empty list of token ids")
 
+    async def _pooling_prompt_tokens(self, body: dict[str, Any]) -> list[int]:
+        """The token count of each input of a pooling request (messages count as one)."""
+        if "messages" in body:
+            return [len((await self._encode(render_chat(body["messages"]))).ids)]
+        inputs = body.get("input")
+        if isinstance(inputs, str) or (
+            isinstance(inputs, list) and inputs and isinstance(inputs[0], int)
+        ):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs:
+            raise _RequestError(400, "input must be a string, token ids, or a non-empty list")
+        counts = []
+        for item in inputs:
+            if isinstance(item, str):
+                counts.append(len((await self._encode(item)).ids))
+            elif isinstance(item, list) and item:
+                counts.append(len(self._check_token_ids(item)))
+            else:
+                raise _RequestError(400, "each input must be a string or a list of token ids")
+        return counts
+
     def _length_limits(self, body: dict[str, Any], chat: bool) -> tuple[int | None, int]:
         """The request's max_tokens (None when absent) and min_tokens, validated."""
         max_tokens = None
@@ -543,6 +571,56 @@ class _MockServer:
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/chat/completions."""
         return await self._generate(request, chat=True)
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        """POST /v1/embeddings: one vector per input, after the time to first token."""
+        return await self._pool(request, "embedding")
+
+    async def pooling(self, request: web.Request) -> web.Response:
+        """POST /pooling: vLLM's pooling API, answered as /v1/embeddings is."""
+        return await self._pool(request, "pooling")
+
+    async def _pool(self, request: web.Request, kind: str) -> web.Response:
+        try:
+            body = await self._json_body(request)
+            self._check_model(body, required=True)
+            counts = await self._pooling_prompt_tokens(body)
+            encoding_format = body.get("encoding_format", "float")
+            if encoding_format not in ("float", "bytes", "bytes_only"):
+                raise _RequestError(400, f"unsupported encoding_format: {encoding_format}")
+        except _RequestError as exc:
+            return error_response(exc.status, exc.message)
+        if self.config.error_rate > 0 and self.rng.random() < self.config.error_rate:
+            return error_response(500, "Injected error (mock server --error-rate).")
+        await asyncio.sleep(self.ttft_s)
+        prompt_tokens = sum(counts)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens,
+            "completion_tokens": 0,
+            "prompt_tokens_details": None,
+        }
+        head = {
+            "id": f"{'embd' if kind == 'embedding' else 'pool'}-{self.id_base}"
+            f"{next(self.counter):016x}",
+            "object": "list",
+            "created": int(time.time()),
+            "model": self.config.model,
+        }
+        if encoding_format != "float":
+            headers = {}
+            if encoding_format == "bytes":  # bytes_only answers carry no usage at all
+                headers["metadata"] = orjson.dumps(head | {"usage": usage}).decode()
+            return web.Response(
+                body=self.vector_bytes * len(counts),
+                content_type="application/octet-stream",
+                headers=headers,
+            )
+        vector_key = "embedding" if kind == "embedding" else "data"
+        data = [{"index": i, "object": kind, vector_key: self.vector} for i in range(len(counts))]
+        return web.Response(
+            body=orjson.dumps(head | {"data": data, "usage": usage}), content_type=_JSON
+        )
 
     @web.middleware
     async def count_and_gate(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -780,6 +858,8 @@ def build_app(config: MockConfig) -> web.Application:
     app.router.add_get("/v1/models", server.models)
     app.router.add_post("/v1/completions", server.completions)
     app.router.add_post("/v1/chat/completions", server.chat_completions)
+    app.router.add_post("/v1/embeddings", server.embeddings)
+    app.router.add_post("/pooling", server.pooling)
     app.router.add_post("/tokenize", server.tokenize)
     app.router.add_post("/detokenize", server.detokenize)
     app.router.add_get(STATS_PATH, server.stats)
@@ -863,7 +943,8 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
 @click.command(
     "mock-server",
     help="Run an OpenAI-compatible mock inference server (/v1/completions, "
-    "/v1/chat/completions, /v1/models, /tokenize, /detokenize, /health) with configurable "
+    "/v1/chat/completions, /v1/embeddings, /pooling, /v1/models, /tokenize, /detokenize, "
+    "/health) with configurable "
     "latency, output length, error rate and start-up behaviour. GET /mock/stats counts the "
     "requests received, by method and path.\n\n"
     "Capacity on a 2-core machine: about 2800-3000 streamed requests/s (360k-380k events/s) with "
@@ -960,6 +1041,13 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     help="A LoRA adapter name to serve besides the model (repeatable); requests may name it.",
 )
 @click.option(
+    "--embedding-dim",
+    default=384,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Floats per vector answered by /v1/embeddings and /pooling.",
+)
+@click.option(
     "--empty-model-list",
     is_flag=True,
     help="Serve /v1/models with no model in it, like a gateway without backends.",
@@ -980,6 +1068,7 @@ def mock_server_command(
     unavailable_for: float,
     keepalive_timeout: float,
     lora_names: tuple[str, ...],
+    embedding_dim: int,
     empty_model_list: bool,
 ) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
@@ -1004,6 +1093,7 @@ def mock_server_command(
         empty_model_list=empty_model_list,
         keepalive_timeout_s=keepalive_timeout,
         lora_names=lora_names,
+        embedding_dim=embedding_dim,
     )
     try:
         uvloop.run(serve(config, host, port))

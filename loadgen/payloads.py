@@ -10,6 +10,17 @@ Chat (``openai-chat``)::
     {model, messages: [{role: user, content: [{type: text, text: prompt}]}],
      max_completion_tokens, stream: true, stream_options: {include_usage: true}}
      + {ignore_eos: true}? + extra_body
+
+Pooling (not streamed; one JSON answer whose ``usage.prompt_tokens`` is read)::
+
+    openai-embeddings .................... {model, input: prompt, truncate_prompt_tokens: -1}
+    openai-embeddings-chat, -clip, -vlm2vec {model, messages, truncate_prompt_tokens: -1}
+    infinity-embeddings (-clip) ........... {model, input: prompt}
+    vllm-pooling .......................... {model, truncate_prompt_tokens: -1, input: prompt}
+    (each + {ignore_eos: true}? + extra_body)
+
+The -clip and -vlm2vec variants differ from their base backend only for image inputs, which no
+dataset here produces, so their text bodies are the base backend's.
 """
 
 from __future__ import annotations
@@ -21,7 +32,18 @@ import orjson
 
 COMPLETIONS_BACKENDS = ("openai", "vllm")
 CHAT_BACKENDS = ("openai-chat",)
-SUPPORTED_BACKENDS = COMPLETIONS_BACKENDS + CHAT_BACKENDS
+GENERATION_BACKENDS = COMPLETIONS_BACKENDS + CHAT_BACKENDS  # upstream's OPENAI_COMPATIBLE
+EMBEDDINGS_INPUT_BACKENDS = ("openai-embeddings",)
+EMBEDDINGS_CHAT_BACKENDS = (
+    "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
+)  # fmt: skip
+INFINITY_BACKENDS = ("infinity-embeddings", "infinity-embeddings-clip")
+# Upstream's POOLING_BACKENDS: answered with one JSON body, measured by E2EL alone.
+POOLING_BACKENDS = (
+    *EMBEDDINGS_INPUT_BACKENDS, *EMBEDDINGS_CHAT_BACKENDS, *INFINITY_BACKENDS,
+    "vllm-pooling", "vllm-rerank",
+)  # fmt: skip
+SUPPORTED_BACKENDS = GENERATION_BACKENDS + tuple(b for b in POOLING_BACKENDS if b != "vllm-rerank")
 # Every backend upstream accepts; those not in SUPPORTED_BACKENDS are refused as not supported yet.
 UPSTREAM_BACKENDS = (
     "vllm", "openai", "openai-chat", "openai-audio", "openai-embeddings",
@@ -32,18 +54,32 @@ ENDPOINT_SUFFIX = {
     "openai": "completions",
     "vllm": "completions",
     "openai-chat": "chat/completions",
+    **dict.fromkeys(EMBEDDINGS_INPUT_BACKENDS + EMBEDDINGS_CHAT_BACKENDS, "embeddings"),
+    **dict.fromkeys(INFINITY_BACKENDS, "embeddings"),
+    "vllm-pooling": "pooling",
+}
+# The API names upstream's request functions use in their URL check.
+API_NAMES = {
+    **dict.fromkeys(COMPLETIONS_BACKENDS, "OpenAI Completions API"),
+    **dict.fromkeys(CHAT_BACKENDS, "OpenAI Chat Completions API"),
+    **dict.fromkeys(EMBEDDINGS_INPUT_BACKENDS + EMBEDDINGS_CHAT_BACKENDS, "OpenAI Embeddings API"),
+    **dict.fromkeys(INFINITY_BACKENDS, "Infinity Embeddings API"),
+    "vllm-pooling": "vLLM Pooling API",
+}
+ENDPOINT_HINT = {
+    "chat/completions": "/v1/chat/completions",
+    "embeddings": "/v1/embeddings",
+    "pooling": "/pooling",  # vLLM serves it outside /v1
 }
 
 
 def check_endpoint(backend: str, api_url: str) -> None:
     """Upstream refuses a URL whose suffix does not fit the backend; so do we."""
     suffix = ENDPOINT_SUFFIX[backend]
-    if not api_url.endswith((suffix, "profile")):
-        api = (
-            "OpenAI Chat Completions API" if backend in CHAT_BACKENDS else "OpenAI Completions API"
-        )
-        hint = " (use --endpoint /v1/chat/completions)" if backend in CHAT_BACKENDS else ""
-        raise ValueError(f"{api} URL must end with '{suffix}', got {api_url}{hint}")
+    if api_url.endswith((suffix, "profile")):
+        return
+    hint = f" (use --endpoint {ENDPOINT_HINT[suffix]})" if suffix in ENDPOINT_HINT else ""
+    raise ValueError(f"{API_NAMES[backend]} URL must end with '{suffix}', got {api_url}{hint}")
 
 
 def build_body(
@@ -57,8 +93,11 @@ def build_body(
     extra_body: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The JSON object of one request, with upstream's keys in upstream's order."""
-    if backend in CHAT_BACKENDS:
-        body: dict[str, Any] = {
+    body: dict[str, Any]
+    if backend in POOLING_BACKENDS:
+        body = _pooling_body(backend, model, prompt)
+    elif backend in CHAT_BACKENDS:
+        body = {
             "model": model,
             "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
             "max_completion_tokens": output_len,
@@ -80,6 +119,24 @@ def build_body(
     if extra_body:
         body.update(extra_body)
     return body
+
+
+def input_sequences(backend: str, prompt: str | list) -> int:
+    """How many inputs one pooling request embeds: a batch (list of texts or of token-id lists)
+    counts each; a chat-form request counts one, as upstream counts them."""
+    batched = isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], str | list)
+    return len(prompt) if batched and backend not in EMBEDDINGS_CHAT_BACKENDS else 1
+
+
+def _pooling_body(backend: str, model: str, prompt: str | list[int]) -> dict[str, Any]:
+    if backend in EMBEDDINGS_CHAT_BACKENDS:
+        messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+        return {"model": model, "messages": messages, "truncate_prompt_tokens": -1}
+    if backend in INFINITY_BACKENDS:
+        return {"model": model, "input": prompt}
+    if backend == "vllm-pooling":
+        return {"model": model, "truncate_prompt_tokens": -1, "input": prompt}
+    return {"model": model, "input": prompt, "truncate_prompt_tokens": -1}
 
 
 def serialize_bodies(

@@ -19,6 +19,7 @@ from loadgen.config import RunConfig
 from loadgen.metrics import (
     BenchmarkMetrics,
     MetricStats,
+    PoolingMetrics,
     RequestResults,
     Timings,
     tokens_per_second,
@@ -63,7 +64,7 @@ def percentile_word(p: float) -> str:
 def reported_metrics(config: RunConfig, has_tokenizer: bool = True) -> list[str]:
     """The selected metrics that are reported, in upstream's order and under its conditions."""
     selected = set(config.selected_metrics())
-    order = ["ttft", "tpot", "itl"] if has_tokenizer else []
+    order = ["ttft", "tpot", "itl"] if has_tokenizer and not config.pooling else []
     order.append("e2el")
     if config.max_concurrency is not None:
         order.append("client_queue_time")
@@ -82,7 +83,10 @@ def failure_preamble(errors: list[str]) -> list[str]:
 
 
 def summary_lines(
-    config: RunConfig, metrics: BenchmarkMetrics, duration_s: float, metric_names: list[str]
+    config: RunConfig,
+    metrics: BenchmarkMetrics | PoolingMetrics,
+    duration_s: float,
+    metric_names: list[str],
 ) -> list[str]:
     """The "Serving Benchmark Result" block, line for line as upstream prints it."""
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
@@ -94,13 +98,19 @@ def summary_lines(
         lines.append(_row_f("Request rate configured (RPS):", config.request_rate))
     lines.append(_row_f("Benchmark duration (s):", duration_s))
     lines.append(_row("Total input tokens:", metrics.total_input))
-    lines.append(_row("Total generated tokens:", metrics.total_output))
-    lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
-    if config.goodput:
-        lines.append(_row_f("Request goodput (req/s):", metrics.request_goodput))
-    lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
-    lines.append(_row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s))
-    lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
+    if isinstance(metrics, PoolingMetrics):
+        lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
+        lines.append(_row_f("Input throughput (inputs/s):", metrics.input_sequence_throughput))
+    else:
+        lines.append(_row("Total generated tokens:", metrics.total_output))
+        lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
+        if config.goodput:
+            lines.append(_row_f("Request goodput (req/s):", metrics.request_goodput))
+        lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
+        lines.append(
+            _row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s)
+        )
+        lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
     lines.append(_row_f("Total token throughput (tok/s):", metrics.total_token_throughput))
     for name in metric_names:
         lines += _metric_block(name, metrics.stats[name])
@@ -108,10 +118,11 @@ def summary_lines(
     return lines
 
 
-def intended_lines(ttft: MetricStats, e2el: MetricStats) -> list[str]:
+def intended_lines(stats_by_name: dict[str, MetricStats]) -> list[str]:
     """loadgen's block for paced runs: TTFT and E2EL counted from the scheduled send instant."""
     lines = ["{s:{c}^{n}}".format(s=" From intended send time (wrk2-style) ", n=50, c="-")]
-    for short, stats in (("TTFT", ttft), ("E2EL", e2el)):
+    for name, stats in stats_by_name.items():
+        short = name.upper()
         lines.append(_row_f(f"Mean {short} from intended (ms):", stats.mean_ms))
         lines.append(_row_f(f"Median {short} from intended (ms):", stats.median_ms))
         for p, value in stats.percentiles_ms:
@@ -173,7 +184,7 @@ def build_result(
     model_id: str,
     tokenizer_id: str | None,
     duration_s: float,
-    metrics: BenchmarkMetrics,
+    metrics: BenchmarkMetrics | PoolingMetrics,
     results: RequestResults,
     timings: Timings,
     start_origin_s: float,
@@ -198,27 +209,43 @@ def build_result(
         "max_concurrency": config.max_concurrency,
         **_ramp_up_keys(config),
         "duration": duration_s,
-        "completed": metrics.completed,
-        "failed": metrics.failed,
-        "total_input_tokens": metrics.total_input,
-        "total_output_tokens": metrics.total_output,
-        "request_throughput": metrics.request_throughput,
-        "request_goodput": metrics.request_goodput if config.goodput else None,
-        "output_throughput": metrics.output_throughput,
-        "total_token_throughput": metrics.total_token_throughput,
-        "input_lens": results.prompt_lens.tolist(),
-        "output_lens": results.output_lens.tolist(),
-        "ttfts": timings.ttft_s.tolist(),
-        "itls": [timings.itls_of(i).tolist() for i in range(results.num_requests)],
-        "latencies": timings.latency_s.tolist(),
-        "start_times": (results.send_s + start_origin_s).tolist(),
-        "queue_times": timings.queue_s.tolist(),
-        "generated_texts": generated_texts,
-        "errors": errors,
-        "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
-        "max_concurrent_requests": metrics.max_concurrent_requests,
-        "rtfx": 0.0,
     }
+    if isinstance(metrics, PoolingMetrics):
+        result |= {  # upstream's pooling JSON has no "failed" key
+            "completed": metrics.completed,
+            "total_input_tokens": metrics.total_input,
+            "total_input_sequences": metrics.total_input_sequences,
+            "request_throughput": metrics.request_throughput,
+            "input_sequence_throughput": metrics.input_sequence_throughput,
+            "total_token_throughput": metrics.total_token_throughput,
+            "input_lens": results.prompt_lens.tolist(),
+            "latencies": timings.latency_s.tolist(),
+            "queue_times": timings.queue_s.tolist(),
+            "errors": errors,
+        }
+    else:
+        result |= {
+            "completed": metrics.completed,
+            "failed": metrics.failed,
+            "total_input_tokens": metrics.total_input,
+            "total_output_tokens": metrics.total_output,
+            "request_throughput": metrics.request_throughput,
+            "request_goodput": metrics.request_goodput if config.goodput else None,
+            "output_throughput": metrics.output_throughput,
+            "total_token_throughput": metrics.total_token_throughput,
+            "input_lens": results.prompt_lens.tolist(),
+            "output_lens": results.output_lens.tolist(),
+            "ttfts": timings.ttft_s.tolist(),
+            "itls": [timings.itls_of(i).tolist() for i in range(results.num_requests)],
+            "latencies": timings.latency_s.tolist(),
+            "start_times": (results.send_s + start_origin_s).tolist(),
+            "queue_times": timings.queue_s.tolist(),
+            "generated_texts": generated_texts,
+            "errors": errors,
+            "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
+            "max_concurrent_requests": metrics.max_concurrent_requests,
+            "rtfx": 0.0,
+        }
     if rps_change_events:
         result["rps_change_events"] = rps_change_events
     for name in metric_names:

@@ -22,14 +22,23 @@ from loadgen.dataset_random import parse_range_ratio, sample_random_requests
 from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import (
+    BenchmarkMetrics,
+    PoolingMetrics,
     RequestResults,
     calculate_metrics,
+    calculate_pooling_metrics,
     derive_timings,
     latency_from_intended,
     summarize,
 )
 from loadgen.mock_process import EmbeddedMockServer
-from loadgen.payloads import CHAT_BACKENDS, check_endpoint, lora_assignment, serialize_bodies
+from loadgen.payloads import (
+    CHAT_BACKENDS,
+    check_endpoint,
+    input_sequences,
+    lora_assignment,
+    serialize_bodies,
+)
 from loadgen.readiness import (
     READY_CHECK_HINT,
     ServerError,
@@ -72,11 +81,17 @@ from loadgen.tokenizer import (
 )
 from loadgen.verdict import measure as client_health
 from loadgen.verdict import verdict
+from workers.pooling import JSON_BODY, POOLING_FORMS
 from workers.protocol import WorkerConfig
 
 T = TypeVar("T")
 
 PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
+TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
+    "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
+    "The default will be determined on the server side and can be model/API specific. "
+    "For the old behavior, include --temperature=0."
+)
 PROFILER_LINES = {
     "start": ("Starting profiler...", "Profiler started"),
     "stop": ("Stopping profiler...", "Profiler stopped"),
@@ -107,8 +122,14 @@ class Prepared:
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured; return the process exit code."""
     config.validate()
-    for flag in config.flags_without_effect():
-        print(f"warning: {flag} has no effect with --dataset-name {config.dataset_name}")
+    for warning in config.ignored_flag_warnings():
+        print(f"warning: {warning}")
+    if (
+        not config.pooling
+        and config.temperature is None
+        and "temperature" not in (config.extra_body or {})
+    ):
+        print(TEMPERATURE_WARNING)
     if config.dataset_path is not None and not os.path.isfile(config.dataset_path):
         # Found now rather than after the tokenizer loads and the server is waited for.
         raise ValueError(f"--dataset-path {config.dataset_path}: No such file")
@@ -235,9 +256,12 @@ async def _run(config: RunConfig) -> int:
         await client.close()
         loop.remove_signal_handler(signal.SIGINT)
         pool.close(graceful=finished)
-    output_lens = await asyncio.to_thread(
-        resolve_output_lens, collected.records, collected.texts, prepared.tokenizer
-    )
+    if config.pooling:
+        output_lens = np.zeros(len(collected.records), dtype=np.int64)
+    else:
+        output_lens = await asyncio.to_thread(
+            resolve_output_lens, collected.records, collected.texts, prepared.tokenizer
+        )
     return _report(config, prepared, collected, output_lens, num_workers)
 
 
@@ -278,7 +302,8 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         dataset.prompts,
         dataset.output_lens.tolist(),
         logprobs=config.logprobs,
-        ignore_eos=config.ignore_eos or config.dataset_name == "random",  # forced upstream too
+        # Forced upstream too, for generation backends.
+        ignore_eos=config.ignore_eos or (config.dataset_name == "random" and not config.pooling),
         extra_body=config.body_extras(),
     )
     if config.ramp_up_strategy is not None:
@@ -437,6 +462,7 @@ def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> lis
             preopen_connections=min(cap or len(indices), len(indices), PREOPEN_LIMIT),
             keep_text="always" if config.save_detailed else "when_no_usage",
             chat=config.backend in CHAT_BACKENDS,
+            response_form=response_form(config),
             proxy=proxy_for(config.api_url),
             insecure=config.insecure,
         )
@@ -449,6 +475,15 @@ def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> lis
             )
         )
     return plans
+
+
+def response_form(config: RunConfig) -> str:
+    """How the workers read an answer: an SSE stream, or a pooling answer in the form its
+    ``encoding_format`` (given with --extra-body) makes it."""
+    if not config.pooling:
+        return "sse"
+    encoding_format = (config.extra_body or {}).get("encoding_format")
+    return encoding_format if encoding_format in POOLING_FORMS else JSON_BODY
 
 
 class Progress:
@@ -516,24 +551,35 @@ def _report(
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
     timings = derive_timings(results)
-    metrics = calculate_metrics(
-        results, timings, duration_s, config.percentiles(), goodput_slos_ms=config.goodput
-    )
     errors = [collected.errors.get(i, "") for i in range(config.num_prompts)]
-    for line in failure_preamble([e for e in errors if e]):
-        print(line)
-    for line in plot_lines(results, timings):
-        print(line)
+    metrics: BenchmarkMetrics | PoolingMetrics
+    if config.pooling:  # upstream prints neither failures nor a plot for pooling
+        sequences = np.array(
+            [input_sequences(config.backend, p) for p in prepared.dataset.prompts], np.int64
+        )
+        metrics = calculate_pooling_metrics(
+            results, timings, sequences, duration_s, config.percentiles()
+        )
+    else:
+        metrics = calculate_metrics(
+            results, timings, duration_s, config.percentiles(), goodput_slos_ms=config.goodput
+        )
+        for line in failure_preamble([e for e in errors if e]):
+            print(line)
+        for line in plot_lines(results, timings):
+            print(line)
     metric_names = reported_metrics(config)
     for line in summary_lines(config, metrics, duration_s, metric_names):
         print(line)
     from_intended = None
     if config.ramp_up_strategy is not None or not math.isinf(config.request_rate):
         ttft_s, e2el_s = latency_from_intended(results, prepared.scheduled_ns / 1e9)
-        ttft, e2el = (summarize(x, config.percentiles()) for x in (ttft_s, e2el_s))
-        for line in intended_lines(ttft, e2el):
+        # A pooling answer has one instant: its TTFT is its E2EL, so only E2EL is shown.
+        samples = {"e2el": e2el_s} if config.pooling else {"ttft": ttft_s, "e2el": e2el_s}
+        intended = {k: summarize(x, config.percentiles()) for k, x in samples.items()}
+        for line in intended_lines(intended):
             print(line)
-        from_intended = {"ttft": stats_json(ttft), "e2el": stats_json(e2el)}
+        from_intended = {k: stats_json(stats) for k, stats in intended.items()}
     connect_ms = records["connect_ns"][records["connect_ns"] > 0] / 1e6
     if len(connect_ms):
         print(

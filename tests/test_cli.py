@@ -165,3 +165,31 @@ def test_one_or_more_flags_need_a_value_zero_or_more_do_not() -> None:
     with pytest.raises(click.UsageError, match="--lora-modules expects at least one value"):
         normalize_argv(["--lora_modules"], known)
     assert normalize_argv(["--metadata", "--seed", "1"], known) == ["--seed", "1"]
+
+
+def test_pooling_backends_report_e2el_and_send_no_generation_fields() -> None:
+    config = RunConfig(
+        backend="openai-embeddings",
+        temperature=0.5,
+        logprobs=2,
+        goodput={"e2el": 100.0},
+        extra_body={"dimensions": 8},
+    )
+    config.validate()
+    assert config.pooling and not RunConfig().pooling
+    assert config.selected_metrics() == ["e2el"]
+    assert RunConfig().selected_metrics() == ["ttft", "tpot", "itl"]
+    assert config.body_extras() == {"dimensions": 8}  # upstream sends no sampling parameters
+    assert config.ignored_flag_warnings() == [
+        "--goodput has no effect with --backend openai-embeddings",
+        "--logprobs has no effect with --backend openai-embeddings",
+        "--temperature has no effect with --backend openai-embeddings",
+    ]
+    assert RunConfig(temperature=0.5, logprobs=2).ignored_flag_warnings() == []
+
+
+@pytest.mark.parametrize("backend", ["openai-audio", "vllm-rerank"])
+def test_backends_not_built_yet_exit_2_naming_them(backend: str) -> None:
+    result = CliRunner().invoke(cli, ["run", "--backend", backend])
+    assert result.exit_code == 2
+    assert f"not supported yet: --backend {backend}" in result.output

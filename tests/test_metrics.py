@@ -11,6 +11,7 @@ import pytest
 from loadgen.metrics import (
     RequestResults,
     calculate_metrics,
+    calculate_pooling_metrics,
     derive_timings,
     good_requests,
     latency_from_intended,
@@ -442,3 +443,38 @@ def test_latency_from_intended_counts_from_the_schedule() -> None:
     ttft, e2el = latency_from_intended(results, scheduled_s=np.array([0.0, 0.1, 0.25]))
     np.testing.assert_allclose(ttft, [0.05, 0.35])
     np.testing.assert_allclose(e2el, [0.07, 0.45])
+
+
+def test_pooling_metrics_by_hand() -> None:
+    # A pooling answer is one instant (the end of its body): TTFT = E2EL = that instant - send.
+    #   r0  ok      arrival 0.0  send 0.0  answer 0.1   in 10  sequences 1
+    #   r1  ok      arrival 0.1  send 0.2  answer 0.5   in 20  sequences 3
+    #   r2  FAILED  arrival 0.2  send 0.3  (no answer)  in 30  sequences 1
+    #   r3  ok      arrival 0.3  send 0.4  answer 0.6   in 40  sequences 2
+    results = make_results(
+        success=[True, True, False, True],
+        arrival=[0.0, 0.1, 0.2, 0.3],
+        send=[0.0, 0.2, 0.3, 0.4],
+        events=[[0.1], [0.5], [], [0.6]],
+        prompt_lens=[10, 20, 30, 40],
+        output_lens=[0, 0, 0, 0],
+    )
+    timings = derive_timings(results)
+    metrics = calculate_pooling_metrics(
+        results, timings, np.array([1, 3, 1, 2]), DURATION, [50.0, 90.0]
+    )
+    assert (metrics.completed, metrics.failed) == (3, 1)
+    assert metrics.total_input == 70  # successful requests only
+    assert metrics.total_input_sequences == 6
+    assert metrics.request_throughput == approx(1.5)
+    assert metrics.input_sequence_throughput == approx(3.0)
+    assert metrics.total_token_throughput == approx(35.0)
+    e2el = metrics.stats["e2el"]  # latencies 0.1, 0.3, 0.2
+    assert e2el.mean_ms == approx(200.0)
+    assert e2el.median_ms == approx(200.0)
+    assert e2el.std_ms == approx(1000 * math.sqrt(0.02 / 3))  # population std
+    # Linear interpolation: rank 0.9 * 2 = 1.8 between 0.2 and 0.3.
+    assert e2el.percentiles_ms == [(50.0, approx(200.0)), (90.0, approx(280.0))]
+    queue = metrics.stats["client_queue_time"]  # 0.0, 0.1, 0.1
+    assert queue.mean_ms == approx(200 / 3)
+    assert metrics.stats["e2el_including_client_queue"].mean_ms == approx(200.0 + 200 / 3)

@@ -58,7 +58,18 @@ DETAILED_KEYS = [
     "generated_texts",
     "errors",
 ]
-STATS = ["mean_{}_ms", "median_{}_ms", "std_{}_ms", "p99_{}_ms"]
+# The result JSON keys of a pooling run without --save-detailed, in upstream's order.
+UPSTREAM_POOLING_KEYS = [
+    *UPSTREAM_KEYS[: UPSTREAM_KEYS.index("duration") + 1],
+    "completed",
+    "total_input_tokens",
+    "total_input_sequences",
+    "request_throughput",
+    "input_sequence_throughput",
+    "total_token_throughput",
+    "latencies",
+    "queue_times",
+]
 
 
 def loadgen(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -90,13 +101,20 @@ def only_json_path(directory: Path) -> Path:
     return files[0]
 
 
-def expected_keys(metrics: list[str], detailed: bool = False) -> list[str]:
+def expected_keys(
+    metrics: list[str], detailed: bool = False, percentiles: tuple[str, ...] = ("99",)
+) -> list[str]:
     keys = list(UPSTREAM_KEYS)
     if detailed:
         at = keys.index("latencies")
         keys[at : at + 2] = DETAILED_KEYS
-    stats = [s.format(m) for m in metrics for s in STATS]
-    return [*keys, *stats, "loadgen"]
+    return [*keys, *stats_keys(metrics, percentiles), "loadgen"]
+
+
+def stats_keys(metrics: list[str], percentiles: tuple[str, ...] = ("99",)) -> list[str]:
+    """mean, median, std and percentile keys of each metric, in upstream's order."""
+    stats = ["mean_{}_ms", "median_{}_ms", "std_{}_ms", *(f"p{p}_{{}}_ms" for p in percentiles)]
+    return [s.format(m) for m in metrics for s in stats]
 
 
 def children_of(pid: int) -> list[int]:
@@ -119,6 +137,12 @@ def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> No
     assert proc.returncode == 0, proc.stderr
     assert "============ Serving Benchmark Result ============" in proc.stdout
     assert "Successful requests:                     60" in proc.stdout
+    # Upstream's warning, word for word, as no --temperature was given.
+    assert (
+        "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default."
+        " The default will be determined on the server side and can be model/API specific. For"
+        " the old behavior, include --temperature=0.\n" in proc.stdout
+    )
     result = only_json(tmp_path)
     assert list(result) == expected_keys(["ttft", "tpot", "itl"], detailed=True)
     assert (result["completed"], result["failed"]) == (60, 0)
@@ -160,6 +184,9 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "chat.json").read_text())
+    assert list(result) == expected_keys(
+        ["ttft", "e2el", "client_queue_time"], percentiles=("50", "99.9")
+    )
     assert (result["completed"], result["failed"]) == (40, 0)
     assert result["backend"] == "openai-chat"
     assert result["max_concurrency"] == 3
@@ -170,6 +197,71 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
     assert "mean_itl_ms" not in result
     assert "Maximum request concurrency:             3" in proc.stdout
     assert "P99.9 TTFT (ms):" in proc.stdout
+
+
+@pytest.mark.parametrize("detailed", [False, True])
+def test_pooling_run_writes_upstreams_pooling_keys_and_summary(
+    tmp_path: Path, detailed: bool
+) -> None:
+    proc = loadgen(
+        "--mock", "--workers", "2", "--backend", "openai-embeddings",
+        "--endpoint", "/v1/embeddings", "--num-prompts", "30", "--random-input-len", "32",
+        "--request-rate", "500", "--max-concurrency", "4",
+        "--percentile-metrics", "e2el,client_queue_time,ttft", "--disable-tqdm",
+        "--save-result", "--result-dir", str(tmp_path), *(["--save-detailed"] if detailed else []),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path)
+    keys = list(UPSTREAM_POOLING_KEYS)
+    if detailed:  # input_lens before latencies, errors after queue_times
+        keys.insert(keys.index("latencies"), "input_lens")
+        keys.append("errors")
+    # ttft is never reported for pooling, even when asked for.
+    assert list(result) == [*keys, *stats_keys(["e2el", "client_queue_time"]), "loadgen"]
+    assert (result["completed"], result["total_input_sequences"]) == (30, 30)
+    # The mock counts its BOS token: usage.prompt_tokens is 32 or so per prompt.
+    assert 30 * 28 <= result["total_input_tokens"] <= 30 * 36
+    assert len(result["latencies"]) == 30 and all(lat > 0 for lat in result["latencies"])
+    if detailed:
+        assert result["errors"] == [""] * 30
+        assert sum(result["input_lens"]) == result["total_input_tokens"]
+    summary = proc.stdout[proc.stdout.index(" Serving Benchmark Result ") - 12 :]
+    labels = [line[:40].strip() for line in summary.splitlines()[1:9]]
+    assert labels == [
+        "Successful requests:",
+        "Failed requests:",
+        "Maximum request concurrency:",
+        "Request rate configured (RPS):",
+        "Benchmark duration (s):",
+        "Total input tokens:",
+        "Request throughput (req/s):",
+        "Input throughput (inputs/s):",
+    ]
+    assert "Total generated tokens" not in proc.stdout
+    assert "End-to-end Latency" in proc.stdout and "Time to First Token" not in proc.stdout
+    assert "no longer sets temperature" not in proc.stdout  # a generation-only warning
+
+
+def test_pooling_answers_count_prompt_tokens_as_upstream_in_every_encoding(
+    tmp_path: Path,
+) -> None:
+    input_lens = {}
+    for encoding_format in ("float", "bytes", "bytes_only"):
+        out = tmp_path / encoding_format
+        proc = loadgen(
+            "--mock", "--workers", "1", "--backend", "vllm-pooling", "--endpoint", "/pooling",
+            "--extra-body", json.dumps({"encoding_format": encoding_format}),
+            "--num-prompts", "10", "--random-input-len", "32", "--disable-tqdm",
+            "--save-result", "--save-detailed", "--result-dir", str(out),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        result = only_json(out)
+        assert result["completed"] == 10
+        input_lens[encoding_format] = result["input_lens"]
+    # usage.prompt_tokens from the JSON body or from the metadata header: the same counts.
+    assert input_lens["bytes"] == input_lens["float"]
+    # bytes_only answers carry no usage: the dataset's lengths, one less (the mock counts BOS).
+    assert [n + 1 for n in input_lens["bytes_only"]] == input_lens["float"]
 
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:

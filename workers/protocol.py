@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 class Kind(str, Enum):
@@ -92,6 +92,8 @@ class WorkerConfig:
     preopen_connections: int
     keep_text: str = "when_no_usage"  # "always" | "when_no_usage"
     chat: bool = False  # text lives in choices[0].delta.content rather than choices[0].text
+    # "sse": a streamed generation; else a pooling answer read whole (workers/pooling.py forms)
+    response_form: str = "sse"
     proxy: str | None = None  # resolved once by the coordinator from the environment
     insecure: bool = False  # --insecure: no TLS certificate checks
     read_bufsize: int = 4 * 1024 * 1024

@@ -30,6 +30,7 @@ import zmq.asyncio
 from yarl import URL
 
 from workers.credits import CreditGate
+from workers.pooling import PooledAnswer
 from workers.precise_timer import PreciseTimer
 from workers.protocol import (
     Kind,
@@ -316,7 +317,8 @@ class Worker:
         index = int(shard.indices[k])
         if config.request_id_prefix is not None:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
-        stream = SSEStream()
+        streamed = config.response_form == "sse"
+        stream = SSEStream() if streamed else PooledAnswer()
         chunks: list[bytes] = []
         status = 0
         error: str | None = None
@@ -332,7 +334,7 @@ class Worker:
                     body = await resp.content.read(MAX_ERROR_BODY)
                     text = " ".join(body.decode("utf-8", "replace").split())  # one line
                     error = f"HTTP {status} {resp.reason or ''}: {text}".strip()
-                else:
+                elif isinstance(stream, SSEStream):
                     content = resp.content
                     while True:
                         data = await content.readany()
@@ -342,6 +344,9 @@ class Worker:
                         stream.feed(data, now)
                         chunks.append(data)
                     stream.finish(perf_counter_ns() - t0_ns)
+                else:
+                    body = await resp.read()
+                    stream.read(config.response_form, body, resp.headers, perf_counter_ns() - t0_ns)
         except asyncio.CancelledError:
             error = CANCELLED
         except Exception as exc:  # every failure becomes a failed record, never a lost request
@@ -359,7 +364,7 @@ class Worker:
             )
         if error is not None:
             self.errors[index] = error
-        if config.keep_text == "always" or stream.completion_tokens <= 0:
+        if streamed and (config.keep_text == "always" or stream.completion_tokens <= 0):
             self.texts[index] = generated_text(chunks, config.chat)
         self.events.extend(stream.event_ns)
         self.rows.append(
