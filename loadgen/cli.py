@@ -194,6 +194,12 @@ def cli() -> None:
     help="auto or hf: a Hugging Face tokenizer.json (other upstream modes are not supported yet).",
 )
 @click.option(
+    "--skip-tokenizer-init",
+    is_flag=True,
+    help="No client-side tokenizer: the dataset is built with the server's /tokenize, and "
+    "tokenizer_id, token throughputs and the TTFT/TPOT/ITL sections go, as upstream.",
+)
+@click.option(
     "--dataset-name",
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",

@@ -91,6 +91,7 @@ class RunConfig:
     profile: bool = False
     insecure: bool = False
     tokenizer_mode: str = "auto"
+    skip_tokenizer_init: bool = False
     lora_modules: list[str] | None = None
     lora_assignment: str = "random"
     save_result: bool = False

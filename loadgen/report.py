@@ -61,10 +61,12 @@ def percentile_word(p: float) -> str:
     return str(int(p)) if int(p) == p else str(p)
 
 
-def reported_metrics(config: RunConfig, has_tokenizer: bool = True) -> list[str]:
-    """The selected metrics that are reported, in upstream's order and under its conditions."""
+def reported_metrics(config: RunConfig) -> list[str]:
+    """The selected metrics that are reported, in upstream's order and under its conditions:
+    TTFT, TPOT and ITL only for generation with a tokenizer."""
     selected = set(config.selected_metrics())
-    order = ["ttft", "tpot", "itl"] if has_tokenizer and not config.pooling else []
+    with_tokens = not config.pooling and not config.skip_tokenizer_init
+    order = ["ttft", "tpot", "itl"] if with_tokens else []
     order.append("e2el")
     if config.max_concurrency is not None:
         order.append("client_queue_time")
@@ -98,20 +100,24 @@ def summary_lines(
         lines.append(_row_f("Request rate configured (RPS):", config.request_rate))
     lines.append(_row_f("Benchmark duration (s):", duration_s))
     lines.append(_row("Total input tokens:", metrics.total_input))
+    has_tokenizer = not config.skip_tokenizer_init
     if isinstance(metrics, PoolingMetrics):
         lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
         lines.append(_row_f("Input throughput (inputs/s):", metrics.input_sequence_throughput))
     else:
-        lines.append(_row("Total generated tokens:", metrics.total_output))
+        if has_tokenizer:
+            lines.append(_row("Total generated tokens:", metrics.total_output))
         lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
         if config.goodput:
             lines.append(_row_f("Request goodput (req/s):", metrics.request_goodput))
-        lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
-        lines.append(
-            _row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s)
-        )
+        if has_tokenizer:
+            lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
+            lines.append(
+                _row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s)
+            )
         lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
-    lines.append(_row_f("Total token throughput (tok/s):", metrics.total_token_throughput))
+    if has_tokenizer:
+        lines.append(_row_f("Total token throughput (tok/s):", metrics.total_token_throughput))
     for name in metric_names:
         lines += _metric_block(name, metrics.stats[name])
     lines.append("=" * 50)

@@ -112,7 +112,7 @@ class Prepared:
 
     model_id: str  # tokenizer / model identity, as upstream's model_id
     model_name: str  # the "model" field sent
-    tokenizer_id: str
+    tokenizer_id: str | None  # None with --skip-tokenizer-init
     tokenizer: TokenCodec
     dataset: SampledPrompts
     bodies: list[bytes]
@@ -260,7 +260,10 @@ async def _run(config: RunConfig) -> int:
         output_lens = np.zeros(len(collected.records), dtype=np.int64)
     else:
         output_lens = await asyncio.to_thread(
-            resolve_output_lens, collected.records, collected.texts, prepared.tokenizer
+            resolve_output_lens,
+            collected.records,
+            collected.texts,
+            None if config.skip_tokenizer_init else prepared.tokenizer,
         )
     return _report(config, prepared, collected, output_lens, num_workers)
 
@@ -274,9 +277,14 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
     """
     model_task = asyncio.ensure_future(_resolve_model(config, client))
 
-    async def tokenizer_and_dataset() -> tuple[str, TokenCodec, SampledPrompts]:
-        tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
-        tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
+    async def tokenizer_and_dataset() -> tuple[str | None, TokenCodec, SampledPrompts]:
+        if config.skip_tokenizer_init:  # upstream reports tokenizer_id null
+            tokenizer_id = None
+            print("--skip-tokenizer-init: the dataset is built with the server's /tokenize")
+            tokenizer = await _server_codec(config, client, model_task)
+        else:
+            tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
+            tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
         dataset = await asyncio.to_thread(sample_dataset, config, tokenizer)
         return tokenizer_id, tokenizer, dataset
 
@@ -355,6 +363,13 @@ async def _load_codec(
         if is_local_path(tokenizer_id):
             raise
         print(f"Using the server's /tokenize and /detokenize: {exc}", flush=True)
+    return await _server_codec(config, client, model_task)
+
+
+async def _server_codec(
+    config: RunConfig, client: StartupClient, model_task: Awaitable[tuple[str, str]]
+) -> ServerTokenizer:
+    """The server's /tokenize and /detokenize as the tokenizer, waited for as configured."""
     model_name, _ = await model_task
     try:
         tokenizer = await ServerTokenizer.connect(

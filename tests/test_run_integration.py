@@ -264,6 +264,41 @@ def test_pooling_answers_count_prompt_tokens_as_upstream_in_every_encoding(
     assert [n + 1 for n in input_lens["bytes_only"]] == input_lens["float"]
 
 
+NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
+
+
+@pytest.mark.parametrize("skip_tokenizer_init", [False, True])
+def test_output_tokens_without_usage_fall_back_in_the_coordinator(
+    tmp_path: Path, skip_tokenizer_init: bool
+) -> None:
+    proc = loadgen(
+        "--mock", "--workers", "2", "--num-prompts", "20", *SMALL, "--extra-body", NO_USAGE,
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        *(["--skip-tokenizer-init"] if skip_tokenizer_init else []),
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path)
+    assert result["completed"] == 20
+    if skip_tokenizer_init:
+        # Upstream without a tokenizer: 1 token per request; no tokenizer_id; TTFT, TPOT, ITL
+        # and the token throughputs are not reported.
+        assert result["output_lens"] == [1] * 20
+        assert result["tokenizer_id"] is None
+        assert list(result) == expected_keys(["e2el"], detailed=True)
+        for absent in ("Total generated tokens", "Output token throughput", "Time to First"):
+            assert absent not in proc.stdout
+        assert "Peak concurrent requests:" in proc.stdout
+        assert "End-to-end Latency" in proc.stdout
+    else:
+        # The streamed text re-tokenized after the run: the mock's 16 tokens.
+        assert result["output_lens"] == [16] * 20
+        assert result["tokenizer_id"] == "loadgen-mock"
+        assert list(result) == expected_keys(["ttft", "tpot", "itl", "e2el"], detailed=True)
+    # The dataset was built either way (with the server's /tokenize when skipping).
+    assert all(60 <= n <= 68 for n in result["input_lens"])
+
+
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
         ["--sonnet-output-len", "64"],
