@@ -25,7 +25,7 @@ from loadgen.readiness import ServerError
 from loadgen.runner import RunFailed, run
 from loadgen.schedule import RAMP_UP_STRATEGIES
 from loadgen.tokenizer import TokenizerLoadError
-from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
+from loadgen.vllm_flags import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS
 
 MULTI_VALUE_FLAGS = (
     "--header",
@@ -81,6 +81,29 @@ class VllmCompatibleCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         known = {opt for param in self.params for opt in getattr(param, "opts", [])}
         return super().parse_args(ctx, normalize_argv(args, known))
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Options in upstream's sections (HELP_GROUPS), then the flags not built yet."""
+        records = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                records[param.opts[0] if param.opts else param.name] = record
+        grouped = {flag for flags in HELP_GROUPS.values() for flag in flags}
+        with formatter.section("Options"):
+            formatter.write_dl([r for flag, r in records.items() if flag not in grouped])
+        for title, flags in HELP_GROUPS.items():
+            with formatter.section(title):
+                formatter.write_dl([records[flag] for flag in flags])
+        with formatter.section("vllm bench serve flags not supported yet (they exit 2)"):
+            line = ""
+            for flag in sorted(VLLM_BENCH_SERVE_FLAGS - set(records)):  # never split a name
+                if line and len(line) + 1 + len(flag) > formatter.width - formatter.current_indent:
+                    formatter.write_text(line)
+                    line = flag
+                else:
+                    line = f"{line} {flag}".strip()
+            formatter.write_text(line)
 
 
 def _parse_json(value: str | None, flag: str) -> dict | None:

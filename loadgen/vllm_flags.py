@@ -109,3 +109,33 @@ VLLM_BENCH_SERVE_FLAGS = frozenset(
         "--use-beam-search",
     }
 )
+
+# `--help` sections in upstream's order: its ungrouped options first, then its argument groups
+# (add_dataset_parser's dataset groups, then "sampling parameters"); loadgen's own flags last.
+# Flags not built yet are listed by name in a final section.
+HELP_GROUPS: dict[str, tuple[str, ...]] = {
+    "custom dataset options": ("--custom-output-len",),
+    "sharegpt dataset options": ("--sharegpt-output-len",),
+    "random dataset options": (
+        "--random-input-len",
+        "--random-output-len",
+        "--random-range-ratio",
+        "--random-prefix-len",
+    ),
+    "sampling parameters": (
+        "--top-p",
+        "--top-k",
+        "--min-p",
+        "--temperature",
+        "--frequency-penalty",
+        "--presence-penalty",
+        "--repetition-penalty",
+    ),
+    "loadgen options (not in vllm bench serve)": (
+        "--ready-check-interval-sec",
+        "--workers",
+        "--mock",
+        "--mock-ttft-ms",
+        "--mock-itl-ms",
+    ),
+}

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import loadgen.cli
 from loadgen.cli import cli
 from loadgen.config import RunConfig
-from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
+from loadgen.vllm_flags import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS
 
 FLAGS_FILE = Path(__file__).resolve().parents[2] / "shared/reference/vllm-bench-serve-flags.txt"
 
@@ -203,3 +203,23 @@ def test_dataset_names_not_built_yet_exit_2_naming_them(monkeypatch: pytest.Monk
     code, output, _ = parse(monkeypatch, ["--dataset_name", "sonnet"])
     assert code == 2
     assert "not supported yet: --dataset-name sonnet" in output
+
+
+def test_help_shows_every_flag_in_upstreams_sections() -> None:
+    result = CliRunner().invoke(cli, ["run", "--help"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    headers = ["Options:", *(f"{title}:" for title in HELP_GROUPS)]
+    headers.append("vllm bench serve flags not supported yet (they exit 2):")
+    at = [lines.index(h) for h in headers]
+    assert at == sorted(at)  # sections in upstream's order, loadgen's and the refused ones last
+    sections = {
+        h: lines[a : b if b else None] for h, a, b in zip(headers, at, [*at[1:], 0], strict=True)
+    }
+    for title, flags in HELP_GROUPS.items():
+        shown = {line.split()[0] for line in sections[f"{title}:"][1:] if line.startswith("  --")}
+        assert shown == set(flags)
+    refused = " ".join(sections[headers[-1]][1:]).split()
+    assert refused == sorted(NOT_BUILT)  # whole names, never split across lines
+    listed = {w for line in lines for w in line.split() if w.startswith("--")}
+    assert listed >= VLLM_BENCH_SERVE_FLAGS
