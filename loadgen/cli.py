@@ -227,7 +227,7 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",
     show_default=True,
-    help="Built so far: random, custom and sharegpt; the others exit 2.",
+    help="Built so far: random, random-rerank, custom and sharegpt; the others exit 2.",
 )
 @click.option(
     "--dataset-path",
@@ -278,6 +278,18 @@ def cli() -> None:
     help='A ratio r in [0, 1), or JSON {"input": r1, "output": r2}.',
 )
 @click.option("--random-prefix-len", type=int, default=0, show_default=True)
+@click.option(
+    "--random-batch-size",
+    type=int,
+    default=1,
+    show_default=True,
+    help="random, random-rerank: texts per request (pooling backends only).",
+)
+@click.option(
+    "--no-reranker",
+    is_flag=True,
+    help="random-rerank: the model scores by embeddings, not as a native reranker.",
+)
 @click.option("--num-prompts", type=int, default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(

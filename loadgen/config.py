@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.dataset_random import parse_range_ratio
-from loadgen.payloads import POOLING_BACKENDS, SUPPORTED_BACKENDS
+from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, POOLING_BACKENDS, SUPPORTED_BACKENDS
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 PERCENTILE_METRICS = (
@@ -25,7 +25,8 @@ SAMPLING_FIELDS = (
     "temperature", "top_p", "top_k", "min_p",
     "frequency_penalty", "presence_penalty", "repetition_penalty",
 )  # fmt: skip
-SUPPORTED_DATASETS = ("random", "custom", "sharegpt")
+SUPPORTED_DATASETS = ("random", "random-rerank", "custom", "sharegpt")
+SYNTHETIC_DATASETS = ("random", "random-rerank")  # built from the tokenizer, no file
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
 
 
@@ -64,6 +65,8 @@ class RunConfig:
     random_output_len: int = 128
     random_range_ratio: str = "0.0"
     random_prefix_len: int = 0
+    random_batch_size: int = 1
+    no_reranker: bool = False
     num_prompts: int = 1000
     seed: int = 0
     request_rate: float = math.inf
@@ -127,12 +130,16 @@ class RunConfig:
             ("--disable-shuffle", self.disable_shuffle, ("custom", "sharegpt")),
             ("--no-oversample", self.no_oversample, ("custom", "sharegpt")),
             ("--skip-chat-template", self.skip_chat_template, ("custom",)),
+            ("--random-batch-size", self.random_batch_size != 1, SYNTHETIC_DATASETS),
+            ("--no-reranker", self.no_reranker, ("random-rerank",)),
         ]
         warnings = [
             f"{flag} has no effect with --dataset-name {self.dataset_name}"
             for flag, given, readers in given_to
             if given and self.dataset_name not in readers
         ]
+        if self.backend == "vllm-rerank" and self.extra_body:
+            warnings.append("--extra-body has no effect with --backend vllm-rerank")
         if self.pooling:
             generation_only = [
                 ("--goodput", self.goodput),
@@ -155,8 +162,9 @@ class RunConfig:
             raise ConfigError(f"not supported yet: --backend {self.backend}")
         if self.dataset_name not in SUPPORTED_DATASETS:
             raise ConfigError(f"not supported yet: --dataset-name {self.dataset_name}")
-        if self.dataset_name == "random" and self.dataset_path is not None:
-            raise ConfigError("--dataset-path is not read by --dataset-name random")
+        if self.dataset_name in SYNTHETIC_DATASETS and self.dataset_path is not None:
+            raise ConfigError(f"--dataset-path is not read by --dataset-name {self.dataset_name}")
+        self._validate_pooling_inputs()
         if self.dataset_name == "sharegpt" and self.dataset_path is None:
             raise ConfigError("--dataset-name sharegpt needs --dataset-path (a ShareGPT JSON file)")
         if self.sharegpt_output_len is not None and self.sharegpt_output_len < 1:
@@ -204,6 +212,34 @@ class RunConfig:
             parse_range_ratio(self.random_range_ratio)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_pooling_inputs(self) -> None:
+        """Batched and query-document prompts exist only for pooling backends, and the rerank
+        backend needs them."""
+        if self.random_batch_size < 1:
+            raise ConfigError(f"--random-batch-size must be >= 1, got {self.random_batch_size}")
+        if not self.pooling and self.random_batch_size > 1:
+            raise ConfigError(
+                "--random-batch-size above 1 batches embedding inputs; it needs a pooling "
+                f"backend (--backend openai-embeddings, ...), not {self.backend}"
+            )
+        if not self.pooling and self.dataset_name == "random-rerank":
+            raise ConfigError(
+                f"--dataset-name random-rerank needs a pooling backend (vllm-rerank, "
+                f"openai-embeddings, ...), not {self.backend}"
+            )
+        batched = self.random_batch_size > 1 or self.dataset_name == "random-rerank"
+        if batched and self.backend in EMBEDDINGS_CHAT_BACKENDS:
+            raise ConfigError(
+                f"--backend {self.backend} sends one chat message per request; batched inputs "
+                "(--random-batch-size, random-rerank) need openai-embeddings, "
+                "infinity-embeddings, vllm-pooling or vllm-rerank"
+            )
+        if self.backend == "vllm-rerank" and self.dataset_name != "random-rerank":
+            raise ConfigError(
+                "--backend vllm-rerank sends a query and documents per request: it needs "
+                "--dataset-name random-rerank"
+            )
 
     def _validate_ramp_up(self) -> None:
         """Upstream's ramp-up checks, in its order and words, plus the flags' values."""

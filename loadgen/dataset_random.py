@@ -22,6 +22,10 @@ prompts (``decode_batch`` / ``encode_batch``, which release the GIL and use ever
 draws come from the same generator, but in round order rather than prompt order, so for a given
 seed the prompts that needed padding are not byte-identical to vLLM's; lengths, targets and the
 semantics are.
+
+``--random-batch-size`` b > 1 (pooling backends) groups consecutive prompts into requests of b
+texts whose ``prompt_len`` is the sum, as upstream. ``random-rerank`` draws one query and N
+documents with the same machinery and sends [query, b documents] per request.
 """
 
 from __future__ import annotations
@@ -83,13 +87,11 @@ def sample_random_requests(
             f"from --random-input-len {input_len} minus {num_special} special tokens) must be >= 1"
         )
 
-    vocab_size = tokenizer.vocab_size
     rng = np.random.default_rng(seed)
-    input_lens = rng.integers(in_lo, in_hi + 1, size=num_requests)
-    output_lens = rng.integers(out_lo, out_hi + 1, size=num_requests)
-    offsets = rng.integers(0, vocab_size, size=num_requests)
-    # Set iteration order, as vLLM builds it, decides which id each position maps to.
-    allowed = np.array(list(set(range(vocab_size)) - set(tokenizer.special_ids)))
+    input_lens, output_lens, offsets = _draw_lengths(
+        rng, num_requests, (in_lo, in_hi), (out_lo, out_hi), tokenizer.vocab_size
+    )
+    allowed = _allowed_ids(tokenizer)
 
     prefix = np.empty(0, dtype=np.int64)
     if prefix_len > 0:
@@ -106,6 +108,105 @@ def sample_random_requests(
         prompt_lens=prompt_lens,
         output_lens=output_lens.astype(np.int64),
         length_mismatches=int(np.count_nonzero(prompt_lens != targets)),
+    )
+
+
+def _draw_lengths(
+    rng: np.random.Generator,
+    n: int,
+    input_range: tuple[int, int],
+    output_range: tuple[int, int],
+    vocab_size: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Upstream's ``get_sampling_params`` draws, in its order: input lengths, output lengths,
+    then offsets into the vocabulary."""
+    input_lens = rng.integers(input_range[0], input_range[1] + 1, size=n)
+    output_lens = rng.integers(output_range[0], output_range[1] + 1, size=n)
+    offsets = rng.integers(0, vocab_size, size=n)
+    return input_lens, output_lens, offsets
+
+
+def _allowed_ids(tokenizer: TokenCodec) -> np.ndarray:
+    # Set iteration order, as vLLM builds it, decides which id each position maps to.
+    return np.array(list(set(range(tokenizer.vocab_size)) - set(tokenizer.special_ids)))
+
+
+def batch_prompts(sampled: SampledPrompts, batch_size: int) -> SampledPrompts:
+    """``--random-batch-size``: consecutive prompts grouped ``batch_size`` to a request (the
+    last may hold fewer), ``prompt_len`` summed, no output; unchanged for a size of 1."""
+    if batch_size <= 1:
+        return sampled
+    starts = range(0, len(sampled.prompts), batch_size)
+    return SampledPrompts(
+        prompts=[sampled.prompts[i : i + batch_size] for i in starts],
+        prompt_lens=np.add.reduceat(sampled.prompt_lens, np.array(starts, dtype=np.int64)),
+        output_lens=np.zeros(len(starts), dtype=np.int64),
+        length_mismatches=sampled.length_mismatches,
+    )
+
+
+def sample_random_rerank_requests(
+    tokenizer: TokenCodec,
+    num_documents: int,
+    input_len: int,
+    range_ratio: float,
+    batch_size: int,
+    is_reranker: bool,
+    seed: int,
+) -> SampledPrompts:
+    """Upstream's ``random-rerank``: one random query and ``num_documents`` random documents,
+    sent as [query, up to ``batch_size`` documents] per request.
+
+    For a native reranker (``is_reranker``) the query is ``input_len // 2 - 1`` tokens long and
+    each document ``input_len - query - 1`` (one separator token per pair), and a request's
+    prompt_len counts the query and its separator once per document. Otherwise (--no-reranker,
+    scoring by embeddings) the query takes one of the documents' places: ``num_documents - 1``
+    documents of ``input_len`` tokens, ``batch_size - 1`` per request, and the query counted
+    once per request.
+    """
+    _validate(num_documents, input_len, 1, 0)
+    if batch_size < 1:
+        raise ValueError(f"--random-batch-size must be >= 1, got {batch_size}")
+    if not is_reranker and (num_documents < 2 or batch_size < 2):
+        raise ValueError(
+            "--no-reranker needs --num-prompts and --random-batch-size of at least 2 "
+            "(the query takes one place in each)"
+        )
+    separators = int(is_reranker)
+    num_special = tokenizer.num_special_tokens
+    rng = np.random.default_rng(seed)
+    allowed = _allowed_ids(tokenizer)
+
+    def draw(n: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+        real = max(0, length - num_special)
+        low, high = math.floor(real * (1 - range_ratio)), math.ceil(real * (1 + range_ratio))
+        lens, _, offsets = _draw_lengths(rng, n, (low, high), (1, 1), tokenizer.vocab_size)
+        return lens, offsets
+
+    query_lens, query_offsets = draw(1, input_len // 2 - separators if is_reranker else input_len)
+    query_len = int(query_lens[0])
+    if is_reranker:
+        doc_len = input_len - query_len - separators
+    else:
+        num_documents, batch_size, doc_len = num_documents - 1, batch_size - 1, input_len
+    doc_lens, doc_offsets = draw(num_documents, doc_len)
+    # The query is sequence 0 and document i sequence i + 1 of upstream's generator.
+    lens = np.concatenate((query_lens, doc_lens))
+    offsets = np.concatenate((query_offsets, doc_offsets))
+    token_lists = _initial_token_lists(np.empty(0, dtype=np.int64), allowed, offsets, lens)
+    texts, counts = _decode_encode_to_target(tokenizer, token_lists, lens, rng)
+    query, query_count = texts[0], int(counts[0])
+    prompts, prompt_lens = [], []
+    for start in range(0, num_documents, batch_size):
+        docs = texts[1 + start : 1 + start + batch_size]
+        per_query = (query_count + separators) * len(docs) if is_reranker else query_count
+        prompts.append([query, *docs])
+        prompt_lens.append(per_query + int(counts[1 + start : 1 + start + batch_size].sum()))
+    return SampledPrompts(
+        prompts=prompts,
+        prompt_lens=np.array(prompt_lens, dtype=np.int64),
+        output_lens=np.zeros(len(prompts), dtype=np.int64),
+        length_mismatches=int(np.count_nonzero(counts != lens)),
     )
 
 

@@ -4,7 +4,8 @@ It answers /v1/completions and /v1/chat/completions (streamed or not) with a det
 of ordinary tokens, after a configurable time to first token and inter-token latency, and counts
 prompt tokens with a real tokenizer so that usage figures are exact. /v1/embeddings and /pooling
 answer one fixed vector per input after the time to first token (floats, or raw float32 with
-``encoding_format`` bytes or bytes_only, as vLLM sends them). With ``--record-timings`` it
+``encoding_format`` bytes or bytes_only, as vLLM sends them); /rerank (also under /v1 and /v2)
+scores each document against the query. With ``--record-timings`` it
 also records, on ``time.perf_counter_ns()``, when each generation request reached its handler and
 when each token event was written, so that a client's measurements can be checked against them.
 """
@@ -622,6 +623,40 @@ class _MockServer:
             body=orjson.dumps(head | {"data": data, "usage": usage}), content_type=_JSON
         )
 
+    async def rerank(self, request: web.Request) -> web.Response:
+        """POST /rerank, /v1/rerank, /v2/rerank: the documents scored against the query (each
+        pair counted as a cross-encoder reads it: query tokens plus document tokens), best
+        first, after the time to first token."""
+        try:
+            body = await self._json_body(request)
+            self._check_model(body, required=True)
+            query, documents = body.get("query"), body.get("documents")
+            if not isinstance(query, str):
+                raise _RequestError(400, "query must be a string")
+            if not isinstance(documents, list) or not documents:
+                raise _RequestError(400, "documents must be a non-empty list")
+            if not all(isinstance(d, str) for d in documents):
+                raise _RequestError(400, "each document must be a string")
+            query_tokens = len((await self._encode(query)).ids)
+            doc_tokens = [len((await self._encode(d)).ids) for d in documents]
+        except _RequestError as exc:
+            return error_response(exc.status, exc.message)
+        if self.config.error_rate > 0 and self.rng.random() < self.config.error_rate:
+            return error_response(500, "Injected error (mock server --error-rate).")
+        await asyncio.sleep(self.ttft_s)
+        prompt_tokens = query_tokens * len(documents) + sum(doc_tokens)
+        scores = [1.0 / (1 + i) for i in range(len(documents))]  # deterministic, in (0, 1]
+        response = {
+            "id": f"rerank-{self.id_base}{next(self.counter):016x}",
+            "model": self.config.model,
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+            "results": [
+                {"index": i, "document": {"text": documents[i]}, "relevance_score": scores[i]}
+                for i in range(len(documents))
+            ],
+        }
+        return web.Response(body=orjson.dumps(response), content_type=_JSON)
+
     @web.middleware
     async def count_and_gate(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """Count every request by method and path; answer 503 while --unavailable-for lasts."""
@@ -860,6 +895,8 @@ def build_app(config: MockConfig) -> web.Application:
     app.router.add_post("/v1/chat/completions", server.chat_completions)
     app.router.add_post("/v1/embeddings", server.embeddings)
     app.router.add_post("/pooling", server.pooling)
+    for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+        app.router.add_post(path, server.rerank)
     app.router.add_post("/tokenize", server.tokenize)
     app.router.add_post("/detokenize", server.detokenize)
     app.router.add_get(STATS_PATH, server.stats)
@@ -943,7 +980,7 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
 @click.command(
     "mock-server",
     help="Run an OpenAI-compatible mock inference server (/v1/completions, "
-    "/v1/chat/completions, /v1/embeddings, /pooling, /v1/models, /tokenize, /detokenize, "
+    "/v1/chat/completions, /v1/embeddings, /pooling, /rerank, /v1/models, /tokenize, /detokenize, "
     "/health) with configurable "
     "latency, output length, error rate and start-up behaviour. GET /mock/stats counts the "
     "requests received, by method and path.\n\n"

@@ -18,6 +18,8 @@ Pooling (not streamed; one JSON answer whose ``usage.prompt_tokens`` is read)::
     infinity-embeddings (-clip) ........... {model, input: prompt}
     vllm-pooling .......................... {model, truncate_prompt_tokens: -1, input: prompt}
     (each + {ignore_eos: true}? + extra_body)
+    vllm-rerank ........................... {model, query: prompt[0], documents: prompt[1:],
+                                             truncate_prompt_tokens: -1} (nothing merged)
 
 The -clip and -vlm2vec variants differ from their base backend only for image inputs, which no
 dataset here produces, so their text bodies are the base backend's.
@@ -43,7 +45,7 @@ POOLING_BACKENDS = (
     *EMBEDDINGS_INPUT_BACKENDS, *EMBEDDINGS_CHAT_BACKENDS, *INFINITY_BACKENDS,
     "vllm-pooling", "vllm-rerank",
 )  # fmt: skip
-SUPPORTED_BACKENDS = GENERATION_BACKENDS + tuple(b for b in POOLING_BACKENDS if b != "vllm-rerank")
+SUPPORTED_BACKENDS = GENERATION_BACKENDS + POOLING_BACKENDS
 # Every backend upstream accepts; those not in SUPPORTED_BACKENDS are refused as not supported yet.
 UPSTREAM_BACKENDS = (
     "vllm", "openai", "openai-chat", "openai-audio", "openai-embeddings",
@@ -57,6 +59,7 @@ ENDPOINT_SUFFIX = {
     **dict.fromkeys(EMBEDDINGS_INPUT_BACKENDS + EMBEDDINGS_CHAT_BACKENDS, "embeddings"),
     **dict.fromkeys(INFINITY_BACKENDS, "embeddings"),
     "vllm-pooling": "pooling",
+    "vllm-rerank": "rerank",
 }
 # The API names upstream's request functions use in their URL check.
 API_NAMES = {
@@ -65,11 +68,13 @@ API_NAMES = {
     **dict.fromkeys(EMBEDDINGS_INPUT_BACKENDS + EMBEDDINGS_CHAT_BACKENDS, "OpenAI Embeddings API"),
     **dict.fromkeys(INFINITY_BACKENDS, "Infinity Embeddings API"),
     "vllm-pooling": "vLLM Pooling API",
+    "vllm-rerank": "vLLM score API",
 }
 ENDPOINT_HINT = {
     "chat/completions": "/v1/chat/completions",
     "embeddings": "/v1/embeddings",
     "pooling": "/pooling",  # vLLM serves it outside /v1
+    "rerank": "/v1/rerank",
 }
 
 
@@ -85,7 +90,7 @@ def check_endpoint(backend: str, api_url: str) -> None:
 def build_body(
     backend: str,
     model: str,
-    prompt: str | list[int],
+    prompt: str | list[int] | list[str],
     output_len: int,
     *,
     logprobs: int | None,
@@ -94,6 +99,14 @@ def build_body(
 ) -> dict[str, Any]:
     """The JSON object of one request, with upstream's keys in upstream's order."""
     body: dict[str, Any]
+    if backend == "vllm-rerank":  # upstream merges neither ignore_eos nor the extra body
+        assert isinstance(prompt, list) and len(prompt) > 1  # config.validate() ensures it
+        return {
+            "model": model,
+            "query": prompt[0],
+            "documents": prompt[1:],
+            "truncate_prompt_tokens": -1,
+        }
     if backend in POOLING_BACKENDS:
         body = _pooling_body(backend, model, prompt)
     elif backend in CHAT_BACKENDS:
@@ -123,12 +136,15 @@ def build_body(
 
 def input_sequences(backend: str, prompt: str | list) -> int:
     """How many inputs one pooling request embeds: a batch (list of texts or of token-id lists)
-    counts each; a chat-form request counts one, as upstream counts them."""
+    counts each; a chat-form request counts one; a rerank request its documents, as upstream
+    counts them."""
+    if backend == "vllm-rerank":
+        return len(prompt) - 1
     batched = isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], str | list)
     return len(prompt) if batched and backend not in EMBEDDINGS_CHAT_BACKENDS else 1
 
 
-def _pooling_body(backend: str, model: str, prompt: str | list[int]) -> dict[str, Any]:
+def _pooling_body(backend: str, model: str, prompt: str | list[int] | list[str]) -> dict[str, Any]:
     if backend in EMBEDDINGS_CHAT_BACKENDS:
         messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         return {"model": model, "messages": messages, "truncate_prompt_tokens": -1}
@@ -142,7 +158,7 @@ def _pooling_body(backend: str, model: str, prompt: str | list[int]) -> dict[str
 def serialize_bodies(
     backend: str,
     models: list[str],
-    prompts: list[str],
+    prompts: list[str] | list[list[str]],
     output_lens: list[int],
     *,
     logprobs: int | None,

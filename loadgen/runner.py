@@ -16,9 +16,14 @@ import numpy as np
 from tqdm import tqdm
 
 from loadgen import __version__
-from loadgen.config import ConfigError, RunConfig
+from loadgen.config import SYNTHETIC_DATASETS, ConfigError, RunConfig
 from loadgen.dataset_custom import load_custom_rows, sample_custom_requests
-from loadgen.dataset_random import parse_range_ratio, sample_random_requests
+from loadgen.dataset_random import (
+    batch_prompts,
+    parse_range_ratio,
+    sample_random_requests,
+    sample_random_rerank_requests,
+)
 from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import (
@@ -118,6 +123,12 @@ class Prepared:
     bodies: list[bytes]
     scheduled_ns: np.ndarray
 
+    @property
+    def num_requests(self) -> int:
+        """Requests to send: --num-prompts, less with a short --no-oversample file, fewer when
+        prompts are batched (--random-batch-size, random-rerank)."""
+        return len(self.dataset.prompts)
+
 
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured; return the process exit code."""
@@ -151,9 +162,19 @@ def sample_dataset(config: RunConfig, tokenizer: TokenCodec) -> SampledPrompts:
     Raises ConfigError for a random dataset the flags cannot build, and ValueError naming the
     file for a file dataset whose contents cannot be used.
     """
-    if config.dataset_name == "random":
+    if config.dataset_name in SYNTHETIC_DATASETS:
         try:
-            return sample_random_requests(
+            if config.dataset_name == "random-rerank":
+                return sample_random_rerank_requests(
+                    tokenizer,
+                    config.num_prompts,
+                    config.random_input_len,
+                    parse_range_ratio(config.random_range_ratio)[0],
+                    config.random_batch_size,
+                    not config.no_reranker,
+                    config.seed,
+                )
+            sampled = sample_random_requests(
                 tokenizer,
                 config.num_prompts,
                 config.random_input_len,
@@ -162,7 +183,8 @@ def sample_dataset(config: RunConfig, tokenizer: TokenCodec) -> SampledPrompts:
                 parse_range_ratio(config.random_range_ratio),
                 config.seed,
             )
-        except ValueError as exc:  # the random dataset's checks name the flag at fault
+            return batch_prompts(sampled, config.random_batch_size)
+        except ValueError as exc:  # the random datasets' checks name the flag at fault
             raise ConfigError(str(exc)) from None
     path = config.dataset_path
     assert path is not None  # validate() checked
@@ -235,14 +257,14 @@ async def _run(config: RunConfig) -> int:
         print(f"Maximum request concurrency: {config.max_concurrency}")
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", 130)
-        # A short dataset (--no-oversample) may leave a worker nothing to send.
-        num_workers = min(num_workers, config.num_prompts)
+        # A short dataset (--no-oversample) or batched prompts may leave a worker idle.
+        num_workers = min(num_workers, prepared.num_requests)
         plans = _plan_shards(config, prepared, num_workers)
-        progress = Progress(config.num_prompts, config.disable_tqdm)
+        progress = Progress(prepared.num_requests, config.disable_tqdm)
         try:
             collected = await pool.run(
                 plans,
-                config.num_prompts,
+                prepared.num_requests,
                 config.max_concurrency,
                 on_start=progress.start,
                 on_progress=progress.update,
@@ -291,18 +313,16 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
     (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
         model_task, tokenizer_and_dataset()
     )
-    if len(dataset.prompts) < config.num_prompts:  # --no-oversample and too few samples
+    num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
+    if config.no_oversample and num_requests < config.num_prompts:
         print(
-            f"--no-oversample: {config.dataset_path} gives {len(dataset.prompts)} prompts; "
-            f"sending {len(dataset.prompts)} of the {config.num_prompts} asked for."
+            f"--no-oversample: {config.dataset_path} gives {num_requests} prompts; "
+            f"sending {num_requests} of the {config.num_prompts} asked for."
         )
-        config.num_prompts = len(dataset.prompts)  # every count downstream follows it
     models = (
-        lora_assignment(
-            config.lora_modules, config.num_prompts, config.lora_assignment, config.seed
-        )
+        lora_assignment(config.lora_modules, num_requests, config.lora_assignment, config.seed)
         if config.lora_modules
-        else [model_name] * config.num_prompts
+        else [model_name] * num_requests
     )
     bodies = serialize_bodies(
         config.backend,
@@ -316,7 +336,7 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
     )
     if config.ramp_up_strategy is not None:
         offsets = ramp_up_offsets_s(
-            config.num_prompts,
+            num_requests,
             config.ramp_up_strategy,
             config.ramp_up_start_rps,
             config.ramp_up_end_rps,
@@ -325,7 +345,7 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         )
     else:
         offsets = arrival_offsets_s(
-            config.num_prompts, config.request_rate, config.burstiness, config.seed
+            num_requests, config.request_rate, config.burstiness, config.seed
         )
     return Prepared(model_id, model_name, tokenizer_id, tokenizer, dataset, bodies, to_ns(offsets))
 
@@ -461,7 +481,7 @@ async def _profile(client: StartupClient, action: str) -> None:
 
 
 def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
-    owner = assign_workers(config.num_prompts, num_workers, config.max_concurrency)
+    owner = assign_workers(prepared.num_requests, num_workers, config.max_concurrency)
     cap = config.max_concurrency or 0
     headers = auth_headers(config.headers)
     plans = []
@@ -566,7 +586,7 @@ def _report(
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
     timings = derive_timings(results)
-    errors = [collected.errors.get(i, "") for i in range(config.num_prompts)]
+    errors = [collected.errors.get(i, "") for i in range(prepared.num_requests)]
     metrics: BenchmarkMetrics | PoolingMetrics
     if config.pooling:  # upstream prints neither failures nor a plot for pooling
         sequences = np.array(
@@ -644,7 +664,7 @@ def _report(
             timings=timings,
             start_origin_s=collected.t0_ns / 1e9,
             errors=errors,
-            generated_texts=[collected.texts.get(i, "") for i in range(config.num_prompts)],
+            generated_texts=[collected.texts.get(i, "") for i in range(prepared.num_requests)],
             metric_names=metric_names,
             loadgen_extra=loadgen_extra,
             rps_change_events=_rps_change_events(config, prepared, collected.t0_ns),

@@ -13,13 +13,17 @@ import numpy as np
 class SampledPrompts:
     """The prompts of a run with their token counts and requested output lengths."""
 
-    prompts: list[str]
+    # A text per request; for batched pooling requests (--random-batch-size, random-rerank) a
+    # list of texts, each embedded or scored (random-rerank: the query first, then documents).
+    prompts: list[str] | list[list[str]]
     prompt_lens: np.ndarray  # int64 [N]: the prompt's tokens as the dataset counts them
     output_lens: np.ndarray  # int64 [N]: max_tokens to request
     length_mismatches: int = 0  # random: prompts whose length != target after MAX_RETRY retries
 
     @classmethod
-    def of(cls, prompts: list[str], lens: Sequence[int], outputs: Sequence[int]) -> SampledPrompts:
+    def of(
+        cls, prompts: list[str] | list[list[str]], lens: Sequence[int], outputs: Sequence[int]
+    ) -> SampledPrompts:
         """Prompts with their token counts and output lengths as plain lists."""
         return cls(
             prompts=prompts,

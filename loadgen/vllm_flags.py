@@ -121,6 +121,8 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
         "--random-output-len",
         "--random-range-ratio",
         "--random-prefix-len",
+        "--random-batch-size",
+        "--no-reranker",
     ),
     "sampling parameters": (
         "--top-p",

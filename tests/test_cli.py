@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from loadgen.cli import cli, normalize_argv
-from loadgen.config import RunConfig
+from loadgen.config import ConfigError, RunConfig
 from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
 
 KNOWN = {"--max-concurrency", "--header", "--result-filename", "--num-prompts"}
@@ -62,7 +62,7 @@ def test_mock_and_base_url_are_exclusive() -> None:
 
 def test_upstream_choices_not_built_yet_are_refused_by_name() -> None:
     for args, message in (
-        (["--backend", "vllm-rerank"], "not supported yet: --backend vllm-rerank"),
+        (["--backend", "openai-audio"], "not supported yet: --backend openai-audio"),
         (["--dataset-name", "sonnet"], "not supported yet: --dataset-name sonnet"),
     ):
         result = CliRunner().invoke(cli, ["run", "--mock", *args])
@@ -188,8 +188,35 @@ def test_pooling_backends_report_e2el_and_send_no_generation_fields() -> None:
     assert RunConfig(temperature=0.5, logprobs=2).ignored_flag_warnings() == []
 
 
-@pytest.mark.parametrize("backend", ["openai-audio", "vllm-rerank"])
-def test_backends_not_built_yet_exit_2_naming_them(backend: str) -> None:
-    result = CliRunner().invoke(cli, ["run", "--backend", backend])
-    assert result.exit_code == 2
-    assert f"not supported yet: --backend {backend}" in result.output
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"random_batch_size": 0}, "--random-batch-size must be >= 1, got 0"),
+        ({"random_batch_size": 2}, "--random-batch-size above 1 batches embedding inputs"),
+        ({"dataset_name": "random-rerank"}, "--dataset-name random-rerank needs a pooling"),
+        ({"backend": "vllm-rerank"}, "--backend vllm-rerank sends a query and documents"),
+        (
+            {"backend": "openai-embeddings-chat", "random_batch_size": 4},
+            "--backend openai-embeddings-chat sends one chat message per request",
+        ),
+        (
+            {"backend": "vllm-rerank", "dataset_name": "random-rerank", "dataset_path": "x"},
+            "--dataset-path is not read by --dataset-name random-rerank",
+        ),
+    ],
+)
+def test_batched_and_rerank_inputs_need_a_fitting_backend(fields: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**fields).validate()
+
+
+def test_rerank_and_batch_configs_that_work() -> None:
+    RunConfig(backend="vllm-rerank", dataset_name="random-rerank", random_batch_size=8).validate()
+    RunConfig(backend="openai-embeddings", random_batch_size=8).validate()
+    config = RunConfig(backend="vllm-rerank", dataset_name="random-rerank", extra_body={"a": 1})
+    assert config.ignored_flag_warnings() == [
+        "--extra-body has no effect with --backend vllm-rerank"
+    ]
+    assert RunConfig(no_reranker=True, random_batch_size=1).ignored_flag_warnings() == [
+        "--no-reranker has no effect with --dataset-name random"
+    ]

@@ -7,7 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.dataset_random import parse_range_ratio, sample_random_requests
+from loadgen.dataset_random import (
+    batch_prompts,
+    parse_range_ratio,
+    sample_random_requests,
+    sample_random_rerank_requests,
+)
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 
@@ -180,3 +185,67 @@ def test_invalid_arguments(tok, kwargs, flag):
     with pytest.raises(ValueError, match=flag) as exc:
         sample_random_requests(tok, **(args | kwargs))
     assert "\n" not in str(exc.value)
+
+
+# --- batches and random-rerank ----------------------------------------------------------------
+
+
+def test_batches_group_consecutive_prompts_and_sum_their_lengths(tok):
+    single = sample_random_requests(tok, 10, 32, 8, 0, (0.2, 0.0), seed=5)
+    batched = batch_prompts(single, 4)
+    assert batched.prompts == [single.prompts[0:4], single.prompts[4:8], single.prompts[8:10]]
+    lens = single.prompt_lens
+    assert batched.prompt_lens.tolist() == [lens[0:4].sum(), lens[4:8].sum(), lens[8:].sum()]
+    assert batched.output_lens.tolist() == [0, 0, 0]
+    assert batch_prompts(single, 1) is single
+
+
+def upstream_rerank_lengths(tok, n, input_len, ratio, seed, reranker=True):
+    """The query and document lengths of upstream's RandomDatasetForReranking, drawn the way it
+    draws them: get_sampling_params for 1 query, then for the documents, from one generator."""
+    rng = np.random.default_rng(seed)
+    special = 1  # the packaged tokenizer adds BOS
+
+    def draw(count, length):
+        real = max(0, length - special)
+        lo, hi = math.floor(real * (1 - ratio)), math.ceil(real * (1 + ratio))
+        lens = rng.integers(lo, hi + 1, size=count)
+        rng.integers(1, 2, size=count)  # the output lengths, unused
+        rng.integers(0, tok.vocab_size, size=count)  # the offsets
+        return lens
+
+    query = int(draw(1, input_len // 2 - 1 if reranker else input_len)[0])
+    docs = draw(n - (0 if reranker else 1), input_len - query - 1 if reranker else input_len)
+    return query, docs
+
+
+def test_rerank_requests_hold_the_query_then_batch_documents(tok):
+    ds = sample_random_rerank_requests(tok, 10, 64, 0.25, 4, True, seed=2)
+    query_len, doc_lens = upstream_rerank_lengths(tok, 10, 64, 0.25, 2)
+    assert [len(p) for p in ds.prompts] == [5, 5, 3]  # [query, 4 docs], ..., [query, 2 docs]
+    query = ds.prompts[0][0]
+    assert all(p[0] == query for p in ds.prompts)
+    assert ds.length_mismatches == 0  # the packaged tokenizer settles every sequence
+    assert encoded_len(tok, query) == query_len
+    docs = [d for p in ds.prompts for d in p[1:]]
+    assert [encoded_len(tok, d) for d in docs] == doc_lens.tolist()
+    # A reranker reads the query and a separator once per document.
+    per_doc = query_len + 1
+    expected = [per_doc * 4 + doc_lens[0:4].sum(), per_doc * 4 + doc_lens[4:8].sum()]
+    assert ds.prompt_lens.tolist() == [*expected, per_doc * 2 + doc_lens[8:].sum()]
+    assert ds.output_lens.tolist() == [0, 0, 0]
+    same = sample_random_rerank_requests(tok, 10, 64, 0.25, 4, True, seed=2)
+    assert same.prompts == ds.prompts
+
+
+def test_no_reranker_gives_the_query_a_document_place(tok):
+    ds = sample_random_rerank_requests(tok, 9, 20, 0.0, 3, False, seed=0)
+    query_len, doc_lens = upstream_rerank_lengths(tok, 9, 20, 0.0, 0, reranker=False)
+    assert query_len == 19 and doc_lens.tolist() == [19] * 8
+    assert [len(p) for p in ds.prompts] == [3, 3, 3, 3]  # 8 documents, 2 per request
+    # The query counted once per request; each document as it encodes.
+    counted = [sum(encoded_len(tok, text) for text in p) for p in ds.prompts]
+    assert ds.prompt_lens.tolist() == counted
+    assert counted[0] == 19 * 3
+    with pytest.raises(ValueError, match="--no-reranker needs"):
+        sample_random_rerank_requests(tok, 9, 20, 0.0, 1, False, seed=0)

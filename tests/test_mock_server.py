@@ -438,3 +438,59 @@ def test_startup_delay_and_error_rate(tmp_path: Path) -> None:
     finally:
         returncode = stop(proc)
     assert returncode == 0
+
+
+async def _post_with_headers(url: str, body: Any) -> tuple[int, dict[str, str], bytes]:
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as resp:
+        return resp.status, dict(resp.headers), await resp.read()
+
+
+def test_embeddings_and_pooling(server: Server, tok) -> None:
+    texts = ["Hi", "the cat sat"]
+    counts = [len(tok.encode(t).ids) for t in texts]
+    body = {"model": MOCK_MODEL_NAME, "input": texts}
+    status, ctype, payload = post(server.url + "/v1/embeddings", body)
+    assert (status, ctype) == (200, "application/json")
+    answer = orjson.loads(payload)
+    assert answer["object"] == "list" and answer["id"].startswith("embd-")
+    assert [d["index"] for d in answer["data"]] == [0, 1]
+    vector = answer["data"][0]["embedding"]
+    assert len(vector) == 384 and abs(sum(x * x for x in vector) - 1) < 1e-9
+    assert answer["usage"]["prompt_tokens"] == sum(counts)
+    # /pooling names the vector "data"; one string input is one vector.
+    pooled = orjson.loads(post(server.url + "/pooling", {**body, "input": "Hi"})[2])
+    assert len(pooled["data"]) == 1 and len(pooled["data"][0]["data"]) == 384
+    assert pooled["usage"]["prompt_tokens"] == counts[0]
+    chat = {"model": MOCK_MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}]}
+    usage = orjson.loads(post(server.url + "/v1/embeddings", chat)[2])["usage"]
+    assert usage["prompt_tokens"] == len(tok.encode(render_chat(chat["messages"])).ids)
+    # encoding_format bytes: raw float32, usage in the metadata header; bytes_only: no usage.
+    status, headers, raw = asyncio.run(
+        _post_with_headers(server.url + "/v1/embeddings", {**body, "encoding_format": "bytes"})
+    )
+    assert (status, len(raw)) == (200, 2 * 384 * 4)
+    assert orjson.loads(headers["metadata"])["usage"]["prompt_tokens"] == sum(counts)
+    status, headers, raw = asyncio.run(
+        _post_with_headers(server.url + "/pooling", {**body, "encoding_format": "bytes_only"})
+    )
+    assert (status, len(raw), "metadata" in headers) == (200, 2 * 384 * 4, False)
+    bad = post(server.url + "/v1/embeddings", {**body, "encoding_format": "base64"})
+    assert bad[0] == 400
+
+
+def test_rerank(server: Server, tok) -> None:
+    query, docs = "the cat", ["a mat", "sat on it", "x"]
+    for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+        status, _, payload = post(
+            server.url + path, {"model": MOCK_MODEL_NAME, "query": query, "documents": docs}
+        )
+        assert status == 200
+        answer = orjson.loads(payload)
+        assert [r["index"] for r in answer["results"]] == [0, 1, 2]
+        assert [r["document"]["text"] for r in answer["results"]] == docs
+        scores = [r["relevance_score"] for r in answer["results"]]
+        assert scores == sorted(scores, reverse=True)
+        pairs = sum(len(tok.encode(query).ids) + len(tok.encode(d).ids) for d in docs)
+        assert answer["usage"] == {"prompt_tokens": pairs, "total_tokens": pairs}
+    status, _, payload = post(server.url + "/rerank", {"model": MOCK_MODEL_NAME, "query": "q"})
+    assert status == 400 and b"documents must be a non-empty list" in payload

@@ -45,7 +45,7 @@ def test_pooling_bodies_have_upstreams_keys_in_order(backend: str, expected: dic
 
 
 def test_every_supported_pooling_backend_has_a_body_and_an_endpoint() -> None:
-    for backend in set(SUPPORTED_BACKENDS) & set(POOLING_BACKENDS):
+    for backend in set(SUPPORTED_BACKENDS) & set(POOLING_BACKENDS) - {"vllm-rerank"}:
         build_body(backend, "m", "x", 1, logprobs=None, ignore_eos=False, extra_body=None)
         check_endpoint(
             backend, "http://h/pooling" if backend == "vllm-pooling" else "http://h/v1/embeddings"
@@ -93,3 +93,32 @@ def test_input_sequences_counts_a_batch_except_in_chat_form() -> None:
     assert input_sequences("openai-embeddings", ["a", "b", "c"]) == 3
     assert input_sequences("vllm-pooling", [[1, 2], [3]]) == 2
     assert input_sequences("openai-embeddings-chat", ["a", "b"]) == 1
+
+
+def test_rerank_body_is_query_and_documents_with_nothing_merged() -> None:
+    body = build_body(
+        "vllm-rerank",
+        "m",
+        ["q", "d1", "d2"],
+        0,
+        logprobs=None,
+        ignore_eos=True,
+        extra_body={"x": 1},
+    )
+    assert list(body.items()) == [
+        ("model", "m"),
+        ("query", "q"),
+        ("documents", ["d1", "d2"]),
+        ("truncate_prompt_tokens", -1),
+    ]
+    assert input_sequences("vllm-rerank", ["q", "d1", "d2"]) == 2
+    with pytest.raises(ValueError, match="vLLM score API URL must end with 'rerank'"):
+        check_endpoint("vllm-rerank", "http://h/v1/embeddings")
+    check_endpoint("vllm-rerank", "http://h/v1/rerank")
+
+
+def test_batched_embeddings_send_the_texts_as_one_input_list() -> None:
+    body = build_body(
+        "openai-embeddings", "m", ["a", "b"], 0, logprobs=None, ignore_eos=False, extra_body=None
+    )
+    assert body["input"] == ["a", "b"]

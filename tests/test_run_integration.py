@@ -264,6 +264,32 @@ def test_pooling_answers_count_prompt_tokens_as_upstream_in_every_encoding(
     assert [n + 1 for n in input_lens["bytes_only"]] == input_lens["float"]
 
 
+@pytest.mark.parametrize(
+    ("args", "requests", "sequences"),
+    [
+        # 22 documents, 5 per request against one query: 5 requests, 22 scored pairs.
+        (["--backend", "vllm-rerank", "--endpoint", "/v1/rerank",
+          "--dataset-name", "random-rerank", "--random-batch-size", "5"], 5, 22),
+        # 22 texts, 8 per request: 3 requests embedding 22 inputs.
+        (["--backend", "openai-embeddings", "--endpoint", "/v1/embeddings",
+          "--random-batch-size", "8"], 3, 22),
+    ],
+)  # fmt: skip
+def test_batched_pooling_runs_count_requests_and_inputs(
+    tmp_path: Path, args: list[str], requests: int, sequences: int
+) -> None:
+    proc = loadgen(
+        "--mock", "--workers", "2", *args, "--num-prompts", "22", "--random-input-len", "32",
+        "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path)
+    assert result["num_prompts"] == 22  # what was asked, as upstream
+    assert (result["completed"], result["total_input_sequences"]) == (requests, sequences)
+    assert len(result["input_lens"]) == len(result["latencies"]) == requests
+    assert f"Successful requests:                     {requests}" in proc.stdout
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 
@@ -618,10 +644,14 @@ def test_custom_dataset_without_oversampling_sends_the_file_once(tmp_path: Path)
     proc = loadgen(
         "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
         "--skip-chat-template", "--no-oversample", "--num-prompts", "8", "--disable-tqdm",
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "sending 5 of the 8 asked for" in proc.stdout
     assert "Successful requests:                     5" in proc.stdout
+    result = only_json(tmp_path / "out")
+    assert result["num_prompts"] == 8  # the value of --num-prompts, as upstream writes it
+    assert len(result["errors"]) == 5
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,8 @@ BUILT: dict[str, list[str]] = {
     "--seed": ["42"],
     "--served-model-name": ["alias"],
     "--skip-tokenizer-init": [],
+    "--random-batch-size": ["2"],
+    "--no-reranker": [],
     "--temperature": ["0.7"],
     "--tokenizer": ["gpt2"],
     "--tokenizer-mode": ["hf"],
@@ -86,6 +88,7 @@ NEEDS = {
     "--ramp-up-strategy": ["--ramp-up-start-rps", "1", "--ramp-up-end-rps", "2"],
     "--ramp-up-start-rps": ["--ramp-up-strategy", "linear", "--ramp-up-end-rps", "20"],
     "--ramp-up-end-rps": ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"],
+    "--random-batch-size": ["--backend", "openai-embeddings"],
 }
 # A value for each flag whose feature is not built yet ([] for a boolean flag).
 NOT_BUILT: dict[str, list[str]] = {
@@ -101,7 +104,6 @@ NOT_BUILT: dict[str, list[str]] = {
     "--hf-output-len": ["64"],
     "--hf-split": ["test"],
     "--hf-subset": ["s"],
-    "--no-reranker": [],
     "--no-self-timed": [],
     "--no-stream": [],
     "--plot-dataset-stats": [],
@@ -111,7 +113,6 @@ NOT_BUILT: dict[str, list[str]] = {
     "--prefix-repetition-prefix-len": ["64"],
     "--prefix-repetition-suffix-len": ["64"],
     "--probe-request-rate": [],
-    "--random-batch-size": ["2"],
     "--random-mm-base-items-per-request": ["1"],
     "--random-mm-bucket-config": ["{}"],
     "--random-mm-limit-mm-per-prompt": ["{}"],
