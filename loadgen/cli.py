@@ -217,6 +217,12 @@ def cli() -> None:
     help="auto or hf: a Hugging Face tokenizer.json (other upstream modes are not supported yet).",
 )
 @click.option(
+    "--trust-remote-code",
+    is_flag=True,
+    help="Accepted for upstream's scripts: loadgen reads tokenizer.json only and runs no "
+    "tokenizer code, so there is nothing to trust.",
+)
+@click.option(
     "--skip-tokenizer-init",
     is_flag=True,
     help="No client-side tokenizer: the dataset is built with the server's /tokenize, and "
@@ -325,6 +331,11 @@ def cli() -> None:
 @click.option("--ramp-up-end-rps", type=int, default=None, help="Ramp-up: the last request's rate.")
 @click.option("--ignore-eos", is_flag=True, help="Send ignore_eos (always on for random).")
 @click.option("--logprobs", type=int, default=None, help="logprobs sent with completions.")
+@click.option(
+    "--use-beam-search",
+    is_flag=True,
+    help="Accepted as upstream accepts it; it has no effect there either (warns).",
+)
 @click.option("--extra-body", default=None, help="JSON object merged into every request body.")
 @click.option(
     "--request-id-prefix", default=None, help="x-request-id prefix (default bench-<8 hex>-)."

@@ -95,6 +95,8 @@ class RunConfig:
     insecure: bool = False
     tokenizer_mode: str = "auto"
     skip_tokenizer_init: bool = False
+    trust_remote_code: bool = False  # no effect: tokenizer.json runs no code
+    use_beam_search: bool = False  # no effect, upstream reads it nowhere either
     lora_modules: list[str] | None = None
     lora_assignment: str = "random"
     save_result: bool = False
@@ -138,6 +140,8 @@ class RunConfig:
             for flag, given, readers in given_to
             if given and self.dataset_name not in readers
         ]
+        if self.use_beam_search:
+            warnings.append("--use-beam-search has no effect (vllm bench serve ignores it too)")
         if self.backend == "vllm-rerank" and self.extra_body:
             warnings.append("--extra-body has no effect with --backend vllm-rerank")
         if self.pooling:

@@ -220,3 +220,10 @@ def test_rerank_and_batch_configs_that_work() -> None:
     assert RunConfig(no_reranker=True, random_batch_size=1).ignored_flag_warnings() == [
         "--no-reranker has no effect with --dataset-name random"
     ]
+
+
+def test_flags_upstream_accepts_without_effect_are_accepted_with_a_note() -> None:
+    assert RunConfig(use_beam_search=True).ignored_flag_warnings() == [
+        "--use-beam-search has no effect (vllm bench serve ignores it too)"
+    ]
+    RunConfig(trust_remote_code=True).validate()  # nothing to trust: tokenizer.json runs no code

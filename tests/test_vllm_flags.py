@@ -73,6 +73,8 @@ BUILT: dict[str, list[str]] = {
     "--seed": ["42"],
     "--served-model-name": ["alias"],
     "--skip-tokenizer-init": [],
+    "--trust-remote-code": [],
+    "--use-beam-search": [],
     "--random-batch-size": ["2"],
     "--no-reranker": [],
     "--temperature": ["0.7"],
@@ -133,8 +135,6 @@ NOT_BUILT: dict[str, list[str]] = {
     "--timed-trace-label-timestamp": ["t"],
     "--timed-trace-sec-multiplier": ["2"],
     "--timeline-itl-thresholds": ["1", "2"],
-    "--trust-remote-code": [],
-    "--use-beam-search": [],
 }
 
 
