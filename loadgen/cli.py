@@ -233,7 +233,8 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",
     show_default=True,
-    help="Built so far: random, random-rerank, custom and sharegpt; the others exit 2.",
+    help="Built so far: random, random-rerank, prefix_repetition, custom and sharegpt; the "
+    "others exit 2.",
 )
 @click.option(
     "--dataset-path",
@@ -260,7 +261,8 @@ def cli() -> None:
     "--output-len",
     type=int,
     default=None,
-    help="Sets --random-output-len, --custom-output-len and --sharegpt-output-len.",
+    help="Sets the output length of every dataset (--random-output-len, --custom-output-len, "
+    "--sharegpt-output-len, --prefix-repetition-output-len).",
 )
 @click.option(
     "--sharegpt-output-len",
@@ -290,6 +292,34 @@ def cli() -> None:
     default=1,
     show_default=True,
     help="random, random-rerank: texts per request (pooling backends only).",
+)
+@click.option(
+    "--prefix-repetition-prefix-len",
+    type=int,
+    default=256,
+    show_default=True,
+    help="prefix_repetition: tokens of each shared prefix.",
+)
+@click.option(
+    "--prefix-repetition-suffix-len",
+    type=int,
+    default=256,
+    show_default=True,
+    help="prefix_repetition: tokens after the prefix, different in every prompt.",
+)
+@click.option(
+    "--prefix-repetition-num-prefixes",
+    type=int,
+    default=10,
+    show_default=True,
+    help="prefix_repetition: prefixes, each shared by --num-prompts // this many prompts.",
+)
+@click.option(
+    "--prefix-repetition-output-len",
+    type=int,
+    default=128,
+    show_default=True,
+    help="prefix_repetition: max_tokens of every request.",
 )
 @click.option(
     "--no-reranker",
@@ -459,7 +489,7 @@ def run_command(ctx: click.Context, **opts: object) -> None:
                 raise click.UsageError(
                     f"--mock starts its own server; drop --{flag.replace('_', '-')}"
                 )
-    input_len, output_len = opts.pop("input_len"), opts.pop("output_len")
+    input_len, output_len = opts.pop("input_len"), opts["output_len"]
     config = RunConfig(
         **{
             k: v
@@ -479,6 +509,7 @@ def run_command(ctx: click.Context, **opts: object) -> None:
         config.random_output_len = output_len
         config.custom_output_len = output_len
         config.sharegpt_output_len = output_len
+        config.prefix_repetition_output_len = output_len
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     try:

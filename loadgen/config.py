@@ -25,8 +25,11 @@ SAMPLING_FIELDS = (
     "temperature", "top_p", "top_k", "min_p",
     "frequency_penalty", "presence_penalty", "repetition_penalty",
 )  # fmt: skip
-SUPPORTED_DATASETS = ("random", "random-rerank", "custom", "sharegpt")
-SYNTHETIC_DATASETS = ("random", "random-rerank")  # built from the tokenizer, no file
+SUPPORTED_DATASETS = ("random", "random-rerank", "prefix_repetition", "custom", "sharegpt")
+# Built from the tokenizer alone: --dataset-path is refused.
+SYNTHETIC_DATASETS = ("random", "random-rerank", "prefix_repetition")
+PREFIX_REPETITION_DEFAULTS = {"prefix_len": 256, "suffix_len": 256, "num_prefixes": 10}
+DEFAULT_PREFIX_REPETITION_OUTPUT_LEN = 128
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
 
 
@@ -66,6 +69,11 @@ class RunConfig:
     random_range_ratio: str = "0.0"
     random_prefix_len: int = 0
     random_batch_size: int = 1
+    output_len: int | None = None  # --output-len, already applied to each dataset's length
+    prefix_repetition_prefix_len: int = PREFIX_REPETITION_DEFAULTS["prefix_len"]
+    prefix_repetition_suffix_len: int = PREFIX_REPETITION_DEFAULTS["suffix_len"]
+    prefix_repetition_num_prefixes: int = PREFIX_REPETITION_DEFAULTS["num_prefixes"]
+    prefix_repetition_output_len: int = DEFAULT_PREFIX_REPETITION_OUTPUT_LEN
     no_reranker: bool = False
     num_prompts: int = 1000
     seed: int = 0
@@ -122,17 +130,37 @@ class RunConfig:
     def ignored_flag_warnings(self) -> list[str]:
         """Warnings for flags given where upstream ignores them: dataset flags of another
         dataset, and generation flags with a pooling backend."""
+
+        def output_flag(value: int | None, default: int | None) -> bool:
+            # --output-len sets every dataset's output length: that is not the flag given.
+            return value != default and value != self.output_len
+
         given_to = [  # (flag, whether it was given, the datasets that read it)
             (
                 "--custom-output-len",
-                self.custom_output_len != DEFAULT_CUSTOM_OUTPUT_LEN,
+                output_flag(self.custom_output_len, DEFAULT_CUSTOM_OUTPUT_LEN),
                 ("custom",),
             ),
-            ("--sharegpt-output-len", self.sharegpt_output_len is not None, ("sharegpt",)),
-            ("--disable-shuffle", self.disable_shuffle, ("custom", "sharegpt")),
+            ("--sharegpt-output-len", output_flag(self.sharegpt_output_len, None), ("sharegpt",)),
+            (
+                "--prefix-repetition-output-len",
+                output_flag(
+                    self.prefix_repetition_output_len, DEFAULT_PREFIX_REPETITION_OUTPUT_LEN
+                ),
+                ("prefix_repetition",),
+            ),
+            *(
+                (f"--prefix-repetition-{name.replace('_', '-')}", given, ("prefix_repetition",))
+                for name, given in self._prefix_repetition_flags_given().items()
+            ),
+            (
+                "--disable-shuffle",
+                self.disable_shuffle,
+                ("custom", "sharegpt", "prefix_repetition"),
+            ),
             ("--no-oversample", self.no_oversample, ("custom", "sharegpt")),
             ("--skip-chat-template", self.skip_chat_template, ("custom",)),
-            ("--random-batch-size", self.random_batch_size != 1, SYNTHETIC_DATASETS),
+            ("--random-batch-size", self.random_batch_size != 1, ("random", "random-rerank")),
             ("--no-reranker", self.no_reranker, ("random-rerank",)),
         ]
         warnings = [
@@ -159,6 +187,12 @@ class RunConfig:
                 if given
             ]
         return warnings
+
+    def _prefix_repetition_flags_given(self) -> dict[str, bool]:
+        return {
+            name: getattr(self, f"prefix_repetition_{name}") != default
+            for name, default in PREFIX_REPETITION_DEFAULTS.items()
+        }
 
     def validate(self) -> None:
         """Reject values upstream rejects, with a one-line message naming the flag."""

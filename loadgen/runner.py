@@ -18,6 +18,7 @@ from tqdm import tqdm
 from loadgen import __version__
 from loadgen.config import SYNTHETIC_DATASETS, ConfigError, RunConfig
 from loadgen.dataset_custom import load_custom_rows, sample_custom_requests
+from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
 from loadgen.dataset_random import (
     batch_prompts,
     parse_range_ratio,
@@ -164,6 +165,17 @@ def sample_dataset(config: RunConfig, tokenizer: TokenCodec) -> SampledPrompts:
     """
     if config.dataset_name in SYNTHETIC_DATASETS:
         try:
+            if config.dataset_name == "prefix_repetition":
+                return sample_prefix_repetition_requests(
+                    tokenizer,
+                    config.num_prompts,
+                    config.prefix_repetition_prefix_len,
+                    config.prefix_repetition_suffix_len,
+                    config.prefix_repetition_num_prefixes,
+                    config.prefix_repetition_output_len,
+                    config.seed,
+                    config.disable_shuffle,
+                )
             if config.dataset_name == "random-rerank":
                 return sample_random_rerank_requests(
                     tokenizer,
@@ -314,6 +326,12 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         model_task, tokenizer_and_dataset()
     )
     num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
+    if config.dataset_name == "prefix_repetition" and num_requests < config.num_prompts:
+        print(
+            f"prefix_repetition: sending {num_requests} requests, "
+            f"{num_requests // config.prefix_repetition_num_prefixes} per prefix "
+            f"(--num-prompts {config.num_prompts} // {config.prefix_repetition_num_prefixes})"
+        )
     if config.no_oversample and num_requests < config.num_prompts:
         print(
             f"--no-oversample: {config.dataset_path} gives {num_requests} prompts; "
@@ -342,10 +360,11 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
             config.ramp_up_end_rps,
             config.burstiness,
             config.seed,
+            dataset.arrival_rng,
         )
     else:
         offsets = arrival_offsets_s(
-            num_requests, config.request_rate, config.burstiness, config.seed
+            num_requests, config.request_rate, config.burstiness, config.seed, dataset.arrival_rng
         )
     return Prepared(model_id, model_name, tokenizer_id, tokenizer, dataset, bodies, to_ns(offsets))
 
@@ -490,7 +509,10 @@ def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> lis
         worker_config = WorkerConfig(
             url=config.api_url,
             headers=headers,
-            request_id_prefix=config.request_id_prefix,
+            # Upstream's prefix_repetition requests carry no id, so no x-request-id.
+            request_id_prefix=None
+            if config.dataset_name == "prefix_repetition"
+            else config.request_id_prefix,
             # Credits can gather at one worker (up to the whole cap), so each pre-opens that many.
             max_concurrency=cap,
             preopen_url=f"{config.server_url}/v1/models",

@@ -19,6 +19,9 @@ class SampledPrompts:
     prompt_lens: np.ndarray  # int64 [N]: the prompt's tokens as the dataset counts them
     output_lens: np.ndarray  # int64 [N]: max_tokens to request
     length_mismatches: int = 0  # random: prompts whose length != target after MAX_RETRY retries
+    # Datasets that draw from upstream's global np.random leave it here, advanced, for the
+    # arrival gaps that upstream draws from it next; None: the schedule seeds its own.
+    arrival_rng: np.random.RandomState | None = None
 
     @classmethod
     def of(

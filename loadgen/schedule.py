@@ -35,8 +35,15 @@ from typing import Any
 import numpy as np
 
 
-def arrival_offsets_s(num_requests: int, request_rate: float, burstiness: float, seed: int):
-    """Arrival offsets in seconds (float64 [N]) of a run at ``request_rate`` with ``burstiness``."""
+def arrival_offsets_s(
+    num_requests: int,
+    request_rate: float,
+    burstiness: float,
+    seed: int,
+    rng: np.random.RandomState | None = None,
+):
+    """Arrival offsets in seconds (float64 [N]) of a run at ``request_rate`` with ``burstiness``;
+    gamma gaps come from ``rng`` when given (upstream's global generator), else ``seed``."""
     if num_requests < 1:
         raise ValueError("--num-prompts must be at least 1")
     if not burstiness > 0:
@@ -49,7 +56,9 @@ def arrival_offsets_s(num_requests: int, request_rate: float, burstiness: float,
         gaps = np.full(num_requests, 1.0 / request_rate)
     else:
         theta = 1.0 / (request_rate * burstiness)
-        gaps = np.random.RandomState(seed).gamma(shape=burstiness, scale=theta, size=num_requests)
+        gaps = (rng if rng is not None else np.random.RandomState(seed)).gamma(
+            shape=burstiness, scale=theta, size=num_requests
+        )
     offsets = np.cumsum(gaps)
     if offsets[-1] != 0:
         offsets *= (num_requests / request_rate) / offsets[-1]
@@ -82,8 +91,10 @@ def ramp_up_offsets_s(
     end_rps: float,
     burstiness: float,
     seed: int,
+    rng: np.random.RandomState | None = None,
 ) -> np.ndarray:
-    """Arrival offsets in seconds (float64 [N]) of a ramp from ``start_rps`` to ``end_rps``."""
+    """Arrival offsets in seconds (float64 [N]) of a ramp from ``start_rps`` to ``end_rps``;
+    gamma gaps come from ``rng`` when given (upstream's global generator), else ``seed``."""
     if num_requests < 1:
         raise ValueError("--num-prompts must be at least 1")
     if not burstiness > 0:
@@ -102,7 +113,9 @@ def ramp_up_offsets_s(
     else:
         # one draw per finite-rate request, in request order, as upstream's loop draws them
         theta = 1.0 / (rates[finite] * burstiness)
-        gaps[finite] = np.random.RandomState(seed).gamma(shape=burstiness, scale=theta)
+        gaps[finite] = (rng if rng is not None else np.random.RandomState(seed)).gamma(
+            shape=burstiness, scale=theta
+        )
     return np.cumsum(gaps)
 
 

@@ -124,6 +124,12 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
         "--random-batch-size",
         "--no-reranker",
     ),
+    "prefix repetition dataset options": (
+        "--prefix-repetition-prefix-len",
+        "--prefix-repetition-suffix-len",
+        "--prefix-repetition-num-prefixes",
+        "--prefix-repetition-output-len",
+    ),
     "sampling parameters": (
         "--top-p",
         "--top-k",

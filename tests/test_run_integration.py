@@ -15,6 +15,7 @@ import urllib.request
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loadgen.mock_process import EmbeddedMockServer
@@ -288,6 +289,38 @@ def test_batched_pooling_runs_count_requests_and_inputs(
     assert (result["completed"], result["total_input_sequences"]) == (requests, sequences)
     assert len(result["input_lens"]) == len(result["latencies"]) == requests
     assert f"Successful requests:                     {requests}" in proc.stdout
+
+
+def test_prefix_repetition_run_sends_groups_without_request_ids(tmp_path: Path) -> None:
+    port = free_port()
+    timings = tmp_path / "timings.npz"
+    mock = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
+         "--record-timings", str(timings)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        proc = loadgen(
+            "--port", str(port), "--model", "loadgen-mock", "--ready-check-timeout-sec", "30",
+            "--ready-check-interval-sec", "0.1", "--dataset-name", "prefix_repetition",
+            "--num-prompts", "14", "--prefix-repetition-num-prefixes", "4",
+            "--prefix-repetition-prefix-len", "24", "--prefix-repetition-suffix-len", "8",
+            "--output-len", "4", "--workers", "2", "--disable-tqdm",
+            "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+        )  # fmt: skip
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    assert "prefix_repetition: sending 12 requests, 3 per prefix" in proc.stdout
+    result = only_json(tmp_path)
+    assert (result["num_prompts"], result["completed"]) == (14, 12)
+    assert result["output_lens"] == [4] * 12
+    # 24 + 8 tokens and the mock's BOS, give or take a merge where prefix and suffix join.
+    assert all(28 <= n <= 38 for n in result["input_lens"]), result["input_lens"]
+    # As upstream, no x-request-id: the mock names every request itself (cmpl-...).
+    ids = np.load(timings)["request_ids"].tolist()
+    assert len(ids) == 13 and all(i.startswith("cmpl-") for i in ids)  # the ready check too
 
 
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
