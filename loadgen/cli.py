@@ -35,6 +35,11 @@ MULTI_VALUE_FLAGS = (
 )  # nargs "*" or "+" upstream
 ONE_OR_MORE_FLAGS = ("--goodput", "--lora-modules")  # nargs "+": at least one value
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+# Options whose raw values are parsed before they reach RunConfig.
+PARSED_OPTIONS = (
+    "header", "extra_body", "chat_template_kwargs", "workers", "goodput", "metadata",
+    "lora_modules",
+)  # fmt: skip
 UPSTREAM_DATASETS = (
     "sharegpt", "burstgpt", "sonnet", "random", "random-mm", "random-rerank", "hf", "custom",
     "custom_audio", "custom_image", "prefix_repetition", "spec_bench", "speed_bench",
@@ -79,8 +84,14 @@ class VllmCompatibleCommand(click.Command):
     """A click command that parses argv as `vllm bench serve` does (see normalize_argv)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        known = {opt for param in self.params for opt in getattr(param, "opts", [])}
-        return super().parse_args(ctx, normalize_argv(args, known))
+        return super().parse_args(ctx, normalize_argv(args, self.flag_names()))
+
+    def flag_names(self) -> set[str]:
+        """Every spelling the options accept (``--self-timed`` and ``--no-self-timed``)."""
+        names: set[str] = set()
+        for param in self.params:
+            names.update(getattr(param, "opts", []), getattr(param, "secondary_opts", []))
+        return names
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Options in upstream's sections (HELP_GROUPS), then the flags not built yet."""
@@ -97,7 +108,7 @@ class VllmCompatibleCommand(click.Command):
                 formatter.write_dl([records[flag] for flag in flags])
         with formatter.section("vllm bench serve flags not supported yet (they exit 2)"):
             line = ""
-            for flag in sorted(VLLM_BENCH_SERVE_FLAGS - set(records)):  # never split a name
+            for flag in sorted(VLLM_BENCH_SERVE_FLAGS - self.flag_names()):  # never split one
                 if line and len(line) + 1 + len(flag) > formatter.width - formatter.current_indent:
                     formatter.write_text(line)
                     line = flag
@@ -233,13 +244,14 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",
     show_default=True,
-    help="Built so far: random, random-rerank, prefix_repetition, custom and sharegpt; the "
-    "others exit 2.",
+    help="Built so far: random, random-rerank, prefix_repetition, custom, sharegpt, "
+    "spec_bench and timed_trace; the others exit 2.",
 )
 @click.option(
     "--dataset-path",
     default=None,
-    help="custom: a .jsonl file of prompts; sharegpt: the ShareGPT JSON file.",
+    help="custom: a .jsonl file of prompts; sharegpt: the ShareGPT JSON file; spec_bench: "
+    "Spec-Bench's question.jsonl; timed_trace: a JSONL trace.",
 )
 @click.option(
     "--disable-shuffle",
@@ -254,7 +266,67 @@ def cli() -> None:
 @click.option(
     "--skip-chat-template",
     is_flag=True,
-    help="custom: send prompts as written (required: client-side templates are not built yet).",
+    help="custom: send prompts as written, without the tokenizer's chat template.",
+)
+@click.option(
+    "--spec-bench-output-len",
+    type=int,
+    default=256,
+    show_default=True,
+    help="spec_bench: max_tokens of every request.",
+)
+@click.option(
+    "--spec-bench-category",
+    default=None,
+    help="spec_bench: only the questions of this category (default: all).",
+)
+@click.option(
+    "--timed-trace-chunk-hash-size",
+    type=int,
+    default=16,
+    show_default=True,
+    help="timed_trace: prompt tokens each hash id stands for.",
+)
+@click.option(
+    "--timed-trace-sec-multiplier",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="timed_trace: multiplies the timestamps into seconds (0.001 for milliseconds).",
+)
+@click.option(
+    "--timed-trace-label-timestamp",
+    default="timestamp",
+    show_default=True,
+    help="timed_trace: the field holding a request's timestamp.",
+)
+@click.option(
+    "--timed-trace-label-input-length",
+    default="input_length",
+    show_default=True,
+    help="timed_trace: the field holding a request's input length.",
+)
+@click.option(
+    "--timed-trace-label-output-length",
+    default="output_length",
+    show_default=True,
+    help="timed_trace: the field holding a request's output length.",
+)
+@click.option(
+    "--timed-trace-label-hash-ids",
+    default="hash_ids",
+    show_default=True,
+    help="timed_trace: the field holding a request's prompt hash ids.",
+)
+@click.option(
+    "--self-timed/--no-self-timed",
+    default=None,
+    help="timed_trace: send at the trace's timestamps (the default) or at --request-rate.",
+)
+@click.option(
+    "--chat-template-kwargs",
+    default=None,
+    help="JSON object passed to the chat template (custom), e.g. '{\"thinking\": true}'.",
 )
 @click.option("--input-len", type=int, default=None, help="Sets --random-input-len.")
 @click.option(
@@ -491,16 +563,13 @@ def run_command(ctx: click.Context, **opts: object) -> None:
                 )
     input_len, output_len = opts.pop("input_len"), opts["output_len"]
     config = RunConfig(
-        **{
-            k: v
-            for k, v in opts.items()
-            if k not in ("header", "extra_body", "workers", "goodput", "metadata", "lora_modules")
-        },
+        **{k: v for k, v in opts.items() if k not in PARSED_OPTIONS},
         lora_modules=list(opts["lora_modules"]) or None,
         headers=_parse_headers(opts["header"]),
         goodput=_parse_goodput(opts["goodput"]),
         metadata=_parse_metadata(opts["metadata"]),
         extra_body=_parse_json(opts["extra_body"], "--extra-body"),
+        chat_template_kwargs=_parse_json(opts["chat_template_kwargs"], "--chat-template-kwargs"),
         workers=opts["workers"] if opts["workers"] is not None else available_cores(),
     )
     if input_len is not None:
@@ -510,6 +579,7 @@ def run_command(ctx: click.Context, **opts: object) -> None:
         config.custom_output_len = output_len
         config.sharegpt_output_len = output_len
         config.prefix_repetition_output_len = output_len
+        config.spec_bench_output_len = output_len
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     try:

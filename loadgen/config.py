@@ -25,12 +25,27 @@ SAMPLING_FIELDS = (
     "temperature", "top_p", "top_k", "min_p",
     "frequency_penalty", "presence_penalty", "repetition_penalty",
 )  # fmt: skip
-SUPPORTED_DATASETS = ("random", "random-rerank", "prefix_repetition", "custom", "sharegpt")
+SUPPORTED_DATASETS = (
+    "random", "random-rerank", "prefix_repetition", "custom", "sharegpt", "spec_bench",
+    "timed_trace",
+)  # fmt: skip
+TIMED_TRACE_DEFAULTS: dict[str, Any] = {
+    "chunk_hash_size": 16,
+    "sec_multiplier": 1.0,
+    "label_timestamp": "timestamp",
+    "label_input_length": "input_length",
+    "label_output_length": "output_length",
+    "label_hash_ids": "hash_ids",
+}
+DEFAULT_SPEC_BENCH_OUTPUT_LEN = 256
 # Built from the tokenizer alone: --dataset-path is refused.
 SYNTHETIC_DATASETS = ("random", "random-rerank", "prefix_repetition")
 PREFIX_REPETITION_DEFAULTS = {"prefix_len": 256, "suffix_len": 256, "num_prefixes": 10}
 DEFAULT_PREFIX_REPETITION_OUTPUT_LEN = 128
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
+TEMPLATED_DATASETS = ("custom",)  # chat template applied unless --skip-chat-template
+# Upstream templates spec_bench prompts whatever --skip-chat-template says, with no kwargs.
+ALWAYS_TEMPLATED_DATASETS = ("spec_bench",)
 
 
 class ConfigError(ValueError):
@@ -60,10 +75,20 @@ class RunConfig:
     dataset_name: str = "random"
     dataset_path: str | None = None
     custom_output_len: int = DEFAULT_CUSTOM_OUTPUT_LEN
+    spec_bench_output_len: int = DEFAULT_SPEC_BENCH_OUTPUT_LEN
+    spec_bench_category: str | None = None
+    timed_trace_chunk_hash_size: int = TIMED_TRACE_DEFAULTS["chunk_hash_size"]
+    timed_trace_sec_multiplier: float = TIMED_TRACE_DEFAULTS["sec_multiplier"]
+    timed_trace_label_timestamp: str = TIMED_TRACE_DEFAULTS["label_timestamp"]
+    timed_trace_label_input_length: str = TIMED_TRACE_DEFAULTS["label_input_length"]
+    timed_trace_label_output_length: str = TIMED_TRACE_DEFAULTS["label_output_length"]
+    timed_trace_label_hash_ids: str = TIMED_TRACE_DEFAULTS["label_hash_ids"]
+    self_timed: bool | None = None  # None: on for timed_trace, as upstream
     sharegpt_output_len: int | None = None
     disable_shuffle: bool = False
     no_oversample: bool = False
     skip_chat_template: bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
     random_input_len: int = 1024
     random_output_len: int = 128
     random_range_ratio: str = "0.0"
@@ -123,6 +148,19 @@ class RunConfig:
     mock_itl_ms: float = 0.0
 
     @property
+    def uses_chat_template(self) -> bool:
+        """Whether prompts are templated client-side, as upstream templates them: not without
+        a tokenizer (--skip-tokenizer-init), as upstream does not either."""
+        templated = self.dataset_name in TEMPLATED_DATASETS and not self.skip_chat_template
+        templated = templated or self.dataset_name in ALWAYS_TEMPLATED_DATASETS
+        return templated and not self.skip_tokenizer_init
+
+    @property
+    def self_timed_trace(self) -> bool:
+        """Whether requests go at the trace's own instants (timed_trace unless --no-self-timed)."""
+        return self.dataset_name == "timed_trace" and self.self_timed is not False
+
+    @property
     def pooling(self) -> bool:
         """Whether the backend is a pooling one (embeddings, pooling): E2EL only, no output."""
         return self.backend in POOLING_BACKENDS
@@ -143,6 +181,12 @@ class RunConfig:
             ),
             ("--sharegpt-output-len", output_flag(self.sharegpt_output_len, None), ("sharegpt",)),
             (
+                "--spec-bench-output-len",
+                output_flag(self.spec_bench_output_len, DEFAULT_SPEC_BENCH_OUTPUT_LEN),
+                ("spec_bench",),
+            ),
+            ("--spec-bench-category", self.spec_bench_category is not None, ("spec_bench",)),
+            (
                 "--prefix-repetition-output-len",
                 output_flag(
                     self.prefix_repetition_output_len, DEFAULT_PREFIX_REPETITION_OUTPUT_LEN
@@ -156,18 +200,46 @@ class RunConfig:
             (
                 "--disable-shuffle",
                 self.disable_shuffle,
-                ("custom", "sharegpt", "prefix_repetition"),
+                ("custom", "sharegpt", "prefix_repetition", "spec_bench"),
             ),
-            ("--no-oversample", self.no_oversample, ("custom", "sharegpt")),
-            ("--skip-chat-template", self.skip_chat_template, ("custom",)),
+            ("--no-oversample", self.no_oversample, ("custom", "sharegpt", "spec_bench")),
+            ("--skip-chat-template", self.skip_chat_template, TEMPLATED_DATASETS),
             ("--random-batch-size", self.random_batch_size != 1, ("random", "random-rerank")),
             ("--no-reranker", self.no_reranker, ("random-rerank",)),
+            *(
+                (f"--timed-trace-{name.replace('_', '-')}", given, ("timed_trace",))
+                for name, given in self._timed_trace_flags_given().items()
+            ),
         ]
         warnings = [
             f"{flag} has no effect with --dataset-name {self.dataset_name}"
             for flag, given, readers in given_to
             if given and self.dataset_name not in readers
         ]
+        if self.dataset_name in ALWAYS_TEMPLATED_DATASETS and self.seed != 0:
+            warnings.append(
+                f"--seed {self.seed} does not reach the {self.dataset_name} shuffle, which uses "
+                "seed 0 as upstream's does"
+            )
+        if self.chat_template_kwargs and not (
+            self.uses_chat_template and self.dataset_name in TEMPLATED_DATASETS
+        ):
+            if self.dataset_name not in TEMPLATED_DATASETS:
+                why = f"--dataset-name {self.dataset_name}"
+            else:
+                why = "--skip-chat-template" if self.skip_chat_template else "--skip-tokenizer-init"
+            warnings.append(f"--chat-template-kwargs has no effect with {why}")
+        if self.self_timed_trace:
+            paced_by = [
+                ("--request-rate", not math.isinf(self.request_rate)),
+                ("--burstiness", self.burstiness != 1.0),
+                ("--ramp-up-strategy", self.ramp_up_strategy is not None),
+            ]
+            warnings += [
+                f"{flag} has no effect with a self-timed trace (--no-self-timed uses it)"
+                for flag, given in paced_by
+                if given
+            ]
         if self.use_beam_search:
             warnings.append("--use-beam-search has no effect (vllm bench serve ignores it too)")
         if self.backend == "vllm-rerank" and self.extra_body:
@@ -188,6 +260,12 @@ class RunConfig:
             ]
         return warnings
 
+    def _timed_trace_flags_given(self) -> dict[str, bool]:
+        return {
+            name: getattr(self, f"timed_trace_{name}") != default
+            for name, default in TIMED_TRACE_DEFAULTS.items()
+        }
+
     def _prefix_repetition_flags_given(self) -> dict[str, bool]:
         return {
             name: getattr(self, f"prefix_repetition_{name}") != default
@@ -207,14 +285,30 @@ class RunConfig:
             raise ConfigError("--dataset-name sharegpt needs --dataset-path (a ShareGPT JSON file)")
         if self.sharegpt_output_len is not None and self.sharegpt_output_len < 1:
             raise ConfigError(f"--sharegpt-output-len must be >= 1, got {self.sharegpt_output_len}")
+        if self.self_timed is not None and self.dataset_name != "timed_trace":
+            raise ConfigError(
+                "--self-timed/--no-self-timed is only supported with --dataset-name=timed_trace"
+            )
+        if self.dataset_name == "timed_trace":
+            if self.dataset_path is None:
+                raise ConfigError("--dataset-name timed_trace needs --dataset-path (a JSONL trace)")
+            if self.backend not in ("vllm", "openai"):
+                raise ConfigError(
+                    "timed_trace dataset passes pre-tokenized prompts (list[int]) and requires a "
+                    f"completions backend ('vllm' or 'openai'), not --backend {self.backend}"
+                )
+        if self.dataset_name == "spec_bench":
+            if self.dataset_path is None:
+                raise ConfigError(
+                    "--dataset-name spec_bench needs --dataset-path (Spec-Bench's question.jsonl)"
+                )
+            if self.spec_bench_output_len < 1:
+                raise ConfigError(
+                    f"--spec-bench-output-len must be >= 1, got {self.spec_bench_output_len}"
+                )
         if self.dataset_name == "custom":
             if self.dataset_path is None:
                 raise ConfigError("--dataset-name custom needs --dataset-path (a .jsonl file)")
-            if not self.skip_chat_template:
-                raise ConfigError(
-                    "not supported yet: --dataset-name custom with a client-side chat template;"
-                    " pass --skip-chat-template"
-                )
             if self.custom_output_len < 1 and self.custom_output_len != -1:
                 raise ConfigError(
                     f"--custom-output-len must be >= 1, or -1 for each line's output_tokens; "

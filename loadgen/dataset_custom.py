@@ -6,11 +6,17 @@ prompt's token count with special tokens; every request asks for ``--custom-outp
 or, at -1, for the line's own ``output_tokens``. When the file has fewer lines than
 ``--num-prompts``, the rest are drawn with ``random.choice`` after re-seeding, unless
 ``--no-oversample``. Upstream's global ``random`` calls give the same draws as a
-``random.Random(seed)`` of their own, which is what is used here.
+``random.Random(seed)`` of their own, which is what is used here. Unless
+``--skip-chat-template``, each chosen prompt is first rendered as a user message with the
+tokenizer's chat template (``loadgen/chat_template.py``), and counted as rendered.
+
+``spec_bench`` (Spec-Bench's ``question.jsonl``) is sampled the same way from each question's
+first turn, as upstream's ``SpecBench`` subclass of ``CustomDataset`` does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -48,6 +54,31 @@ def load_custom_rows(path: str) -> list[dict]:
     return rows
 
 
+def load_spec_bench_rows(path: str, category: str | None) -> list[dict]:
+    """Spec-Bench's ``question.jsonl`` as custom rows: each line's first turn is the prompt; with
+    ``category`` (--spec-bench-category) only that category's lines. Raises ValueError naming
+    the file (and line) at fault."""
+    if not Path(path).is_file():
+        raise ValueError(f"--dataset-path {path}: No such file")
+    rows = []
+    for number, line in enumerate(Path(path).read_bytes().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
+        turns = row.get("turns") if isinstance(row, dict) else None
+        if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
+            raise ValueError(f'{path}:{number}: each line needs "turns", a list of strings')
+        if not category or row.get("category") == category:
+            rows.append({"prompt": turns[0]})
+    if not rows:
+        which = f" of category {category!r}" if category else ""
+        raise ValueError(f"--dataset-path {path}: the file has no questions{which}")
+    return rows
+
+
 def sample_custom_requests(
     rows: list[dict],
     tokenizer: TokenCodec,
@@ -56,11 +87,15 @@ def sample_custom_requests(
     seed: int,
     disable_shuffle: bool = False,
     no_oversample: bool = False,
+    template: Callable[[str], str] | None = None,
 ) -> SampledPrompts:
-    """Upstream's custom sampling of ``rows`` (see the module docstring); pure but for encoding."""
+    """Upstream's custom sampling of ``rows`` (see the module docstring); pure but for encoding.
+    ``template`` renders a prompt as the chat template does."""
     order = seeded_order(rows, seed, disable_shuffle)
     chosen = order[:num_requests]
     prompts = [row["prompt"] for row in chosen]
+    if template is not None:
+        prompts = [template(prompt) for prompt in prompts]
     outputs = [_output_len(row, output_len) for row in chosen]
     lens = [len(ids) + tokenizer.num_special_tokens for ids in tokenizer.encode_batch(prompts)]
     if not no_oversample:

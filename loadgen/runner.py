@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import signal
@@ -16,8 +17,19 @@ import numpy as np
 from tqdm import tqdm
 
 from loadgen import __version__
-from loadgen.config import SYNTHETIC_DATASETS, ConfigError, RunConfig
-from loadgen.dataset_custom import load_custom_rows, sample_custom_requests
+from loadgen.chat_template import ChatTemplate, load_chat_template
+from loadgen.config import (
+    ALWAYS_TEMPLATED_DATASETS,
+    SYNTHETIC_DATASETS,
+    TEMPLATED_DATASETS,
+    ConfigError,
+    RunConfig,
+)
+from loadgen.dataset_custom import (
+    load_custom_rows,
+    load_spec_bench_rows,
+    sample_custom_requests,
+)
 from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
 from loadgen.dataset_random import (
     batch_prompts,
@@ -26,6 +38,7 @@ from loadgen.dataset_random import (
     sample_random_rerank_requests,
 )
 from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
+from loadgen.dataset_timed_trace import load_trace, sample_timed_trace_requests
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import (
     BenchmarkMetrics,
@@ -157,8 +170,11 @@ def run(config: RunConfig) -> int:
             mock.stop()
 
 
-def sample_dataset(config: RunConfig, tokenizer: TokenCodec) -> SampledPrompts:
-    """Read (for a file dataset) and sample the configured dataset; blocking, run in a thread.
+def sample_dataset(
+    config: RunConfig, tokenizer: TokenCodec, chat_template: ChatTemplate | None = None
+) -> SampledPrompts:
+    """Read (for a file dataset) and sample the configured dataset, templating its prompts when
+    ``chat_template`` is given; blocking, run in a thread.
 
     Raises ConfigError for a random dataset the flags cannot build, and ValueError naming the
     file for a file dataset whose contents cannot be used.
@@ -200,9 +216,14 @@ def sample_dataset(config: RunConfig, tokenizer: TokenCodec) -> SampledPrompts:
             raise ConfigError(str(exc)) from None
     path = config.dataset_path
     assert path is not None  # validate() checked
+    if config.dataset_name == "timed_trace":
+        return _sample_timed_trace(config, path, tokenizer)
     # The loaders' errors name the path already; the samplers' get it added.
     sharegpt = config.dataset_name == "sharegpt"
-    entries = load_sharegpt_entries(path) if sharegpt else load_custom_rows(path)
+    if config.dataset_name == "spec_bench":
+        entries = load_spec_bench_rows(path, config.spec_bench_category)
+    else:
+        entries = load_sharegpt_entries(path) if sharegpt else load_custom_rows(path)
     try:
         if sharegpt:
             return sample_sharegpt_requests(
@@ -214,17 +235,60 @@ def sample_dataset(config: RunConfig, tokenizer: TokenCodec) -> SampledPrompts:
                 config.disable_shuffle,
                 config.no_oversample,
             )
+        spec_bench = config.dataset_name == "spec_bench"
         return sample_custom_requests(
             entries,
             tokenizer,
             config.num_prompts,
-            config.custom_output_len,
-            config.seed,
+            config.spec_bench_output_len if spec_bench else config.custom_output_len,
+            0 if spec_bench else config.seed,  # upstream's SpecBench gets no seed: 0
             config.disable_shuffle,
             config.no_oversample,
+            # Upstream passes spec_bench no --chat-template-kwargs.
+            template=_template_function(
+                chat_template, None if spec_bench else config.chat_template_kwargs
+            ),
         )
     except ValueError as exc:  # the file's contents, not a flag, are at fault
         raise ValueError(f"--dataset-path {path}: {exc}") from None
+
+
+def _sample_timed_trace(config: RunConfig, path: str, tokenizer: TokenCodec) -> SampledPrompts:
+    labels = {
+        name: getattr(config, f"timed_trace_label_{name}")
+        for name in ("timestamp", "input_length", "output_length", "hash_ids")
+    }
+    print(  # upstream's line
+        f"timed-trace: chunk_size: {config.timed_trace_chunk_hash_size}, "
+        f"sec_multiplier: {config.timed_trace_sec_multiplier}, "
+        f'label_ts: "{labels["timestamp"]}", '
+        f'label_input_length: "{labels["input_length"]}", '
+        f'label_output_length: "{labels["output_length"]}", '
+        f'label_hash_ids: "{labels["hash_ids"]}"'
+    )
+    try:
+        rows = load_trace(path, config.num_prompts)
+        sampled, offsets = sample_timed_trace_requests(
+            rows,
+            tokenizer,
+            config.timed_trace_chunk_hash_size,
+            config.timed_trace_sec_multiplier,
+            labels,
+            path,
+        )
+    except ValueError as exc:
+        if str(exc).startswith("--timed-trace"):  # a flag's value, not the file, is at fault
+            raise ConfigError(str(exc)) from None
+        raise
+    return dataclasses.replace(sampled, trace_offsets_s=offsets)
+
+
+def _template_function(
+    template: ChatTemplate | None, kwargs: dict[str, Any] | None
+) -> Callable[[str], str] | None:
+    if template is None:
+        return None
+    return lambda prompt: template.render_user_prompt(prompt, kwargs)
 
 
 async def _run(config: RunConfig) -> int:
@@ -256,17 +320,7 @@ async def _run(config: RunConfig) -> int:
                 raise RunFailed("interrupted before the run started", 130) from None
             raise
         timed_run_started = True
-        distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
-        if config.ramp_up_strategy is not None:
-            print(f"Traffic ramp-up strategy: {config.ramp_up_strategy}.")
-            print(
-                f"Will increase RPS from {config.ramp_up_start_rps} to "
-                f"{config.ramp_up_end_rps} RPS over the duration of the benchmark."
-            )
-        else:
-            print(f"Traffic request rate: {config.request_rate}")
-        print(f"Burstiness factor: {config.burstiness} ({distribution})")
-        print(f"Maximum request concurrency: {config.max_concurrency}")
+        print_traffic(config)
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", 130)
         # A short dataset (--no-oversample) or batched prompts may leave a worker idle.
@@ -302,6 +356,24 @@ async def _run(config: RunConfig) -> int:
     return _report(config, prepared, collected, output_lens, num_workers)
 
 
+def print_traffic(config: RunConfig) -> None:
+    """Upstream's lines on how requests will be paced, printed as the timed run starts."""
+    if config.self_timed_trace:
+        print("Self timing is set, using the timestamps from the trace file.")
+        return
+    distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
+    if config.ramp_up_strategy is not None:
+        print(f"Traffic ramp-up strategy: {config.ramp_up_strategy}.")
+        print(
+            f"Will increase RPS from {config.ramp_up_start_rps} to "
+            f"{config.ramp_up_end_rps} RPS over the duration of the benchmark."
+        )
+    else:
+        print(f"Traffic request rate: {config.request_rate}")
+    print(f"Burstiness factor: {config.burstiness} ({distribution})")
+    print(f"Maximum request concurrency: {config.max_concurrency}")
+
+
 async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
     """Model, tokenizer, dataset, bodies and schedule.
 
@@ -315,11 +387,20 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         if config.skip_tokenizer_init:  # upstream reports tokenizer_id null
             tokenizer_id = None
             print("--skip-tokenizer-init: the dataset is built with the server's /tokenize")
+            untemplated = config.skip_chat_template and config.dataset_name in TEMPLATED_DATASETS
+            if config.dataset_name in TEMPLATED_DATASETS + ALWAYS_TEMPLATED_DATASETS and not (
+                untemplated
+            ):
+                print("--skip-tokenizer-init: prompts go without the chat template, as upstream")
             tokenizer = await _server_codec(config, client, model_task)
         else:
             tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
             tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
-        dataset = await asyncio.to_thread(sample_dataset, config, tokenizer)
+        template = None
+        if config.uses_chat_template:  # from the tokenizer's files, also for a server codec
+            assert tokenizer_id is not None  # no template with --skip-tokenizer-init
+            template = await asyncio.to_thread(load_chat_template, tokenizer_id)
+        dataset = await asyncio.to_thread(sample_dataset, config, tokenizer, template)
         return tokenizer_id, tokenizer, dataset
 
     (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
@@ -348,11 +429,16 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         dataset.prompts,
         dataset.output_lens.tolist(),
         logprobs=config.logprobs,
-        # Forced upstream too, for generation backends.
-        ignore_eos=config.ignore_eos or (config.dataset_name == "random" and not config.pooling),
+        # Forced upstream too: random with generation backends, timed_trace.
+        ignore_eos=config.ignore_eos
+        or (config.dataset_name == "random" and not config.pooling)
+        or config.dataset_name == "timed_trace",
         extra_body=config.body_extras(),
     )
-    if config.ramp_up_strategy is not None:
+    if config.self_timed_trace:
+        assert dataset.trace_offsets_s is not None
+        offsets = dataset.trace_offsets_s
+    elif config.ramp_up_strategy is not None:
         offsets = ramp_up_offsets_s(
             num_requests,
             config.ramp_up_strategy,
@@ -629,7 +715,7 @@ def _report(
     for line in summary_lines(config, metrics, duration_s, metric_names):
         print(line)
     from_intended = None
-    if config.ramp_up_strategy is not None or not math.isinf(config.request_rate):
+    if paced_rate(config, prepared) is not None:
         ttft_s, e2el_s = latency_from_intended(results, prepared.scheduled_ns / 1e9)
         # A pooling answer has one instant: its TTFT is its E2EL, so only E2EL is shown.
         samples = {"e2el": e2el_s} if config.pooling else {"ttft": ttft_s, "e2el": e2el_s}
@@ -652,8 +738,7 @@ def _report(
         collected.loop_lag_ns,
         collected.worker_cpu_ns,
         collected.worker_wall_ns,
-        # Ramp-up arrivals are paced too, so their send lag is judged.
-        config.ramp_up_end_rps if config.ramp_up_strategy else config.request_rate,
+        paced_rate(config, prepared) or math.inf,
     )
     client_verdict = verdict(health)
     print(client_verdict)
@@ -702,6 +787,18 @@ def _report(
         first = next((e for e in errors if e), "")
         raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
     return 0
+
+
+def paced_rate(config: RunConfig, prepared: Prepared) -> float | None:
+    """The highest rate the schedule paces requests at (its send lag is then judged), or None
+    for an unpaced run (everything due at once): a finite --request-rate, a ramp-up's end rate,
+    or a self-timed trace's mean rate."""
+    if config.self_timed_trace:
+        span_s = float(prepared.scheduled_ns[-1]) / 1e9
+        return prepared.num_requests / span_s if span_s > 0 else None
+    if config.ramp_up_strategy is not None:
+        return float(config.ramp_up_end_rps or 0) or None
+    return None if math.isinf(config.request_rate) else config.request_rate
 
 
 def _rps_change_events(

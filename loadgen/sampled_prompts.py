@@ -14,18 +14,24 @@ class SampledPrompts:
     """The prompts of a run with their token counts and requested output lengths."""
 
     # A text per request; for batched pooling requests (--random-batch-size, random-rerank) a
-    # list of texts, each embedded or scored (random-rerank: the query first, then documents).
-    prompts: list[str] | list[list[str]]
+    # list of texts, each embedded or scored (random-rerank: the query first, then documents);
+    # for timed_trace a list of token ids.
+    prompts: list[str] | list[list[str]] | list[list[int]]
     prompt_lens: np.ndarray  # int64 [N]: the prompt's tokens as the dataset counts them
     output_lens: np.ndarray  # int64 [N]: max_tokens to request
     length_mismatches: int = 0  # random: prompts whose length != target after MAX_RETRY retries
     # Datasets that draw from upstream's global np.random leave it here, advanced, for the
     # arrival gaps that upstream draws from it next; None: the schedule seeds its own.
     arrival_rng: np.random.RandomState | None = None
+    # A trace's own send offsets in seconds (timed_trace), used when it is self-timed.
+    trace_offsets_s: np.ndarray | None = None
 
     @classmethod
     def of(
-        cls, prompts: list[str] | list[list[str]], lens: Sequence[int], outputs: Sequence[int]
+        cls,
+        prompts: list[str] | list[list[str]] | list[list[int]],
+        lens: Sequence[int],
+        outputs: Sequence[int],
     ) -> SampledPrompts:
         """Prompts with their token counts and output lengths as plain lists."""
         return cls(

@@ -115,7 +115,16 @@ VLLM_BENCH_SERVE_FLAGS = frozenset(
 # Flags not built yet are listed by name in a final section.
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "custom dataset options": ("--custom-output-len",),
+    "spec bench dataset options": ("--spec-bench-output-len", "--spec-bench-category"),
     "sharegpt dataset options": ("--sharegpt-output-len",),
+    "timed-trace dataset options": (
+        "--timed-trace-chunk-hash-size",
+        "--timed-trace-sec-multiplier",
+        "--timed-trace-label-timestamp",
+        "--timed-trace-label-input-length",
+        "--timed-trace-label-output-length",
+        "--timed-trace-label-hash-ids",
+    ),
     "random dataset options": (
         "--random-input-len",
         "--random-output-len",

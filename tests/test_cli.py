@@ -227,3 +227,37 @@ def test_flags_upstream_accepts_without_effect_are_accepted_with_a_note() -> Non
         "--use-beam-search has no effect (vllm bench serve ignores it too)"
     ]
     RunConfig(trust_remote_code=True).validate()  # nothing to trust: tokenizer.json runs no code
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"self_timed": True}, "--self-timed/--no-self-timed is only supported with"),
+        ({"self_timed": False, "dataset_name": "custom", "dataset_path": "x.jsonl"}, "only"),
+        ({"dataset_name": "timed_trace"}, "--dataset-name timed_trace needs --dataset-path"),
+        (
+            {"dataset_name": "timed_trace", "dataset_path": "t", "backend": "openai-chat"},
+            r"requires a completions backend \('vllm' or 'openai'\)",
+        ),
+    ],
+)
+def test_timed_trace_refusals_are_upstreams(fields: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**fields).validate()
+
+
+def test_a_self_timed_trace_ignores_the_rate_flags_and_says_so() -> None:
+    config = RunConfig(
+        dataset_name="timed_trace", dataset_path="t", request_rate=5.0, burstiness=2.0
+    )
+    config.validate()
+    assert config.self_timed_trace
+    assert config.ignored_flag_warnings() == [
+        "--request-rate has no effect with a self-timed trace (--no-self-timed uses it)",
+        "--burstiness has no effect with a self-timed trace (--no-self-timed uses it)",
+    ]
+    rate_paced = RunConfig(dataset_name="timed_trace", dataset_path="t", self_timed=False)
+    assert not rate_paced.self_timed_trace
+    assert RunConfig(timed_trace_chunk_hash_size=512).ignored_flag_warnings() == [
+        "--timed-trace-chunk-hash-size has no effect with --dataset-name random"
+    ]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import pytest
 
-from loadgen.dataset_custom import load_custom_rows, sample_custom_requests
+from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 
@@ -101,3 +102,34 @@ def test_bad_files_are_named_with_the_line(
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"--dataset-path .*nope\.jsonl: No such file"):
         load_custom_rows(str(tmp_path / "nope.jsonl"))
+
+
+# --- spec_bench -------------------------------------------------------------------------------
+
+
+def write_questions(path, rows) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_spec_bench_takes_each_questions_first_turn_of_the_category(tmp_path):
+
+    questions = [
+        {"question_id": 1, "category": "coding", "turns": ["write code", "again"]},
+        {"question_id": 2, "category": "qa", "turns": ["what is it"]},
+        {"question_id": 3, "category": "coding", "turns": ["fix code"]},
+    ]
+    write_questions(tmp_path / "q.jsonl", questions)
+    assert load_spec_bench_rows(str(tmp_path / "q.jsonl"), None) == [
+        {"prompt": "write code"},
+        {"prompt": "what is it"},
+        {"prompt": "fix code"},
+    ]
+    assert load_spec_bench_rows(str(tmp_path / "q.jsonl"), "coding") == [
+        {"prompt": "write code"},
+        {"prompt": "fix code"},
+    ]
+    with pytest.raises(ValueError, match="the file has no questions of category 'math'"):
+        load_spec_bench_rows(str(tmp_path / "q.jsonl"), "math")
+    write_questions(tmp_path / "bad.jsonl", [{"category": "qa", "turns": []}])
+    with pytest.raises(ValueError, match=r'bad.jsonl:1: each line needs "turns"'):
+        load_spec_bench_rows(str(tmp_path / "bad.jsonl"), None)

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from loadgen.chat_template import load_chat_template
 from loadgen.mock_process import EmbeddedMockServer
+from loadgen.tokenizer import PACKAGED_TOKENIZER, load_tokenizer
 
 SMALL = ["--random-input-len", "64", "--random-output-len", "16", "--disable-tqdm"]
 # The result JSON keys of a generation run without --save-detailed, in upstream's order.
@@ -690,7 +693,7 @@ def test_custom_dataset_without_oversampling_sends_the_file_once(tmp_path: Path)
 @pytest.mark.parametrize(
     ("args", "message", "code"),
     [
-        (["--dataset-path", "{file}"], "pass --skip-chat-template", 2),
+        (["--dataset-path", "{file}", "--tokenizer", "{tok}"], "pass --skip-chat-template", 1),
         ([], "--dataset-name custom needs --dataset-path", 2),
         (["--skip-chat-template", "--dataset-path", "{missing}"], "No such file", 1),
     ],
@@ -699,10 +702,108 @@ def test_custom_dataset_refusals_name_the_culprit(
     tmp_path: Path, args: list[str], message: str, code: int
 ) -> None:
     write_custom_file(tmp_path / "prompts.jsonl")
-    names = {"file": str(tmp_path / "prompts.jsonl"), "missing": str(tmp_path / "no.jsonl")}
+    # A tokenizer without a chat template: only the template is missing.
+    (tmp_path / "tok").mkdir()
+    shutil.copy(PACKAGED_TOKENIZER, tmp_path / "tok" / "tokenizer.json")
+    names = {
+        "file": str(tmp_path / "prompts.jsonl"),
+        "missing": str(tmp_path / "no.jsonl"),
+        "tok": str(tmp_path / "tok"),
+    }
     proc = loadgen("--mock", "--dataset-name", "custom", *(a.format(**names) for a in args))
     assert proc.returncode == code
     assert message in proc.stderr.strip().splitlines()[-1]  # one line names it
+
+
+def test_custom_prompts_get_the_chat_template_unless_skipped(tmp_path: Path) -> None:
+    rows = write_custom_file(tmp_path / "prompts.jsonl")
+    proc = loadgen(
+        "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
+        "--disable-shuffle", "--num-prompts", "5", "--output-len", "4", "--disable-tqdm",
+        "--chat-template-kwargs", '{"thinking": true}',
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stdout
+    result = only_json(tmp_path / "out")
+    # The server counted the templated prompts (with its own BOS before the template's).
+    template, tokenizer = load_chat_template("loadgen-mock"), load_tokenizer("loadgen-mock")
+    rendered = [template.render_user_prompt(row["prompt"]) for row in rows]
+    assert rendered[0].startswith("<|begin_of_text|>user: word")
+    assert result["input_lens"] == [len(tokenizer.encode(text).ids) for text in rendered]
+    templated = loadgen(
+        "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
+        "--disable-shuffle", "--num-prompts", "5", "--output-len", "4", "--disable-tqdm",
+        "--skip-chat-template", "--chat-template-kwargs", '{"thinking": true}',
+    )  # fmt: skip
+    assert templated.returncode == 0, templated.stderr
+    assert "warning: --chat-template-kwargs has no effect with --skip-chat-template" in (
+        templated.stdout
+    )
+
+
+def test_spec_bench_sends_first_turns_templated_in_seed_0_order(tmp_path: Path) -> None:
+    import random
+
+    questions = [
+        {"question_id": i, "category": "coding" if i % 2 else "qa", "turns": ["word " * i, "x"]}
+        for i in range(9)
+    ]
+    path = tmp_path / "question.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    proc = loadgen(
+        "--mock", "--dataset-name", "spec_bench", "--dataset-path", str(path),
+        "--spec-bench-category", "coding", "--num-prompts", "4", "--output-len", "3",
+        "--seed", "7", "--skip-chat-template", "--disable-tqdm",
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # Upstream's quirks, kept and told: its SpecBench gets no seed and no skip flag.
+    assert "warning: --skip-chat-template has no effect with --dataset-name spec_bench" in (
+        proc.stdout
+    )
+    assert "warning: --seed 7 does not reach the spec_bench shuffle" in proc.stdout
+    result = only_json(tmp_path / "out")
+    assert result["output_lens"] == [3] * 4
+    coding = [{"prompt": q["turns"][0]} for q in questions if q["category"] == "coding"]
+    random.seed(0)
+    random.shuffle(coding)
+    template, tokenizer = load_chat_template("loadgen-mock"), load_tokenizer("loadgen-mock")
+    expected = [len(tokenizer.encode(template.render_user_prompt(r["prompt"])).ids) for r in coding]
+    assert result["input_lens"] == expected  # templated, in seed-0 order
+
+
+@pytest.mark.parametrize("self_timed", [True, False])
+def test_timed_trace_replays_token_id_prompts_at_the_trace_instants(
+    tmp_path: Path, self_timed: bool
+) -> None:
+    rows = [
+        {"ts_ms": t, "input_length": 24, "output_length": 3, "hash_ids": [7, t]}
+        for t in (0, 100, 300, 250)
+    ]
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    proc = loadgen(
+        "--mock", "--workers", "2", "--dataset-name", "timed_trace", "--dataset-path", str(path),
+        "--timed-trace-label-timestamp", "ts_ms", "--timed-trace-sec-multiplier", "0.001",
+        "--num-prompts", "10", "--disable-tqdm", "--request-rate", "1000",
+        *([] if self_timed else ["--no-self-timed"]),
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert (result["num_prompts"], result["completed"]) == (10, 4)
+    assert result["input_lens"] == [24] * 4  # token ids, counted as sent (no BOS added)
+    assert result["output_lens"] == [3] * 4  # ignore_eos forced, as upstream
+    sent = np.array(result["start_times"]) - min(result["start_times"])
+    if self_timed:
+        assert "Self timing is set, using the timestamps from the trace file." in proc.stdout
+        assert "warning: --request-rate has no effect with a self-timed trace" in proc.stdout
+        # 0, 100, 300 ms, and the earlier 250 goes right after 300 (a running maximum).
+        np.testing.assert_allclose(sent, [0.0, 0.1, 0.3, 0.3], atol=0.05)
+    else:
+        assert "Traffic request rate: 1000.0" in proc.stdout
+        assert sent.max() < 0.05  # 4 requests at 1000/s: the trace's instants are not used
 
 
 def write_sharegpt_file(path: Path, lengths: list[tuple[int, int]]) -> list[dict]:

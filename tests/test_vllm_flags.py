@@ -73,6 +73,17 @@ BUILT: dict[str, list[str]] = {
     "--seed": ["42"],
     "--served-model-name": ["alias"],
     "--skip-tokenizer-init": [],
+    "--timed-trace-chunk-hash-size": ["32"],
+    "--timed-trace-label-hash-ids": ["h"],
+    "--timed-trace-label-input-length": ["i"],
+    "--timed-trace-label-output-length": ["o"],
+    "--timed-trace-label-timestamp": ["t"],
+    "--timed-trace-sec-multiplier": ["0.001"],
+    "--self-timed": [],
+    "--no-self-timed": [],
+    "--spec-bench-category": ["coding"],
+    "--spec-bench-output-len": ["64"],
+    "--chat-template-kwargs": ['{"thinking": true}'],
     "--prefix-repetition-num-prefixes": ["2"],
     "--prefix-repetition-output-len": ["64"],
     "--prefix-repetition-prefix-len": ["64"],
@@ -95,7 +106,11 @@ NEEDS = {
     "--ramp-up-start-rps": ["--ramp-up-strategy", "linear", "--ramp-up-end-rps", "20"],
     "--ramp-up-end-rps": ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"],
     "--random-batch-size": ["--backend", "openai-embeddings"],
+    "--self-timed": ["--dataset-name", "timed_trace", "--dataset-path", "t.jsonl"],
+    "--no-self-timed": ["--dataset-name", "timed_trace", "--dataset-path", "t.jsonl"],
 }
+# Boolean flags checked through NEEDS: the field each sets, and to what.
+FLAG_FIELDS = {"--self-timed": ("self_timed", True), "--no-self-timed": ("self_timed", False)}
 # A value for each flag whose feature is not built yet ([] for a boolean flag).
 NOT_BUILT: dict[str, list[str]] = {
     "--asr-max-audio-len-sec": ["30"],
@@ -103,14 +118,12 @@ NOT_BUILT: dict[str, list[str]] = {
     "--bfcl-categories": ["simple"],
     "--blazedit-max-distance": ["0.9"],
     "--blazedit-min-distance": ["0.1"],
-    "--chat-template-kwargs": ['{"thinking": true}'],
     "--custom-ensure-client-side-data": [],
     "--enable-multimodal-chat": [],
     "--hf-name": ["x/y"],
     "--hf-output-len": ["64"],
     "--hf-split": ["test"],
     "--hf-subset": ["s"],
-    "--no-self-timed": [],
     "--no-stream": [],
     "--plot-dataset-stats": [],
     "--plot-timeline": [],
@@ -119,21 +132,12 @@ NOT_BUILT: dict[str, list[str]] = {
     "--random-mm-bucket-config": ["{}"],
     "--random-mm-limit-mm-per-prompt": ["{}"],
     "--random-mm-num-mm-items-range-ratio": ["0.5"],
-    "--self-timed": [],
     "--sonnet-input-len": ["550"],
     "--sonnet-output-len": ["150"],
     "--sonnet-prefix-len": ["200"],
-    "--spec-bench-category": ["coding"],
-    "--spec-bench-output-len": ["64"],
     "--speed-bench-category": ["qa"],
     "--speed-bench-dataset-subset": ["qualitative"],
     "--speed-bench-output-len": ["64"],
-    "--timed-trace-chunk-hash-size": ["16"],
-    "--timed-trace-label-hash-ids": ["h"],
-    "--timed-trace-label-input-length": ["i"],
-    "--timed-trace-label-output-length": ["o"],
-    "--timed-trace-label-timestamp": ["t"],
-    "--timed-trace-sec-multiplier": ["2"],
     "--timeline-itl-thresholds": ["1", "2"],
 }
 
@@ -185,6 +189,9 @@ def test_built_flag_parses_in_underscore_spelling_and_reaches_the_config(
     assert config is not None and baseline is not None
     if flag == "--request-id-prefix":
         assert config.request_id_prefix == "job-"
+    elif flag in FLAG_FIELDS:
+        field, value = FLAG_FIELDS[flag]
+        assert getattr(config, field) is value
     elif flag in NEEDS:  # the flags given with it change the config too: check its own field
         field = flag[2:].replace("-", "_")
         assert str(getattr(config, field)) == BUILT[flag][0]

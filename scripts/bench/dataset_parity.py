@@ -1,12 +1,14 @@
 """Dataset parity: do loadgen's samplers send the same prompts as `vllm bench serve`?
 
-For the `sharegpt` and `custom` (with --skip-chat-template) datasets it samples the same file
+For `sharegpt`, `custom` (as written, and with the tokenizer's chat template and keyword
+arguments), `prefix_repetition`, `random-rerank` and batched `random` it samples the same input
 with the same seed twice: once with upstream's own dataset classes, run by the Python of a
 `vllm` install (scripts/bench/README.md: "vllm bench serve, installed light", plus pandas for
 `custom`), and once with loadgen's. It prints, per case, how many requests each gave and how
-many differ in prompt text (MD5), prompt_len or output length. Needs a local tokenizer directory
-(tokenizer.json and tokenizer_config.json) and a ShareGPT JSON file; the custom JSONL file is
-made from the ShareGPT prompts.
+many differ in prompt text (MD5), prompt_len or output length (batched `random`: lengths only,
+its padding draws differ by design). Needs a local tokenizer directory (tokenizer.json and
+tokenizer_config.json, whose chat template the templated cases use) and a ShareGPT JSON file;
+the custom JSONL file is made from the ShareGPT prompts.
 
 Run: python scripts/bench/dataset_parity.py --vllm-python /work/vllm-venv/bin/python \\
        --tokenizer DIR --sharegpt ShareGPT_V3_unfiltered_cleaned_split.json
@@ -22,51 +24,117 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from loadgen.dataset_custom import load_custom_rows, sample_custom_requests
+from loadgen.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
+from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
+from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
+from loadgen.dataset_random import (
+    batch_prompts,
+    sample_random_requests,
+    sample_random_rerank_requests,
+)
 from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
-# Upstream's side, run in the vllm install's Python; prints [md5, prompt_len, output_len] rows.
+# Upstream's side, run in the vllm install's Python; prints [md5, prompt_len, output_len] rows
+# (md5 of the prompt, or of the JSON list of a batched or rerank prompt).
 UPSTREAM = """
 import hashlib, json, sys
 from transformers import AutoTokenizer
-from vllm.benchmarks.datasets import CustomDataset, ShareGPTDataset
-name, path, tokenizer, seed, n, output_len = sys.argv[1:7]
+from vllm.benchmarks.datasets import (CustomDataset, PrefixRepetitionRandomDataset,
+    RandomDataset, RandomDatasetForReranking, ShareGPTDataset, SpecBench)
+name, path, tokenizer, seed, n, kwargs = sys.argv[1:7]
 tok = AutoTokenizer.from_pretrained(tokenizer)
-output_len = None if output_len == "none" else int(output_len)
+seed, n, kwargs = int(seed), int(n), json.loads(kwargs)
 if name == "sharegpt":
-    reqs = ShareGPTDataset(dataset_path=path, random_seed=int(seed)).sample(
-        tokenizer=tok, num_requests=int(n), output_len=output_len)
+    reqs = ShareGPTDataset(dataset_path=path, random_seed=seed).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+elif name == "custom":
+    reqs = CustomDataset(dataset_path=path, random_seed=seed).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+elif name == "spec_bench":  # as get_samples builds it: no seed (0), no template flags
+    reqs = SpecBench(dataset_path=path, category=kwargs.pop("category", None)).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+elif name == "prefix_repetition":
+    reqs = PrefixRepetitionRandomDataset(random_seed=seed).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+elif name == "random-rerank":
+    reqs = RandomDatasetForReranking(random_seed=seed).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
 else:
-    reqs = CustomDataset(dataset_path=path, random_seed=int(seed)).sample(
-        tokenizer=tok, num_requests=int(n), output_len=output_len, skip_chat_template=True)
-print(json.dumps([[hashlib.md5(r.prompt.encode()).hexdigest(), r.prompt_len,
+    reqs = RandomDataset(random_seed=seed).sample(tokenizer=tok, num_requests=n, **kwargs)
+text = lambda p: p if isinstance(p, str) else json.dumps(p)
+print(json.dumps([[hashlib.md5(text(r.prompt).encode()).hexdigest(), r.prompt_len,
                    r.expected_output_len] for r in reqs]))
 """
 
-# (dataset, seed, num_prompts, output length or None): oversampled cases included.
-CASES = [
-    ("sharegpt", 0, 1000, None),
-    ("sharegpt", 1, 1000, 256),
-    ("sharegpt", 0, 20000, None),
-    ("custom", 3, 300, 256),
-    ("custom", 0, 1000, 128),
+# (dataset, seed, num_prompts, upstream's sample() keyword arguments): oversampled cases too.
+CASES: list[tuple[str, int, int, dict]] = [
+    ("sharegpt", 0, 1000, {"output_len": None}),
+    ("sharegpt", 1, 1000, {"output_len": 256}),
+    ("sharegpt", 0, 20000, {"output_len": None}),
+    ("custom", 3, 300, {"output_len": 256, "skip_chat_template": True}),
+    ("custom", 0, 1000, {"output_len": 128, "skip_chat_template": True}),
+    ("custom", 0, 300, {"output_len": 128}),  # the tokenizer's chat template
+    ("custom", 1, 100, {"output_len": 64, "chat_template_kwargs": {"enable_thinking": False}}),
+    ("spec_bench", 0, 80, {"output_len": 256, "category": "coding"}),
+    ("spec_bench", 0, 300, {"output_len": 64}),
+    (
+        "prefix_repetition",
+        0,
+        200,
+        {"prefix_len": 128, "suffix_len": 64, "num_prefixes": 7, "output_len": 32},
+    ),
+    ("random-rerank", 0, 200, {"input_len": 128, "range_ratio": 0.3, "batchsize": 8}),
+    ("random-rerank", 2, 101, {"input_len": 64, "batchsize": 5, "is_reranker": False}),
+    # Batched embeddings inputs; random's padding draws differ by design, so lengths only.
+    ("random", 0, 300, {"input_len": 64, "output_len": 8, "batchsize": 16}),
 ]
 
 
-def loadgen_rows(
-    name: str, path: str, codec: LocalTokenizer, seed: int, n: int, output_len: int | None
-) -> list[list]:
+def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemplate | None,
+                 seed: int, n: int, kw: dict) -> list[list]:  # fmt: skip
     """loadgen's sample as [md5, prompt_len, output_len] rows."""
     if name == "sharegpt":
-        got = sample_sharegpt_requests(load_sharegpt_entries(path), codec, n, output_len, seed)
+        got = sample_sharegpt_requests(
+            load_sharegpt_entries(path), codec, n, kw["output_len"], seed
+        )
+    elif name == "custom":
+        render = None
+        if not kw.get("skip_chat_template"):
+            assert template is not None
+            args = kw.get("chat_template_kwargs")
+            render = lambda prompt: template.render_user_prompt(prompt, args)  # noqa: E731
+        got = sample_custom_requests(
+            load_custom_rows(path), codec, n, kw["output_len"], seed, template=render
+        )
+    elif name == "spec_bench":
+        assert template is not None
+        got = sample_custom_requests(
+            load_spec_bench_rows(path, kw.get("category")), codec, n, kw["output_len"], 0,
+            template=template.render_user_prompt,
+        )  # fmt: skip
+    elif name == "prefix_repetition":
+        got = sample_prefix_repetition_requests(
+            codec, n, kw["prefix_len"], kw["suffix_len"], kw["num_prefixes"], kw["output_len"],
+            seed, disable_shuffle=False,
+        )  # fmt: skip
+    elif name == "random-rerank":
+        got = sample_random_rerank_requests(
+            codec, n, kw["input_len"], kw.get("range_ratio", 0.0), kw["batchsize"],
+            kw.get("is_reranker", True), seed,
+        )  # fmt: skip
     else:
-        assert output_len is not None
-        got = sample_custom_requests(load_custom_rows(path), codec, n, output_len, seed)
-    return [
-        [hashlib.md5(p.encode()).hexdigest(), int(a), int(b)]
-        for p, a, b in zip(got.prompts, got.prompt_lens, got.output_lens, strict=True)
-    ]
+        sampled = sample_random_requests(
+            codec, n, kw["input_len"], kw["output_len"], 0, (0, 0), seed
+        )
+        got = batch_prompts(sampled, kw["batchsize"])
+    rows = []
+    for prompt, length, output in zip(got.prompts, got.prompt_lens, got.output_lens, strict=True):
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+        rows.append([hashlib.md5(text.encode()).hexdigest(), int(length), int(output)])
+    if name == "random":
+        rows = [row[1:] for row in rows]
+    return rows
 
 
 def main() -> None:
@@ -75,32 +143,59 @@ def main() -> None:
     parser.add_argument("--vllm-python", required=True, help="the Python of a vllm install")
     parser.add_argument("--tokenizer", required=True, help="a local tokenizer directory")
     parser.add_argument("--sharegpt", required=True, help="a ShareGPT JSON file")
+    parser.add_argument(
+        "--only", action="append", help="run only this dataset's cases (repeatable)"
+    )
     args = parser.parse_args()
     codec = LocalTokenizer(load_tokenizer(args.tokenizer))
+    try:
+        template: ChatTemplate | None = load_chat_template(args.tokenizer)
+    except ChatTemplateError:
+        template = None  # the templated custom cases are skipped
     with tempfile.TemporaryDirectory(prefix="dataset-parity-") as tmp:
         custom = Path(tmp) / "custom.jsonl"
         entries = load_sharegpt_entries(args.sharegpt)[:500]
         custom.write_text(
             "".join(json.dumps({"prompt": e["conversations"][0]["value"]}) + "\n" for e in entries)
         )
-        print(f"{'dataset':<9}{'seed':>5}{'asked':>7}{'output':>8}{'upstream':>10}{'loadgen':>9}"
-              f"{'differ':>8}")  # fmt: skip
-        for name, seed, n, output_len in CASES:
-            path = args.sharegpt if name == "sharegpt" else str(custom)
+        spec = Path(tmp) / "question.jsonl"  # Spec-Bench's form, categories in turn
+        categories = ("coding", "qa", "math_reasoning")
+        spec.write_text(
+            "".join(
+                json.dumps({"question_id": i, "category": categories[i % 3],
+                            "turns": [e["conversations"][0]["value"], "next"]}) + "\n"
+                for i, e in enumerate(entries)
+            )
+        )  # fmt: skip
+        print(f"{'dataset':<18}{'seed':>5}{'asked':>7}  {'arguments':<44}{'upstream':>9}"
+              f"{'loadgen':>8}{'differ':>7}")  # fmt: skip
+        for name, seed, n, kw in CASES:
+            if args.only and name not in args.only:
+                continue
+            templated = name == "spec_bench" or (
+                name == "custom" and not kw.get("skip_chat_template")
+            )
+            if templated and template is None:
+                continue
+            path = {"sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec)}.get(
+                name, ""
+            )
             upstream = json.loads(
                 subprocess.run(
                     [args.vllm_python, "-c", UPSTREAM, name, path, args.tokenizer, str(seed),
-                     str(n), "none" if output_len is None else str(output_len)],
+                     str(n), json.dumps(kw)],
                     capture_output=True, text=True, check=True,
                     env={**os.environ, "HF_HUB_OFFLINE": "1"},
                 ).stdout.splitlines()[-1]
             )  # fmt: skip
-            ours = loadgen_rows(name, path, codec, seed, n, output_len)
+            if name == "random":
+                upstream = [row[1:] for row in upstream]
+            ours = loadgen_rows(name, path, codec, template, seed, n, kw)
             differ = sum(a != b for a, b in zip(upstream, ours, strict=False))
             differ += abs(len(upstream) - len(ours))
-            shown = "file" if output_len is None else str(output_len)
-            print(f"{name:<9}{seed:>5}{n:>7}{shown:>8}{len(upstream):>10}{len(ours):>9}"
-                  f"{differ:>8}")  # fmt: skip
+            shown = json.dumps(kw, separators=(",", ":"))[:43]
+            print(f"{name:<18}{seed:>5}{n:>7}  {shown:<44}{len(upstream):>9}{len(ours):>8}"
+                  f"{differ:>7}")  # fmt: skip
 
 
 if __name__ == "__main__":

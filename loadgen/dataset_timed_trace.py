@@ -1,0 +1,121 @@
+"""vLLM's ``timed_trace`` dataset: replay a JSONL trace of requests at its own instants.
+
+Each line is one request: a timestamp, an input length, an output length and a list of hash
+ids (field names set by the --timed-trace-label-* flags). Lines are taken in file order, up to
+--num-prompts. The prompt is a list of token ids built chunk by chunk: hash id h expands to
+``chunk`` ids (``--timed-trace-chunk-hash-size``; fewer for the last chunk, so the prompt has
+the input length) drawn by ``random.Random(seed_of(h, size)).choices`` from the sorted
+vocabulary without special ids, so equal hash ids give equal chunks, as a shared prefix does.
+A trace with fewer hash ids than its input length needs gives a shorter prompt; ``prompt_len``
+is the prompt's length, as upstream's.
+
+Requests go at ``timestamp × --timed-trace-sec-multiplier`` seconds after the start (upstream's
+self-timed schedule; --no-self-timed uses --request-rate instead). Upstream sends them from one
+loop, so a timestamp earlier than the one before it goes right after that one: the offsets are
+that running maximum, never below 0.
+
+Upstream seeds each chunk with Python's ``hash()`` of ``"h:size"``, which is salted per process,
+so its prompts differ from run to run; here the seed is a BLAKE2b digest of the same key, so a
+trace always gives the same prompts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from loadgen.sampled_prompts import SampledPrompts
+from loadgen.tokenizer import TokenCodec
+
+
+def load_trace(path: str, num_requests: int) -> list[dict[str, Any]]:
+    """The first ``num_requests`` JSON objects of a JSONL trace (blank lines skipped)."""
+    rows = []
+    for number, line in enumerate(Path(path).read_bytes().splitlines(), start=1):
+        if len(rows) >= num_requests:
+            break
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: each line must be a JSON object")
+        rows.append(row | {"_line": number})
+    if not rows:
+        raise ValueError(f"--dataset-path {path}: the trace has no requests")
+    return rows
+
+
+def chunk_seed(hash_id: Any, size: int) -> int:
+    """A stable 32-bit seed for the chunk of ``size`` ids that ``hash_id`` expands to."""
+    digest = hashlib.blake2b(f"{hash_id}:{size}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little")
+
+
+def sample_timed_trace_requests(
+    rows: list[dict[str, Any]],
+    tokenizer: TokenCodec,
+    chunk_size: int,
+    sec_multiplier: float,
+    labels: dict[str, str],
+    path: str = "trace",
+) -> tuple[SampledPrompts, np.ndarray]:
+    """The trace's requests and their offsets in seconds (see the module docstring).
+
+    ``labels`` maps ``timestamp``, ``input_length``, ``output_length`` and ``hash_ids`` to the
+    trace's field names.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"--timed-trace-chunk-hash-size must be >= 1, got {chunk_size}")
+    vocabulary = sorted(set(range(tokenizer.vocab_size)) - set(tokenizer.special_ids))
+    chunks: dict[tuple[str, int], list[int]] = {}
+    prompts, outputs, timestamps = [], [], []
+    for row in rows:
+        where = f"{path}:{row['_line']}"
+        input_len = _field(row, labels, "input_length", where)
+        output_len = _field(row, labels, "output_length", where)
+        timestamp = _field(row, labels, "timestamp", where)
+        hash_ids = row.get(labels["hash_ids"], [])
+        if not isinstance(hash_ids, list):
+            raise ValueError(f"{where}: '{labels['hash_ids']}' must be a list of hash ids")
+        ids: list[int] = []
+        remaining = int(input_len)
+        for hash_id in hash_ids:
+            size = min(chunk_size, remaining)
+            key = (str(hash_id), size)
+            if key not in chunks:
+                chunks[key] = random.Random(chunk_seed(hash_id, size)).choices(vocabulary, k=size)
+            ids += chunks[key]
+            remaining -= size
+            if remaining <= 0:
+                break
+        if not ids:
+            raise ValueError(
+                f"{where}: no prompt tokens (input length {input_len}, "
+                f"{len(hash_ids)} hash ids in '{labels['hash_ids']}')"
+            )
+        prompts.append(ids)
+        outputs.append(int(output_len))
+        timestamps.append(float(timestamp) * sec_multiplier)
+    sampled = SampledPrompts.of(prompts, [len(p) for p in prompts], outputs)
+    offsets = np.maximum.accumulate(np.maximum(np.asarray(timestamps, dtype=np.float64), 0.0))
+    return sampled, offsets
+
+
+def _field(row: dict[str, Any], labels: dict[str, str], name: str, where: str) -> float:
+    label = labels[name]
+    value = row.get(label)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        flag = f"--timed-trace-label-{name.replace('_', '-')}"
+        fields = ", ".join(k for k in row if k != "_line")
+        raise ValueError(
+            f"{where}: no number in field '{label}' ({flag} names it); the line has: {fields}"
+        )
+    return value
