@@ -493,6 +493,14 @@ def cli() -> None:
 @click.option("--save-detailed", is_flag=True, help="Keep per-request arrays in the JSON.")
 @click.option("--result-dir", default=None, help="Directory of the result file (created).")
 @click.option("--result-filename", default=None, help="Name of the result file.")
+@click.option(
+    "--probe-request-rate",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Single-token probes per second, one at a time beside the run and outside "
+    "--max-concurrency; their E2EL is reported apart (0: none).",
+)
 @click.option("--disable-tqdm", is_flag=True, help="No progress bar.")
 @click.option(
     "--percentile-metrics",

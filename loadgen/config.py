@@ -84,6 +84,7 @@ class RunConfig:
     timed_trace_label_output_length: str = TIMED_TRACE_DEFAULTS["label_output_length"]
     timed_trace_label_hash_ids: str = TIMED_TRACE_DEFAULTS["label_hash_ids"]
     self_timed: bool | None = None  # None: on for timed_trace, as upstream
+    probe_request_rate: float = 0.0
     sharegpt_output_len: int | None = None
     disable_shuffle: bool = False
     no_oversample: bool = False
@@ -314,6 +315,10 @@ class RunConfig:
                     f"--custom-output-len must be >= 1, or -1 for each line's output_tokens; "
                     f"got {self.custom_output_len}"
                 )
+        if not self.probe_request_rate >= 0 or math.isinf(self.probe_request_rate):
+            raise ConfigError(
+                f"--probe-request-rate must be a finite rate >= 0, got {self.probe_request_rate}"
+            )
         if self.max_concurrency is not None and self.max_concurrency <= 0:
             raise ConfigError("--max-concurrency must be greater than 0")
         if not self.burstiness > 0:

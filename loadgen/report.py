@@ -24,6 +24,7 @@ from loadgen.metrics import (
     Timings,
     tokens_per_second,
 )
+from loadgen.probe import probe_lines
 
 # Fields upstream drops from the JSON unless --save-detailed.
 DETAILED_FIELDS = (
@@ -89,6 +90,7 @@ def summary_lines(
     metrics: BenchmarkMetrics | PoolingMetrics,
     duration_s: float,
     metric_names: list[str],
+    probe: dict[str, Any] | None = None,
 ) -> list[str]:
     """The "Serving Benchmark Result" block, line for line as upstream prints it."""
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
@@ -118,6 +120,8 @@ def summary_lines(
         lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
     if has_tokenizer:
         lines.append(_row_f("Total token throughput (tok/s):", metrics.total_token_throughput))
+    if probe is not None:
+        lines += probe_lines(probe)
     for name in metric_names:
         lines += _metric_block(name, metrics.stats[name])
     lines.append("=" * 50)
@@ -199,6 +203,7 @@ def build_result(
     metric_names: list[str],
     loadgen_extra: dict[str, Any],
     rps_change_events: list[dict[str, Any]] | None = None,
+    probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The result JSON object, keys in upstream's order (detailed fields included)."""
     result: dict[str, Any] = {
@@ -252,6 +257,8 @@ def build_result(
             "max_concurrent_requests": metrics.max_concurrent_requests,
             "rtfx": 0.0,
         }
+    if probe is not None:
+        result |= probe
     if rps_change_events:
         result["rps_change_events"] = rps_change_events
     for name in metric_names:

@@ -42,6 +42,7 @@ from loadgen.payloads import (
     lora_assignment,
     serialize_bodies,
 )
+from loadgen.probe import PROBE_PROMPT, ProbeLoop, probe_stats
 from loadgen.readiness import (
     READY_CHECK_HINT,
     ServerError,
@@ -190,16 +191,24 @@ async def _run(config: RunConfig) -> int:
         num_workers = min(num_workers, prepared.num_requests)
         plans = _plan_shards(config, prepared, num_workers)
         progress = Progress(prepared.num_requests, config.disable_tqdm)
+        probes = _probe_loop(config, client, prepared)
+
+        def on_start() -> None:
+            progress.start()
+            if probes is not None:
+                probes.start()  # at t0, as upstream starts its probes with the run
+
         try:
             collected = await pool.run(
                 plans,
                 prepared.num_requests,
                 config.max_concurrency,
-                on_start=progress.start,
+                on_start=on_start,
                 on_progress=progress.update,
             )
         finally:
             progress.close()
+            probe_results = await probes.stop() if probes is not None else None
         finished = True
         if config.profile:
             await _profile(client, "stop")
@@ -216,7 +225,34 @@ async def _run(config: RunConfig) -> int:
             collected.texts,
             None if config.skip_tokenizer_init else prepared.tokenizer,
         )
-    return _report(config, prepared, collected, output_lens, num_workers)
+    probe = probe_stats(probe_results) if probe_results is not None else None
+    return _report(config, prepared, collected, output_lens, num_workers, probe)
+
+
+def _probe_loop(config: RunConfig, client: StartupClient, prepared: Prepared) -> ProbeLoop | None:
+    """--probe-request-rate's probe loop on the coordinator's session, if asked for."""
+    if config.probe_request_rate <= 0:
+        return None
+    print(f"Probe request rate: {config.probe_request_rate} req/s")
+    prompt = [PROBE_PROMPT, PROBE_PROMPT] if config.backend == "vllm-rerank" else PROBE_PROMPT
+    body = serialize_bodies(
+        config.backend,
+        [prepared.model_name],
+        [prompt],
+        [1],
+        logprobs=config.logprobs,
+        ignore_eos=config.ignore_eos or config.dataset_name in ("random", "timed_trace"),
+        extra_body=config.body_extras(),
+    )[0]
+    return ProbeLoop(
+        session=client.session,
+        url=config.api_url,
+        body=body,
+        headers={"Content-Type": "application/json", **auth_headers(config.headers)},
+        interval_s=1 / config.probe_request_rate,
+        response_form=response_form(config),
+        proxy=proxy_for(config.api_url),
+    )
 
 
 def print_traffic(config: RunConfig) -> None:
@@ -539,6 +575,7 @@ def _report(
     collected: Collected,
     output_lens: np.ndarray,
     num_workers: int,
+    probe: dict[str, Any] | None = None,
 ) -> int:
     records = collected.records
     success = records["success"].astype(bool)
@@ -575,7 +612,7 @@ def _report(
         for line in plot_lines(results, timings):
             print(line)
     metric_names = reported_metrics(config)
-    for line in summary_lines(config, metrics, duration_s, metric_names):
+    for line in summary_lines(config, metrics, duration_s, metric_names, probe):
         print(line)
     from_intended = None
     if paced_rate(config, prepared) is not None:
@@ -638,6 +675,7 @@ def _report(
             metric_names=metric_names,
             loadgen_extra=loadgen_extra,
             rps_change_events=_rps_change_events(config, prepared, collected.t0_ns),
+            probe=probe,
         )
         path = result_path(config, prepared.model_id, date)
         write_result(path, result, append=config.append_result)

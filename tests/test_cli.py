@@ -261,3 +261,9 @@ def test_a_self_timed_trace_ignores_the_rate_flags_and_says_so() -> None:
     assert RunConfig(timed_trace_chunk_hash_size=512).ignored_flag_warnings() == [
         "--timed-trace-chunk-hash-size has no effect with --dataset-name random"
     ]
+
+
+@pytest.mark.parametrize("rate", [-1.0, float("inf"), float("nan")])
+def test_probe_rate_must_be_a_finite_rate(rate: float) -> None:
+    with pytest.raises(ConfigError, match="--probe-request-rate must be a finite rate >= 0"):
+        RunConfig(probe_request_rate=rate).validate()

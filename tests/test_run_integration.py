@@ -326,6 +326,30 @@ def test_prefix_repetition_run_sends_groups_without_request_ids(tmp_path: Path) 
     assert len(ids) == 13 and all(i.startswith("cmpl-") for i in ids)  # the ready check too
 
 
+def test_probes_are_reported_apart_with_upstreams_keys(tmp_path: Path) -> None:
+    proc = loadgen(
+        "--mock", "--workers", "2", "--num-prompts", "40", *SMALL, "--mock-itl-ms", "2",
+        "--max-concurrency", "4", "--probe-request-rate", "50",
+        "--save-result", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Probe request rate: 50.0 req/s" in proc.stdout
+    result = only_json(tmp_path)
+    keys = expected_keys(["ttft", "tpot", "itl"])
+    at = keys.index("rtfx") + 1
+    keys[at:at] = [
+        "probe_completed", "probe_failed", "probe_median_e2el_ms", "probe_p99_e2el_ms",
+        "probe_max_e2el_ms",
+    ]  # fmt: skip
+    assert list(result) == keys
+    assert result["probe_completed"] >= 1 and result["probe_failed"] == 0
+    assert result["completed"] == 40  # the probes are not the run's requests
+    summary = proc.stdout.splitlines()
+    block = summary.index("------------------Probe Requests------------------")
+    assert summary[block - 1].startswith("Total token throughput (tok/s):")
+    assert summary[block + 1].startswith("Probe requests completed:")
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 
@@ -363,9 +387,9 @@ def test_output_tokens_without_usage_fall_back_in_the_coordinator(
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
-        ["--sonnet-output-len", "64"],
-        ["--plot_timeline"],
-        ["--probe-request-rate", "5"],
+        ["--hf_subset", "x"],
+        ["--enable-multimodal-chat"],
+        ["--random-mm-base-items-per-request", "2"],
     ):
         proc = loadgen("--mock", *flag)
         assert proc.returncode == 2

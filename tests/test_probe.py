@@ -1,0 +1,77 @@
+"""--probe-request-rate: upstream's probe statistics and summary block, and the loop itself."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from loadgen.probe import ProbeResults, probe_lines, probe_stats, run_probes
+
+
+def test_stats_are_upstreams_over_successful_probes() -> None:
+    stats = probe_stats(ProbeResults(latencies_s=[0.010, 0.030, 0.020, 0.040], failures=2))
+    assert stats == {
+        "probe_completed": 4,
+        "probe_failed": 2,
+        "probe_median_e2el_ms": pytest.approx(25.0),
+        "probe_p99_e2el_ms": pytest.approx(39.7),  # linear: 30 + 0.97 * (40 - 30)
+        "probe_max_e2el_ms": pytest.approx(40.0),
+    }
+    assert probe_stats(ProbeResults(latencies_s=[], failures=3)) is None  # as upstream: no keys
+    assert probe_lines(stats) == [
+        "------------------Probe Requests------------------",
+        "Probe requests completed:                4         ",
+        "Probe requests failed:                   2         ",
+        "Median probe E2EL (ms):                  25.00     ",
+        "P99 probe E2EL (ms):                     39.70     ",
+        "Max probe E2EL (ms):                     40.00     ",
+    ]
+
+
+def test_probes_go_one_at_a_time_until_stopped_and_failures_are_counted() -> None:
+    in_flight, most, answers = 0, 0, iter([200, 500, 200, 200, 200, 200, 200, 200, 200, 200])
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        status = next(answers, 200)
+        if status != 200:
+            return web.Response(status=status)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'data: {"choices":[{"text":"x"}]}\n\ndata: [DONE]\n\n')
+        return response
+
+    async def scenario() -> ProbeResults:
+        app = web.Application()
+        app.router.add_post("/v1/completions", completions)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        stop = asyncio.Event()
+        async with aiohttp.ClientSession() as session:
+            task = asyncio.create_task(
+                run_probes(
+                    session, f"http://127.0.0.1:{port}/v1/completions", b"{}", {}, 0.005,
+                    stop, "sse",
+                )
+            )  # fmt: skip
+            await asyncio.sleep(0.1)
+            stop.set()
+            results = await task
+        await runner.cleanup()
+        return results
+
+    results = asyncio.run(scenario())
+    assert most == 1  # never two probes at once
+    assert results.failures == 1
+    assert 3 <= len(results.latencies_s) <= 8  # 10 ms answers 5 ms apart, for 100 ms
+    assert all(0.009 < lat < 0.1 for lat in results.latencies_s)
