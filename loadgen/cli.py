@@ -501,6 +501,24 @@ def cli() -> None:
     help="Single-token probes per second, one at a time beside the run and outside "
     "--max-concurrency; their E2EL is reported apart (0: none).",
 )
+@click.option(
+    "--plot-timeline",
+    is_flag=True,
+    help="Write NAME.timeline.html beside the result file: each request's TTFT and ITLs "
+    "(needs the [plot] extra).",
+)
+@click.option(
+    "--timeline-itl-thresholds",
+    default="25,50",
+    show_default=True,
+    help="Two ITLs in ms that colour the timeline's bars green, orange and red.",
+)
+@click.option(
+    "--plot-dataset-stats",
+    is_flag=True,
+    help="Write NAME.dataset_stats.png beside the result file: the prompt and output token "
+    "counts (needs the [plot] extra).",
+)
 @click.option("--disable-tqdm", is_flag=True, help="No progress bar.")
 @click.option(
     "--percentile-metrics",

@@ -9,6 +9,7 @@ from typing import Any
 
 from loadgen.dataset_random import parse_range_ratio
 from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, POOLING_BACKENDS, SUPPORTED_BACKENDS
+from loadgen.plots import missing_libraries, parse_itl_thresholds
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 PERCENTILE_METRICS = (
@@ -85,6 +86,9 @@ class RunConfig:
     timed_trace_label_hash_ids: str = TIMED_TRACE_DEFAULTS["label_hash_ids"]
     self_timed: bool | None = None  # None: on for timed_trace, as upstream
     probe_request_rate: float = 0.0
+    plot_timeline: bool = False
+    timeline_itl_thresholds: str = "25,50"
+    plot_dataset_stats: bool = False
     sharegpt_output_len: int | None = None
     disable_shuffle: bool = False
     no_oversample: bool = False
@@ -241,6 +245,8 @@ class RunConfig:
                 for flag, given in paced_by
                 if given
             ]
+        if self.timeline_itl_thresholds != "25,50" and not self.plot_timeline:
+            warnings.append("--timeline-itl-thresholds has no effect without --plot-timeline")
         if self.use_beam_search:
             warnings.append("--use-beam-search has no effect (vllm bench serve ignores it too)")
         if self.backend == "vllm-rerank" and self.extra_body:
@@ -315,6 +321,7 @@ class RunConfig:
                     f"--custom-output-len must be >= 1, or -1 for each line's output_tokens; "
                     f"got {self.custom_output_len}"
                 )
+        self._validate_plots()
         if not self.probe_request_rate >= 0 or math.isinf(self.probe_request_rate):
             raise ConfigError(
                 f"--probe-request-rate must be a finite rate >= 0, got {self.probe_request_rate}"
@@ -349,6 +356,23 @@ class RunConfig:
             parse_range_ratio(self.random_range_ratio)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_plots(self) -> None:
+        """Upstream's threshold check, and the [plot] extra installed for the plots asked for."""
+        if self.plot_timeline:
+            try:
+                parse_itl_thresholds(self.timeline_itl_thresholds)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        for flag, asked in (
+            ("--plot-timeline", self.plot_timeline),
+            ("--plot-dataset-stats", self.plot_dataset_stats),
+        ):
+            missing = missing_libraries(flag) if asked else []
+            if missing:
+                raise ConfigError(
+                    f"{flag} needs {' and '.join(missing)}: pip install 'loadgen[plot]'"
+                )
 
     def _validate_pooling_inputs(self) -> None:
         """Batched and query-document prompts exist only for pooling backends, and the rerank

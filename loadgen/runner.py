@@ -9,6 +9,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from time import perf_counter_ns
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from loadgen.metrics import (
     BenchmarkMetrics,
     PoolingMetrics,
     RequestResults,
+    Timings,
     calculate_metrics,
     calculate_pooling_metrics,
     derive_timings,
@@ -41,6 +43,12 @@ from loadgen.payloads import (
     input_sequences,
     lora_assignment,
     serialize_bodies,
+)
+from loadgen.plots import (
+    parse_itl_thresholds,
+    timeline_segments,
+    write_dataset_stats_png,
+    write_timeline_html,
 )
 from loadgen.probe import PROBE_PROMPT, ProbeLoop, probe_stats
 from loadgen.readiness import (
@@ -658,8 +666,10 @@ def _report(
         "client": health.to_json(),
         "verdict": client_verdict,  # last, so the result JSON ends with it
     }
+    date = datetime.now().strftime("%Y%m%d-%H%M%S")
+    if config.plot_timeline or config.plot_dataset_stats:  # upstream draws before it saves
+        _plot(config, Path(result_path(config, prepared.model_id, date)), results, timings)
     if config.save_result or config.append_result:
-        date = datetime.now().strftime("%Y%m%d-%H%M%S")
         result = build_result(
             config=config,
             date=date,
@@ -688,6 +698,38 @@ def _report(
         first = next((e for e in errors if e), "")
         raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
     return 0
+
+
+def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timings) -> None:
+    """--plot-timeline and --plot-dataset-stats beside the result file; a figure that cannot be
+    drawn is a warning, as upstream, and the results are still written."""
+    if config.plot_timeline:
+        timeline = path.with_suffix(".timeline.html")
+        if config.pooling:
+            print("warning: --plot-timeline draws token timings; a pooling run has none")
+        else:
+            try:
+                segments = timeline_segments(
+                    results.send_s,
+                    timings.ttft_s,
+                    [timings.itls_of(i).tolist() for i in range(results.num_requests)],
+                    results.prompt_lens,
+                    results.output_lens,
+                    parse_itl_thresholds(config.timeline_itl_thresholds),
+                )
+                write_timeline_html(
+                    segments, timeline, parse_itl_thresholds(config.timeline_itl_thresholds)
+                )
+                print(f"Timeline plot saved to: {timeline}")
+            except Exception as exc:  # a figure is not worth the results
+                print(f"warning: Failed to generate timeline plot: {exc}")
+    if config.plot_dataset_stats:
+        stats = path.with_suffix(".dataset_stats.png")
+        try:
+            write_dataset_stats_png(results.prompt_lens, results.output_lens, stats)
+            print(f"Dataset statistics plot saved to: {stats}")
+        except Exception as exc:
+            print(f"warning: Failed to generate dataset statistics plot: {exc}")
 
 
 def paced_rate(config: RunConfig, prepared: Prepared) -> float | None:

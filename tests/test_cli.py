@@ -49,9 +49,9 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
 
 
 def test_unsupported_flag_exit_code_is_2() -> None:
-    result = CliRunner().invoke(cli, ["run", "--mock", "--plot_timeline"])
+    result = CliRunner().invoke(cli, ["run", "--mock", "--no_stream"])
     assert result.exit_code == 2
-    assert "not supported yet: --plot-timeline" in result.output
+    assert "not supported yet: --no-stream" in result.output
 
 
 def test_mock_and_base_url_are_exclusive() -> None:
@@ -267,3 +267,20 @@ def test_a_self_timed_trace_ignores_the_rate_flags_and_says_so() -> None:
 def test_probe_rate_must_be_a_finite_rate(rate: float) -> None:
     with pytest.raises(ConfigError, match="--probe-request-rate must be a finite rate >= 0"):
         RunConfig(probe_request_rate=rate).validate()
+
+
+def test_plot_flags_check_their_values_and_libraries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import loadgen.plots
+
+    with pytest.raises(ConfigError, match="Expected 2 ITL threshold values, got 3"):
+        RunConfig(plot_timeline=True, timeline_itl_thresholds="1,2,3").validate()
+    with pytest.raises(ConfigError, match="Invalid --timeline-itl-thresholds format"):
+        RunConfig(plot_timeline=True, timeline_itl_thresholds="a,b").validate()
+    assert RunConfig(timeline_itl_thresholds="5,9").ignored_flag_warnings() == [
+        "--timeline-itl-thresholds has no effect without --plot-timeline"
+    ]
+    monkeypatch.setattr(loadgen.plots.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match=r"--plot-timeline needs plotly and pandas: pip install"):
+        RunConfig(plot_timeline=True).validate()
+    with pytest.raises(ConfigError, match=r"--plot-dataset-stats needs matplotlib"):
+        RunConfig(plot_dataset_stats=True).validate()

@@ -350,6 +350,24 @@ def test_probes_are_reported_apart_with_upstreams_keys(tmp_path: Path) -> None:
     assert summary[block + 1].startswith("Probe requests completed:")
 
 
+def test_plots_are_written_beside_the_result_file_even_unsaved(tmp_path: Path) -> None:
+    proc = loadgen(
+        "--mock", "--num-prompts", "12", *SMALL, "--mock-itl-ms", "1",
+        "--plot-timeline", "--timeline-itl-thresholds", "1,5", "--plot-dataset-stats",
+        "--result-dir", str(tmp_path), "--result-filename", "run.json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"Timeline plot saved to: {tmp_path / 'run.timeline.html'}" in proc.stdout
+    assert f"Dataset statistics plot saved to: {tmp_path / 'run.dataset_stats.png'}" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "run.dataset_stats.png",
+        "run.timeline.html",
+    ]  # fmt: skip  (no --save-result: no JSON, as upstream)
+    html = (tmp_path / "run.timeline.html").read_text()
+    assert "Req 11" in html and "ITL \\u003c 1ms" in html  # JSON-escaped in the page
+    assert "Could not infer format" not in proc.stderr
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 

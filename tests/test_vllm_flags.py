@@ -73,6 +73,9 @@ BUILT: dict[str, list[str]] = {
     "--seed": ["42"],
     "--served-model-name": ["alias"],
     "--skip-tokenizer-init": [],
+    "--plot-timeline": [],
+    "--plot-dataset-stats": [],
+    "--timeline-itl-thresholds": ["10,20"],
     "--probe-request-rate": ["5"],
     "--timed-trace-chunk-hash-size": ["32"],
     "--timed-trace-label-hash-ids": ["h"],
@@ -126,8 +129,6 @@ NOT_BUILT: dict[str, list[str]] = {
     "--hf-split": ["test"],
     "--hf-subset": ["s"],
     "--no-stream": [],
-    "--plot-dataset-stats": [],
-    "--plot-timeline": [],
     "--random-mm-base-items-per-request": ["1"],
     "--random-mm-bucket-config": ["{}"],
     "--random-mm-limit-mm-per-prompt": ["{}"],
@@ -138,7 +139,6 @@ NOT_BUILT: dict[str, list[str]] = {
     "--speed-bench-category": ["qa"],
     "--speed-bench-dataset-subset": ["qualitative"],
     "--speed-bench-output-len": ["64"],
-    "--timeline-itl-thresholds": ["1", "2"],
 }
 
 
