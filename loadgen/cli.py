@@ -245,13 +245,13 @@ def cli() -> None:
     default="random",
     show_default=True,
     help="Built so far: random, random-rerank, prefix_repetition, custom, sharegpt, "
-    "spec_bench and timed_trace; the others exit 2.",
+    "spec_bench, timed_trace and sonnet; the others exit 2.",
 )
 @click.option(
     "--dataset-path",
     default=None,
     help="custom: a .jsonl file of prompts; sharegpt: the ShareGPT JSON file; spec_bench: "
-    "Spec-Bench's question.jsonl; timed_trace: a JSONL trace.",
+    "Spec-Bench's question.jsonl; timed_trace: a JSONL trace; sonnet: a text of poem lines.",
 )
 @click.option(
     "--disable-shuffle",
@@ -279,6 +279,27 @@ def cli() -> None:
     "--spec-bench-category",
     default=None,
     help="spec_bench: only the questions of this category (default: all).",
+)
+@click.option(
+    "--sonnet-input-len",
+    type=int,
+    default=550,
+    show_default=True,
+    help="sonnet: most tokens of a templated prompt.",
+)
+@click.option(
+    "--sonnet-output-len",
+    type=int,
+    default=150,
+    show_default=True,
+    help="sonnet: max_tokens of every request.",
+)
+@click.option(
+    "--sonnet-prefix-len",
+    type=int,
+    default=200,
+    show_default=True,
+    help="sonnet: tokens of the poem's first lines every prompt starts with.",
 )
 @click.option(
     "--timed-trace-chunk-hash-size",

@@ -28,8 +28,9 @@ SAMPLING_FIELDS = (
 )  # fmt: skip
 SUPPORTED_DATASETS = (
     "random", "random-rerank", "prefix_repetition", "custom", "sharegpt", "spec_bench",
-    "timed_trace",
+    "timed_trace", "sonnet",
 )  # fmt: skip
+SONNET_DEFAULTS = {"input_len": 550, "output_len": 150, "prefix_len": 200}
 TIMED_TRACE_DEFAULTS: dict[str, Any] = {
     "chunk_hash_size": 16,
     "sec_multiplier": 1.0,
@@ -45,8 +46,10 @@ PREFIX_REPETITION_DEFAULTS = {"prefix_len": 256, "suffix_len": 256, "num_prefixe
 DEFAULT_PREFIX_REPETITION_OUTPUT_LEN = 128
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
 TEMPLATED_DATASETS = ("custom",)  # chat template applied unless --skip-chat-template
+# Upstream's custom datasets read --num-prompts 0 or less as every line of the file.
+ALL_ROWS_DATASETS = ("custom", "spec_bench")
 # Upstream templates spec_bench prompts whatever --skip-chat-template says, with no kwargs.
-ALWAYS_TEMPLATED_DATASETS = ("spec_bench",)
+ALWAYS_TEMPLATED_DATASETS = ("spec_bench", "sonnet")
 
 
 class ConfigError(ValueError):
@@ -78,6 +81,9 @@ class RunConfig:
     custom_output_len: int = DEFAULT_CUSTOM_OUTPUT_LEN
     spec_bench_output_len: int = DEFAULT_SPEC_BENCH_OUTPUT_LEN
     spec_bench_category: str | None = None
+    sonnet_input_len: int = SONNET_DEFAULTS["input_len"]
+    sonnet_output_len: int = SONNET_DEFAULTS["output_len"]
+    sonnet_prefix_len: int = SONNET_DEFAULTS["prefix_len"]
     timed_trace_chunk_hash_size: int = TIMED_TRACE_DEFAULTS["chunk_hash_size"]
     timed_trace_sec_multiplier: float = TIMED_TRACE_DEFAULTS["sec_multiplier"]
     timed_trace_label_timestamp: str = TIMED_TRACE_DEFAULTS["label_timestamp"]
@@ -212,6 +218,14 @@ class RunConfig:
             ("--random-batch-size", self.random_batch_size != 1, ("random", "random-rerank")),
             ("--no-reranker", self.no_reranker, ("random-rerank",)),
             *(
+                (
+                    f"--sonnet-{name.replace('_', '-')}",
+                    getattr(self, f"sonnet_{name}") != v,
+                    ("sonnet",),
+                )
+                for name, v in SONNET_DEFAULTS.items()
+            ),
+            *(
                 (f"--timed-trace-{name.replace('_', '-')}", given, ("timed_trace",))
                 for name, given in self._timed_trace_flags_given().items()
             ),
@@ -221,7 +235,7 @@ class RunConfig:
             for flag, given, readers in given_to
             if given and self.dataset_name not in readers
         ]
-        if self.dataset_name in ALWAYS_TEMPLATED_DATASETS and self.seed != 0:
+        if self.dataset_name == "spec_bench" and self.seed != 0:
             warnings.append(
                 f"--seed {self.seed} does not reach the {self.dataset_name} shuffle, which uses "
                 "seed 0 as upstream's does"
@@ -304,6 +318,16 @@ class RunConfig:
                     "timed_trace dataset passes pre-tokenized prompts (list[int]) and requires a "
                     f"completions backend ('vllm' or 'openai'), not --backend {self.backend}"
                 )
+        if self.dataset_name == "sonnet":
+            if self.dataset_path is None:
+                raise ConfigError(
+                    "--dataset-name sonnet needs --dataset-path (a text of poem lines)"
+                )
+            if self.skip_tokenizer_init:
+                raise ConfigError(
+                    "--dataset-name sonnet measures its prompts with the tokenizer's chat "
+                    "template; --skip-tokenizer-init leaves none"
+                )
         if self.dataset_name == "spec_bench":
             if self.dataset_path is None:
                 raise ConfigError(
@@ -332,7 +356,7 @@ class RunConfig:
             raise ConfigError(f"--burstiness must be > 0, got {self.burstiness}")
         if not self.request_rate > 0:
             raise ConfigError(f"--request-rate must be > 0, got {self.request_rate}")
-        if self.num_prompts < 1:
+        if self.num_prompts < 1 and self.dataset_name not in ALL_ROWS_DATASETS:
             raise ConfigError(f"--num-prompts must be at least 1, got {self.num_prompts}")
         if self.ramp_up_strategy is not None:
             self._validate_ramp_up()

@@ -92,6 +92,8 @@ def sample_custom_requests(
     """Upstream's custom sampling of ``rows`` (see the module docstring); pure but for encoding.
     ``template`` renders a prompt as the chat template does."""
     order = seeded_order(rows, seed, disable_shuffle)
+    if num_requests <= 0:  # upstream: --num-prompts 0 or less takes every line
+        num_requests = len(order)
     chosen = order[:num_requests]
     prompts = [row["prompt"] for row in chosen]
     if template is not None:

@@ -18,7 +18,9 @@ from loadgen.dataset_random import (
     sample_random_rerank_requests,
 )
 from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
+from loadgen.dataset_sonnet import load_sonnet_lines, sample_sonnet_requests
 from loadgen.dataset_timed_trace import load_trace, sample_timed_trace_requests
+from loadgen.payloads import CHAT_BACKENDS
 from loadgen.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
@@ -71,6 +73,24 @@ def sample_dataset(
     assert path is not None  # validate() checked
     if config.dataset_name == "timed_trace":
         return _sample_timed_trace(config, path, tokenizer)
+    if config.dataset_name == "sonnet":
+        assert chat_template is not None  # validate() keeps sonnet from --skip-tokenizer-init
+        try:
+            return sample_sonnet_requests(
+                load_sonnet_lines(path),
+                tokenizer,
+                chat_template.render_user_prompt,
+                config.num_prompts,
+                config.sonnet_input_len,
+                config.sonnet_prefix_len,
+                config.sonnet_output_len,
+                config.seed,
+                send_templated=config.backend not in CHAT_BACKENDS,  # the server templates chat
+            )
+        except ValueError as exc:
+            if str(exc).startswith("--sonnet"):  # a flag's value, not the file, is at fault
+                raise ConfigError(str(exc)) from None
+            raise
     # The loaders' errors name the path already; the samplers' get it added.
     sharegpt = config.dataset_name == "sharegpt"
     if config.dataset_name == "spec_bench":

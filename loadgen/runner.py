@@ -164,7 +164,9 @@ def run(config: RunConfig) -> int:
 
 
 async def _run(config: RunConfig) -> int:
-    num_workers = min(config.workers, config.num_prompts, config.max_concurrency or config.workers)
+    # --num-prompts 0 (every line of a custom file) is not known until the file is read.
+    planned = config.num_prompts if config.num_prompts > 0 else config.workers
+    num_workers = min(config.workers, planned, config.max_concurrency or config.workers)
     pool = WorkerPool(num_workers)
     pool.start()  # workers import and connect while the dataset is built and the server awaited
     loop = asyncio.get_running_loop()

@@ -116,6 +116,7 @@ VLLM_BENCH_SERVE_FLAGS = frozenset(
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "custom dataset options": ("--custom-output-len",),
     "spec bench dataset options": ("--spec-bench-output-len", "--spec-bench-category"),
+    "sonnet dataset options": ("--sonnet-input-len", "--sonnet-output-len", "--sonnet-prefix-len"),
     "sharegpt dataset options": ("--sharegpt-output-len",),
     "timed-trace dataset options": (
         "--timed-trace-chunk-hash-size",

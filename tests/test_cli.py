@@ -63,7 +63,7 @@ def test_mock_and_base_url_are_exclusive() -> None:
 def test_upstream_choices_not_built_yet_are_refused_by_name() -> None:
     for args, message in (
         (["--backend", "openai-audio"], "not supported yet: --backend openai-audio"),
-        (["--dataset-name", "sonnet"], "not supported yet: --dataset-name sonnet"),
+        (["--dataset-name", "burstgpt"], "not supported yet: --dataset-name burstgpt"),
     ):
         result = CliRunner().invoke(cli, ["run", "--mock", *args])
         assert result.exit_code == 2

@@ -848,6 +848,37 @@ def test_timed_trace_replays_token_id_prompts_at_the_trace_instants(
         assert sent.max() < 0.05  # 4 requests at 1000/s: the trace's instants are not used
 
 
+@pytest.mark.parametrize("chat", [False, True])
+def test_sonnet_sends_templated_text_or_raw_chat_prompts(tmp_path: Path, chat: bool) -> None:
+    poem = tmp_path / "sonnet.txt"
+    poem.write_text("".join(f"{' '.join(['the'] * (2 + i % 4))} verse\n" for i in range(30)))
+    backend = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"] if chat else []
+    proc = loadgen(
+        "--mock", *backend, "--dataset-name", "sonnet", "--dataset-path", str(poem),
+        "--sonnet-input-len", "90", "--sonnet-prefix-len", "40", "--sonnet-output-len", "5",
+        "--num-prompts", "6", "--disable-tqdm",
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert result["completed"] == 6 and result["output_lens"] == [5] * 6
+    # The server counts what it got: the templated text (plus its BOS) for completions; the
+    # raw prompt as its own "user: ...\n" chat rendering for chat.
+    assert all(40 <= n <= 92 for n in result["input_lens"]), result["input_lens"]
+
+
+def test_custom_num_prompts_0_sends_every_line(tmp_path: Path) -> None:
+    write_custom_file(tmp_path / "prompts.jsonl")
+    proc = loadgen(
+        "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
+        "--skip-chat-template", "--num-prompts", "0", "--disable-tqdm",
+        "--save-result", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert (result["num_prompts"], result["completed"]) == (0, 5)  # as upstream: 0 means all
+
+
 def write_sharegpt_file(path: Path, lengths: list[tuple[int, int]]) -> list[dict]:
     entries = [
         {
