@@ -244,8 +244,8 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",
     show_default=True,
-    help="Built so far: random, random-rerank, prefix_repetition, custom, sharegpt, "
-    "spec_bench, timed_trace and sonnet; the others exit 2.",
+    help="Built so far: random, random-mm, random-rerank, prefix_repetition, custom, "
+    "sharegpt, spec_bench, timed_trace and sonnet; the others exit 2.",
 )
 @click.option(
     "--dataset-path",
@@ -413,6 +413,38 @@ def cli() -> None:
     default=128,
     show_default=True,
     help="prefix_repetition: max_tokens of every request.",
+)
+@click.option(
+    "--random-mm-base-items-per-request",
+    type=int,
+    default=1,
+    show_default=True,
+    help="random-mm: images per request, before the range ratio.",
+)
+@click.option(
+    "--random-mm-num-mm-items-range-ratio",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="random-mm: r in [0, 1]; images per request from [floor(n(1-r)), ceil(n(1+r))].",
+)
+@click.option(
+    "--random-mm-limit-mm-per-prompt",
+    default='{"image": 255, "video": 1}',
+    show_default=True,
+    help="random-mm: JSON caps per modality.",
+)
+@click.option(
+    "--random-mm-bucket-config",
+    default="{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}",
+    show_default=True,
+    help="random-mm: {(height, width, frames): probability}; frames > 1 (video) is not built.",
+)
+@click.option(
+    "--enable-multimodal-chat",
+    is_flag=True,
+    help="random-mm: build the chat message with the images in the dataset (the same message "
+    "is sent either way).",
 )
 @click.option(
     "--no-reranker",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.dataset_random import parse_range_ratio
+from loadgen.dataset_random_mm import item_count_range, parse_bucket_config, parse_limits
 from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, POOLING_BACKENDS, SUPPORTED_BACKENDS
 from loadgen.plots import missing_libraries, parse_itl_thresholds
 from loadgen.schedule import RAMP_UP_STRATEGIES
@@ -28,8 +30,14 @@ SAMPLING_FIELDS = (
 )  # fmt: skip
 SUPPORTED_DATASETS = (
     "random", "random-rerank", "prefix_repetition", "custom", "sharegpt", "spec_bench",
-    "timed_trace", "sonnet",
+    "timed_trace", "sonnet", "random-mm",
 )  # fmt: skip
+RANDOM_MM_DEFAULTS: dict[str, Any] = {
+    "base_items_per_request": 1,
+    "num_mm_items_range_ratio": 0.0,
+    "limit_mm_per_prompt": '{"image": 255, "video": 1}',
+    "bucket_config": "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}",
+}
 SONNET_DEFAULTS = {"input_len": 550, "output_len": 150, "prefix_len": 200}
 TIMED_TRACE_DEFAULTS: dict[str, Any] = {
     "chunk_hash_size": 16,
@@ -41,8 +49,15 @@ TIMED_TRACE_DEFAULTS: dict[str, Any] = {
 }
 DEFAULT_SPEC_BENCH_OUTPUT_LEN = 256
 # Built from the tokenizer alone: --dataset-path is refused.
-SYNTHETIC_DATASETS = ("random", "random-rerank", "prefix_repetition")
+SYNTHETIC_DATASETS = ("random", "random-rerank", "prefix_repetition", "random-mm")
 PREFIX_REPETITION_DEFAULTS = {"prefix_len": 256, "suffix_len": 256, "num_prefixes": 10}
+# (dataset, flag prefix, defaults): each family's flags warn when given to another dataset.
+FAMILY_FLAGS = (
+    ("prefix_repetition", "prefix-repetition-", PREFIX_REPETITION_DEFAULTS),
+    ("random-mm", "random-mm-", RANDOM_MM_DEFAULTS),
+    ("sonnet", "sonnet-", SONNET_DEFAULTS),
+    ("timed_trace", "timed-trace-", TIMED_TRACE_DEFAULTS),
+)
 DEFAULT_PREFIX_REPETITION_OUTPUT_LEN = 128
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
 TEMPLATED_DATASETS = ("custom",)  # chat template applied unless --skip-chat-template
@@ -105,6 +120,11 @@ class RunConfig:
     random_range_ratio: str = "0.0"
     random_prefix_len: int = 0
     random_batch_size: int = 1
+    random_mm_base_items_per_request: int = RANDOM_MM_DEFAULTS["base_items_per_request"]
+    random_mm_num_mm_items_range_ratio: float = RANDOM_MM_DEFAULTS["num_mm_items_range_ratio"]
+    random_mm_limit_mm_per_prompt: str = RANDOM_MM_DEFAULTS["limit_mm_per_prompt"]
+    random_mm_bucket_config: str = RANDOM_MM_DEFAULTS["bucket_config"]
+    enable_multimodal_chat: bool = False
     output_len: int | None = None  # --output-len, already applied to each dataset's length
     prefix_repetition_prefix_len: int = PREFIX_REPETITION_DEFAULTS["prefix_len"]
     prefix_repetition_suffix_len: int = PREFIX_REPETITION_DEFAULTS["suffix_len"]
@@ -204,10 +224,6 @@ class RunConfig:
                 ),
                 ("prefix_repetition",),
             ),
-            *(
-                (f"--prefix-repetition-{name.replace('_', '-')}", given, ("prefix_repetition",))
-                for name, given in self._prefix_repetition_flags_given().items()
-            ),
             (
                 "--disable-shuffle",
                 self.disable_shuffle,
@@ -218,17 +234,11 @@ class RunConfig:
             ("--random-batch-size", self.random_batch_size != 1, ("random", "random-rerank")),
             ("--no-reranker", self.no_reranker, ("random-rerank",)),
             *(
-                (
-                    f"--sonnet-{name.replace('_', '-')}",
-                    getattr(self, f"sonnet_{name}") != v,
-                    ("sonnet",),
-                )
-                for name, v in SONNET_DEFAULTS.items()
+                (f"--{prefix}{name.replace('_', '-')}", given, (dataset,))
+                for dataset, prefix, defaults in FAMILY_FLAGS
+                for name, given in self._given(defaults, prefix.replace("-", "_")).items()
             ),
-            *(
-                (f"--timed-trace-{name.replace('_', '-')}", given, ("timed_trace",))
-                for name, given in self._timed_trace_flags_given().items()
-            ),
+            ("--enable-multimodal-chat", self.enable_multimodal_chat, ("random-mm",)),
         ]
         warnings = [
             f"{flag} has no effect with --dataset-name {self.dataset_name}"
@@ -281,17 +291,9 @@ class RunConfig:
             ]
         return warnings
 
-    def _timed_trace_flags_given(self) -> dict[str, bool]:
-        return {
-            name: getattr(self, f"timed_trace_{name}") != default
-            for name, default in TIMED_TRACE_DEFAULTS.items()
-        }
-
-    def _prefix_repetition_flags_given(self) -> dict[str, bool]:
-        return {
-            name: getattr(self, f"prefix_repetition_{name}") != default
-            for name, default in PREFIX_REPETITION_DEFAULTS.items()
-        }
+    def _given(self, defaults: dict[str, Any], prefix: str) -> dict[str, bool]:
+        """Which of a dataset's flags (fields ``prefix + name``) differ from their defaults."""
+        return {name: getattr(self, prefix + name) != value for name, value in defaults.items()}
 
     def validate(self) -> None:
         """Reject values upstream rejects, with a one-line message naming the flag."""
@@ -318,6 +320,8 @@ class RunConfig:
                     "timed_trace dataset passes pre-tokenized prompts (list[int]) and requires a "
                     f"completions backend ('vllm' or 'openai'), not --backend {self.backend}"
                 )
+        if self.dataset_name == "random-mm":
+            self._validate_random_mm()
         if self.dataset_name == "sonnet":
             if self.dataset_path is None:
                 raise ConfigError(
@@ -378,6 +382,27 @@ class RunConfig:
         self.percentiles()
         try:
             parse_range_ratio(self.random_range_ratio)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _validate_random_mm(self) -> None:
+        """Upstream's refusals for random-mm, and the image library installed."""
+        if self.backend != "openai-chat":
+            raise ConfigError(
+                f"Multi-modal content (images) is not supported on backend {self.backend!r}; "
+                "use one of ['openai-chat'] (--dataset-name random-mm)"
+            )
+        if self.random_batch_size != 1:
+            raise ConfigError("--random-batch-size above 1 is not supported for random-mm")
+        if importlib.util.find_spec("PIL") is None:
+            raise ConfigError("--dataset-name random-mm needs pillow: pip install 'loadgen[mm]'")
+        try:
+            item_count_range(
+                self.random_mm_base_items_per_request,
+                self.random_mm_num_mm_items_range_ratio,
+                parse_limits(self.random_mm_limit_mm_per_prompt),
+                parse_bucket_config(self.random_mm_bucket_config),
+            )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 

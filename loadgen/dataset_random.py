@@ -88,21 +88,21 @@ def sample_random_requests(
         )
 
     rng = np.random.default_rng(seed)
-    input_lens, output_lens, offsets = _draw_lengths(
+    input_lens, output_lens, offsets = draw_lengths(
         rng, num_requests, (in_lo, in_hi), (out_lo, out_hi), tokenizer.vocab_size
     )
-    allowed = _allowed_ids(tokenizer)
+    allowed = allowed_ids(tokenizer)
 
     prefix = np.empty(0, dtype=np.int64)
     if prefix_len > 0:
         drawn = allowed[rng.integers(0, len(allowed), size=prefix_len)]
-        texts, _ = _decode_encode_to_target(tokenizer, [drawn], np.array([prefix_len]), rng)
+        texts, _ = decode_encode_to_target(tokenizer, [drawn], np.array([prefix_len]), rng)
         # The settled text's encoding is the prefix vLLM prepends (possibly != prefix_len long).
         prefix = np.array(tokenizer.encode_batch(texts[:1])[0], np.int64)
 
     token_lists = _initial_token_lists(prefix, allowed, offsets, input_lens)
     targets = prefix_len + input_lens
-    prompts, prompt_lens = _decode_encode_to_target(tokenizer, token_lists, targets, rng)
+    prompts, prompt_lens = decode_encode_to_target(tokenizer, token_lists, targets, rng)
     return SampledPrompts(
         prompts=prompts,
         prompt_lens=prompt_lens,
@@ -111,7 +111,7 @@ def sample_random_requests(
     )
 
 
-def _draw_lengths(
+def draw_lengths(
     rng: np.random.Generator,
     n: int,
     input_range: tuple[int, int],
@@ -126,7 +126,8 @@ def _draw_lengths(
     return input_lens, output_lens, offsets
 
 
-def _allowed_ids(tokenizer: TokenCodec) -> np.ndarray:
+def allowed_ids(tokenizer: TokenCodec) -> np.ndarray:
+    """The ids random prompts are made of: the base vocabulary without special ids."""
     # Set iteration order, as vLLM builds it, decides which id each position maps to.
     return np.array(list(set(range(tokenizer.vocab_size)) - set(tokenizer.special_ids)))
 
@@ -175,12 +176,12 @@ def sample_random_rerank_requests(
     separators = int(is_reranker)
     num_special = tokenizer.num_special_tokens
     rng = np.random.default_rng(seed)
-    allowed = _allowed_ids(tokenizer)
+    allowed = allowed_ids(tokenizer)
 
     def draw(n: int, length: int) -> tuple[np.ndarray, np.ndarray]:
         real = max(0, length - num_special)
         low, high = math.floor(real * (1 - range_ratio)), math.ceil(real * (1 + range_ratio))
-        lens, _, offsets = _draw_lengths(rng, n, (low, high), (1, 1), tokenizer.vocab_size)
+        lens, _, offsets = draw_lengths(rng, n, (low, high), (1, 1), tokenizer.vocab_size)
         return lens, offsets
 
     query_lens, query_offsets = draw(1, input_len // 2 - separators if is_reranker else input_len)
@@ -194,7 +195,7 @@ def sample_random_rerank_requests(
     lens = np.concatenate((query_lens, doc_lens))
     offsets = np.concatenate((query_offsets, doc_offsets))
     token_lists = _initial_token_lists(np.empty(0, dtype=np.int64), allowed, offsets, lens)
-    texts, counts = _decode_encode_to_target(tokenizer, token_lists, lens, rng)
+    texts, counts = decode_encode_to_target(tokenizer, token_lists, lens, rng)
     query, query_count = texts[0], int(counts[0])
     prompts, prompt_lens = [], []
     for start in range(0, num_documents, batch_size):
@@ -234,7 +235,7 @@ def _initial_token_lists(
     return [np.concatenate((prefix, part)) for part in np.split(inner, ends[:-1])]
 
 
-def _decode_encode_to_target(
+def decode_encode_to_target(
     tokenizer: TokenCodec,
     token_lists: list[np.ndarray] | list[list[int]],
     targets: np.ndarray,

@@ -17,6 +17,11 @@ from loadgen.dataset_random import (
     sample_random_requests,
     sample_random_rerank_requests,
 )
+from loadgen.dataset_random_mm import (
+    parse_bucket_config,
+    parse_limits,
+    sample_random_mm_requests,
+)
 from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
 from loadgen.dataset_sonnet import load_sonnet_lines, sample_sonnet_requests
 from loadgen.dataset_timed_trace import load_trace, sample_timed_trace_requests
@@ -36,6 +41,20 @@ def sample_dataset(
     """
     if config.dataset_name in SYNTHETIC_DATASETS:
         try:
+            if config.dataset_name == "random-mm":
+                return sample_random_mm_requests(
+                    tokenizer,
+                    config.num_prompts,
+                    config.random_input_len,
+                    config.random_output_len,
+                    config.random_prefix_len,
+                    parse_range_ratio(config.random_range_ratio),
+                    config.seed,
+                    config.random_mm_base_items_per_request,
+                    config.random_mm_num_mm_items_range_ratio,
+                    parse_limits(config.random_mm_limit_mm_per_prompt),
+                    parse_bucket_config(config.random_mm_bucket_config),
+                )
             if config.dataset_name == "prefix_repetition":
                 return sample_prefix_repetition_requests(
                     tokenizer,

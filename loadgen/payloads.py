@@ -96,8 +96,10 @@ def build_body(
     logprobs: int | None,
     ignore_eos: bool,
     extra_body: dict[str, Any] | None,
+    mm_parts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON object of one request, with upstream's keys in upstream's order."""
+    """The JSON object of one request, with upstream's keys in upstream's order; ``mm_parts``
+    (random-mm's images) follow the text in a chat message."""
     body: dict[str, Any]
     if backend == "vllm-rerank":  # upstream merges neither ignore_eos nor the extra body
         assert isinstance(prompt, list) and len(prompt) > 1  # config.validate() ensures it
@@ -110,9 +112,10 @@ def build_body(
     if backend in POOLING_BACKENDS:
         body = _pooling_body(backend, model, prompt)
     elif backend in CHAT_BACKENDS:
+        content = [{"type": "text", "text": prompt}, *(mm_parts or [])]
         body = {
             "model": model,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            "messages": [{"role": "user", "content": content}],
             "max_completion_tokens": output_len,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -164,8 +167,10 @@ def serialize_bodies(
     logprobs: int | None,
     ignore_eos: bool,
     extra_body: dict[str, Any] | None,
+    mm_contents: list[list[dict[str, Any]]] | None = None,
 ) -> list[bytes]:
     """Every request body as the bytes a worker will send (request i names ``models[i]``)."""
+    parts = mm_contents or [None] * len(prompts)
     return [
         orjson.dumps(
             build_body(
@@ -176,9 +181,10 @@ def serialize_bodies(
                 logprobs=logprobs,
                 ignore_eos=ignore_eos,
                 extra_body=extra_body,
+                mm_parts=mm,
             )
         )
-        for model, prompt, out in zip(models, prompts, output_lens, strict=True)
+        for model, prompt, out, mm in zip(models, prompts, output_lens, parts, strict=True)
     ]
 
 

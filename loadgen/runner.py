@@ -340,9 +340,10 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         logprobs=config.logprobs,
         # Forced upstream too: random with generation backends, timed_trace.
         ignore_eos=config.ignore_eos
-        or (config.dataset_name == "random" and not config.pooling)
+        or (config.dataset_name in ("random", "random-mm") and not config.pooling)
         or config.dataset_name == "timed_trace",
         extra_body=config.body_extras(),
+        mm_contents=dataset.mm_contents,
     )
     if config.self_timed_trace:
         assert dataset.trace_offsets_s is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,8 @@ class SampledPrompts:
     arrival_rng: np.random.RandomState | None = None
     # A trace's own send offsets in seconds (timed_trace), used when it is self-timed.
     trace_offsets_s: np.ndarray | None = None
+    # random-mm: each request's image parts, sent after its text in the chat message.
+    mm_contents: list[list[dict[str, Any]]] | None = None
 
     @classmethod
     def of(

@@ -134,6 +134,12 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
         "--random-batch-size",
         "--no-reranker",
     ),
+    "random multimodal dataset options extended from random dataset": (
+        "--random-mm-base-items-per-request",
+        "--random-mm-num-mm-items-range-ratio",
+        "--random-mm-limit-mm-per-prompt",
+        "--random-mm-bucket-config",
+    ),
     "prefix repetition dataset options": (
         "--prefix-repetition-prefix-len",
         "--prefix-repetition-suffix-len",

@@ -284,3 +284,23 @@ def test_plot_flags_check_their_values_and_libraries(monkeypatch: pytest.MonkeyP
         RunConfig(plot_timeline=True).validate()
     with pytest.raises(ConfigError, match=r"--plot-dataset-stats needs matplotlib"):
         RunConfig(plot_dataset_stats=True).validate()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({}, r"Multi-modal content \(images\) is not supported on backend 'openai'"),
+        ({"backend": "openai-chat", "random_batch_size": 2}, "--random-batch-size above 1"),
+        (
+            {"backend": "openai-chat", "random_mm_bucket_config": "{(8, 8): 1.0}"},
+            "Invalid bucket key",
+        ),
+        (
+            {"backend": "openai-chat", "random_mm_num_mm_items_range_ratio": 2.0},
+            "must be in",
+        ),
+    ],
+)
+def test_random_mm_refusals(fields: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(dataset_name="random-mm", **fields).validate()

@@ -368,6 +368,21 @@ def test_plots_are_written_beside_the_result_file_even_unsaved(tmp_path: Path) -
     assert "Could not infer format" not in proc.stderr
 
 
+def test_random_mm_chat_run_sends_its_images(tmp_path: Path) -> None:
+    proc = loadgen(
+        "--mock", "--workers", "2", "--backend", "openai-chat",
+        "--endpoint", "/v1/chat/completions", "--dataset-name", "random-mm",
+        "--random-mm-bucket-config", "{(32, 32, 1): 1.0}", "--random-mm-base-items-per-request",
+        "2", "--num-prompts", "10", *SMALL, "--save-result", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path)
+    assert (result["completed"], result["total_output_tokens"]) == (10, 160)  # ignore_eos forced
+    refused = loadgen("--mock", "--dataset-name", "random-mm", *SMALL)
+    assert refused.returncode == 2
+    assert "is not supported on backend 'openai'" in refused.stderr
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 
@@ -406,8 +421,8 @@ def test_output_tokens_without_usage_fall_back_in_the_coordinator(
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
         ["--hf_subset", "x"],
-        ["--enable-multimodal-chat"],
-        ["--random-mm-base-items-per-request", "2"],
+        ["--speed-bench-category", "qa"],
+        ["--custom-ensure-client-side-data"],
     ):
         proc = loadgen("--mock", *flag)
         assert proc.returncode == 2

@@ -17,6 +17,7 @@ Run: python scripts/bench/dataset_parity.py --vllm-python /work/vllm-venv/bin/py
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ from loadgen.dataset_random import (
     sample_random_requests,
     sample_random_rerank_requests,
 )
+from loadgen.dataset_random_mm import sample_random_mm_requests
 from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
@@ -41,7 +43,8 @@ UPSTREAM = """
 import hashlib, json, sys
 from transformers import AutoTokenizer
 from vllm.benchmarks.datasets import (CustomDataset, PrefixRepetitionRandomDataset,
-    RandomDataset, RandomDatasetForReranking, ShareGPTDataset, SpecBench)
+    RandomDataset, RandomDatasetForReranking, RandomMultiModalDataset, ShareGPTDataset,
+    SpecBench)
 name, path, tokenizer, seed, n, kwargs = sys.argv[1:7]
 tok = AutoTokenizer.from_pretrained(tokenizer)
 seed, n, kwargs = int(seed), int(n), json.loads(kwargs)
@@ -57,6 +60,12 @@ elif name == "spec_bench":  # as get_samples builds it: no seed (0), no template
 elif name == "prefix_repetition":
     reqs = PrefixRepetitionRandomDataset(random_seed=seed).sample(
         tokenizer=tok, num_requests=n, **kwargs)
+elif name == "random-mm":
+    kwargs["bucket_config"] = {tuple(json.loads(k)): v for k, v in kwargs["bucket_config"].items()}
+    reqs = RandomMultiModalDataset(random_seed=seed).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+    for r in reqs:  # the text and its images, as the chat message carries them
+        r.prompt = [r.prompt, r.multi_modal_data]
 elif name == "random-rerank":
     reqs = RandomDatasetForReranking(random_seed=seed).sample(
         tokenizer=tok, num_requests=n, **kwargs)
@@ -86,6 +95,19 @@ CASES: list[tuple[str, int, int, dict]] = [
     ),
     ("random-rerank", 0, 200, {"input_len": 128, "range_ratio": 0.3, "batchsize": 8}),
     ("random-rerank", 2, 101, {"input_len": 64, "batchsize": 5, "is_reranker": False}),
+    (
+        "random-mm",
+        0,
+        40,
+        {
+            "input_len": 64,
+            "output_len": 8,
+            "base_items_per_request": 2,
+            "num_mm_items_range_ratio": 0.5,
+            "limit_mm_per_prompt": {"image": 2},
+            "bucket_config": {"[64, 64, 1]": 0.7, "[48, 96, 1]": 0.3},
+        },
+    ),
     # Batched embeddings inputs; random's padding draws differ by design, so lengths only.
     ("random", 0, 300, {"input_len": 64, "output_len": 8, "batchsize": 16}),
 ]
@@ -118,6 +140,17 @@ def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemp
             codec, n, kw["prefix_len"], kw["suffix_len"], kw["num_prefixes"], kw["output_len"],
             seed, disable_shuffle=False,
         )  # fmt: skip
+    elif name == "random-mm":
+        buckets = {tuple(json.loads(k)): v for k, v in kw["bucket_config"].items()}
+        got = sample_random_mm_requests(
+            codec, n, kw["input_len"], kw["output_len"], 0, (0, 0), seed,
+            kw["base_items_per_request"], kw["num_mm_items_range_ratio"],
+            kw["limit_mm_per_prompt"], buckets,
+        )  # fmt: skip
+        assert got.mm_contents is not None
+        got = dataclasses.replace(
+            got, prompts=[[p, mm] for p, mm in zip(got.prompts, got.mm_contents, strict=True)]
+        )
     elif name == "random-rerank":
         got = sample_random_rerank_requests(
             codec, n, kw["input_len"], kw.get("range_ratio", 0.0), kw["batchsize"],

@@ -1,0 +1,212 @@
+"""vLLM's ``random-mm`` dataset: ``random`` text prompts with synthetic images, for chat.
+
+Upstream's ``RandomMultiModalDataset``, drawn from one ``default_rng(seed)`` in its order: the
+text lengths and offsets as for ``random``, the prefix, then per request its text (the
+decode -> encode loop) and its images. A request has ``U[floor(n(1-r)), ceil(n(1+r))]`` items
+(n = --random-mm-base-items-per-request, r = --random-mm-num-mm-items-range-ratio, the top
+capped by the per-modality limits); each item's (height, width, frames) bucket is drawn with
+the normalized probabilities of --random-mm-bucket-config, a modality at its limit
+(--random-mm-limit-mm-per-prompt) dropping out. An image is ``height × width × 3`` random bytes,
+saved as JPEG and sent as a base64 ``image_url`` part after the text. Videos (frames > 1) are
+not built yet. Unlike ``random``, prompts are settled one at a time, as upstream's are, since
+the images' pixels come from the same generator after each prompt's padding draws.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import contextlib
+import io
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from loadgen.dataset_random import allowed_ids, decode_encode_to_target, draw_lengths
+from loadgen.sampled_prompts import SampledPrompts
+from loadgen.tokenizer import TokenCodec
+
+Bucket = tuple[int, int, int]  # (height, width, frames)
+
+
+def parse_bucket_config(value: str) -> dict[Bucket, float]:
+    """--random-mm-bucket-config: a Python dict literal ``{(h, w, frames): probability}``."""
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"--random-mm-bucket-config: not a dict literal ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("--random-mm-bucket-config: Bucket config must parse to a dict.")
+    buckets = {}
+    for key, probability in parsed.items():
+        if isinstance(key, str):
+            with contextlib.suppress(ValueError, SyntaxError):
+                key = ast.literal_eval(key)
+        if not (isinstance(key, tuple) and len(key) == 3 and all(isinstance(x, int) for x in key)):
+            raise ValueError(
+                f"--random-mm-bucket-config: Invalid bucket key {key!r}. Expected tuple (H, W, T)."
+            )
+        buckets[key] = float(probability)
+    return buckets
+
+
+def parse_limits(value: str) -> dict[str, int]:
+    """--random-mm-limit-mm-per-prompt: a JSON object ``{"image": n, "video": m}``."""
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ValueError(f"--random-mm-limit-mm-per-prompt: not valid JSON ({exc})") from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, int) for v in parsed.values()):
+        raise ValueError("--random-mm-limit-mm-per-prompt: a JSON object of integers")
+    return parsed
+
+
+def modality(bucket: Bucket) -> str:
+    """``image`` for one frame, ``video`` for more."""
+    if bucket[-1] == 1:
+        return "image"
+    if bucket[-1] > 1:
+        return "video"
+    raise ValueError(f"--random-mm-bucket-config: Invalid multimodal item configuration: {bucket}")
+
+
+def normalized(buckets: dict[Bucket, float]) -> dict[Bucket, float]:
+    """Zero-probability buckets dropped, the rest scaled to sum to 1 (upstream's errors)."""
+    if any(p < 0 for p in buckets.values()):
+        raise ValueError("--random-mm-bucket-config: Bucket config values must be non-negative.")
+    kept = {k: p for k, p in buckets.items() if p > 0}
+    if not kept:
+        raise ValueError(
+            "--random-mm-bucket-config: Got invalid bucket config. Bucket config values must "
+            "be non-zero."
+        )
+    total = sum(kept.values())
+    return {k: p / total for k, p in kept.items()}
+
+
+def item_count_range(
+    base: int, ratio: float, limits: dict[str, int], buckets: dict[Bucket, float]
+) -> tuple[int, int, dict[str, int], dict[Bucket, float]]:
+    """Upstream's ``get_mm_item_sampling_params``: (min items, max items, the limits of the
+    modalities in play, the normalized buckets)."""
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError("--random-mm-num-mm-items-range-ratio must be in [0, 1].")
+    for bucket in buckets:
+        if modality(bucket) not in limits:
+            raise ValueError(
+                f"--random-mm-limit-mm-per-prompt: Modality {modality(bucket)} is not in "
+                f"limit_mm_per_prompt: {list(limits)}"
+            )
+    buckets = normalized(buckets)
+    in_play = {modality(b) for b in buckets}
+    limits = {k: v for k, v in limits.items() if k in in_play}
+    if not limits:
+        raise ValueError("No valid limits for modalities present in bucket_config.")
+    most = min(sum(limits.values()), math.ceil(base * (1 + ratio)))
+    least = max(0, math.floor(base * (1 - ratio)))
+    if least > most:
+        raise ValueError(f"Min num mm items is greater than max mm items: {least} > {most}")
+    return least, most, limits, buckets
+
+
+def request_items(
+    rng: np.random.Generator,
+    least: int,
+    most: int,
+    buckets: dict[Bucket, float],
+    limits: dict[str, int],
+) -> Iterator[Bucket]:
+    """One request's item buckets, drawn as upstream's ``get_mm_item_iterator`` draws them:
+    lazily, so each item's pixels are drawn before the next item's bucket."""
+    wanted = int(rng.integers(least, most + 1))
+    if wanted == 0:
+        return
+    counts = {modality(b): 0 for b in buckets}
+    left = dict(buckets)
+    while sum(counts.values()) < wanted:
+        keys = list(left)
+        bucket = keys[rng.choice(len(keys), p=list(left.values()))]
+        kind = modality(bucket)
+        if counts[kind] < limits[kind]:
+            counts[kind] += 1
+            yield bucket
+            continue
+        left = {k: (0.0 if modality(k) == kind else p) for k, p in left.items()}
+        if all(p == 0 for p in left.values()):
+            break
+        left = normalized(left)
+
+
+def synthetic_image_part(rng: np.random.Generator, width: int, height: int) -> dict[str, Any]:
+    """A random RGB image as upstream sends it: JPEG, base64, in an ``image_url`` part."""
+    from PIL import Image  # the [mm] extra
+
+    pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    with io.BytesIO() as jpeg:
+        Image.fromarray(pixels).convert("RGB").save(jpeg, format="JPEG")
+        data = base64.b64encode(jpeg.getvalue()).decode("utf-8")
+    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{data}"}}
+
+
+def sample_random_mm_requests(
+    tokenizer: TokenCodec,
+    num_requests: int,
+    input_len: int,
+    output_len: int,
+    prefix_len: int,
+    range_ratio: tuple[float, float],
+    seed: int,
+    base_items: int,
+    items_ratio: float,
+    limits: dict[str, int],
+    buckets: dict[Bucket, float],
+) -> SampledPrompts:
+    """Build upstream's ``random-mm`` dataset (see the module docstring)."""
+    num_special = tokenizer.num_special_tokens
+    real_in = max(0, input_len - num_special)
+    in_ratio, out_ratio = range_ratio
+    rng = np.random.default_rng(seed)
+    input_lens, output_lens, offsets = draw_lengths(
+        rng,
+        num_requests,
+        (math.floor(real_in * (1 - in_ratio)), math.ceil(real_in * (1 + in_ratio))),
+        (
+            max(1, math.floor(output_len * (1 - out_ratio))),
+            max(1, math.ceil(output_len * (1 + out_ratio))),
+        ),
+        tokenizer.vocab_size,
+    )
+    least, most, limits, buckets = item_count_range(base_items, items_ratio, limits, buckets)
+    if any(modality(b) == "video" for b in buckets):
+        raise ValueError(
+            "not supported yet: video buckets (frames > 1) in --random-mm-bucket-config"
+        )
+    allowed = allowed_ids(tokenizer)
+    prefix = np.empty(0, dtype=np.int64)
+    if prefix_len > 0:
+        drawn = allowed[rng.integers(0, len(allowed), size=prefix_len)]
+        texts, _ = decode_encode_to_target(tokenizer, [drawn], np.array([prefix_len]), rng)
+        prefix = np.array(tokenizer.encode_batch(texts[:1])[0], np.int64)
+    prompts, prompt_lens, contents = [], [], []
+    for i in range(num_requests):
+        # Prompt i alone: its padding draws come before its images', as upstream's.
+        inner = allowed[(offsets[i] + i + np.arange(input_lens[i])) % len(allowed)]
+        text, length = decode_encode_to_target(
+            tokenizer,
+            [np.concatenate((prefix, inner))],
+            np.array([prefix_len + input_lens[i]]),
+            rng,
+        )
+        prompts.append(text[0])
+        prompt_lens.append(int(length[0]))
+        items = request_items(rng, least, most, buckets, limits)  # drawn as the images are
+        contents.append([synthetic_image_part(rng, width, height) for height, width, _ in items])
+    return SampledPrompts(
+        prompts=prompts,
+        prompt_lens=np.array(prompt_lens, dtype=np.int64),
+        output_lens=output_lens.astype(np.int64),
+        mm_contents=contents,
+    )
