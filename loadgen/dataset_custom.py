@@ -17,10 +17,8 @@ first turn, as upstream's ``SpecBench`` subclass of ``CustomDataset`` does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
-import orjson
-
+from loadgen.jsonl import json_lines
 from loadgen.sampled_prompts import SampledPrompts, seeded_order, top_up
 from loadgen.tokenizer import TokenCodec
 
@@ -34,18 +32,8 @@ def load_custom_rows(path: str) -> list[dict]:
     """
     if not path.endswith(".jsonl"):
         raise ValueError(f"--dataset-path {path}: --dataset-name custom reads only .jsonl files")
-    try:
-        lines = Path(path).read_bytes().splitlines()
-    except OSError as exc:
-        raise ValueError(f"--dataset-path {path}: {exc.strerror or exc}") from None
     rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
+    for number, row in json_lines(path):
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
             raise ValueError(f'{path}:{number}: each line must be an object with a string "prompt"')
         rows.append(row)
@@ -58,16 +46,8 @@ def load_spec_bench_rows(path: str, category: str | None) -> list[dict]:
     """Spec-Bench's ``question.jsonl`` as custom rows: each line's first turn is the prompt; with
     ``category`` (--spec-bench-category) only that category's lines. Raises ValueError naming
     the file (and line) at fault."""
-    if not Path(path).is_file():
-        raise ValueError(f"--dataset-path {path}: No such file")
     rows = []
-    for number, line in enumerate(Path(path).read_bytes().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
+    for number, row in json_lines(path):
         turns = row.get("turns") if isinstance(row, dict) else None
         if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
             raise ValueError(f'{path}:{number}: each line needs "turns", a list of strings')

@@ -73,33 +73,11 @@ def sample_random_requests(
     seed: int,
 ) -> SampledPrompts:
     """Build vLLM's ``random`` dataset (formulas in the module docstring)."""
-    _validate(num_requests, input_len, output_len, prefix_len)
-    in_ratio, out_ratio = range_ratio
-    num_special = tokenizer.num_special_tokens
-    real_in = max(0, input_len - num_special)
-    in_lo = math.floor(real_in * (1 - in_ratio))
-    in_hi = math.ceil(real_in * (1 + in_ratio))
-    out_lo = max(1, math.floor(output_len * (1 - out_ratio)))
-    out_hi = max(1, math.ceil(output_len * (1 + out_ratio)))
-    if prefix_len + in_lo < 1:
-        raise ValueError(
-            f"--random-prefix-len ({prefix_len}) plus the shortest input length ({in_lo}, "
-            f"from --random-input-len {input_len} minus {num_special} special tokens) must be >= 1"
-        )
-
     rng = np.random.default_rng(seed)
-    input_lens, output_lens, offsets = draw_lengths(
-        rng, num_requests, (in_lo, in_hi), (out_lo, out_hi), tokenizer.vocab_size
+    plan = plan_random_text(
+        tokenizer, num_requests, input_len, output_len, prefix_len, range_ratio, rng
     )
-    allowed = allowed_ids(tokenizer)
-
-    prefix = np.empty(0, dtype=np.int64)
-    if prefix_len > 0:
-        drawn = allowed[rng.integers(0, len(allowed), size=prefix_len)]
-        texts, _ = decode_encode_to_target(tokenizer, [drawn], np.array([prefix_len]), rng)
-        # The settled text's encoding is the prefix vLLM prepends (possibly != prefix_len long).
-        prefix = np.array(tokenizer.encode_batch(texts[:1])[0], np.int64)
-
+    input_lens, output_lens, offsets, allowed, prefix = plan
     token_lists = _initial_token_lists(prefix, allowed, offsets, input_lens)
     targets = prefix_len + input_lens
     prompts, prompt_lens = decode_encode_to_target(tokenizer, token_lists, targets, rng)
@@ -108,6 +86,55 @@ def sample_random_requests(
         prompt_lens=prompt_lens,
         output_lens=output_lens.astype(np.int64),
         length_mismatches=int(np.count_nonzero(prompt_lens != targets)),
+    )
+
+
+def plan_random_text(
+    tokenizer: TokenCodec,
+    num_requests: int,
+    input_len: int,
+    output_len: int,
+    prefix_len: int,
+    range_ratio: tuple[float, float],
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The draws a random dataset starts with, in upstream's order, checked as upstream checks
+    them: (input lengths, output lengths, offsets, the allowed ids, the shared prefix's ids)."""
+    _validate(num_requests, input_len, output_len, prefix_len)
+    num_special = tokenizer.num_special_tokens
+    input_range, output_range = length_ranges(num_special, input_len, output_len, range_ratio)
+    if prefix_len + input_range[0] < 1:
+        raise ValueError(
+            f"--random-prefix-len ({prefix_len}) plus the shortest input length "
+            f"({input_range[0]}, from --random-input-len {input_len} minus {num_special} special "
+            "tokens) must be >= 1"
+        )
+    input_lens, output_lens, offsets = draw_lengths(
+        rng, num_requests, input_range, output_range, tokenizer.vocab_size
+    )
+    allowed = allowed_ids(tokenizer)
+    prefix = np.empty(0, dtype=np.int64)
+    if prefix_len > 0:
+        drawn = allowed[rng.integers(0, len(allowed), size=prefix_len)]
+        texts, _ = decode_encode_to_target(tokenizer, [drawn], np.array([prefix_len]), rng)
+        # The settled text's encoding is the prefix vLLM prepends (possibly != prefix_len long).
+        prefix = np.array(tokenizer.encode_batch(texts[:1])[0], np.int64)
+    return input_lens, output_lens, offsets, allowed, prefix
+
+
+def length_ranges(
+    num_special: int, input_len: int, output_len: int, range_ratio: tuple[float, float]
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Upstream's ``get_sampling_params`` bounds: the input range around ``input_len`` less the
+    special tokens, and the output range, at least 1 (both inclusive)."""
+    in_ratio, out_ratio = range_ratio
+    real_in = max(0, input_len - num_special)
+    return (
+        (math.floor(real_in * (1 - in_ratio)), math.ceil(real_in * (1 + in_ratio))),
+        (
+            max(1, math.floor(output_len * (1 - out_ratio))),
+            max(1, math.ceil(output_len * (1 + out_ratio))),
+        ),
     )
 
 
@@ -179,9 +206,8 @@ def sample_random_rerank_requests(
     allowed = allowed_ids(tokenizer)
 
     def draw(n: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-        real = max(0, length - num_special)
-        low, high = math.floor(real * (1 - range_ratio)), math.ceil(real * (1 + range_ratio))
-        lens, _, offsets = draw_lengths(rng, n, (low, high), (1, 1), tokenizer.vocab_size)
+        ranges = length_ranges(num_special, length, 0, (range_ratio, range_ratio))
+        lens, _, offsets = draw_lengths(rng, n, *ranges, tokenizer.vocab_size)
         return lens, offsets
 
     query_lens, query_offsets = draw(1, input_len // 2 - separators if is_reranker else input_len)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.dataset_random import allowed_ids, decode_encode_to_target, draw_lengths
+from loadgen.dataset_random import decode_encode_to_target, plan_random_text
 from loadgen.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
@@ -165,31 +165,16 @@ def sample_random_mm_requests(
     buckets: dict[Bucket, float],
 ) -> SampledPrompts:
     """Build upstream's ``random-mm`` dataset (see the module docstring)."""
-    num_special = tokenizer.num_special_tokens
-    real_in = max(0, input_len - num_special)
-    in_ratio, out_ratio = range_ratio
     rng = np.random.default_rng(seed)
-    input_lens, output_lens, offsets = draw_lengths(
-        rng,
-        num_requests,
-        (math.floor(real_in * (1 - in_ratio)), math.ceil(real_in * (1 + in_ratio))),
-        (
-            max(1, math.floor(output_len * (1 - out_ratio))),
-            max(1, math.ceil(output_len * (1 + out_ratio))),
-        ),
-        tokenizer.vocab_size,
+    plan = plan_random_text(
+        tokenizer, num_requests, input_len, output_len, prefix_len, range_ratio, rng
     )
+    input_lens, output_lens, offsets, allowed, prefix = plan
     least, most, limits, buckets = item_count_range(base_items, items_ratio, limits, buckets)
     if any(modality(b) == "video" for b in buckets):
         raise ValueError(
             "not supported yet: video buckets (frames > 1) in --random-mm-bucket-config"
         )
-    allowed = allowed_ids(tokenizer)
-    prefix = np.empty(0, dtype=np.int64)
-    if prefix_len > 0:
-        drawn = allowed[rng.integers(0, len(allowed), size=prefix_len)]
-        texts, _ = decode_encode_to_target(tokenizer, [drawn], np.array([prefix_len]), rng)
-        prefix = np.array(tokenizer.encode_batch(texts[:1])[0], np.int64)
     prompts, prompt_lens, contents = [], [], []
     for i in range(num_requests):
         # Prompt i alone: its padding draws come before its images', as upstream's.

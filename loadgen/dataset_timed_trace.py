@@ -23,28 +23,21 @@ from __future__ import annotations
 
 import hashlib
 import random
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
+from loadgen.jsonl import json_lines
 from loadgen.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
 
 def load_trace(path: str, num_requests: int) -> list[dict[str, Any]]:
     """The first ``num_requests`` JSON objects of a JSONL trace (blank lines skipped)."""
-    rows = []
-    for number, line in enumerate(Path(path).read_bytes().splitlines(), start=1):
+    rows: list[dict[str, Any]] = []
+    for number, row in json_lines(path):
         if len(rows) >= num_requests:
             break
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{number}: each line must be a JSON object")
         rows.append(row | {"_line": number})

@@ -40,20 +40,23 @@ def sample_dataset(
     file for a file dataset whose contents cannot be used.
     """
     if config.dataset_name in SYNTHETIC_DATASETS:
+        random_text = {
+            "tokenizer": tokenizer,
+            "num_requests": config.num_prompts,
+            "input_len": config.random_input_len,
+            "output_len": config.random_output_len,
+            "prefix_len": config.random_prefix_len,
+            "range_ratio": parse_range_ratio(config.random_range_ratio),
+            "seed": config.seed,
+        }
         try:
             if config.dataset_name == "random-mm":
                 return sample_random_mm_requests(
-                    tokenizer,
-                    config.num_prompts,
-                    config.random_input_len,
-                    config.random_output_len,
-                    config.random_prefix_len,
-                    parse_range_ratio(config.random_range_ratio),
-                    config.seed,
-                    config.random_mm_base_items_per_request,
-                    config.random_mm_num_mm_items_range_ratio,
-                    parse_limits(config.random_mm_limit_mm_per_prompt),
-                    parse_bucket_config(config.random_mm_bucket_config),
+                    **random_text,
+                    base_items=config.random_mm_base_items_per_request,
+                    items_ratio=config.random_mm_num_mm_items_range_ratio,
+                    limits=parse_limits(config.random_mm_limit_mm_per_prompt),
+                    buckets=parse_bucket_config(config.random_mm_bucket_config),
                 )
             if config.dataset_name == "prefix_repetition":
                 return sample_prefix_repetition_requests(
@@ -71,20 +74,12 @@ def sample_dataset(
                     tokenizer,
                     config.num_prompts,
                     config.random_input_len,
-                    parse_range_ratio(config.random_range_ratio)[0],
+                    random_text["range_ratio"][0],
                     config.random_batch_size,
                     not config.no_reranker,
                     config.seed,
                 )
-            sampled = sample_random_requests(
-                tokenizer,
-                config.num_prompts,
-                config.random_input_len,
-                config.random_output_len,
-                config.random_prefix_len,
-                parse_range_ratio(config.random_range_ratio),
-                config.seed,
-            )
+            sampled = sample_random_requests(**random_text)
             return batch_prompts(sampled, config.random_batch_size)
         except ValueError as exc:  # the random datasets' checks name the flag at fault
             raise ConfigError(str(exc)) from None

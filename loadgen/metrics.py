@@ -191,6 +191,17 @@ def good_requests(
     return int(ok.sum())
 
 
+def latency_stats(
+    latency_s: np.ndarray, queue_s: np.ndarray, percentiles: list[float]
+) -> dict[str, MetricStats]:
+    """E2EL, client queue time and their sum, over the same successful requests."""
+    return {
+        "e2el": summarize(latency_s, percentiles),
+        "client_queue_time": summarize(queue_s, percentiles),
+        "e2el_including_client_queue": summarize(latency_s + queue_s, percentiles),
+    }
+
+
 def calculate_metrics(
     results: RequestResults,
     timings: Timings,
@@ -222,9 +233,7 @@ def calculate_metrics(
         "ttft": summarize(ttft, percentiles),
         "tpot": summarize(tpot, percentiles),
         "itl": summarize(timings.itl_s[itl_owner_ok], percentiles),
-        "e2el": summarize(latency, percentiles),
-        "client_queue_time": summarize(queue_ok, percentiles),
-        "e2el_including_client_queue": summarize(latency + queue_ok, percentiles),
+        **latency_stats(latency, queue_ok, percentiles),
     }
     return BenchmarkMetrics(
         completed=completed,
@@ -266,9 +275,5 @@ def calculate_pooling_metrics(
         request_throughput=completed / duration_s,
         input_sequence_throughput=total_sequences / duration_s,
         total_token_throughput=total_input / duration_s,
-        stats={
-            "e2el": summarize(latency, percentiles),
-            "client_queue_time": summarize(queue_ok, percentiles),
-            "e2el_including_client_queue": summarize(latency + queue_ok, percentiles),
-        },
+        stats=latency_stats(latency, queue_ok, percentiles),
     )
