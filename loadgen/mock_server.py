@@ -74,6 +74,7 @@ class MockConfig:
     keepalive_timeout_s: float = 75.0  # idle keep-alive connections are closed after this
     lora_names: tuple[str, ...] = ()  # LoRA adapters served besides the model
     embedding_dim: int = 384  # floats per vector answered by /v1/embeddings and /pooling
+    spec_decode_draft_tokens: int = 0  # >0: /metrics counts drafts of this many tokens
 
 
 class _RequestError(Exception):
@@ -396,6 +397,9 @@ class _MockServer:
         self.requests_seen: dict[str, int] = {}  # "METHOD /path" -> requests, 503s included
         self.in_flight = 0  # requests being handled (a stream until its last write)
         self.max_in_flight = 0
+        # Speculative-decoding counters, as vLLM's /metrics reports them (--spec-decode-...).
+        self.spec_drafts = 0
+        self.spec_accepted_per_pos = [0] * config.spec_decode_draft_tokens
         self.opened_at: float | None = None  # time.monotonic() when the port opened
         vector = np.random.default_rng(config.seed).standard_normal(config.embedding_dim)
         vector /= np.linalg.norm(vector)  # unit length, as embedding models normalise
@@ -674,6 +678,35 @@ class _MockServer:
         finally:
             self.in_flight -= 1
 
+    def _count_drafts(self, tokens: int) -> None:
+        """With --spec-decode-draft-tokens K: one draft of K tokens per generated token, of
+        which the first K // 2 are accepted (a 50 % acceptance rate for even K)."""
+        if self.spec_accepted_per_pos:
+            self.spec_drafts += tokens
+            for pos in range(len(self.spec_accepted_per_pos) // 2):
+                self.spec_accepted_per_pos[pos] += tokens
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """GET /metrics: Prometheus text; with --spec-decode-draft-tokens, vLLM's spec-decode
+        counters."""
+        lines = ["# TYPE loadgen_mock_requests_total counter"]
+        lines.append(f"loadgen_mock_requests_total {sum(self.requests_seen.values())}")
+        if self.spec_accepted_per_pos:
+            labels = f'engine="0",model_name="{self.config.model}"'
+            draft_tokens = self.spec_drafts * len(self.spec_accepted_per_pos)
+            lines += [
+                f"vllm:spec_decode_num_drafts_total{{{labels}}} {self.spec_drafts}",
+                f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {draft_tokens}",
+                "vllm:spec_decode_num_accepted_tokens_total"
+                f"{{{labels}}} {sum(self.spec_accepted_per_pos)}",
+            ]
+            lines += [
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+                f'{{{labels},position="{pos}"}} {count}'
+                for pos, count in enumerate(self.spec_accepted_per_pos)
+            ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
     async def profile(self, request: web.Request) -> web.Response:
         """POST /start_profile and /stop_profile: accepted, as by a vLLM server that profiles."""
         return web.Response()
@@ -739,6 +772,7 @@ class _MockServer:
         include_usage = isinstance(stream_options, dict) and bool(
             stream_options.get("include_usage")
         )
+        self._count_drafts(n)
         events = self._events(chat, request_id, created, n, finish_reason, usage, include_usage)
         return await self._stream(request, events, record)
 
@@ -891,6 +925,7 @@ def build_app(config: MockConfig) -> web.Application:
     app[SERVER_KEY] = server
     app.router.add_get("/health", server.health)
     app.router.add_get("/v1/models", server.models)
+    app.router.add_get("/metrics", server.metrics)
     app.router.add_post("/v1/completions", server.completions)
     app.router.add_post("/v1/chat/completions", server.chat_completions)
     app.router.add_post("/v1/embeddings", server.embeddings)
@@ -1078,6 +1113,14 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     help="A LoRA adapter name to serve besides the model (repeatable); requests may name it.",
 )
 @click.option(
+    "--spec-decode-draft-tokens",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Report vLLM's spec-decode counters on /metrics: a draft of this many tokens per "
+    "generated token, half of them accepted.",
+)
+@click.option(
     "--embedding-dim",
     default=384,
     show_default=True,
@@ -1106,6 +1149,7 @@ def mock_server_command(
     keepalive_timeout: float,
     lora_names: tuple[str, ...],
     embedding_dim: int,
+    spec_decode_draft_tokens: int,
     empty_model_list: bool,
 ) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
@@ -1131,6 +1175,7 @@ def mock_server_command(
         keepalive_timeout_s=keepalive_timeout,
         lora_names=lora_names,
         embedding_dim=embedding_dim,
+        spec_decode_draft_tokens=spec_decode_draft_tokens,
     )
     try:
         uvloop.run(serve(config, host, port))

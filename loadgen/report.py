@@ -25,6 +25,8 @@ from loadgen.metrics import (
     tokens_per_second,
 )
 from loadgen.probe import probe_lines
+from loadgen.server_metrics import result_keys as decoding_keys
+from loadgen.server_metrics import summary_block as decoding_block
 
 # Fields upstream drops from the JSON unless --save-detailed.
 DETAILED_FIELDS = (
@@ -91,6 +93,7 @@ def summary_lines(
     duration_s: float,
     metric_names: list[str],
     probe: dict[str, Any] | None = None,
+    decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
 ) -> list[str]:
     """The "Serving Benchmark Result" block, line for line as upstream prints it."""
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
@@ -124,6 +127,7 @@ def summary_lines(
         lines += probe_lines(probe)
     for name in metric_names:
         lines += _metric_block(name, metrics.stats[name])
+    lines += decoding_block(*decoding)
     lines.append("=" * 50)
     return lines
 
@@ -204,6 +208,7 @@ def build_result(
     loadgen_extra: dict[str, Any],
     rps_change_events: list[dict[str, Any]] | None = None,
     probe: dict[str, Any] | None = None,
+    decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
 ) -> dict[str, Any]:
     """The result JSON object, keys in upstream's order (detailed fields included)."""
     result: dict[str, Any] = {
@@ -261,6 +266,7 @@ def build_result(
         result |= probe
     if rps_change_events:
         result["rps_change_events"] = rps_change_events
+    result |= decoding_keys(*decoding)
     for name in metric_names:
         stats = metrics.stats[name]
         result[f"mean_{name}_ms"] = stats.mean_ms

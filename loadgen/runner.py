@@ -82,6 +82,12 @@ from loadgen.schedule import (
     schedule_hash,
     to_ns,
 )
+from loadgen.server_metrics import (
+    diffusion_stats,
+    parse_diffusion,
+    parse_spec_decode,
+    spec_decode_stats,
+)
 from loadgen.server_tokenizer import ServerTokenizer
 from loadgen.tokenizer import (
     MOCK_MODEL_NAME,
@@ -202,6 +208,7 @@ async def _run(config: RunConfig) -> int:
         plans = _plan_shards(config, prepared, num_workers)
         progress = Progress(prepared.num_requests, config.disable_tqdm)
         probes = _probe_loop(config, client, prepared)
+        counters_before = await _server_counters(client)
 
         def on_start() -> None:
             progress.start()
@@ -220,6 +227,7 @@ async def _run(config: RunConfig) -> int:
             progress.close()
             probe_results = await probes.stop() if probes is not None else None
         finished = True
+        counters_after = await _server_counters(client)
         if config.profile:
             await _profile(client, "stop")
     finally:
@@ -236,7 +244,25 @@ async def _run(config: RunConfig) -> int:
             None if config.skip_tokenizer_init else prepared.tokenizer,
         )
     probe = probe_stats(probe_results) if probe_results is not None else None
-    return _report(config, prepared, collected, output_lens, num_workers, probe)
+    return _report(
+        config,
+        prepared,
+        collected,
+        output_lens,
+        num_workers,
+        probe,
+        (counters_before, counters_after),
+    )
+
+
+async def _server_counters(client: StartupClient) -> str | None:
+    """The server's Prometheus /metrics page, for its spec-decode and diffusion counters; None
+    when it serves none (not every server does)."""
+    try:
+        body = await client.request("GET", f"{client.server_url}/metrics", timeout_s=10.0)
+    except ServerError:
+        return None
+    return body.decode("utf-8", "replace")
 
 
 def _probe_loop(config: RunConfig, client: StartupClient, prepared: Prepared) -> ProbeLoop | None:
@@ -587,6 +613,7 @@ def _report(
     output_lens: np.ndarray,
     num_workers: int,
     probe: dict[str, Any] | None = None,
+    counters: tuple[str | None, str | None] = (None, None),
 ) -> int:
     records = collected.records
     success = records["success"].astype(bool)
@@ -623,7 +650,16 @@ def _report(
         for line in plot_lines(results, timings):
             print(line)
     metric_names = reported_metrics(config)
-    for line in summary_lines(config, metrics, duration_s, metric_names, probe):
+    before, after = counters
+    decoding = (
+        spec_decode_stats(*(parse_spec_decode(page) if page else None for page in counters)),
+        diffusion_stats(
+            parse_diffusion(before) if before else None,
+            parse_diffusion(after) if after else None,
+            duration_s,
+        ),
+    )
+    for line in summary_lines(config, metrics, duration_s, metric_names, probe, decoding):
         print(line)
     from_intended = None
     if paced_rate(config, prepared) is not None:
@@ -689,6 +725,7 @@ def _report(
             loadgen_extra=loadgen_extra,
             rps_change_events=_rps_change_events(config, prepared, collected.t0_ns),
             probe=probe,
+            decoding=decoding,
         )
         path = result_path(config, prepared.model_id, date)
         write_result(path, result, append=config.append_result)

@@ -383,6 +383,46 @@ def test_random_mm_chat_run_sends_its_images(tmp_path: Path) -> None:
     assert "is not supported on backend 'openai'" in refused.stderr
 
 
+def test_spec_decode_counters_become_upstreams_block_and_keys(tmp_path: Path) -> None:
+    port = free_port()
+    mock = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
+         "--spec-decode-draft-tokens", "4"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        proc = loadgen(
+            "--port", str(port), "--model", "loadgen-mock", "--ready-check-timeout-sec", "30",
+            "--ready-check-interval-sec", "0.1", "--num-prompts", "20", *SMALL,
+            "--save-result", "--result-dir", str(tmp_path),
+        )  # fmt: skip
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path)
+    keys = expected_keys(["ttft", "tpot", "itl"])
+    at = keys.index("rtfx") + 1
+    keys[at:at] = [
+        "spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts",
+        "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+        "spec_decode_per_position_acceptance_rates",
+    ]  # fmt: skip
+    assert list(result) == keys
+    # The mock: one 4-token draft per generated token, 2 accepted; the ready check's tokens
+    # come before the first reading, so only the run's 20 x 16 count.
+    assert result["spec_decode_num_drafts"] == 320
+    assert (result["spec_decode_acceptance_rate"], result["spec_decode_acceptance_length"]) == (
+        50.0,
+        3.0,
+    )
+    assert result["spec_decode_per_position_acceptance_rates"] == [1.0, 1.0, 0.0, 0.0]
+    lines = proc.stdout.splitlines()
+    block = lines.index("---------------Speculative Decoding---------------")
+    assert lines[block + 1] == "Acceptance rate (%):                     50.00     "
+    assert lines[block + 11] == "=" * 50
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 
