@@ -192,6 +192,13 @@ class RunConfig:
         return self.dataset_name == "timed_trace" and self.self_timed is not False
 
     @property
+    def sends_ignore_eos(self) -> bool:
+        """--ignore-eos, or upstream's forcing: random datasets with a generation backend, and
+        timed_trace."""
+        forced = self.dataset_name in ("random", "random-mm") and not self.pooling
+        return self.ignore_eos or forced or self.dataset_name == "timed_trace"
+
+    @property
     def pooling(self) -> bool:
         """Whether the backend is a pooling one (embeddings, pooling): E2EL only, no output."""
         return self.backend in POOLING_BACKENDS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import signal
@@ -17,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from loadgen import __version__
+from loadgen.alignment import align_to_server_tokenizer
 from loadgen.chat_template import load_chat_template
 from loadgen.config import (
     ALWAYS_TEMPLATED_DATASETS,
@@ -110,6 +112,8 @@ TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
     "The default will be determined on the server side and can be model/API specific. "
     "For the old behavior, include --temperature=0."
 )
+# Synthetic text datasets whose prompts upstream re-aligns to the server's tokenizer.
+ALIGNED_DATASETS = ("random", "prefix_repetition")
 PROFILER_LINES = {
     "start": ("Starting profiler...", "Profiler started"),
     "stop": ("Stopping profiler...", "Profiler stopped"),
@@ -133,6 +137,7 @@ class Prepared:
     tokenizer_id: str | None  # None with --skip-tokenizer-init
     tokenizer: TokenCodec
     dataset: SampledPrompts
+    models: list[str]  # the model each request names (a LoRA adapter with --lora-modules)
     bodies: list[bytes]
     scheduled_ns: np.ndarray
 
@@ -191,6 +196,7 @@ async def _run(config: RunConfig) -> int:
         try:
             prepared = await _prepare(config, client)
             await _check_ready(config, client, prepared.bodies[0])
+            prepared = await _align(config, client, prepared)
             await _warm_up(config, client, prepared.bodies[0])
             print("Starting main benchmark run...")
             if config.profile:
@@ -277,7 +283,7 @@ def _probe_loop(config: RunConfig, client: StartupClient, prepared: Prepared) ->
         [prompt],
         [1],
         logprobs=config.logprobs,
-        ignore_eos=config.ignore_eos or config.dataset_name in ("random", "timed_trace"),
+        ignore_eos=config.sends_ignore_eos,
         extra_body=config.body_extras(),
     )[0]
     return ProbeLoop(
@@ -358,19 +364,7 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         if config.lora_modules
         else [model_name] * num_requests
     )
-    bodies = serialize_bodies(
-        config.backend,
-        models,
-        dataset.prompts,
-        dataset.output_lens.tolist(),
-        logprobs=config.logprobs,
-        # Forced upstream too: random with generation backends, timed_trace.
-        ignore_eos=config.ignore_eos
-        or (config.dataset_name in ("random", "random-mm") and not config.pooling)
-        or config.dataset_name == "timed_trace",
-        extra_body=config.body_extras(),
-        mm_contents=dataset.mm_contents,
-    )
+    bodies = _serialize(config, dataset, models)
     if config.self_timed_trace:
         assert dataset.trace_offsets_s is not None
         offsets = dataset.trace_offsets_s
@@ -388,7 +382,39 @@ async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
         offsets = arrival_offsets_s(
             num_requests, config.request_rate, config.burstiness, config.seed, dataset.arrival_rng
         )
-    return Prepared(model_id, model_name, tokenizer_id, tokenizer, dataset, bodies, to_ns(offsets))
+    return Prepared(
+        model_id, model_name, tokenizer_id, tokenizer, dataset, models, bodies, to_ns(offsets)
+    )
+
+
+def _serialize(config: RunConfig, dataset: SampledPrompts, models: list[str]) -> list[bytes]:
+    """Every request body of the dataset, as the workers will send them."""
+    return serialize_bodies(
+        config.backend,
+        models,
+        dataset.prompts,
+        dataset.output_lens.tolist(),
+        logprobs=config.logprobs,
+        ignore_eos=config.sends_ignore_eos,
+        extra_body=config.body_extras(),
+        mm_contents=dataset.mm_contents,
+    )
+
+
+async def _align(config: RunConfig, client: StartupClient, prepared: Prepared) -> Prepared:
+    """Upstream's /tokenize re-alignment of random and prefix_repetition prompts, once the
+    server is known to answer (loadgen/alignment.py); the bodies are rebuilt if prompts change."""
+    prompts = prepared.dataset.prompts
+    if config.dataset_name not in ALIGNED_DATASETS or not isinstance(prompts[0], str):
+        return prepared
+    aligned = await align_to_server_tokenizer(
+        client, prepared.model_name, prompts, prepared.dataset.prompt_lens.tolist()
+    )
+    if aligned == prompts:
+        return prepared
+    dataset = dataclasses.replace(prepared.dataset, prompts=aligned)
+    bodies = _serialize(config, dataset, prepared.models)
+    return dataclasses.replace(prepared, dataset=dataset, bodies=bodies)
 
 
 async def _all_or_cancel(*awaitables: Awaitable[Any]) -> list[Any]:

@@ -423,6 +423,38 @@ def test_spec_decode_counters_become_upstreams_block_and_keys(tmp_path: Path) ->
     assert lines[block + 11] == "=" * 50
 
 
+def test_random_prompts_are_cut_to_a_server_tokenizer_that_counts_more(tmp_path: Path) -> None:
+    # The server's tokenizer: the packaged one without most of its merges, so it splits the
+    # client's prompts into more tokens.
+    tokenizer = json.loads(PACKAGED_TOKENIZER.read_text())
+    tokenizer["model"]["merges"] = tokenizer["model"]["merges"][:500]
+    (tmp_path / "server-tokenizer.json").write_text(json.dumps(tokenizer))
+    port = free_port()
+    mock = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
+         "--tokenizer", str(tmp_path / "server-tokenizer.json")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        proc = loadgen(
+            "--port", str(port), "--model", "loadgen-mock", "--ready-check-timeout-sec", "30",
+            "--ready-check-interval-sec", "0.1", "--num-prompts", "20", *SMALL,
+            "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
+        )  # fmt: skip
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(
+        r"WARNING: tokenizer mismatch \(server=\d+, expected=63\), re-aligning prompts\.",
+        proc.stdout,
+    )
+    # The server now counts each prompt as the dataset's 63 tokens plus its BOS, give or take
+    # a token where a cut lands inside a merge.
+    lens = only_json(tmp_path / "out")["input_lens"]
+    assert all(62 <= n <= 66 for n in lens), lens
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 
