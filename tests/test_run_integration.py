@@ -121,6 +121,24 @@ def stats_keys(metrics: list[str], percentiles: tuple[str, ...] = ("99",)) -> li
     return [s.format(m) for m in metrics for s in stats]
 
 
+def run_against_mock(mock_args: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``loadgen run ARGS`` against a mock server process started with ``mock_args``."""
+    port = free_port()
+    mock = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port), *mock_args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        return loadgen(
+            "--port", str(port), "--model", "loadgen-mock", "--ready-check-timeout-sec", "30",
+            "--ready-check-interval-sec", "0.1", *args,
+        )  # fmt: skip
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+
+
 def children_of(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(p) for p in path.read_text().split()] if path.exists() else []
@@ -295,25 +313,14 @@ def test_batched_pooling_runs_count_requests_and_inputs(
 
 
 def test_prefix_repetition_run_sends_groups_without_request_ids(tmp_path: Path) -> None:
-    port = free_port()
     timings = tmp_path / "timings.npz"
-    mock = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
-         "--record-timings", str(timings)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = run_against_mock(
+        ["--record-timings", str(timings)],
+        "--dataset-name", "prefix_repetition", "--num-prompts", "14",
+        "--prefix-repetition-num-prefixes", "4", "--prefix-repetition-prefix-len", "24",
+        "--prefix-repetition-suffix-len", "8", "--output-len", "4", "--workers", "2",
+        "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
     )  # fmt: skip
-    try:
-        proc = loadgen(
-            "--port", str(port), "--model", "loadgen-mock", "--ready-check-timeout-sec", "30",
-            "--ready-check-interval-sec", "0.1", "--dataset-name", "prefix_repetition",
-            "--num-prompts", "14", "--prefix-repetition-num-prefixes", "4",
-            "--prefix-repetition-prefix-len", "24", "--prefix-repetition-suffix-len", "8",
-            "--output-len", "4", "--workers", "2", "--disable-tqdm",
-            "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
-        )  # fmt: skip
-    finally:
-        mock.terminate()
-        mock.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
     assert "prefix_repetition: sending 12 requests, 3 per prefix" in proc.stdout
     result = only_json(tmp_path)
@@ -384,21 +391,10 @@ def test_random_mm_chat_run_sends_its_images(tmp_path: Path) -> None:
 
 
 def test_spec_decode_counters_become_upstreams_block_and_keys(tmp_path: Path) -> None:
-    port = free_port()
-    mock = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
-         "--spec-decode-draft-tokens", "4"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = run_against_mock(
+        ["--spec-decode-draft-tokens", "4"],
+        "--num-prompts", "20", *SMALL, "--save-result", "--result-dir", str(tmp_path),
     )  # fmt: skip
-    try:
-        proc = loadgen(
-            "--port", str(port), "--model", "loadgen-mock", "--ready-check-timeout-sec", "30",
-            "--ready-check-interval-sec", "0.1", "--num-prompts", "20", *SMALL,
-            "--save-result", "--result-dir", str(tmp_path),
-        )  # fmt: skip
-    finally:
-        mock.terminate()
-        mock.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path)
     keys = expected_keys(["ttft", "tpot", "itl"])
@@ -429,21 +425,11 @@ def test_random_prompts_are_cut_to_a_server_tokenizer_that_counts_more(tmp_path:
     tokenizer = json.loads(PACKAGED_TOKENIZER.read_text())
     tokenizer["model"]["merges"] = tokenizer["model"]["merges"][:500]
     (tmp_path / "server-tokenizer.json").write_text(json.dumps(tokenizer))
-    port = free_port()
-    mock = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
-         "--tokenizer", str(tmp_path / "server-tokenizer.json")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = run_against_mock(
+        ["--tokenizer", str(tmp_path / "server-tokenizer.json")],
+        "--num-prompts", "20", *SMALL,
+        "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
     )  # fmt: skip
-    try:
-        proc = loadgen(
-            "--port", str(port), "--model", "loadgen-mock", "--ready-check-timeout-sec", "30",
-            "--ready-check-interval-sec", "0.1", "--num-prompts", "20", *SMALL,
-            "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
-        )  # fmt: skip
-    finally:
-        mock.terminate()
-        mock.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
     assert re.search(
         r"WARNING: tokenizer mismatch \(server=\d+, expected=63\), re-aligning prompts\.",
