@@ -245,7 +245,7 @@ def cli() -> None:
     default="random",
     show_default=True,
     help="Built so far: random, random-mm, random-rerank, prefix_repetition, custom, "
-    "sharegpt, spec_bench, timed_trace and sonnet; the others exit 2.",
+    "sharegpt, spec_bench, timed_trace, sonnet and hf (text datasets); the others exit 2.",
 )
 @click.option(
     "--dataset-path",
@@ -267,6 +267,18 @@ def cli() -> None:
     "--skip-chat-template",
     is_flag=True,
     help="custom: send prompts as written, without the tokenizer's chat template.",
+)
+@click.option("--hf-name", default=None, help="hf: the hub id a local copy stands for.")
+@click.option("--hf-split", default=None, help="hf: the split (default: the dataset's).")
+@click.option("--hf-subset", default=None, help="hf: the subset (config) name.")
+@click.option(
+    "--hf-output-len",
+    type=int,
+    default=None,
+    help="hf: max_tokens of every request (default: the dataset's).",
+)
+@click.option(
+    "--no-stream", is_flag=True, help="hf: download the whole dataset instead of streaming it."
 )
 @click.option(
     "--spec-bench-output-len",
@@ -659,6 +671,7 @@ def run_command(ctx: click.Context, **opts: object) -> None:
         config.sharegpt_output_len = output_len
         config.prefix_repetition_output_len = output_len
         config.spec_bench_output_len = output_len
+        config.hf_output_len = output_len
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     try:

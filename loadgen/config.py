@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.dataset_hf import HFDataset, find_hf_dataset
 from loadgen.dataset_random import parse_range_ratio
 from loadgen.dataset_random_mm import item_count_range, parse_bucket_config, parse_limits
 from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, POOLING_BACKENDS, SUPPORTED_BACKENDS
@@ -30,7 +31,7 @@ SAMPLING_FIELDS = (
 )  # fmt: skip
 SUPPORTED_DATASETS = (
     "random", "random-rerank", "prefix_repetition", "custom", "sharegpt", "spec_bench",
-    "timed_trace", "sonnet", "random-mm",
+    "timed_trace", "sonnet", "random-mm", "hf",
 )  # fmt: skip
 RANDOM_MM_DEFAULTS: dict[str, Any] = {
     "base_items_per_request": 1,
@@ -60,7 +61,8 @@ FAMILY_FLAGS = (
 )
 DEFAULT_PREFIX_REPETITION_OUTPUT_LEN = 128
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
-TEMPLATED_DATASETS = ("custom",)  # chat template applied unless --skip-chat-template
+# Chat template applied unless --skip-chat-template (hf: for the datasets upstream templates).
+TEMPLATED_DATASETS = ("custom", "hf")
 # Upstream's custom datasets read --num-prompts 0 or less as every line of the file.
 ALL_ROWS_DATASETS = ("custom", "spec_bench")
 # Upstream templates spec_bench prompts whatever --skip-chat-template says, with no kwargs.
@@ -96,6 +98,11 @@ class RunConfig:
     custom_output_len: int = DEFAULT_CUSTOM_OUTPUT_LEN
     spec_bench_output_len: int = DEFAULT_SPEC_BENCH_OUTPUT_LEN
     spec_bench_category: str | None = None
+    hf_name: str | None = None
+    hf_split: str | None = None
+    hf_subset: str | None = None
+    hf_output_len: int | None = None
+    no_stream: bool = False
     sonnet_input_len: int = SONNET_DEFAULTS["input_len"]
     sonnet_output_len: int = SONNET_DEFAULTS["output_len"]
     sonnet_prefix_len: int = SONNET_DEFAULTS["prefix_len"]
@@ -183,8 +190,17 @@ class RunConfig:
         """Whether prompts are templated client-side, as upstream templates them: not without
         a tokenizer (--skip-tokenizer-init), as upstream does not either."""
         templated = self.dataset_name in TEMPLATED_DATASETS and not self.skip_chat_template
+        if self.dataset_name == "hf":
+            templated = templated and self.hf_dataset().templated
         templated = templated or self.dataset_name in ALWAYS_TEMPLATED_DATASETS
         return templated and not self.skip_tokenizer_init
+
+    def hf_dataset(self) -> HFDataset:
+        """The supported hub dataset --dataset-path or --hf-name names (ConfigError if none)."""
+        try:
+            return find_hf_dataset(self.dataset_path or "", self.hf_name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def self_timed_trace(self) -> bool:
@@ -240,6 +256,11 @@ class RunConfig:
             ("--skip-chat-template", self.skip_chat_template, TEMPLATED_DATASETS),
             ("--random-batch-size", self.random_batch_size != 1, ("random", "random-rerank")),
             ("--no-reranker", self.no_reranker, ("random-rerank",)),
+            ("--hf-name", self.hf_name is not None, ("hf",)),
+            ("--hf-split", self.hf_split is not None, ("hf",)),
+            ("--hf-subset", self.hf_subset is not None, ("hf",)),
+            ("--hf-output-len", output_flag(self.hf_output_len, None), ("hf",)),
+            ("--no-stream", self.no_stream, ("hf",)),
             *(
                 (f"--{prefix}{name.replace('_', '-')}", given, (dataset,))
                 for dataset, prefix, defaults in FAMILY_FLAGS
@@ -258,9 +279,9 @@ class RunConfig:
                 "seed 0 as upstream's does"
             )
         if self.chat_template_kwargs and not (
-            self.uses_chat_template and self.dataset_name in TEMPLATED_DATASETS
+            self.uses_chat_template and self.dataset_name == "custom"
         ):
-            if self.dataset_name not in TEMPLATED_DATASETS:
+            if self.dataset_name != "custom":
                 why = f"--dataset-name {self.dataset_name}"
             else:
                 why = "--skip-chat-template" if self.skip_chat_template else "--skip-tokenizer-init"
@@ -329,6 +350,16 @@ class RunConfig:
                 )
         if self.dataset_name == "random-mm":
             self._validate_random_mm()
+        if self.dataset_name == "hf":
+            if self.dataset_path is None:
+                raise ConfigError("--dataset-name hf needs --dataset-path (a hub dataset id)")
+            self.hf_dataset()
+            if importlib.util.find_spec("datasets") is None:
+                raise ConfigError(
+                    "--dataset-name hf needs the datasets library: pip install 'loadgen[hf]'"
+                )
+            if self.hf_output_len is not None and self.hf_output_len < 1:
+                raise ConfigError(f"--hf-output-len must be >= 1, got {self.hf_output_len}")
         if self.dataset_name == "sonnet":
             if self.dataset_path is None:
                 raise ConfigError(

@@ -46,13 +46,19 @@ def load_sharegpt_entries(path: str) -> list[dict]:
     return kept
 
 
-def is_valid_sequence(prompt_len: int, output_len: int, fixed_output_len: bool) -> bool:
-    """Upstream's length filter for ShareGPT entries."""
+def is_valid_sequence(
+    prompt_len: int,
+    output_len: int,
+    fixed_output_len: bool,
+    max_prompt_len: int = MAX_PROMPT_LEN,
+    max_total_len: int = MAX_TOTAL_LEN,
+) -> bool:
+    """Upstream's length filter for conversation entries (ShareGPT's limits by default)."""
     return (
         prompt_len >= MIN_LEN
         and (fixed_output_len or output_len >= MIN_LEN)
-        and prompt_len <= MAX_PROMPT_LEN
-        and prompt_len + output_len <= MAX_TOTAL_LEN
+        and prompt_len <= max_prompt_len
+        and prompt_len + output_len <= max_total_len
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from loadgen.chat_template import ChatTemplate
 from loadgen.config import SYNTHETIC_DATASETS, ConfigError, RunConfig
 from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
+from loadgen.dataset_hf import load_hf_rows, sample_hf_requests
 from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
 from loadgen.dataset_random import (
     batch_prompts,
@@ -87,6 +88,8 @@ def sample_dataset(
     assert path is not None  # validate() checked
     if config.dataset_name == "timed_trace":
         return _sample_timed_trace(config, path, tokenizer)
+    if config.dataset_name == "hf":
+        return _sample_hf(config, path, tokenizer, chat_template)
     if config.dataset_name == "sonnet":
         assert chat_template is not None  # validate() keeps sonnet from --skip-tokenizer-init
         try:
@@ -168,6 +171,35 @@ def _sample_timed_trace(config: RunConfig, path: str, tokenizer: TokenCodec) -> 
             raise ConfigError(str(exc)) from None
         raise
     return dataclasses.replace(sampled, trace_offsets_s=offsets)
+
+
+def _sample_hf(
+    config: RunConfig, path: str, tokenizer: TokenCodec, chat_template: ChatTemplate | None
+) -> SampledPrompts:
+    family = config.hf_dataset()
+    try:
+        rows = load_hf_rows(
+            path,
+            family,
+            config.hf_subset,
+            config.hf_split,
+            not config.no_stream,
+            config.seed,
+            config.disable_shuffle,
+        )
+        return sample_hf_requests(
+            rows,
+            family,
+            tokenizer,
+            config.num_prompts,
+            config.hf_output_len,
+            config.seed,
+            _template_function(chat_template, None),  # upstream passes hf no template kwargs
+            config.no_oversample,
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # the hub, or the rows' shape
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"--dataset-path {path}: {first}") from None
 
 
 def _template_function(

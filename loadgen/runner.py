@@ -159,7 +159,8 @@ def run(config: RunConfig) -> int:
         and "temperature" not in (config.extra_body or {})
     ):
         print(TEMPERATURE_WARNING)
-    if config.dataset_path is not None and not os.path.isfile(config.dataset_path):
+    is_file = config.dataset_name != "hf"  # hf: a hub id, or a local dataset directory
+    if is_file and config.dataset_path is not None and not os.path.isfile(config.dataset_path):
         # Found now rather than after the tokenizer loads and the server is waited for.
         raise ValueError(f"--dataset-path {config.dataset_path}: No such file")
     mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None

@@ -140,6 +140,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
         "--random-mm-limit-mm-per-prompt",
         "--random-mm-bucket-config",
     ),
+    "hf dataset options": ("--hf-subset", "--hf-split", "--hf-name", "--hf-output-len"),
     "prefix repetition dataset options": (
         "--prefix-repetition-prefix-len",
         "--prefix-repetition-suffix-len",

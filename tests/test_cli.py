@@ -49,9 +49,9 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
 
 
 def test_unsupported_flag_exit_code_is_2() -> None:
-    result = CliRunner().invoke(cli, ["run", "--mock", "--no_stream"])
+    result = CliRunner().invoke(cli, ["run", "--mock", "--speed_bench_output_len", "5"])
     assert result.exit_code == 2
-    assert "not supported yet: --no-stream" in result.output
+    assert "not supported yet: --speed-bench-output-len" in result.output
 
 
 def test_mock_and_base_url_are_exclusive() -> None:

@@ -441,6 +441,28 @@ def test_random_prompts_are_cut_to_a_server_tokenizer_that_counts_more(tmp_path:
     assert all(62 <= n <= 66 for n in lens), lens
 
 
+def test_hf_dataset_from_a_local_copy(tmp_path: Path) -> None:
+    rows = [{"turns": [" ".join(["word"] * (3 + i % 5)), "more"]} for i in range(40)]
+    (tmp_path / "mt").mkdir()
+    (tmp_path / "mt" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = loadgen(
+        "--mock", "--dataset-name", "hf", "--dataset-path", str(tmp_path / "mt"),
+        "--hf-name", "philschmid/mt-bench", "--hf-split", "train", "--num-prompts", "12",
+        "--output-len", "3", "--disable-tqdm", "--save-result", "--save-detailed",
+        "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert result["completed"] == 12 and result["output_lens"] == [3] * 12
+    refused = loadgen(
+        "--mock", "--dataset-name", "hf", "--dataset-path", "lmarena-ai/VisionArena-Chat"
+    )
+    assert refused.returncode == 2
+    assert "not supported yet: --dataset-name hf with lmarena-ai/VisionArena-Chat" in (
+        refused.stderr
+    )
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 
@@ -478,7 +500,7 @@ def test_output_tokens_without_usage_fall_back_in_the_coordinator(
 
 def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
-        ["--hf_subset", "x"],
+        ["--asr_max_audio_len_sec", "30"],
         ["--speed-bench-category", "qa"],
         ["--custom-ensure-client-side-data"],
     ):

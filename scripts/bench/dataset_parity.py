@@ -27,6 +27,7 @@ from pathlib import Path
 
 from loadgen.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
+from loadgen.dataset_hf import find_hf_dataset, load_hf_rows, sample_hf_requests
 from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
 from loadgen.dataset_random import (
     batch_prompts,
@@ -54,6 +55,14 @@ if name == "sharegpt":
 elif name == "custom":
     reqs = CustomDataset(dataset_path=path, random_seed=seed).sample(
         tokenizer=tok, num_requests=n, **kwargs)
+elif name == "hf":  # a local copy named by hf_name, as get_samples builds the class
+    from vllm.benchmarks.datasets import (AIMODataset, ConversationDataset,
+        InstructCoderDataset, MTBenchDataset)
+    hf_name, split = kwargs.pop("hf_name"), kwargs.pop("split")
+    cls = next(c for c in (AIMODataset, ConversationDataset, InstructCoderDataset,
+                           MTBenchDataset) if hf_name in c.SUPPORTED_DATASET_PATHS)
+    reqs = cls(dataset_path=path + "/" + hf_name.replace("/", "_"), dataset_split=split,
+               random_seed=seed, hf_name=hf_name).sample(tokenizer=tok, num_requests=n, **kwargs)
 elif name == "spec_bench":  # as get_samples builds it: no seed (0), no template flags
     reqs = SpecBench(dataset_path=path, category=kwargs.pop("category", None)).sample(
         tokenizer=tok, num_requests=n, **kwargs)
@@ -86,6 +95,10 @@ CASES: list[tuple[str, int, int, dict]] = [
     ("custom", 0, 300, {"output_len": 128}),  # the tokenizer's chat template
     ("custom", 1, 100, {"output_len": 64, "chat_template_kwargs": {"enable_thinking": False}}),
     ("spec_bench", 0, 80, {"output_len": 256, "category": "coding"}),
+    ("hf", 0, 300, {"hf_name": "likaixin/InstructCoder", "split": "train"}),
+    ("hf", 1, 200, {"hf_name": "philschmid/mt-bench", "split": "train", "output_len": 64}),
+    ("hf", 0, 300, {"hf_name": "AI-MO/NuminaMath-CoT", "split": "train"}),
+    ("hf", 2, 300, {"hf_name": "Aeala/ShareGPT_Vicuna_unfiltered", "split": "train"}),
     ("spec_bench", 0, 300, {"output_len": 64}),
     (
         "prefix_repetition",
@@ -129,6 +142,14 @@ def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemp
         got = sample_custom_requests(
             load_custom_rows(path), codec, n, kw["output_len"], seed, template=render
         )
+    elif name == "hf":
+        family = find_hf_dataset("", kw["hf_name"])
+        rows = load_hf_rows(
+            f"{path}/{kw['hf_name'].replace('/', '_')}", family, None, kw["split"], True, seed,
+            False,
+        )  # fmt: skip
+        render = template.render_user_prompt if template is not None else None
+        got = sample_hf_requests(rows, family, codec, n, kw.get("output_len"), seed, render)
     elif name == "spec_bench":
         assert template is not None
         got = sample_custom_requests(
@@ -170,6 +191,31 @@ def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemp
     return rows
 
 
+def write_hf_copies(directory: Path, entries: list[dict]) -> None:
+    """Local copies, in each hub dataset's columns, of ShareGPT conversations (one JSONL each)."""
+
+    def turns(entry: dict) -> tuple[str, str]:
+        conversation = entry["conversations"]
+        return conversation[0]["value"], conversation[1]["value"]
+
+    rows = {
+        "likaixin/InstructCoder": [
+            {"instruction": p[:200], "input": c[:2000], "output": ""}
+            for p, c in map(turns, entries)
+        ],
+        "philschmid/mt-bench": [{"turns": [p, "next"]} for p, _ in map(turns, entries)],
+        "AI-MO/NuminaMath-CoT": [{"problem": p, "solution": c} for p, c in map(turns, entries)],
+        "Aeala/ShareGPT_Vicuna_unfiltered": [
+            {"conversations": e["conversations"][:2] if i % 10 else e["conversations"][:1]}
+            for i, e in enumerate(entries)
+        ],
+    }
+    for hub_id, dataset_rows in rows.items():
+        folder = directory / hub_id.replace("/", "_")
+        folder.mkdir()
+        (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in dataset_rows))
+
+
 def main() -> None:
     """Sample every case both ways and print the differences."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -191,6 +237,7 @@ def main() -> None:
         custom.write_text(
             "".join(json.dumps({"prompt": e["conversations"][0]["value"]}) + "\n" for e in entries)
         )
+        write_hf_copies(Path(tmp), load_sharegpt_entries(args.sharegpt)[:2000])
         spec = Path(tmp) / "question.jsonl"  # Spec-Bench's form, categories in turn
         categories = ("coding", "qa", "math_reasoning")
         spec.write_text(
@@ -210,9 +257,8 @@ def main() -> None:
             )
             if templated and template is None:
                 continue
-            path = {"sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec)}.get(
-                name, ""
-            )
+            paths = {"sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec)}
+            path = paths.get(name, tmp)  # hf: the directory of local dataset copies
             upstream = json.loads(
                 subprocess.run(
                     [args.vllm_python, "-c", UPSTREAM, name, path, args.tokenizer, str(seed),
