@@ -281,6 +281,20 @@ def cli() -> None:
     "--no-stream", is_flag=True, help="hf: download the whole dataset instead of streaming it."
 )
 @click.option(
+    "--blazedit-min-distance",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="hf Blazedit: skip rows whose normalized edit distance is below this.",
+)
+@click.option(
+    "--blazedit-max-distance",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="hf Blazedit: skip rows whose normalized edit distance is above this.",
+)
+@click.option(
     "--spec-bench-output-len",
     type=int,
     default=256,

@@ -103,6 +103,8 @@ class RunConfig:
     hf_subset: str | None = None
     hf_output_len: int | None = None
     no_stream: bool = False
+    blazedit_min_distance: float = 0.0
+    blazedit_max_distance: float = 1.0
     sonnet_input_len: int = SONNET_DEFAULTS["input_len"]
     sonnet_output_len: int = SONNET_DEFAULTS["output_len"]
     sonnet_prefix_len: int = SONNET_DEFAULTS["prefix_len"]
@@ -191,7 +193,8 @@ class RunConfig:
         a tokenizer (--skip-tokenizer-init), as upstream does not either."""
         templated = self.dataset_name in TEMPLATED_DATASETS and not self.skip_chat_template
         if self.dataset_name == "hf":
-            templated = templated and self.hf_dataset().templated
+            how = self.hf_dataset().templated
+            templated = how == "always" or (how == "unless skipped" and templated)
         templated = templated or self.dataset_name in ALWAYS_TEMPLATED_DATASETS
         return templated and not self.skip_tokenizer_init
 
@@ -261,6 +264,8 @@ class RunConfig:
             ("--hf-subset", self.hf_subset is not None, ("hf",)),
             ("--hf-output-len", output_flag(self.hf_output_len, None), ("hf",)),
             ("--no-stream", self.no_stream, ("hf",)),
+            ("--blazedit-min-distance", self.blazedit_min_distance != 0.0, ("hf",)),
+            ("--blazedit-max-distance", self.blazedit_max_distance != 1.0, ("hf",)),
             *(
                 (f"--{prefix}{name.replace('_', '-')}", given, (dataset,))
                 for dataset, prefix, defaults in FAMILY_FLAGS

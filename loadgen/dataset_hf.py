@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.chat_template import ChatTemplate
 from loadgen.dataset_sharegpt import is_valid_sequence
 from loadgen.sampled_prompts import SampledPrompts, top_up
 from loadgen.tokenizer import TokenCodec
@@ -22,20 +23,47 @@ from loadgen.tokenizer import TokenCodec
 CODE_ONLY = " Just output the code, do not include any explanation."
 
 
+BLAZEDIT_PROMPT = (  # the Blazedit authors' prompt, as upstream sends it
+    "Given a code file, please apply the change requests and generate the new file.\n\n"
+    "Original file:\n```python\n{code}\n```\n\nChange request:\n{change_request}\n\n"
+    'Please generate the new code file in the "New file" section below.'
+)
+ZETA_PROMPT = (  # Zed's next-edit prompt, as upstream sends it
+    "### Instruction:\nYou are a code completion assistant and your task is to analyze user "
+    "edits and then rewrite an excerpt that the user provides, suggesting the appropriate edits "
+    "within the excerpt, taking into account the cursor location.\n\n### User Edits:\n\n{}"
+    "\n\n### User Excerpt:\n\n{}\n\n### Response:\n\n"
+)
+
+
 @dataclass(frozen=True)
 class HFDataset:
-    """How upstream samples one family of hub datasets."""
+    """How upstream samples one family of hub datasets.
+
+    The output length is ``output_len`` (--hf-output-len overrides it) or, where it is None,
+    the token count of the row's ``completion``: with special tokens (``completion_specials``)
+    or without, and kept only within the length limits unless --hf-output-len is given
+    (``filter_fixed``: always).
+    """
 
     paths: tuple[str, ...]
-    prompt: Callable[[dict[str, Any]], str]  # a row's user message
+    prompt: Callable[[dict[str, Any]], str | list[dict[str, str]]]  # text, or chat messages
     split: str | None = None  # the default --hf-split
     subset: str | None = None  # the default --hf-subset
-    output_len: int | None = None  # the default --hf-output-len; None: the completion's length
-    completion: str | None = None  # the field whose token count is the output length
-    templated: bool = True  # rendered with the chat template unless --skip-chat-template
+    output_len: int | None = None  # the default --hf-output-len
+    completion: Callable[[dict[str, Any]], str] | None = None
+    completion_specials: bool = True
+    templated: str = "unless skipped"  # "unless skipped" (--skip-chat-template), "never", "always"
     row_filter: Callable[[dict[str, Any]], bool] | None = None
-    max_prompt_len: int = 1024  # the length filter of completion-sized requests
-    max_total_len: int = 2048
+    length_limits: tuple[int, int] | None = (1024, 2048)  # max prompt, max total; None: none
+    filter_fixed: bool = False
+    fixed_ignored: bool = False  # the output length is always the completion's (Zeta)
+    edit_distance: bool = False  # rows outside --blazedit-min/max-distance are skipped
+
+
+def _zeta_expected(row: dict[str, Any]) -> str:
+    output = row["output"]
+    return output[output.find("<|editable_region_start|>") :]
 
 
 SUPPORTED = (
@@ -65,20 +93,49 @@ SUPPORTED = (
         output_len=256,
     ),
     HFDataset(
+        paths=("vdaita/edit_5k_char", "vdaita/edit_10k_char"),
+        prompt=lambda row: BLAZEDIT_PROMPT.format(
+            code=row["code"], change_request=row["change_request"]
+        ),
+        split="train",
+        output_len=4000,
+        edit_distance=True,
+    ),
+    HFDataset(
         paths=("Aeala/ShareGPT_Vicuna_unfiltered",),
         prompt=lambda row: row["conversations"][0]["value"],
-        completion="conversations",
-        templated=False,
+        completion=lambda row: row["conversations"][1]["value"],
+        templated="never",
         row_filter=lambda row: len(row["conversations"]) >= 2,
     ),
     HFDataset(
         paths=("AI-MO/aimo-validation-aime", "AI-MO/NuminaMath-1.5", "AI-MO/NuminaMath-CoT"),
         prompt=lambda row: row["problem"],
         split="train",
-        completion="solution",
-        templated=False,
-        max_prompt_len=2048,
-        max_total_len=32000,
+        completion=lambda row: row["solution"],
+        templated="never",
+        length_limits=(2048, 32000),
+    ),
+    HFDataset(
+        paths=("zed-industries/zeta",),
+        prompt=lambda row: ZETA_PROMPT.format(row["events"], row["input"]),
+        split="train",
+        completion=_zeta_expected,
+        templated="never",
+        length_limits=None,
+        fixed_ignored=True,
+    ),
+    HFDataset(
+        paths=("mgoin/mlperf-inference-llama2-data", "mgoin/mlperf-inference-llama3.1-data"),
+        prompt=lambda row: [
+            {"role": "system", "content": row["system_prompt"]},
+            {"role": "user", "content": row["question"]},
+        ],
+        split="train",
+        completion=lambda row: row["output"],
+        completion_specials=False,
+        templated="always",
+        filter_fixed=True,
     ),
 )
 
@@ -126,37 +183,51 @@ def sample_hf_requests(
     num_requests: int,
     output_len: int | None,
     seed: int,
-    template: Callable[[str], str] | None,
+    template: ChatTemplate | None,
     no_oversample: bool = False,
+    distance_range: tuple[float, float] = (0.0, 1.0),
 ) -> SampledPrompts:
-    """Take rows in order until ``num_requests`` are kept (see the module docstring)."""
+    """Take rows in order until ``num_requests`` are kept (see the module docstring).
+    ``template`` is the chat template, None with --skip-chat-template; ``distance_range`` the
+    Blazedit rows kept (--blazedit-min-distance, --blazedit-max-distance)."""
     specials = tokenizer.num_special_tokens
-    fixed = output_len if output_len is not None else family.output_len
+    fixed = None if family.fixed_ignored else output_len
+    fixed = fixed if fixed is not None else family.output_len
+    low, high = distance_range
     prompts: list[str] = []
     lens: list[int] = []
     outputs: list[int] = []
     for row in rows:
         if len(prompts) >= num_requests:
             break
-        prompt = family.prompt(row)
-        if template is not None and family.templated:
-            prompt = template(prompt)
-        if fixed is not None:
-            prompt_len = len(tokenizer.encode_batch([prompt])[0]) + specials
-            wanted = fixed
-        else:
-            completion = row[family.completion] if family.completion else ""
-            if family.completion == "conversations":
-                completion = completion[1]["value"]
-            prompt_ids, completion_ids = tokenizer.encode_batch([prompt, completion])
-            prompt_len, wanted = len(prompt_ids) + specials, len(completion_ids) + specials
-            if not is_valid_sequence(
-                prompt_len, wanted, False, family.max_prompt_len, family.max_total_len
-            ):
-                continue
+        if family.edit_distance and not low <= row["norm_distance"] <= high:
+            continue
+        prompt = _render(family, family.prompt(row), template)
+        prompt_len = len(tokenizer.encode_batch([prompt])[0]) + specials
+        wanted = fixed
+        if wanted is None:
+            assert family.completion is not None
+            completion = tokenizer.encode_batch([family.completion(row)])[0]
+            wanted = len(completion) + (specials if family.completion_specials else 0)
+        checked = (fixed is None or family.filter_fixed) and family.length_limits is not None
+        if checked and not is_valid_sequence(prompt_len, wanted, False, *family.length_limits):
+            continue
         prompts.append(prompt)
         lens.append(prompt_len)
         outputs.append(wanted)
     if not no_oversample:
         prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
     return SampledPrompts.of(prompts, lens, outputs)
+
+
+def _render(
+    family: HFDataset, prompt: str | list[dict[str, str]], template: ChatTemplate | None
+) -> str:
+    """The prompt as sent: templated as upstream templates this dataset, or as written."""
+    if isinstance(prompt, list):  # chat messages: always templated (MLPerf)
+        if template is None:
+            raise ValueError("this dataset's prompts need the tokenizer's chat template")
+        return template.render(prompt)
+    if family.templated == "never" or template is None:
+        return prompt
+    return template.render_user_prompt(prompt)

@@ -194,8 +194,9 @@ def _sample_hf(
             config.num_prompts,
             config.hf_output_len,
             config.seed,
-            _template_function(chat_template, None),  # upstream passes hf no template kwargs
+            chat_template,  # without --chat-template-kwargs, as upstream
             config.no_oversample,
+            (config.blazedit_min_distance, config.blazedit_max_distance),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:  # the hub, or the rows' shape
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -140,6 +140,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
         "--random-mm-limit-mm-per-prompt",
         "--random-mm-bucket-config",
     ),
+    "blazedit dataset options": ("--blazedit-min-distance", "--blazedit-max-distance"),
     "hf dataset options": ("--hf-subset", "--hf-split", "--hf-name", "--hf-output-len"),
     "prefix repetition dataset options": (
         "--prefix-repetition-prefix-len",

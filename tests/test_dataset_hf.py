@@ -18,6 +18,7 @@ def tok():
 
 
 def local_copy(tmp_path: Path, rows: list[dict]) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(tmp_path)
 
@@ -39,8 +40,9 @@ def test_instructcoder_prompts_are_templated_with_the_default_output(tok, tmp_pa
     rows = [{"instruction": f"Fix {i}", "input": f"x = {i}", "output": ""} for i in range(30)]
     path = local_copy(tmp_path, rows)
     family, data = rows_of(path, "likaixin/InstructCoder", streaming=streaming)
-    render = load_chat_template("loadgen-mock").render_user_prompt
-    ds = sample_hf_requests(data, family, tok, 10, None, 0, render)
+    template = load_chat_template("loadgen-mock")
+    render = template.render_user_prompt
+    ds = sample_hf_requests(data, family, tok, 10, None, 0, template)
     assert ds.output_lens.tolist() == [200] * 10
     texts = {f"x = {i}\n\nFix {i} Just output the code, do not include any explanation."
              for i in range(30)}  # fmt: skip
@@ -51,7 +53,7 @@ def test_instructcoder_prompts_are_templated_with_the_default_output(tok, tmp_pa
     # Shuffled with the seed: not the file's first ten, and the same ten again.
     assert ds.prompts != [render(t) for t in sorted(texts)][:10]
     again = sample_hf_requests(rows_of(path, "likaixin/InstructCoder", streaming=streaming)[1],
-                               family, tok, 10, None, 0, render)  # fmt: skip
+                               family, tok, 10, None, 0, template)  # fmt: skip
     assert again.prompts == ds.prompts
 
 
@@ -73,3 +75,37 @@ def test_conversations_need_two_turns_and_size_the_output(tok, tmp_path):
         family, tok, 12, 5, 0, template=None,
     )  # fmt: skip
     assert len(topped.prompts) == 12 and topped.output_lens.tolist() == [5] * 12
+
+
+def test_blazedit_keeps_the_edit_distance_window(tok, tmp_path):
+    rows = [
+        {"code": f"x = {i}", "change_request": "rename x", "norm_distance": i / 10}
+        for i in range(10)
+    ]
+    family, data = rows_of(local_copy(tmp_path, rows), "vdaita/edit_5k_char")
+    ds = sample_hf_requests(
+        data, family, tok, 10, None, 0, None, no_oversample=True, distance_range=(0.3, 0.6)
+    )
+    assert sorted(p.split("x = ")[1][0] for p in ds.prompts) == ["3", "4", "5", "6"]
+    assert ds.prompts[0].startswith("Given a code file, please apply the change requests")
+    assert ds.output_lens.tolist() == [4000] * 4
+
+
+def test_zeta_outputs_are_the_editable_region_and_mlperf_is_always_templated(tok, tmp_path):
+    zeta = [{"events": "e", "input": "i", "output": "head <|editable_region_start|> body"}]
+    family, data = rows_of(local_copy(tmp_path / "z", zeta), "zed-industries/zeta")
+    ds = sample_hf_requests(data, family, tok, 1, 999, 0, None)  # --hf-output-len is ignored
+    expected = len(tok.encode_batch(["<|editable_region_start|> body"])[0]) + 1
+    assert ds.output_lens.tolist() == [expected]
+    assert ds.prompts[0].endswith("### User Excerpt:\n\ni\n\n### Response:\n\n")
+    mlperf = [{"system_prompt": "Be brief.", "question": "the " * 6, "output": "a " * 9}]
+    family, data = rows_of(local_copy(tmp_path / "m", mlperf), "mgoin/mlperf-inference-llama2-data")
+    template = load_chat_template("loadgen-mock")
+    ds = sample_hf_requests(data, family, tok, 1, None, 0, template)
+    assert ds.prompts == [
+        template.render([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "the " * 6},
+        ])
+    ]  # fmt: skip
+    assert ds.output_lens.tolist() == [len(tok.encode_batch(["a " * 9])[0])]  # no BOS here

@@ -56,11 +56,12 @@ elif name == "custom":
     reqs = CustomDataset(dataset_path=path, random_seed=seed).sample(
         tokenizer=tok, num_requests=n, **kwargs)
 elif name == "hf":  # a local copy named by hf_name, as get_samples builds the class
-    from vllm.benchmarks.datasets import (AIMODataset, ConversationDataset,
-        InstructCoderDataset, MTBenchDataset)
+    from vllm.benchmarks.datasets import (AIMODataset, BlazeditDataset, ConversationDataset,
+        InstructCoderDataset, MLPerfDataset, MTBenchDataset, NextEditPredictionDataset)
     hf_name, split = kwargs.pop("hf_name"), kwargs.pop("split")
-    cls = next(c for c in (AIMODataset, ConversationDataset, InstructCoderDataset,
-                           MTBenchDataset) if hf_name in c.SUPPORTED_DATASET_PATHS)
+    cls = next(c for c in (AIMODataset, BlazeditDataset, ConversationDataset,
+                           InstructCoderDataset, MLPerfDataset, MTBenchDataset,
+                           NextEditPredictionDataset) if hf_name in c.SUPPORTED_DATASET_PATHS)
     reqs = cls(dataset_path=path + "/" + hf_name.replace("/", "_"), dataset_split=split,
                random_seed=seed, hf_name=hf_name).sample(tokenizer=tok, num_requests=n, **kwargs)
 elif name == "spec_bench":  # as get_samples builds it: no seed (0), no template flags
@@ -99,6 +100,19 @@ CASES: list[tuple[str, int, int, dict]] = [
     ("hf", 1, 200, {"hf_name": "philschmid/mt-bench", "split": "train", "output_len": 64}),
     ("hf", 0, 300, {"hf_name": "AI-MO/NuminaMath-CoT", "split": "train"}),
     ("hf", 2, 300, {"hf_name": "Aeala/ShareGPT_Vicuna_unfiltered", "split": "train"}),
+    (
+        "hf",
+        0,
+        200,
+        {
+            "hf_name": "vdaita/edit_5k_char",
+            "split": "train",
+            "min_distance": 0.2,
+            "max_distance": 0.7,
+        },
+    ),
+    ("hf", 0, 200, {"hf_name": "zed-industries/zeta", "split": "train"}),
+    ("hf", 1, 300, {"hf_name": "mgoin/mlperf-inference-llama3.1-data", "split": "train"}),
     ("spec_bench", 0, 300, {"output_len": 64}),
     (
         "prefix_repetition",
@@ -148,8 +162,10 @@ def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemp
             f"{path}/{kw['hf_name'].replace('/', '_')}", family, None, kw["split"], True, seed,
             False,
         )  # fmt: skip
-        render = template.render_user_prompt if template is not None else None
-        got = sample_hf_requests(rows, family, codec, n, kw.get("output_len"), seed, render)
+        got = sample_hf_requests(
+            rows, family, codec, n, kw.get("output_len"), seed, template,
+            distance_range=(kw.get("min_distance", 0.0), kw.get("max_distance", 1.0)),
+        )  # fmt: skip
     elif name == "spec_bench":
         assert template is not None
         got = sample_custom_requests(
@@ -205,6 +221,22 @@ def write_hf_copies(directory: Path, entries: list[dict]) -> None:
         ],
         "philschmid/mt-bench": [{"turns": [p, "next"]} for p, _ in map(turns, entries)],
         "AI-MO/NuminaMath-CoT": [{"problem": p, "solution": c} for p, c in map(turns, entries)],
+        "vdaita/edit_5k_char": [
+            {"code": c[:1500], "change_request": p[:300], "norm_distance": (i % 10) / 10}
+            for i, (p, c) in enumerate(map(turns, entries))
+        ],
+        "zed-industries/zeta": [
+            {
+                "events": p[:500],
+                "input": c[:800],
+                "output": f"x <|editable_region_start|>{c[:300]}" if i % 3 else c[:200],
+            }
+            for i, (p, c) in enumerate(map(turns, entries))
+        ],
+        "mgoin/mlperf-inference-llama3.1-data": [
+            {"system_prompt": "You are a helpful assistant.", "question": p, "output": c}
+            for p, c in map(turns, entries)
+        ],
         "Aeala/ShareGPT_Vicuna_unfiltered": [
             {"conversations": e["conversations"][:2] if i % 10 else e["conversations"][:1]}
             for i, e in enumerate(entries)
