@@ -245,7 +245,8 @@ def cli() -> None:
     default="random",
     show_default=True,
     help="Built so far: random, random-mm, random-rerank, prefix_repetition, custom, "
-    "sharegpt, spec_bench, timed_trace, sonnet and hf (text datasets); the others exit 2.",
+    "custom_image, sharegpt, spec_bench, timed_trace, sonnet and hf (text datasets); the "
+    "others exit 2.",
 )
 @click.option(
     "--dataset-path",
@@ -369,6 +370,11 @@ def cli() -> None:
     "--self-timed/--no-self-timed",
     default=None,
     help="timed_trace: send at the trace's timestamps (the default) or at --request-rate.",
+)
+@click.option(
+    "--custom-ensure-client-side-data",
+    is_flag=True,
+    help="custom_image: read local and HTTP(S) images here and send them inline (PNG data URLs).",
 )
 @click.option(
     "--chat-template-kwargs",

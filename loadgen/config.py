@@ -31,7 +31,7 @@ SAMPLING_FIELDS = (
 )  # fmt: skip
 SUPPORTED_DATASETS = (
     "random", "random-rerank", "prefix_repetition", "custom", "sharegpt", "spec_bench",
-    "timed_trace", "sonnet", "random-mm", "hf",
+    "timed_trace", "sonnet", "random-mm", "hf", "custom_image",
 )  # fmt: skip
 RANDOM_MM_DEFAULTS: dict[str, Any] = {
     "base_items_per_request": 1,
@@ -64,7 +64,7 @@ DEFAULT_CUSTOM_OUTPUT_LEN = 256
 # Chat template applied unless --skip-chat-template (hf: for the datasets upstream templates).
 TEMPLATED_DATASETS = ("custom", "hf")
 # Upstream's custom datasets read --num-prompts 0 or less as every line of the file.
-ALL_ROWS_DATASETS = ("custom", "spec_bench")
+ALL_ROWS_DATASETS = ("custom", "spec_bench", "custom_image")
 # Upstream templates spec_bench prompts whatever --skip-chat-template says, with no kwargs.
 ALWAYS_TEMPLATED_DATASETS = ("spec_bench", "sonnet")
 
@@ -123,6 +123,7 @@ class RunConfig:
     disable_shuffle: bool = False
     no_oversample: bool = False
     skip_chat_template: bool = False
+    custom_ensure_client_side_data: bool = False
     chat_template_kwargs: dict[str, Any] | None = None
     random_input_len: int = 1024
     random_output_len: int = 128
@@ -234,7 +235,7 @@ class RunConfig:
             (
                 "--custom-output-len",
                 output_flag(self.custom_output_len, DEFAULT_CUSTOM_OUTPUT_LEN),
-                ("custom",),
+                ("custom", "custom_image"),
             ),
             ("--sharegpt-output-len", output_flag(self.sharegpt_output_len, None), ("sharegpt",)),
             (
@@ -253,9 +254,18 @@ class RunConfig:
             (
                 "--disable-shuffle",
                 self.disable_shuffle,
-                ("custom", "sharegpt", "prefix_repetition", "spec_bench"),
+                ("custom", "sharegpt", "prefix_repetition", "spec_bench", "custom_image"),
             ),
-            ("--no-oversample", self.no_oversample, ("custom", "sharegpt", "spec_bench")),
+            (
+                "--no-oversample",
+                self.no_oversample,
+                ("custom", "sharegpt", "spec_bench", "custom_image"),
+            ),
+            (
+                "--custom-ensure-client-side-data",
+                self.custom_ensure_client_side_data,
+                ("custom_image",),
+            ),
             ("--skip-chat-template", self.skip_chat_template, TEMPLATED_DATASETS),
             ("--random-batch-size", self.random_batch_size != 1, ("random", "random-rerank")),
             ("--no-reranker", self.no_reranker, ("random-rerank",)),
@@ -271,7 +281,11 @@ class RunConfig:
                 for dataset, prefix, defaults in FAMILY_FLAGS
                 for name, given in self._given(defaults, prefix.replace("-", "_")).items()
             ),
-            ("--enable-multimodal-chat", self.enable_multimodal_chat, ("random-mm",)),
+            (
+                "--enable-multimodal-chat",
+                self.enable_multimodal_chat,
+                ("random-mm", "custom_image"),
+            ),
         ]
         warnings = [
             f"{flag} has no effect with --dataset-name {self.dataset_name}"
@@ -355,6 +369,8 @@ class RunConfig:
                 )
         if self.dataset_name == "random-mm":
             self._validate_random_mm()
+        if self.dataset_name == "custom_image":
+            self._validate_custom_image()
         if self.dataset_name == "hf":
             if self.dataset_path is None:
                 raise ConfigError("--dataset-name hf needs --dataset-path (a hub dataset id)")
@@ -427,6 +443,25 @@ class RunConfig:
             parse_range_ratio(self.random_range_ratio)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_custom_image(self) -> None:
+        """custom_image needs a file, the chat backend, a fixed output length, and pillow to
+        inline images."""
+        if self.dataset_path is None:
+            raise ConfigError("--dataset-name custom_image needs --dataset-path (a .jsonl file)")
+        if self.backend != "openai-chat":
+            raise ConfigError(
+                f"Multi-modal content is not supported on backend {self.backend!r}; use one "
+                "of ['openai-chat'] (--dataset-name custom_image)"
+            )
+        if self.custom_output_len < 1:
+            raise ConfigError(
+                f"--custom-output-len must be >= 1 with custom_image, got {self.custom_output_len}"
+            )
+        if self.custom_ensure_client_side_data and importlib.util.find_spec("PIL") is None:
+            raise ConfigError(
+                "--custom-ensure-client-side-data needs pillow: pip install 'loadgen[mm]'"
+            )
 
     def _validate_random_mm(self) -> None:
         """Upstream's refusals for random-mm, and the image library installed."""

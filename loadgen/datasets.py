@@ -10,6 +10,7 @@ from typing import Any
 from loadgen.chat_template import ChatTemplate
 from loadgen.config import SYNTHETIC_DATASETS, ConfigError, RunConfig
 from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
+from loadgen.dataset_custom_image import load_custom_image_rows, sample_custom_image_requests
 from loadgen.dataset_hf import load_hf_rows, sample_hf_requests
 from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
 from loadgen.dataset_random import (
@@ -90,6 +91,21 @@ def sample_dataset(
         return _sample_timed_trace(config, path, tokenizer)
     if config.dataset_name == "hf":
         return _sample_hf(config, path, tokenizer, chat_template)
+    if config.dataset_name == "custom_image":
+        rows = load_custom_image_rows(path)
+        try:
+            return sample_custom_image_requests(
+                rows,
+                tokenizer,
+                config.num_prompts,
+                config.custom_output_len,
+                config.seed,
+                config.disable_shuffle,
+                config.no_oversample,
+                config.custom_ensure_client_side_data,
+            )
+        except ValueError as exc:  # the file's contents, not a flag, are at fault
+            raise ValueError(f"--dataset-path {path}: {exc}") from None
     if config.dataset_name == "sonnet":
         assert chat_template is not None  # validate() keeps sonnet from --skip-tokenizer-init
         try:

@@ -112,7 +112,9 @@ def build_body(
     if backend in POOLING_BACKENDS:
         body = _pooling_body(backend, model, prompt)
     elif backend in CHAT_BACKENDS:
-        content = [{"type": "text", "text": prompt}, *(mm_parts or [])]
+        # A prompt may already be the message's parts (custom_image).
+        text = prompt if isinstance(prompt, list) else [{"type": "text", "text": prompt}]
+        content = [*text, *(mm_parts or [])]
         body = {
             "model": model,
             "messages": [{"role": "user", "content": content}],

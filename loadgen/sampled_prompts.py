@@ -54,8 +54,8 @@ def seeded_order(items: list[dict], seed: int, disable_shuffle: bool) -> list[di
 
 
 def top_up(
-    prompts: list[str], outputs: list[int], lens: list[int], num_requests: int, seed: int
-) -> tuple[list[str], list[int], list[int]]:
+    prompts: list[Any], outputs: list[int], lens: list[int], num_requests: int, seed: int
+) -> tuple[list[Any], list[int], list[int]]:
     """Upstream's ``maybe_oversample_requests``: too few samples are topped up to
     ``num_requests`` by ``random.choice`` draws after ``random.seed(seed)``."""
     missing = num_requests - len(prompts)

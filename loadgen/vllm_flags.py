@@ -114,7 +114,7 @@ VLLM_BENCH_SERVE_FLAGS = frozenset(
 # (add_dataset_parser's dataset groups, then "sampling parameters"); loadgen's own flags last.
 # Flags not built yet are listed by name in a final section.
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
-    "custom dataset options": ("--custom-output-len",),
+    "custom dataset options": ("--custom-output-len", "--custom-ensure-client-side-data"),
     "spec bench dataset options": ("--spec-bench-output-len", "--spec-bench-category"),
     "sonnet dataset options": ("--sonnet-input-len", "--sonnet-output-len", "--sonnet-prefix-len"),
     "sharegpt dataset options": ("--sharegpt-output-len",),

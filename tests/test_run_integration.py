@@ -463,6 +463,20 @@ def test_hf_dataset_from_a_local_copy(tmp_path: Path) -> None:
     )
 
 
+def test_custom_image_chat_run(tmp_path: Path) -> None:
+    rows = [{"prompt": f"Describe picture {i}", "image_files": ["/img/a.png"]} for i in range(5)]
+    (tmp_path / "i.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = loadgen(
+        "--mock", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+        "--dataset-name", "custom_image", "--dataset-path", str(tmp_path / "i.jsonl"),
+        "--num-prompts", "0", "--custom-output-len", "3", "--disable-tqdm",
+        "--save-result", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert (result["completed"], result["total_output_tokens"]) == (5, 15)
+
+
 NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock then sends none
 
 
@@ -502,7 +516,7 @@ def test_unsupported_vllm_flag_exits_2_naming_it() -> None:
     for flag in (
         ["--asr_max_audio_len_sec", "30"],
         ["--speed-bench-category", "qa"],
-        ["--custom-ensure-client-side-data"],
+        ["--bfcl-categories", "simple"],
     ):
         proc = loadgen("--mock", *flag)
         assert proc.returncode == 2
