@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loadgen.jsonl import json_lines
-from loadgen.sampled_prompts import SampledPrompts, seeded_order, top_up
+from loadgen.sampled_prompts import SampledPrompts, chosen_rows, top_up
 from loadgen.tokenizer import TokenCodec
 
 OUTPUT_LEN_FROM_FILE = -1
@@ -71,10 +71,7 @@ def sample_custom_requests(
 ) -> SampledPrompts:
     """Upstream's custom sampling of ``rows`` (see the module docstring); pure but for encoding.
     ``template`` renders a prompt as the chat template does."""
-    order = seeded_order(rows, seed, disable_shuffle)
-    if num_requests <= 0:  # upstream: --num-prompts 0 or less takes every line
-        num_requests = len(order)
-    chosen = order[:num_requests]
+    chosen = chosen_rows(rows, num_requests, seed, disable_shuffle)
     prompts = [row["prompt"] for row in chosen]
     if template is not None:
         prompts = [template(prompt) for prompt in prompts]

@@ -18,7 +18,7 @@ import urllib.request
 from typing import Any
 
 from loadgen.jsonl import json_lines
-from loadgen.sampled_prompts import SampledPrompts, seeded_order, top_up
+from loadgen.sampled_prompts import SampledPrompts, chosen_rows, top_up
 from loadgen.tokenizer import TokenCodec
 
 Part = dict[str, Any]
@@ -113,12 +113,9 @@ def sample_custom_image_requests(
 ) -> SampledPrompts:
     """Upstream's custom_image sampling (see the module docstring); each prompt is the chat
     message's content, a list of parts."""
-    order = seeded_order(rows, seed, disable_shuffle)
-    if num_requests <= 0:  # upstream: --num-prompts 0 or less takes every line
-        num_requests = len(order)
     prompts: list[list[Part]] = []
     texts: list[str] = []
-    for row in order[:num_requests]:
+    for row in chosen_rows(rows, num_requests, seed, disable_shuffle):
         if "content" in row:
             parts = content_parts(row["content"], inline_images)
             texts.append("".join(p["text"] for p in parts if p["type"] == "text"))

@@ -53,6 +53,13 @@ def seeded_order(items: list[dict], seed: int, disable_shuffle: bool) -> list[di
     return order
 
 
+def chosen_rows(rows: list[dict], num_requests: int, seed: int, disable_shuffle: bool) -> list:
+    """Upstream's custom datasets' pick: the first ``num_requests`` rows in seeded order, or
+    every row for ``num_requests`` 0 or less (``top_up`` then adds none)."""
+    order = seeded_order(rows, seed, disable_shuffle)
+    return order if num_requests <= 0 else order[:num_requests]
+
+
 def top_up(
     prompts: list[Any], outputs: list[int], lens: list[int], num_requests: int, seed: int
 ) -> tuple[list[Any], list[int], list[int]]:

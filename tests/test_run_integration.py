@@ -20,8 +20,10 @@ import numpy as np
 import pytest
 
 from loadgen.chat_template import load_chat_template
+from loadgen.dataset_sonnet import load_sonnet_lines, sample_sonnet_requests
 from loadgen.mock_process import EmbeddedMockServer
-from loadgen.tokenizer import PACKAGED_TOKENIZER, load_tokenizer
+from loadgen.mock_server import render_chat
+from loadgen.tokenizer import PACKAGED_TOKENIZER, LocalTokenizer, load_tokenizer
 
 SMALL = ["--random-input-len", "64", "--random-output-len", "16", "--disable-tqdm"]
 # The result JSON keys of a generation run without --save-detailed, in upstream's order.
@@ -971,9 +973,19 @@ def test_sonnet_sends_templated_text_or_raw_chat_prompts(tmp_path: Path, chat: b
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path / "out")
     assert result["completed"] == 6 and result["output_lens"] == [5] * 6
-    # The server counts what it got: the templated text (plus its BOS) for completions; the
-    # raw prompt as its own "user: ...\n" chat rendering for chat.
     assert all(40 <= n <= 92 for n in result["input_lens"]), result["input_lens"]
+    # The server counts what it got: the templated text (plus its BOS) for completions; the
+    # raw prompt, in its own "user: ...\n" chat rendering, for chat. The same seed draws the
+    # same prompts here, so the counts tell which was sent.
+    template, tokenizer = load_chat_template("loadgen-mock"), load_tokenizer("loadgen-mock")
+    sampled = sample_sonnet_requests(
+        load_sonnet_lines(str(poem)), LocalTokenizer(tokenizer), template.render_user_prompt,
+        6, 90, 40, 5, 0, send_templated=True,
+    )  # fmt: skip
+    raw = [p.removeprefix("<|begin_of_text|>user: ").removesuffix("\nassistant: ") for p in
+           sampled.prompts]  # fmt: skip
+    sent = [render_chat([{"role": "user", "content": r}]) for r in raw] if chat else sampled.prompts
+    assert result["input_lens"] == [len(tokenizer.encode(text).ids) for text in sent]
 
 
 def test_custom_num_prompts_0_sends_every_line(tmp_path: Path) -> None:

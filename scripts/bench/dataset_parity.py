@@ -1,14 +1,16 @@
 """Dataset parity: do loadgen's samplers send the same prompts as `vllm bench serve`?
 
 For `sharegpt`, `custom` (as written, and with the tokenizer's chat template and keyword
-arguments), `prefix_repetition`, `random-rerank` and batched `random` it samples the same input
+arguments), `custom_image`, `spec_bench`, `hf` (local copies), `prefix_repetition`, `random-mm`,
+`random-rerank` and batched `random` it samples the same input
 with the same seed twice: once with upstream's own dataset classes, run by the Python of a
 `vllm` install (scripts/bench/README.md: "vllm bench serve, installed light", plus pandas for
 `custom`), and once with loadgen's. It prints, per case, how many requests each gave and how
 many differ in prompt text (MD5), prompt_len or output length (batched `random`: lengths only,
 its padding draws differ by design). Needs a local tokenizer directory (tokenizer.json and
 tokenizer_config.json, whose chat template the templated cases use) and a ShareGPT JSON file;
-the custom JSONL file is made from the ShareGPT prompts.
+the other input files (custom, custom_image with its images, Spec-Bench, the hub copies) are
+made from the ShareGPT prompts.
 
 Run: python scripts/bench/dataset_parity.py --vllm-python /work/vllm-venv/bin/python \\
        --tokenizer DIR --sharegpt ShareGPT_V3_unfiltered_cleaned_split.json
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from loadgen.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
+from loadgen.dataset_custom_image import load_custom_image_rows, sample_custom_image_requests
 from loadgen.dataset_hf import find_hf_dataset, load_hf_rows, sample_hf_requests
 from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
 from loadgen.dataset_random import (
@@ -64,6 +67,14 @@ elif name == "hf":  # a local copy named by hf_name, as get_samples builds the c
                            NextEditPredictionDataset) if hf_name in c.SUPPORTED_DATASET_PATHS)
     reqs = cls(dataset_path=path + "/" + hf_name.replace("/", "_"), dataset_split=split,
                random_seed=seed, hf_name=hf_name).sample(tokenizer=tok, num_requests=n, **kwargs)
+elif name == "custom_image":
+    from vllm.benchmarks.datasets import CustomImageDataset
+    reqs = CustomImageDataset(dataset_path=path, random_seed=seed).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+    for r in reqs:  # the chat message's parts, as they are sent
+        mm = r.multi_modal_data
+        if not isinstance(r.prompt, list):
+            r.prompt = [{"type": "text", "text": r.prompt}, *(mm if isinstance(mm, list) else [mm])]
 elif name == "spec_bench":  # as get_samples builds it: no seed (0), no template flags
     reqs = SpecBench(dataset_path=path, category=kwargs.pop("category", None)).sample(
         tokenizer=tok, num_requests=n, **kwargs)
@@ -96,6 +107,8 @@ CASES: list[tuple[str, int, int, dict]] = [
     ("custom", 0, 300, {"output_len": 128}),  # the tokenizer's chat template
     ("custom", 1, 100, {"output_len": 64, "chat_template_kwargs": {"enable_thinking": False}}),
     ("spec_bench", 0, 80, {"output_len": 256, "category": "coding"}),
+    ("custom_image", 3, 40, {"output_len": 32}),
+    ("custom_image", 3, 40, {"output_len": 32, "ensure_client_side_data": True}),
     ("hf", 0, 300, {"hf_name": "likaixin/InstructCoder", "split": "train"}),
     ("hf", 1, 200, {"hf_name": "philschmid/mt-bench", "split": "train", "output_len": 64}),
     ("hf", 0, 300, {"hf_name": "AI-MO/NuminaMath-CoT", "split": "train"}),
@@ -166,6 +179,11 @@ def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemp
             rows, family, codec, n, kw.get("output_len"), seed, template,
             distance_range=(kw.get("min_distance", 0.0), kw.get("max_distance", 1.0)),
         )  # fmt: skip
+    elif name == "custom_image":
+        got = sample_custom_image_requests(
+            load_custom_image_rows(path), codec, n, kw["output_len"], seed,
+            inline_images=kw.get("ensure_client_side_data", False),
+        )  # fmt: skip
     elif name == "spec_bench":
         assert template is not None
         got = sample_custom_requests(
@@ -205,6 +223,32 @@ def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemp
     if name == "random":
         rows = [row[1:] for row in rows]
     return rows
+
+
+def write_image_lines(directory: Path, entries: list[dict]) -> Path:
+    """A custom_image file: RGB, RGBA and grayscale images, referenced both ways upstream reads
+    (prompt with image_files, and interleaved content with an image_url object)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    files = [directory / name for name in ("rgb.png", "rgba.png", "gray.jpg")]
+    Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)).save(files[0])
+    Image.fromarray(rng.integers(0, 256, (16, 16, 4), dtype=np.uint8), "RGBA").save(files[1])
+    Image.fromarray(rng.integers(0, 256, (12, 10), dtype=np.uint8), "L").save(files[2])
+    lines = []
+    for i, entry in enumerate(entries):
+        text = entry["conversations"][0]["value"][:300]
+        if i % 3 == 0:
+            lines.append({"content": [
+                {"type": "text", "text": text}, {"type": "image", "image": str(files[0])},
+                {"type": "image_url", "image_url": {"url": str(files[1]), "detail": "low"}},
+            ]})  # fmt: skip
+        else:
+            lines.append({"prompt": text, "image_files": [str(f) for f in files[: 1 + i % 3]]})
+    path = directory / "images.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
 
 
 def write_hf_copies(directory: Path, entries: list[dict]) -> None:
@@ -270,6 +314,7 @@ def main() -> None:
             "".join(json.dumps({"prompt": e["conversations"][0]["value"]}) + "\n" for e in entries)
         )
         write_hf_copies(Path(tmp), load_sharegpt_entries(args.sharegpt)[:2000])
+        images = write_image_lines(Path(tmp), entries[:30])
         spec = Path(tmp) / "question.jsonl"  # Spec-Bench's form, categories in turn
         categories = ("coding", "qa", "math_reasoning")
         spec.write_text(
@@ -289,7 +334,10 @@ def main() -> None:
             )
             if templated and template is None:
                 continue
-            paths = {"sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec)}
+            paths = {
+                "sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec),
+                "custom_image": str(images),
+            }  # fmt: skip
             path = paths.get(name, tmp)  # hf: the directory of local dataset copies
             upstream = json.loads(
                 subprocess.run(
