@@ -23,6 +23,8 @@ from loadgen.credit_pool import CreditPool
 from loadgen.readiness import READY_CHECK_HINT
 from workers.protocol import (
     RECORD_DTYPE,
+    UNSENT_ROW,
+    ConnectionStats,
     Kind,
     WorkerConfig,
     decode,
@@ -70,6 +72,8 @@ class Collected:
     loop_lag_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     worker_cpu_ns: list[int] = field(default_factory=list)  # CPU time of each worker's run
     worker_wall_ns: list[int] = field(default_factory=list)
+    # What the workers saw of the server's connections, summed (ConnectionStats' fields).
+    connection_stats: ConnectionStats = field(default_factory=ConnectionStats)
 
 
 class WorkerPool:
@@ -204,6 +208,7 @@ class WorkerPool:
         loop_lag: list[np.ndarray] = []
         cpu_ns = dict.fromkeys(workers, 0)
         wall_ns = dict.fromkeys(workers, 0)
+        stats: list[ConnectionStats] = []
         next_ping_ns = perf_counter_ns()
         while pending:
             if self.stop_requested and stop_deadline is None:
@@ -254,6 +259,7 @@ class WorkerPool:
                 pending.discard(worker)
                 loop_lag.append(np.frombuffer(frames[0], dtype="<i8").copy())
                 cpu_ns[worker], wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
+                stats.append(ConnectionStats(**fields["connections"]))
             elif kind is Kind.FATAL:
                 pending.discard(worker)
                 problems.append(f"worker {worker} failed: {fields['message']}")
@@ -261,9 +267,8 @@ class WorkerPool:
         missing = np.flatnonzero(~received)
         if len(missing):
             reason = "; ".join(problems) or "no record arrived for this request"
+            records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
             records["index"][missing] = missing
-            for name in ("arrival_ns", "send_ns", "end_ns", "prompt_tokens", "completion_tokens"):
-                records[name][missing] = -1
             for i in missing:
                 errors[int(i)] = f"lost: {reason}"
         event_ns, event_offsets = _assemble_events(records, batches)
@@ -280,6 +285,12 @@ class WorkerPool:
             loop_lag_ns=np.concatenate(loop_lag) if loop_lag else np.zeros(0, np.int64),
             worker_cpu_ns=[cpu_ns[w] for w in sorted(workers)],
             worker_wall_ns=[wall_ns[w] for w in sorted(workers)],
+            connection_stats=ConnectionStats(
+                preopened_at_t0=sum(s.preopened_at_t0 for s in stats),
+                closed_before_use=sum(s.closed_before_use for s in stats),
+                resent=sum(s.resent for s in stats),
+                reuse_stopped=any(s.reuse_stopped for s in stats),
+            ),
         )
 
     def close(self, graceful: bool = True) -> None:

@@ -59,11 +59,12 @@ async def run_probes(
     stop: asyncio.Event,
     response_form: str,
     proxy: str | None = None,
+    chat: bool = False,
 ) -> ProbeResults:
     """Send probes one at a time until ``stop`` is set, ``interval_s`` apart."""
     results = ProbeResults()
     while not stop.is_set():
-        latency_s = await _probe(session, url, body, headers, response_form, proxy)
+        latency_s = await _probe(session, url, body, headers, response_form, proxy, chat)
         if latency_s is None:
             results.failures += 1
         else:
@@ -80,9 +81,10 @@ async def _probe(
     headers: dict[str, str],
     response_form: str,
     proxy: str | None,
+    chat: bool,
 ) -> float | None:
     """One probe's E2EL in seconds (send to its last token event), or None if it failed."""
-    answer = SSEStream() if response_form == "sse" else PooledAnswer()
+    answer = SSEStream(chat) if response_form == "sse" else PooledAnswer()
     sent_ns = perf_counter_ns()
     try:
         async with session.post(url, data=body, headers=headers, proxy=proxy) as response:

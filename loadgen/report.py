@@ -37,6 +37,8 @@ DETAILED_FIELDS = (
     "itls",
     "generated_texts",
     "errors",
+    "server_queue_times",
+    "server_ttfts",
 )
 METRIC_TITLES = {
     "ttft": ("TTFT", "Time to First Token"),
@@ -209,6 +211,7 @@ def build_result(
     rps_change_events: list[dict[str, Any]] | None = None,
     probe: dict[str, Any] | None = None,
     decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
+    server_metrics: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """The result JSON object, keys in upstream's order (detailed fields included)."""
     result: dict[str, Any] = {
@@ -262,6 +265,8 @@ def build_result(
             "max_concurrent_requests": metrics.max_concurrent_requests,
             "rtfx": 0.0,
         }
+    if server_metrics is not None:
+        result |= server_metric_keys(*server_metrics)
     if probe is not None:
         result |= probe
     if rps_change_events:
@@ -279,6 +284,17 @@ def build_result(
         for key in DETAILED_FIELDS:
             result.pop(key, None)
     return result
+
+
+def server_metric_keys(queue_s: np.ndarray, ttft_s: np.ndarray) -> dict[str, Any]:
+    """Upstream's ``server_queue_times`` and ``server_ttfts`` (seconds, None where a request
+    had no value), when any request had either; nothing otherwise."""
+    if np.isnan(queue_s).all() and np.isnan(ttft_s).all():
+        return {}
+    return {
+        "server_queue_times": [None if math.isnan(v) else v for v in queue_s.tolist()],
+        "server_ttfts": [None if math.isnan(v) else v for v in ttft_s.tolist()],
+    }
 
 
 def _ramp_up_keys(config: RunConfig) -> dict[str, Any]:

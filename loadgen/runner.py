@@ -102,7 +102,7 @@ from loadgen.tokenizer import (
 from loadgen.verdict import measure as client_health
 from loadgen.verdict import verdict
 from workers.pooling import JSON_BODY, POOLING_FORMS
-from workers.protocol import WorkerConfig
+from workers.protocol import ConnectionStats, WorkerConfig
 
 T = TypeVar("T")
 
@@ -176,6 +176,15 @@ def run(config: RunConfig) -> int:
 
 
 async def _run(config: RunConfig) -> int:
+    client = StartupClient(config.server_url, auth_headers(config.headers), config.insecure)
+    try:
+        return await _run_with(config, client)
+    finally:
+        # Last of all: reporting may still re-tokenize output through the server's tokenizer.
+        await client.close()
+
+
+async def _run_with(config: RunConfig, client: StartupClient) -> int:
     # --num-prompts 0 (every line of a custom file) is not known until the file is read.
     planned = config.num_prompts if config.num_prompts > 0 else config.workers
     num_workers = min(config.workers, planned, config.max_concurrency or config.workers)
@@ -191,7 +200,6 @@ async def _run(config: RunConfig) -> int:
             preparing.cancel()  # waiting for a server or building a dataset: stop at once
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
-    client = StartupClient(config.server_url, auth_headers(config.headers), config.insecure)
     finished = False
     try:
         try:
@@ -238,7 +246,6 @@ async def _run(config: RunConfig) -> int:
         if config.profile:
             await _profile(client, "stop")
     finally:
-        await client.close()
         loop.remove_signal_handler(signal.SIGINT)
         pool.close(graceful=finished)
     if config.pooling:
@@ -295,6 +302,7 @@ def _probe_loop(config: RunConfig, client: StartupClient, prepared: Prepared) ->
         interval_s=1 / config.probe_request_rate,
         response_form=response_form(config),
         proxy=proxy_for(config.api_url),
+        chat=config.backend in CHAT_BACKENDS,
     )
 
 
@@ -704,6 +712,9 @@ def _report(
             f"(p50 {np.median(connect_ms):.2f} ms, max {connect_ms.max():.2f} ms), "
             "inside their TTFT"
         )
+    stats = collected.connection_stats
+    for line in connection_notes(stats):
+        print(line)
 
     sent = records["arrival_ns"] >= 0
     send_lag_ms = (records["arrival_ns"][sent] - prepared.scheduled_ns[sent]) / 1e6
@@ -719,7 +730,10 @@ def _report(
     loadgen_extra = {
         "version": __version__,
         "workers": num_workers,
-        "connections_preopened": collected.connections,
+        "connections_preopened": stats.preopened_at_t0,
+        "connections_closed_before_use": stats.closed_before_use,
+        "resent_on_stale_connection": stats.resent,
+        "connection_reuse_stopped": stats.reuse_stopped,
         "schedule_sha256": schedule_hash(prepared.scheduled_ns),
         "send_lag_ms": _p50_p99_max(send_lag_ms),
         "from_intended": from_intended,  # None unless the run was paced
@@ -753,6 +767,7 @@ def _report(
             rps_change_events=_rps_change_events(config, prepared, collected.t0_ns),
             probe=probe,
             decoding=decoding,
+            server_metrics=(records["server_queue_s"], records["server_ttft_s"]),
         )
         path = result_path(config, prepared.model_id, date)
         write_result(path, result, append=config.append_result)
@@ -765,6 +780,27 @@ def _report(
         first = next((e for e in errors if e), "")
         raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
     return 0
+
+
+def connection_notes(stats: ConnectionStats) -> list[str]:
+    """Console notes on what the server did to the connections, when it did anything."""
+    notes = []
+    if stats.resent:
+        notes.append(
+            f"note: {stats.resent} requests were re-sent once on a fresh connection: the server "
+            "had closed their pooled connection before reading them (timed from the re-send)"
+        )
+    if stats.reuse_stopped:
+        notes.append(
+            "note: the server closes the connection after every response (as llama.cpp's "
+            "server does); connections were no longer reused"
+        )
+    if stats.closed_before_use:
+        notes.append(
+            f"note: the server closed {stats.closed_before_use} of the "
+            f"{stats.preopened_at_t0} connections open at t0 before any request used them"
+        )
+    return notes
 
 
 def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timings) -> None:

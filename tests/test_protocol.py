@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from math import nan
 
 import numpy as np
 import orjson
@@ -11,6 +12,7 @@ import pytest
 from workers.protocol import (
     PROTOCOL_VERSION,
     RECORD_DTYPE,
+    UNSENT_ROW,
     Kind,
     WorkerConfig,
     decode,
@@ -160,12 +162,13 @@ def test_empty_shard():
 
 
 def record_rows():
-    # (index, arrival_ns, send_ns, end_ns, n_events, status, prompt, completion, success)
+    # (index, arrival_ns, send_ns, end_ns, n_events, status, prompt, completion, connect_ns,
+    #  success, resent, server_queue_s, server_ttft_s)
     return [
-        (0, 0, 1_000, 2_000_000_000, 3, 200, 12, 3, 0, True),
-        (5, 250_000_000, 260_000_000, 900_000_000, 0, 500, -1, -1, 180_000, False),
-        (17, -1, -1, -1, 0, 0, -1, -1, 0, False),  # never sent
-        (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True),
+        (0, 0, 1_000, 2_000_000_000, 3, 200, 12, 3, 0, True, False, 0.0015, 0.04225),
+        (5, 250_000_000, 260_000_000, 900_000_000, 0, 500, -1, -1, 180_000, False, True, nan, nan),
+        (17, *UNSENT_ROW[1:]),  # never sent
+        (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True, False, nan, 2.5),
     ]
 
 
@@ -178,7 +181,7 @@ def test_records_round_trip():
     assert kind is Kind.RECORDS
     records, event_ns, got_errors, got_texts = decode_records(fields, frames)
     assert records.dtype == RECORD_DTYPE
-    np.testing.assert_array_equal(records, np.array(rows, dtype=RECORD_DTYPE))
+    assert records.tobytes() == np.array(rows, dtype=RECORD_DTYPE).tobytes()  # NaNs too
     assert records["index"].tolist() == [0, 5, 17, 2**40]
     assert records["send_ns"].tolist() == [1_000, 260_000_000, -1, 2**40 + 1]
     assert records["n_events"].tolist() == [3, 0, 0, 2]

@@ -108,12 +108,19 @@ def only_json_path(directory: Path) -> Path:
 
 
 def expected_keys(
-    metrics: list[str], detailed: bool = False, percentiles: tuple[str, ...] = ("99",)
+    metrics: list[str],
+    detailed: bool = False,
+    percentiles: tuple[str, ...] = ("99",),
+    server_metrics: bool = True,
 ) -> list[str]:
+    """Upstream's keys in its order; a detailed result of a server that sends vLLM's metrics
+    object (the mock's default personality) has ``server_queue_times`` and ``server_ttfts``."""
     keys = list(UPSTREAM_KEYS)
     if detailed:
         at = keys.index("latencies")
         keys[at : at + 2] = DETAILED_KEYS
+        if server_metrics:
+            keys.extend(["server_queue_times", "server_ttfts"])
     return [*keys, *stats_keys(metrics, percentiles), "loadgen"]
 
 

@@ -18,7 +18,8 @@ frames after it are raw little-endian numpy buffers, so bulk data is never JSON-
 |         |        | waiting (due requests without a credit) |                                |
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
 |         |        |                                         | event_ns (int64)               |
-| DONE    | w -> c | sent, cpu_ns, wall_ns (of the run)      | loop_lag_ns (int64)            |
+| DONE    | w -> c | sent, cpu_ns, wall_ns (of the run),     | loop_lag_ns (int64)            |
+|         |        | connections (``ConnectionStats``)       |                                |
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
 
@@ -44,7 +45,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 
 class Kind(str, Enum):
@@ -62,7 +63,7 @@ class Kind(str, Enum):
     FATAL = "fatal"
 
 
-# One row per finished request. Times are ns after t0; the choices-bearing SSE event
+# One row per finished request. Times are ns after t0; the token-event
 # instants of a request travel separately in ``event_ns`` (n_events of them, in order).
 RECORD_DTYPE = np.dtype(
     [
@@ -70,14 +71,29 @@ RECORD_DTYPE = np.dtype(
         ("arrival_ns", "<i8"),  # when the worker released it (scheduled instant, as late as it ran)
         ("send_ns", "<i8"),  # right before the request was written (after any client queue)
         ("end_ns", "<i8"),  # response finished, or the failure was seen
-        ("n_events", "<i4"),  # SSE events whose choices list was not empty
+        ("n_events", "<i4"),  # token events (workers/sse.py says which events count)
         ("status", "<i4"),  # HTTP status; 0 when no response arrived
         ("prompt_tokens", "<i4"),  # usage.prompt_tokens, -1 when not reported
         ("completion_tokens", "<i4"),  # usage.completion_tokens, -1 when not reported
         ("connect_ns", "<i8"),  # time spent opening a new connection for it; 0 if one was reused
-        ("success", "u1"),  # HTTP 200 and at least one choices-bearing event
+        ("success", "u1"),  # HTTP 200 and at least one token event
+        ("resent", "u1"),  # 1: re-sent on a fresh connection after a stale pooled one failed
+        ("server_queue_s", "<f8"),  # the server's metrics.queue_time_ms / 1000, NaN if none
+        ("server_ttft_s", "<f8"),  # the server's metrics.time_to_first_token_ms / 1000, or NaN
     ]
 )
+# What a row holds for a request that was never sent or never reported.
+UNSENT_ROW = (-1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, float("nan"), float("nan"))
+
+
+@dataclass
+class ConnectionStats:
+    """What one worker saw of the server's connection habits (DONE's ``connections``)."""
+
+    preopened_at_t0: int = 0  # pre-opened connections still open when the run started
+    closed_before_use: int = 0  # of those, closed by the server before a request used one
+    resent: int = 0  # requests re-sent once after a pooled connection failed before answering
+    reuse_stopped: bool = False  # the server closes after every response: pooling was stopped
 
 
 @dataclass

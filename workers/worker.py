@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import contextvars
 import gc
+import math
 import os
 import resource
 import signal
 import socket
 import time
 from array import array
+from dataclasses import asdict
 from time import perf_counter_ns
 
 import aiohttp
@@ -33,6 +35,8 @@ from workers.credits import CreditGate
 from workers.pooling import PooledAnswer
 from workers.precise_timer import PreciseTimer
 from workers.protocol import (
+    UNSENT_ROW,
+    ConnectionStats,
     Kind,
     Shard,
     decode,
@@ -50,15 +54,37 @@ MAX_ERROR_BODY = 512
 BURST_YIELD = 4  # requests released back to back before the loop serves open streams
 
 
-# The current request's connect time, set in its own task's context (see TimedConnector).
+# The current request's connect time, set in its own task's context (see PoolConnector).
 CONNECT_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "connect_ns", default=None
 )
+# True in a task that must not take a pooled connection: a re-send, a pre-opening GET.
+FRESH_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("fresh_only", default=False)
+# Errors of a pooled connection that the server had closed before it read the request.
+STALE_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError)
+STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes after each answer
+PREOPEN_BUDGET_S = 1.0  # pre-opening never delays t0 by more than about this
+PREOPEN_AT_ONCE = 32  # connections being opened at the same time
+PREOPEN_SLOW_S = 0.25  # a pre-opening GET unanswered this long: the server serves no more
 
 
-class TimedConnector(aiohttp.TCPConnector):
-    """A TCPConnector that adds the time it spends opening a new connection to the current
-    request's CONNECT_NS; reusing a pooled connection costs nothing extra."""
+class PoolConnector(aiohttp.TCPConnector):
+    """aiohttp's TCPConnector with what a load generator needs to know and decide about the
+    pool (it hooks aiohttp's ``_create_connection``, ``_get`` and ``_release``; the tests in
+    tests/test_worker_connections.py pin that to the aiohttp versions allowed):
+
+    - the time spent opening a new connection is added to the current request's CONNECT_NS;
+    - a task with FRESH_ONLY set never takes a pooled connection;
+    - connections released while ``preopening`` are remembered, so the run can tell how many
+      were open at t0 and how many the server closed before any request took them;
+    - with ``reuse`` off, every connection is closed after its response instead of pooled.
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.reuse = True
+        self.preopening = False
+        self.preopened: set[object] = set()  # pre-opened protocols no request has taken yet
 
     async def _create_connection(self, req, traces, timeout):  # type: ignore[no-untyped-def]
         started = perf_counter_ns()
@@ -67,6 +93,36 @@ class TimedConnector(aiohttp.TCPConnector):
         finally:
             if (spent := CONNECT_NS.get()) is not None:
                 spent.append(perf_counter_ns() - started)
+
+    async def _get(self, key, traces):  # type: ignore[no-untyped-def]
+        if FRESH_ONLY.get():
+            return None
+        connection = await super()._get(key, traces)
+        if connection is not None and self.preopened:
+            self.preopened.discard(connection.protocol)
+        return connection
+
+    def _release(self, key, protocol, *, should_close=False):  # type: ignore[no-untyped-def]
+        super()._release(key, protocol, should_close=should_close or not self.reuse)
+        if self.preopening and protocol.is_connected():
+            self.preopened.add(protocol)
+
+    def open_preopened(self) -> int:
+        """Forget the pre-opened connections that are closed already; how many are open."""
+        self.preopened = {p for p in self.preopened if p.is_connected()}  # type: ignore[attr-defined]
+        return len(self.preopened)
+
+    def closed_before_use(self) -> int:
+        """Pre-opened connections open at t0 that the server closed before any request."""
+        return sum(not p.is_connected() for p in self.preopened)  # type: ignore[attr-defined]
+
+
+def _before_any_byte(exc: BaseException) -> bool:
+    """Whether a stale-connection error came before any byte of an answer: aiohttp's
+    ServerDisconnectedError carries the partial response it had parsed, if any."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return isinstance(exc.message, str)
+    return True
 
 
 def run_worker(endpoint: str, worker_id: int) -> None:
@@ -113,6 +169,9 @@ class Worker:
         self.released = 0  # requests of the shard released so far, in order
         self.shard: Shard | None = None
         self.t0_ns = 0
+        self.connections = ConnectionStats()
+        self.connector: PoolConnector | None = None
+        self.stale_streak = 0  # stale pooled connections in a row, since the last good reuse
 
     async def run(self) -> None:
         """Talk to the coordinator until the shard is done or the run is stopped."""
@@ -144,7 +203,7 @@ class Worker:
 
     async def _serve(self, shard: Shard) -> None:
         config = shard.config
-        connector = TimedConnector(
+        connector = self.connector = PoolConnector(
             ssl=not config.insecure,  # True: verify (aiohttp's default); False: --insecure
             limit=config.max_concurrency,
             limit_per_host=0,
@@ -177,14 +236,25 @@ class Worker:
             if kind is not Kind.START:
                 self._account_unsent(shard, range(len(shard.indices)), NOT_SENT)
                 await self._flush()
-                await self._send(encode(Kind.DONE, [b""], sent=0, cpu_ns=0, wall_ns=0))
+                await self._send(
+                    encode(
+                        Kind.DONE,
+                        [b""],
+                        sent=0,
+                        cpu_ns=0,
+                        wall_ns=0,
+                        connections=asdict(self.connections),
+                    )
+                )
                 return
+            self.connections.preopened_at_t0 = connector.open_preopened()
             try:
                 sent = await self._run_shard(
                     session, shard, int(fields["t0_ns"]), fields["credits"]
                 )
             finally:
                 gc.enable()
+            self.connections.closed_before_use = connector.closed_before_use()
             await self._flush()
             await self._send(
                 encode(
@@ -193,44 +263,61 @@ class Worker:
                     sent=sent,
                     cpu_ns=self.cpu_ns,
                     wall_ns=self.wall_ns,
+                    connections=asdict(self.connections),
                 )
             )
         finally:
             await session.close()
 
     async def _preopen(self, session: aiohttp.ClientSession, shard: Shard) -> tuple[int, str]:
-        """Open the pool's connections before t0, so no handshake lands in a measured TTFT."""
-        config = shard.config
-        count = min(config.preopen_connections, len(shard.indices))
-        waiting = count
-        all_connected = asyncio.Event()
+        """Open the pool's connections before t0, so no handshake lands in a measured TTFT.
 
-        def connected() -> None:
-            nonlocal waiting
-            waiting -= 1
-            if waiting == 0:
-                all_connected.set()
+        Each connection is opened by a GET that may take no pooled connection (FRESH_ONLY), so
+        it goes back to the pool as soon as its answer is read. At most PREOPEN_AT_ONCE are
+        opened at a time and all within PREOPEN_BUDGET_S; opening stops early when a GET waits
+        past PREOPEN_SLOW_S (the server serves no more connections at once, as llama.cpp's
+        fixed pool of HTTP threads) or when one opened earlier is closed already (the server
+        keeps no idle connections). Returns how many are open, and the first error.
+        """
+        config = shard.config
+        connector = self.connector
+        assert connector is not None
+        count = min(config.preopen_connections, len(shard.indices))
+        slots = asyncio.Semaphore(PREOPEN_AT_ONCE)
+        enough = False
+        failures: list[BaseException] = []
 
         async def touch() -> None:
-            # Each request holds its connection (body unread) until every one has connected;
-            # otherwise a fast server lets later requests reuse the first few connections.
-            holding = False
-            try:
-                async with session.get(
-                    config.preopen_url, headers=config.headers, proxy=config.proxy
-                ) as resp:
-                    holding = True
-                    connected()
-                    await all_connected.wait()
-                    await resp.read()
-            finally:
-                if not holding:
-                    connected()
+            nonlocal enough
+            FRESH_ONLY.set(True)  # this task's own context
+            async with slots:
+                if enough:
+                    return
+                started = perf_counter_ns()
+                try:
+                    async with session.get(
+                        config.preopen_url, headers=config.headers, proxy=config.proxy
+                    ) as resp:
+                        await resp.read()
+                except Exception as exc:  # counted; the run reports the first one
+                    failures.append(exc)
+                    enough = True
+                    return
+                slow = perf_counter_ns() - started > PREOPEN_SLOW_S * 1e9
+                if slow or len(connector.preopened) > connector.open_preopened():
+                    enough = True
 
-        results = await asyncio.gather(*(touch() for _ in range(count)), return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
+        connector.preopening = True
+        tasks = [asyncio.ensure_future(touch()) for _ in range(count)]
+        try:
+            await asyncio.wait(tasks, timeout=PREOPEN_BUDGET_S) if tasks else None
+        finally:
+            connector.preopening = False
+            for task in tasks:
+                task.cancel()  # a GET still waiting is not worth a later t0
+            await asyncio.gather(*tasks, return_exceptions=True)
         first = f"{type(failures[0]).__name__}: {failures[0]}" if failures else ""
-        return count - len(failures), first
+        return connector.open_preopened(), first
 
     async def _run_shard(
         self, session: aiohttp.ClientSession, shard: Shard, t0_ns: int, credits: int
@@ -318,17 +405,34 @@ class Worker:
         if config.request_id_prefix is not None:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
         streamed = config.response_form == "sse"
-        stream = SSEStream() if streamed else PooledAnswer()
+        stream = SSEStream(config.chat) if streamed else PooledAnswer()
         chunks: list[bytes] = []
         status = 0
         error: str | None = None
+        resent = False
         connect_ns: list[int] = []
         CONNECT_NS.set(connect_ns)  # this task's own context: other requests do not see it
         send_ns = perf_counter_ns()
         try:
-            async with session.post(
-                url, data=shard.body(k), headers=headers, proxy=config.proxy
-            ) as resp:
+            try:
+                resp = await session.post(
+                    url, data=shard.body(k), headers=headers, proxy=config.proxy
+                )
+            except STALE_ERRORS as exc:
+                if connect_ns or not _before_any_byte(exc) or self.stopping:
+                    raise  # a fresh connection failed, or the server had begun to answer
+                # A pooled connection the server had closed before it read this request (as
+                # llama.cpp closes after every stream): send it again, once, on a new one.
+                resent = True
+                self._on_stale_connection()
+                FRESH_ONLY.set(True)
+                send_ns = perf_counter_ns()
+                resp = await session.post(
+                    url, data=shard.body(k), headers=headers, proxy=config.proxy
+                )
+            if not connect_ns and not resent:
+                self.stale_streak = 0  # a pooled connection answered: the server keeps them
+            async with resp:
                 status = resp.status
                 if status != 200:
                     body = await resp.content.read(MAX_ERROR_BODY)
@@ -367,6 +471,9 @@ class Worker:
         if streamed and (config.keep_text == "always" or stream.completion_tokens <= 0):
             self.texts[index] = generated_text(chunks, config.chat)
         self.events.extend(stream.event_ns)
+        server_queue_s, server_ttft_s = (
+            (stream.server_queue_s, stream.server_ttft_s) if streamed else (math.nan, math.nan)
+        )
         self.rows.append(
             (
                 index,
@@ -379,8 +486,20 @@ class Worker:
                 stream.completion_tokens,
                 sum(connect_ns),
                 success,
+                resent,
+                server_queue_s,
+                server_ttft_s,
             )
         )
+
+    def _on_stale_connection(self) -> None:
+        """Count a re-send; a few in a row without a pooled connection that answered mean the
+        server closes after every response, so connections are no longer pooled."""
+        self.connections.resent += 1
+        self.stale_streak += 1
+        if self.stale_streak >= STALE_STREAK_LIMIT and self.connector is not None:
+            self.connector.reuse = False
+            self.connections.reuse_stopped = True
 
     def _notify_demand(self) -> None:
         """Send one DEMAND at the end of this event-loop pass, however often it is asked for."""
@@ -409,7 +528,7 @@ class Worker:
         for k in ks:
             index = int(shard.indices[k])
             self.errors[index] = reason
-            self.rows.append((index, -1, -1, -1, 0, 0, -1, -1, 0, False))
+            self.rows.append((index, *UNSENT_ROW[1:]))
 
     async def _flush(self) -> None:
         if not self.rows:
