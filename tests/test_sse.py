@@ -218,14 +218,21 @@ def test_usage_only_chunk_whitespace_variants(choices):
     assert (s.prompt_tokens, s.completion_tokens) == (7, 3)
 
 
-def test_usage_riding_on_a_choices_chunk_is_ignored():
-    # continuous_usage_stats / Dynamo style: upstream's elif never reads this usage
+def test_usage_riding_on_a_choices_chunk_counts_only_without_a_usage_only_chunk():
+    # continuous_usage_stats / Dynamo style: upstream's elif never reads this usage; loadgen
+    # keeps the last one for a stream that brings no usage-only chunk (llama.cpp, TGI)
     chunk = orjson.loads(cmpl_chunk(" a"))
     chunk["usage"] = {"prompt_tokens": 12, "total_tokens": 13, "completion_tokens": 1}
     s = SSEStream()
     s.feed(sse(orjson.dumps(chunk)), 4)
     assert list(s.event_ns) == [4]
-    assert (s.prompt_tokens, s.completion_tokens) == (-1, -1)
+    assert (s.prompt_tokens, s.completion_tokens) == (-1, -1)  # not before the stream ends
+    s.finish(5)
+    assert (s.prompt_tokens, s.completion_tokens) == (12, 1)
+    s = SSEStream()
+    s.feed(sse(orjson.dumps(chunk)) + sse(usage_chunk(12, 2)), 4)
+    s.finish(5)
+    assert (s.prompt_tokens, s.completion_tokens) == (12, 2)  # the usage-only chunk wins
 
 
 def test_crlf_separators():

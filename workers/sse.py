@@ -23,7 +23,10 @@ follow ``vllm bench serve`` 0.33 (reference §2.2-2.3, checked against upstream'
   complete JSON (or ``[DONE]``), so a TCP segment that ends right before ``\\n\\n`` is not
   stamped late;
 - usage comes from an event that is not a token event (for completions, a ``"choices": []``
-  chunk): usage riding on a token event is ignored, as upstream's ``elif`` ignores it;
+  chunk), as upstream's ``elif``. Usage riding on a token event is used only when the stream
+  brings no such event: llama.cpp's and TGI's completions put it on their last token chunk
+  and send no other (upstream's Python client then re-tokenises the text; its Rust client
+  reads this usage);
 - a ``metrics`` object (vLLM's ``queue_time_ms`` and ``time_to_first_token_ms``) is read from
   any event, the last one winning, as upstream's ``_update_server_metrics``;
 - an answer that is not SSE at all (a ``stream: false`` body, one JSON object) is read whole
@@ -131,6 +134,7 @@ class SSEStream:
 
     __slots__ = (
         "_buffer",
+        "_rider",
         "_whole",
         "chat",
         "completion_tokens",
@@ -146,6 +150,7 @@ class SSEStream:
         self.chat = chat
         self._buffer = b""
         self._whole: bool | None = None  # a non-SSE JSON answer; known from the first byte
+        self._rider: tuple[int, int] | None = None  # (prompt, completion) usage on a token event
         self.event_ns: array = array("q")  # arrival instants of token events
         self.prompt_tokens = -1
         self.completion_tokens = -1
@@ -185,6 +190,8 @@ class SSEStream:
         elif self._buffer.strip():
             self._complete(self._buffer, now_ns)
         self._buffer = b""
+        if self._rider is not None and self.completion_tokens < 0 and self.prompt_tokens < 0:
+            self.prompt_tokens, self.completion_tokens = self._rider
 
     def _speculate(self, now_ns: int) -> None:
         payload = self._buffer[5:].strip()
@@ -239,14 +246,23 @@ class SSEStream:
         payload = data_of(part[start : len(part) if end < 0 else end].strip())
         if not payload:
             return
-        if usage and is_token_event(payload, self.chat):
-            return
+        rider = usage and is_token_event(payload, self.chat)
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
             return
-        if isinstance(obj, dict):
-            self._take(obj, usage)
+        if not isinstance(obj, dict):
+            return
+        if rider:  # kept aside: used only if no usage-only event comes (see finish)
+            counts = obj.get("usage")
+            if isinstance(counts, dict):
+                prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
+                self._rider = (
+                    prompt if isinstance(prompt, int) else -1,
+                    completion if isinstance(completion, int) else -1,
+                )
+            return
+        self._take(obj, usage)
 
     def _take(self, obj: dict[str, Any], usage: bool) -> None:
         """Read usage and errors (``usage``) or the metrics object from one parsed event."""
