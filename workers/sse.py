@@ -61,12 +61,37 @@ def count_token_events(part: bytes) -> int:
     return len(_NONEMPTY_CHOICES.findall(part))
 
 
-def _count_chat_with_content(part: bytes) -> int:
-    """Chat deltas in ``part`` whose ``content`` is a non-empty string."""
-    compact = part.count(b'"delta":{"content":"') - part.count(b'"delta":{"content":""')
-    if compact == part.count(b'"delta":'):
-        return compact  # vLLM's and llama.cpp's shape, content first: two C-level scans
-    return len(_DELTA_WITH_CONTENT.findall(part))
+# A flat delta with a role and nothing that is output: the opening chunk of vLLM, llama.cpp,
+# SGLang and OpenAI ({"role":"assistant","content":""}, "content":null, null-valued keys).
+_SILENT_ROLE = re.compile(
+    rb'"delta":\{(?:"\w+":(?:null|""|\[\]),)*"role":"\w+"(?:,"\w+":(?:null|""|\[\]))*\}'
+)
+# An empty delta, or one whose every value is null: a finish chunk.
+_SILENT_NULLS = re.compile(rb'"delta":\{(?:"\w+":null(?:,"\w+":null)*)?\}')
+
+
+def _count_chat(part: bytes, n: int) -> int:
+    """Token events among the ``n`` choices-bearing chat events of ``part``, from byte counts
+    alone, or -1 when some event is neither a content delta nor a known silent one."""
+    if part.count(b'"delta":') != n:
+        return -1  # not one compact delta per event: decide event by event
+    content = part.count(b'"delta":{"content":"') - part.count(b'"delta":{"content":""')
+    if content == n:
+        return n  # vLLM's and llama.cpp's token chunks, content first: C-level counts
+    if content == 0:  # another key order (SGLang writes role first): one regex scan
+        content = len(_DELTA_WITH_CONTENT.findall(part))
+        if content == n:
+            return n
+    silent = (
+        part.count(b'"delta":{}')
+        + part.count(b'"delta":{"role":"assistant","content":""}')
+        + part.count(b'"delta":{"role":"assistant","content":null}')
+    )
+    if content + silent == n:
+        return content  # with vLLM's or llama.cpp's role and finish chunks
+    content = len(_DELTA_WITH_CONTENT.findall(part))
+    silent = len(_SILENT_ROLE.findall(part)) + len(_SILENT_NULLS.findall(part))
+    return content if content + silent == n else -1
 
 
 def has_streamed_output(choice: Any) -> bool:
@@ -229,8 +254,9 @@ class SSEStream:
         n = count_token_events(part)
         if not n or not self.chat:
             return n
-        if _count_chat_with_content(part) == n and part.count(b'"delta"') == n:
-            return n  # every choices-bearing event has content: the common case
+        count = _count_chat(part, n)
+        if count >= 0:
+            return count
         count = 0
         for block in part.split(b"\n\n"):
             payload = data_of(block.strip())

@@ -40,13 +40,13 @@ from common import (
     ProcessTreeCpu,
     cpu_seconds,
     loadgen_command,
+    make_tokenizer_dir,
     other_cpu_seconds,
     stop_process,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "scripts" / "nginx" / "ceiling.conf.template"
-TOKENIZER_JSON = REPO / "loadgen" / "data" / "tokenizer.json"
 VLLM_DRIVER = REPO / "scripts" / "bench" / "vllm_bench_serve.py"
 DEFAULT_VLLM_PYTHON = Path("/work/vllm-venv/bin/python")
 
@@ -61,11 +61,6 @@ TARGET_RATIO = 8.0  # loadgen --workers 2 requests/s over vllm's
 TARGET_US_PER_EVENT = 3.0  # loadgen --workers 2 steady-state client CPU per SSE event
 
 STUB_STATUS = re.compile(rb"\s(\d+)\s+(\d+)\s+(\d+)\s")
-TOKENIZER_CONFIG = {
-    "tokenizer_class": "PreTrainedTokenizerFast",
-    "bos_token": "<|begin_of_text|>",
-    "eos_token": "<|end_of_text|>",
-}
 
 
 @dataclass(frozen=True)
@@ -261,14 +256,6 @@ def wait_nginx(proc: subprocess.Popen, args: list[str], port: int, prefix: Path)
         time.sleep(0.05)
     out = (prefix / "nginx.out").read_text() + (prefix / "error.log").read_text()
     raise SystemExit(f"nginx did not start: {' '.join(args)}\n{out}")
-
-
-def make_tokenizer_dir(path: Path) -> Path:
-    """A directory HF transformers can load: loadgen's tokenizer.json plus a minimal config."""
-    path.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(TOKENIZER_JSON, path / "tokenizer.json")
-    (path / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2))
-    return path
 
 
 def run_client(

@@ -1,9 +1,11 @@
 """Shared by the benchmark scripts: CPU accounting (processes, process trees, the rest of the
-machine, sampled periodically in a thread) and stopping the servers they start."""
+machine, sampled periodically in a thread), stopping the servers they start, and the tokenizer
+directory every client is given."""
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import shutil
@@ -17,6 +19,22 @@ from pathlib import Path
 import psutil
 
 from loadgen.mock_process import EmbeddedMockServer, MockServerError
+
+REPO = Path(__file__).resolve().parents[2]
+TOKENIZER_JSON = REPO / "loadgen" / "data" / "tokenizer.json"
+TOKENIZER_CONFIG = {
+    "tokenizer_class": "PreTrainedTokenizerFast",
+    "bos_token": "<|begin_of_text|>",
+    "eos_token": "<|end_of_text|>",
+}
+
+
+def make_tokenizer_dir(path: Path) -> Path:
+    """A directory HF transformers can load: loadgen's tokenizer.json plus a minimal config."""
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TOKENIZER_JSON, path / "tokenizer.json")
+    (path / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2))
+    return path
 
 
 def cpu_seconds(proc: psutil.Process) -> float:

@@ -1,57 +1,76 @@
-"""Per-event CPU cost of the worker's SSE parser on a vLLM-style 128-event completion stream.
+"""Per-event CPU cost of the worker's SSE parser, for completions and for chat streams.
 
-Prints microseconds per token event when the whole body arrives in one read, in 4 KiB reads,
-and one event per read (a paced stream). Run: python scripts/bench/sse_parser.py
+Each stream has 128 token chunks, a usage chunk and [DONE]; a chat stream opens with a role
+chunk and has an empty finish chunk, as vLLM and llama.cpp send them. Shapes: vLLM
+completions (the floor: one C-level count per read), vLLM chat (content first in the delta:
+two more counts), SGLang chat (every delta key written, role first: a regex scan), and tool-call
+deltas (no content: every chunk JSON-parsed, the slow path). Prints microseconds per token event
+when the whole body arrives in one read, in 4 KiB reads, and one event per read (a paced
+stream). Run: python scripts/bench/sse_parser.py
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import orjson
 
 from workers.sse import SSEStream
 
 EVENTS = 128
+USAGE = {"prompt_tokens": 128, "total_tokens": 256, "completion_tokens": EVENTS}
 
 
-def stream_events() -> list[bytes]:
-    """The events of one completion stream: 128 token chunks, a usage chunk, [DONE]."""
-    chunk = {
-        "id": "cmpl-0123456789abcdef0123456789abcdef",
-        "object": "text_completion",
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _chat(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-0123456789abcdef",
+        "object": "chat.completion.chunk",
         "created": 1,
         "model": "loadgen-mock",
-        "choices": [
-            {
-                "index": 0,
-                "text": " the",
-                "logprobs": None,
-                "finish_reason": None,
-                "stop_reason": None,
-            }
-        ],
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
     }
-    usage = {
-        "id": chunk["id"],
-        "object": "text_completion",
-        "created": 1,
-        "model": "loadgen-mock",
-        "choices": [],
-        "usage": {"prompt_tokens": 128, "total_tokens": 256, "completion_tokens": EVENTS},
-    }
-    events = [b"data: " + orjson.dumps(chunk) + b"\n\n" for _ in range(EVENTS)]
-    return [*events, b"data: " + orjson.dumps(usage) + b"\n\n", b"data: [DONE]\n\n"]
 
 
-def us_per_event(reads: list[bytes], repeat: int) -> float:
+def stream_events(shape: str) -> list[bytes]:
+    """The events of one stream of the given shape."""
+    tail = [b"data: [DONE]\n\n"]
+    if shape == "vLLM completions":
+        chunk = {
+            "id": "cmpl-0123456789abcdef0123456789abcdef",
+            "object": "text_completion",
+            "created": 1,
+            "model": "loadgen-mock",
+            "choices": [{"index": 0, "text": " the", "logprobs": None, "finish_reason": None}],
+        }
+        usage = {**chunk, "choices": [], "usage": USAGE}
+        return [_event(chunk)] * EVENTS + [_event(usage), *tail]
+    if shape == "vLLM chat":
+        role, token = {"role": "assistant", "content": ""}, {"content": " the"}
+    elif shape == "SGLang chat":
+        nulls = {"reasoning_content": None, "tool_calls": None}
+        role = {"role": "assistant", "content": "", **nulls}
+        token = {"role": None, "content": " the", **nulls}
+    else:  # tool-call deltas
+        role = {"role": "assistant", "content": None}
+        token = {"tool_calls": [{"index": 0, "function": {"arguments": "ab"}}]}
+    usage = {**_chat({}), "choices": [], "usage": USAGE}
+    body = [_event(_chat(role)), *[_event(_chat(token))] * EVENTS]
+    return [*body, _event(_chat({}, "length")), _event(usage), *tail]
+
+
+def us_per_event(reads: list[bytes], chat: bool, repeat: int) -> float:
     """Median over 5 rounds of the parser's time per token event for this split into reads."""
     rounds = []
     for _ in range(5):
         start = time.perf_counter()
         for _ in range(repeat):
-            stream = SSEStream()
+            stream = SSEStream(chat)
             for data in reads:
                 stream.feed(data, 1)
             stream.finish(2)
@@ -61,20 +80,22 @@ def us_per_event(reads: list[bytes], repeat: int) -> float:
 
 
 def main() -> None:
-    """Print the cost per event for three ways the bytes can arrive."""
+    """Print the cost per event for each shape and three ways the bytes can arrive."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=2000, help="streams parsed per round")
+    parser.add_argument("--repeat", type=int, default=1000, help="streams parsed per round")
     args = parser.parse_args()
-    events = stream_events()
-    body = b"".join(events)
-    splits = {
-        "whole body in one read": [body],
-        "4 KiB reads": [body[i : i + 4096] for i in range(0, len(body), 4096)],
-        "one event per read": events,
-    }
-    print(f"SSE parser, {EVENTS}-event stream of {len(body):,} bytes; median of 5 rounds")
-    for name, reads in splits.items():
-        print(f"  {name:<24} {us_per_event(reads, args.repeat):6.3f} µs per event")
+    shapes = ("vLLM completions", "vLLM chat", "SGLang chat", "tool-call deltas")
+    print(f"SSE parser, {EVENTS}-token streams; µs per token event, median of 5 rounds")
+    print(f"  {'shape':<18} {'one read':>9} {'4 KiB reads':>12} {'event/read':>11}  vs floor")
+    floor = None
+    for shape in shapes:
+        events = stream_events(shape)
+        body = b"".join(events)
+        splits = ([body], [body[i : i + 4096] for i in range(0, len(body), 4096)], events)
+        costs = [us_per_event(reads, shape != "vLLM completions", args.repeat) for reads in splits]
+        floor = floor or costs
+        ratio = "/".join(f"{c / f:.1f}" for c, f in zip(costs, floor, strict=True))
+        print(f"  {shape:<18} {costs[0]:9.3f} {costs[1]:12.3f} {costs[2]:11.3f}  {ratio}×")
 
 
 if __name__ == "__main__":
