@@ -1,0 +1,123 @@
+"""End to end against the mock playing llama.cpp's server with no local tokenizer: the output
+re-tokenised through the server's /tokenize after the run (the session used to be closed by
+then: `RuntimeError: Session is closed`, no summary, no JSON), Ctrl-C in that setup, and
+pre-opening against a server with fewer HTTP threads than the run's concurrency."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from test_run_integration import wait_for_t0
+
+from loadgen.mock_process import EmbeddedMockServer
+
+MODEL = "acme/no-local-tokenizer-7b"  # not in any cache; HF_HUB_OFFLINE keeps it that way
+OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1"}
+CHAT = ("--backend", "openai-chat", "--endpoint", "/v1/chat/completions")
+NO_USAGE = ("--extra-body", '{"stream_options": {"include_usage": false}}')
+
+
+def command(url: str, tmp_path: Path, *args: str) -> list[str]:
+    return [
+        sys.executable, "-m", "loadgen", "run", "--base-url", url, "--random-input-len", "16",
+        "--random-output-len", "8", "--save-result", "--save-detailed",
+        "--result-dir", str(tmp_path), *args,
+    ]  # fmt: skip
+
+
+def only_result(tmp_path: Path) -> dict:
+    (path,) = tmp_path.glob("*.json")
+    return json.loads(path.read_text())
+
+
+def llamacpp(*args: str, itl_ms: float = 0.0) -> EmbeddedMockServer:
+    return EmbeddedMockServer(
+        itl_ms=itl_ms, extra_args=("--personality", "llamacpp", "--model", MODEL, *args)
+    )
+
+
+def test_output_is_retokenised_through_the_server_after_the_run(tmp_path: Path) -> None:
+    mock = llamacpp()
+    url = mock.start()
+    try:
+        proc = subprocess.run(
+            command(url, tmp_path, *CHAT, *NO_USAGE, "--num-prompts", "40", "--disable-tqdm",
+                    "--max-concurrency", "4"),
+            capture_output=True, text=True, timeout=120, env=OFFLINE,
+        )  # fmt: skip
+    finally:
+        mock.stop()
+    assert proc.returncode == 0, proc.stderr
+    assert "Session is closed" not in proc.stderr
+    result = only_result(tmp_path)
+    assert (result["completed"], result["failed"]) == (40, 0)
+    # No usage came: every output length is the server's count of the generated text.
+    assert result["output_lens"] == [8] * 40
+
+
+def test_completions_against_llamacpp_without_a_local_tokenizer(tmp_path: Path) -> None:
+    mock = llamacpp()
+    url = mock.start()
+    try:
+        proc = subprocess.run(
+            command(url, tmp_path, "--num-prompts", "40", "--disable-tqdm"),
+            capture_output=True, text=True, timeout=120, env=OFFLINE,
+        )  # fmt: skip
+    finally:
+        mock.stop()
+    assert proc.returncode == 0, proc.stderr
+    result = only_result(tmp_path)
+    assert (result["completed"], result["failed"], result["total_output_tokens"]) == (40, 0, 320)
+
+
+def test_ctrl_c_mid_run_reports_what_finished(tmp_path: Path) -> None:
+    mock = llamacpp(itl_ms=20.0)  # 8 tokens: each stream lasts ~150 ms
+    url = mock.start()
+    try:
+        proc = subprocess.Popen(
+            command(url, tmp_path, *CHAT, *NO_USAGE, "--num-prompts", "2000",
+                    "--max-concurrency", "4"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=OFFLINE,
+        )  # fmt: skip
+        wait_for_t0(proc)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        mock.stop()
+    assert proc.returncode == 130, err
+    assert "Session is closed" not in err
+    assert "Serving Benchmark Result" in out
+    result = only_result(tmp_path)
+    assert result["completed"] > 0
+    assert result["loadgen"]["interrupted"] is True
+
+
+def test_preopening_stops_at_the_servers_threads_and_never_stalls_t0(tmp_path: Path) -> None:
+    # 4 HTTP threads, each held by an idle connection; 32 connections would be pre-opened.
+    # Those beyond the threads wait for an idle one to close (5 s): pre-opening must give up.
+    mock = llamacpp("--http-threads", "4")
+    url = mock.start()
+    try:
+        launched = time.perf_counter()
+        proc = subprocess.run(
+            command(url, tmp_path, "--tokenizer", "loadgen-mock", "--num-prompts", "200",
+                    "--max-concurrency", "32", "--workers", "2", "--disable-tqdm"),
+            capture_output=True, text=True, timeout=120, env=OFFLINE,
+        )  # fmt: skip
+    finally:
+        mock.stop()
+    assert proc.returncode == 0, proc.stderr
+    result = only_result(tmp_path)
+    assert (result["completed"], result["failed"]) == (200, 0)
+    assert result["loadgen"]["connections_preopened"] <= 4
+    # start_times are perf_counter instants (CLOCK_MONOTONIC, shared with this process). The
+    # whole start-up (imports, tokenizer, dataset) takes ~1-2 s here; a stalled pre-open 5 s more.
+    started_s = min(result["start_times"]) - launched
+    assert started_s < 4.5, f"the first request went out {started_s:.1f} s after launch"
