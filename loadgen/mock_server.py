@@ -37,8 +37,19 @@ import numpy as np
 import orjson
 import uvloop
 from aiohttp import web
+from click.core import ParameterSource
 from tokenizers import Encoding, Tokenizer
 
+from loadgen.mock_connections import ConnectionHabits
+from loadgen.mock_personalities import (
+    TTFT_WIDTH,
+    Answer,
+    Personality,
+    StreamRequest,
+    TokenCounts,
+    fixed_width,
+)
+from loadgen.mock_personalities_tgi_openai import PERSONALITIES
 from loadgen.tokenizer import MOCK_MODEL_NAME, TokenizerLoadError, load_tokenizer
 
 # Longer prompts are encoded in the default executor so that other requests' streams keep flowing.
@@ -51,7 +62,6 @@ IDLE_GC_TICK_S = 0.5
 _JSON = "application/json"
 # What Starlette (and so vLLM) sends for an event stream.
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
-_DONE = b"data: [DONE]\n\n"
 _WORD_TOKEN = re.compile(r" [A-Za-z]{2,}")
 
 
@@ -71,40 +81,26 @@ class MockConfig:
     record_timings: Path | None = None  # where the timing records go at shutdown
     unavailable_for_s: float = 0.0  # after the port opens, answer 503 for this long
     empty_model_list: bool = False  # /v1/models lists no model, like a gateway without backends
-    keepalive_timeout_s: float = 75.0  # idle keep-alive connections are closed after this
+    personality: str = "vllm"  # the real server whose answers and habits are reproduced
+    keepalive_timeout_s: float | None = None  # idle connections close after this; None: the
+    # personality's (NO_IDLE_TIMEOUT_S for a server that never closes them)
+    http_threads: int | None = None  # connection handlers; 0: unbounded; None: the personality's
     lora_names: tuple[str, ...] = ()  # LoRA adapters served besides the model
     embedding_dim: int = 384  # floats per vector answered by /v1/embeddings and /pooling
     spec_decode_draft_tokens: int = 0  # >0: /metrics counts drafts of this many tokens
 
 
 class _RequestError(Exception):
-    """Turned into an OpenAI-style error response by the handler that catches it."""
+    """Turned into the personality's error response by the handler that catches it."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, answer: Answer | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.answer = answer  # a whole answer, when not the personality's error(status, message)
 
 
-_ERROR_TYPES = {
-    400: "BadRequestError",
-    404: "NotFoundError",
-    500: "InternalServerError",
-    503: "ServiceUnavailableError",
-}
 STATS_PATH = "/mock/stats"
-
-
-def error_response(status: int, message: str) -> web.Response:
-    """An OpenAI/vLLM-style error body: ``{"object": "error", "message": ..., ...}``."""
-    body = {
-        "object": "error",
-        "message": message,
-        "type": _ERROR_TYPES.get(status, "Error"),
-        "param": None,
-        "code": status,
-    }
-    return web.Response(status=status, body=orjson.dumps(body), content_type=_JSON)
 
 
 def render_chat(messages: Any) -> str:
@@ -180,6 +176,10 @@ class _Events:
     last_suffix: bytes  # event end of the final token event, with its finish_reason
     tail: bytes  # usage chunk (if asked for) and [DONE]
     n: int
+    ttft_at: int = -1  # offset in tail of the TTFT measured at the first write, or -1
+    arrival_ns: int = 0  # the request's arrival, for that TTFT
+    first_ns: int = 0  # when token event 0 was rendered, with ttft_at set
+    last_prefix: bytes = b""  # the final token event's start, when not prefix
 
     def size(self) -> int:
         """The length in bytes of the whole stream, ``len(self.render(0, self.n))``."""
@@ -187,6 +187,8 @@ class _Events:
         return (
             len(self.head)
             + self.n * len(self.prefix)
+            + len(self.last_prefix or self.prefix)
+            - len(self.prefix)
             + full * self.fragment_offsets[-1]
             + self.fragment_offsets[rest]
             + len(self.escaped[(self.n - 1) % len(self.fragments)])
@@ -200,11 +202,48 @@ class _Events:
         if stop == start + 1 and 0 < start < self.n - 1:  # a paced stream's usual event
             return prefix + fragments[start % size]
         parts = [self.head] if start == 0 else []
+        if start == 0 and self.ttft_at >= 0:
+            self.first_ns = perf_counter_ns()
         for k in range(start, min(stop, self.n - 1)):
             parts.append(prefix)
             parts.append(fragments[k % size])
         if stop >= self.n:
-            parts += (prefix, self.escaped[(self.n - 1) % size], self.last_suffix, self.tail)
+            last_prefix = self.last_prefix or prefix
+            parts += (last_prefix, self.escaped[(self.n - 1) % size], self.last_suffix, self.last())
+        return b"".join(parts)
+
+    def last(self) -> bytes:
+        """The tail, with the measured TTFT written into its placeholder."""
+        if self.ttft_at < 0:
+            return self.tail
+        at, ttft_ms = self.ttft_at, (self.first_ns - self.arrival_ns) / 1e6
+        return self.tail[:at] + fixed_width(ttft_ms) + self.tail[at + TTFT_WIDTH :]
+
+
+@dataclass(slots=True)
+class _SuffixEvents(_Events):
+    """Events whose token text is followed by per-request bytes (ids, created, model)."""
+
+    suffix: bytes = b""  # after each non-final token event's fragment
+
+    def size(self) -> int:
+        """The length in bytes of the whole stream."""
+        return _Events.size(self) + (self.n - 1) * len(self.suffix)
+
+    def render(self, start: int, stop: int) -> bytes:
+        """The bytes of token events ``start`` to ``stop - 1``, with head and tail as due."""
+        prefix, fragments, suffix = self.prefix, self.fragments, self.suffix
+        size = len(fragments)
+        if stop == start + 1 and 0 < start < self.n - 1:
+            return prefix + fragments[start % size] + suffix
+        parts = [self.head] if start == 0 else []
+        if start == 0 and self.ttft_at >= 0:
+            self.first_ns = perf_counter_ns()
+        for k in range(start, min(stop, self.n - 1)):
+            parts += (prefix, fragments[k % size], suffix)
+        if stop >= self.n:
+            last_prefix = self.last_prefix or prefix
+            parts += (last_prefix, self.escaped[(self.n - 1) % size], self.last_suffix, self.last())
         return b"".join(parts)
 
 
@@ -219,6 +258,9 @@ class _PacedStream:
     record: array | None
     done: asyncio.Future[None]  # resolved once the last event is written or the client is gone
     sent: int = 0  # token events written so far
+    # Read nothing more once the last event is out: a request the client sends right after it
+    # is never seen by a server that closes after each stream (llama.cpp).
+    stop_reading: bool = False
 
 
 # Slack for float error when clock readings and deadlines are rounded to whole milliseconds.
@@ -315,6 +357,8 @@ class _Pacer:
         transport.write(data)
         stream.sent = upto
         if upto == events.n:
+            if stream.stop_reading:
+                transport.pause_reading()
             stream.done.set_result(None)
             return
         key = math.ceil(stream.first_ms + upto * self.itl_ms - _MS_EPS)
@@ -384,6 +428,17 @@ class _MockServer:
 
     def __init__(self, config: MockConfig) -> None:
         self.config = config
+        self.personality: Personality = PERSONALITIES[config.personality]
+        personality = self.personality
+        self.keepalive_timeout_s = config.keepalive_timeout_s or personality.keepalive_timeout_s
+        threads = config.http_threads
+        self.connections = ConnectionHabits(
+            handlers=personality.http_threads if threads is None else threads,
+            keepalive_timeout_s=self.keepalive_timeout_s,
+            close_delay_ms=(0.3, 0.7) if personality.close_after_stream else None,
+            seed=config.seed,
+        )
+        self.extra_headers = personality.headers(self.keepalive_timeout_s)
         self.tokenizer = load_tokenizer(config.tokenizer)
         self.vocab_size = self.tokenizer.get_vocab_size()
         self.rng = random.Random(config.seed)
@@ -397,6 +452,10 @@ class _MockServer:
         self.requests_seen: dict[str, int] = {}  # "METHOD /path" -> requests, 503s included
         self.in_flight = 0  # requests being handled (a stream until its last write)
         self.max_in_flight = 0
+        self.served = 0  # requests whose handling ended (answers of any status)
+        self.counts = TokenCounts()  # usage reported by generation responses, summed
+        self.loading_until = 0.0  # time.monotonic() until which the model "loads" (port open)
+        self.gate_until = 0.0  # the later of that and the end of --unavailable-for
         # Speculative-decoding counters, as vLLM's /metrics reports them (--spec-decode-...).
         self.spec_drafts = 0
         self.spec_accepted_per_pos = [0] * config.spec_decode_draft_tokens
@@ -411,13 +470,8 @@ class _MockServer:
         self.cycle_text = "".join(texts)
         self.cycle_offsets = list(itertools.accumulate((len(t) for t in texts), initial=0))
         self.escaped = [orjson.dumps(t)[1:-1] for t in texts]
-        self.completion_fragments = [
-            e + b'","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-            for e in self.escaped
-        ]
-        self.chat_fragments = [
-            e + b'"},"logprobs":null,"finish_reason":null}]}\n\n' for e in self.escaped
-        ]
+        self.completion_fragments = [e + personality.completion_end for e in self.escaped]
+        self.chat_fragments = [e + personality.chat_end for e in self.escaped]
         self.completion_offsets = list(
             itertools.accumulate((len(f) for f in self.completion_fragments), initial=0)
         )
@@ -445,11 +499,28 @@ class _MockServer:
 
     # --- helpers ---
 
+    def _error(self, status: int, message: str) -> web.Response:
+        """An error answer in the personality's shape."""
+        return _answer(self.personality.error(status, message))
+
+    def _reject(self, exc: _RequestError) -> web.Response:
+        """The answer to a request refused with ``exc``."""
+        return _answer(exc.answer or self.personality.error(exc.status, exc.message))
+
+    def mark_open(self) -> None:
+        """Start the clocks of --unavailable-for and, where the port opens at once, loading."""
+        self.opened_at = now = time.monotonic()
+        if not self.personality.port_closed_while_loading:
+            self.loading_until = now + self.config.startup_delay_s
+        unavailable_until = now + self.config.unavailable_for_s
+        self.gate_until = max(self.loading_until, unavailable_until)
+
     async def _json_body(self, request: web.Request) -> dict[str, Any]:
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError as exc:
-            raise _RequestError(400, f"Invalid JSON body: {exc}") from None
+            message = f"Invalid JSON body: {exc}"
+            raise _RequestError(400, message, self.personality.invalid_json(message)) from None
         if not isinstance(body, dict):
             raise _RequestError(400, "The request body must be a JSON object.")
         return body
@@ -458,9 +529,9 @@ class _MockServer:
         model = body.get("model")
         if model == self.config.model or model in self.config.lora_names:
             return
-        if model is None and not required:
+        if (model is None and not required) or not self.personality.checks_model:
             return
-        raise _RequestError(404, f"The model `{model}` does not exist.")
+        raise _RequestError(404, "unknown model", self.personality.unknown_model(model))
 
     async def _encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
         if len(text) <= EXECUTOR_ENCODE_CHARS:
@@ -594,9 +665,9 @@ class _MockServer:
             if encoding_format not in ("float", "bytes", "bytes_only"):
                 raise _RequestError(400, f"unsupported encoding_format: {encoding_format}")
         except _RequestError as exc:
-            return error_response(exc.status, exc.message)
+            return self._reject(exc)
         if self.config.error_rate > 0 and self.rng.random() < self.config.error_rate:
-            return error_response(500, "Injected error (mock server --error-rate).")
+            return self._error(500, "Injected error (mock server --error-rate).")
         await asyncio.sleep(self.ttft_s)
         prompt_tokens = sum(counts)
         usage = {
@@ -644,9 +715,9 @@ class _MockServer:
             query_tokens = len((await self._encode(query)).ids)
             doc_tokens = [len((await self._encode(d)).ids) for d in documents]
         except _RequestError as exc:
-            return error_response(exc.status, exc.message)
+            return self._reject(exc)
         if self.config.error_rate > 0 and self.rng.random() < self.config.error_rate:
-            return error_response(500, "Injected error (mock server --error-rate).")
+            return self._error(500, "Injected error (mock server --error-rate).")
         await asyncio.sleep(self.ttft_s)
         prompt_tokens = query_tokens * len(documents) + sum(doc_tokens)
         scores = [1.0 / (1 + i) for i in range(len(documents))]  # deterministic, in (0, 1]
@@ -663,20 +734,33 @@ class _MockServer:
 
     @web.middleware
     async def count_and_gate(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """Count every request by method and path; answer 503 while --unavailable-for lasts."""
+        """Count every request by method and path; answer 503 while the model loads (with the
+        port open) or --unavailable-for lasts; answer unknown routes in the personality's shape."""
         if request.path == STATS_PATH:
             return await handler(request)
+        if self.connections.waiting:
+            await self.connections.wait_for_handler(request.protocol)
         key = f"{request.method} {request.path}"
         self.requests_seen[key] = self.requests_seen.get(key, 0) + 1
-        unavailable_until = (self.opened_at or 0.0) + self.config.unavailable_for_s
-        if self.config.unavailable_for_s > 0 and time.monotonic() < unavailable_until:
-            return error_response(503, "The model is loading (mock server --unavailable-for).")
+        if self.gate_until and time.monotonic() < self.gate_until:
+            self.served += 1
+            if time.monotonic() < self.loading_until:
+                return _answer(self.personality.loading())
+            return self._error(503, "The model is loading (mock server --unavailable-for).")
+        if self.personality.requires_auth and not request.headers.get(
+            "Authorization", ""
+        ).startswith("Bearer "):
+            self.served += 1
+            return _answer(self.personality.unauthorized())
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            return _answer(self.personality.no_route(exc.status, request.method, key))
         finally:
             self.in_flight -= 1
+            self.served += 1
 
     def _count_drafts(self, tokens: int) -> None:
         """With --spec-decode-draft-tokens K: one draft of K tokens per generated token, of
@@ -691,6 +775,7 @@ class _MockServer:
         counters."""
         lines = ["# TYPE loadgen_mock_requests_total counter"]
         lines.append(f"loadgen_mock_requests_total {sum(self.requests_seen.values())}")
+        lines += self.personality.metric_lines(self.config.model, self.counts)
         if self.spec_accepted_per_pos:
             labels = f'engine="0",model_name="{self.config.model}"'
             draft_tokens = self.spec_drafts * len(self.spec_accepted_per_pos)
@@ -712,12 +797,17 @@ class _MockServer:
         return web.Response()
 
     async def stats(self, request: web.Request) -> web.Response:
-        """GET /mock/stats: requests received so far by method and path, and how many were
-        being handled at once (now, and at most)."""
+        """GET /mock/stats: requests received so far by method and path, how many were being
+        handled at once (now, and at most), the usage reported, and the connections' fate."""
         stats = {
+            "personality": self.personality.name,
             "requests": self.requests_seen,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "requests_served": self.served,
+            "prompt_tokens": self.counts.prompt,
+            "completion_tokens": self.counts.generated,
+            "connections": self.connections.stats(),
         }
         return web.Response(body=orjson.dumps(stats), content_type=_JSON)
 
@@ -728,7 +818,7 @@ class _MockServer:
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         arrival_ns = perf_counter_ns()
-        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{self.id_base}{next(self.counter):016x}"
+        request_id = f"{self.personality.id_prefix(chat)}{self.id_base}{next(self.counter):016x}"
         record = None
         if self.recorder is not None:
             record = self.recorder.add(request.headers.get("x-request-id", request_id), arrival_ns)
@@ -740,97 +830,70 @@ class _MockServer:
             ignore_eos = bool(body.get("ignore_eos"))
             n, finish_reason = self._output_len(max_tokens, min_tokens, ignore_eos, prompt_tokens)
         except _RequestError as exc:
-            return error_response(exc.status, exc.message)
+            return self._reject(exc)
         if self.config.error_rate > 0 and self.rng.random() < self.config.error_rate:
-            return error_response(500, "Injected error (mock server --error-rate).")
-
-        created = int(time.time())
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "total_tokens": prompt_tokens + n,
-            "completion_tokens": n,
-        }
-        if not body.get("stream"):
-            await asyncio.sleep(self.ttft_s + (n - 1) * self.itl_s)
-            text = self._text(n)
-            if chat:
-                choice = {"index": 0, "message": {"role": "assistant", "content": text}}
-            else:
-                choice = {"index": 0, "text": text}
-            choice |= {"logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
-            response = {
-                "id": request_id,
-                "object": "chat.completion" if chat else "text_completion",
-                "created": created,
-                "model": self.config.model,
-                "choices": [choice],
-                "usage": usage | {"prompt_tokens_details": None},
-            }
-            return web.Response(body=orjson.dumps(response), content_type=_JSON)
+            return self._error(500, "Injected error (mock server --error-rate).")
 
         stream_options = body.get("stream_options")
         include_usage = isinstance(stream_options, dict) and bool(
             stream_options.get("include_usage")
         )
-        self._count_drafts(n)
-        events = self._events(chat, request_id, created, n, finish_reason, usage, include_usage)
-        return await self._stream(request, events, record)
+        served = self.config.model
+        model = self.personality.answered_model(chat, body.get("model"), served)
+        answer = StreamRequest(
+            chat=chat,
+            request_id=request_id,
+            created=int(time.time()),
+            model=model,
+            model_json=self.model_json if model == served else orjson.dumps(model),
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=n,
+            include_usage=include_usage,
+            ttft_ms=self.config.ttft_ms,
+            itl_ms=self.config.itl_ms,
+        )
+        counts = self.counts
+        counts.prompt += prompt_tokens
+        counts.generated += n
+        counts.requests += 1
+        counts.running += 1
+        try:
+            if not body.get("stream"):
+                await asyncio.sleep(self.ttft_s + (n - 1) * self.itl_s)
+                response = self.personality.response(answer, self._text(n))
+                return web.Response(body=orjson.dumps(response), content_type=_JSON)
+            self._count_drafts(n)
+            return await self._stream(request, self._events(answer, arrival_ns), record)
+        finally:
+            counts.running -= 1
 
-    def _events(
-        self,
-        chat: bool,
-        request_id: str,
-        created: int,
-        n: int,
-        finish_reason: str,
-        usage: dict[str, int],
-        include_usage: bool,
-    ) -> _Events:
-        kind = b"chat.completion.chunk" if chat else b"text_completion"
-        start = b"".join(
-            (
-                b'data: {"id":"',
-                request_id.encode(),
-                b'","object":"',
-                kind,
-                b'","created":',
-                str(created).encode(),
-                b',"model":',
-                self.model_json,
-            )
-        )
-        finish = f'"finish_reason":"{finish_reason}","stop_reason":null}}]}}\n\n'.encode()
-        tail = start + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n" + _DONE
-        if not include_usage:
-            tail = _DONE
-        if chat:
-            return _Events(
-                head=start + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
-                b'"logprobs":null,"finish_reason":null}]}\n\n',
-                prefix=start + b',"choices":[{"index":0,"delta":{"content":"',
-                fragments=self.chat_fragments,
-                fragment_offsets=self.chat_offsets,
-                escaped=self.escaped,
-                last_suffix=b'"},"logprobs":null,' + finish,
-                tail=tail,
-                n=n,
-            )
-        return _Events(
-            head=b"",
-            prefix=start + b',"choices":[{"index":0,"text":"',
-            fragments=self.completion_fragments,
-            fragment_offsets=self.completion_offsets,
-            escaped=self.escaped,
-            last_suffix=b'","logprobs":null,' + finish,
-            tail=tail,
-            n=n,
-        )
+    def _events(self, answer: StreamRequest, arrival_ns: int) -> _Events:
+        shape = self.personality.stream_shape(answer)
+        if answer.chat:
+            fragments, offsets = self.chat_fragments, self.chat_offsets
+        else:
+            fragments, offsets = self.completion_fragments, self.completion_offsets
+        if shape.suffix:
+            events: _Events = _SuffixEvents(
+                shape.head, shape.prefix, fragments, offsets, self.escaped, shape.last_suffix,
+                shape.tail, answer.completion_tokens, shape.ttft_at, arrival_ns, 0,
+                shape.last_prefix, shape.suffix,
+            )  # fmt: skip
+        else:
+            events = _Events(
+                shape.head, shape.prefix, fragments, offsets, self.escaped, shape.last_suffix,
+                shape.tail, answer.completion_tokens, shape.ttft_at, arrival_ns, 0,
+                shape.last_prefix,
+            )  # fmt: skip
+        return events
 
     async def _stream(
         self, request: web.Request, events: _Events, record: array | None
     ) -> web.StreamResponse:
         # A chat stream's role chunk is a choices-bearing event too; clients count it.
         head_events = 1 if events.head else 0
+        close_after = self.personality.close_after_stream
         if self.itl_s <= 0:
             # The whole stream in one write, headers included, after the time to first token.
             if self.ttft_s > 0:
@@ -838,7 +901,19 @@ class _MockServer:
             body = events.render(0, events.n)
             if record is not None:  # aiohttp writes the body as soon as the handler returns
                 record.extend(itertools.repeat(perf_counter_ns(), events.n + head_events))
-            return web.Response(body=body, headers=_SSE_HEADERS)
+            if not close_after:
+                return web.Response(body=body, headers=_SSE_HEADERS)
+            response = web.StreamResponse(headers=_SSE_HEADERS)
+            response.content_length = len(body)
+            try:
+                await response.prepare(request)
+                # Reading stops before the body goes out, so the next request is never read.
+                self.connections.close_after_response(request.transport)
+                await response.write(body)
+                await response.write_eof()
+            except ConnectionResetError:
+                pass
+            return response
 
         response = web.StreamResponse(headers=_SSE_HEADERS)
         # The whole stream is known up front, so it goes out with a Content-Length: no
@@ -864,14 +939,21 @@ class _MockServer:
             head_events=head_events,
             record=record,
             done=loop.create_future(),
+            stop_reading=close_after,
         )
         self.pacer.start(stream)
         await stream.done
         await response.write_eof()
+        if close_after:
+            self.connections.close_after_response(transport)
         return response
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """POST /tokenize: vLLM's form (prompt or messages), or llama.cpp's (content)."""
+        if self.personality.tokenizer == "llamacpp":
+            return await self._llamacpp_tokenize(request)
+        if self.personality.tokenizer == "tgi":
+            return await self._tgi_tokenize(request)
         try:
             body = await self._json_body(request)
             self._check_model(body, required=False)
@@ -890,17 +972,23 @@ class _MockServer:
                 raise _RequestError(400, "tokenize needs a string prompt, messages, or content")
             encoding = await self._encode(text, bool(add_special_tokens))
         except _RequestError as exc:
-            return error_response(exc.status, exc.message)
-        response = {
-            "count": len(encoding.ids),
-            "max_model_len": self.config.max_model_len,
-            "tokens": encoding.ids,
-            "token_strs": encoding.tokens if body.get("return_token_strs") else None,
-        }
+            return self._reject(exc)
+        if self.personality.tokenizer == "sglang":
+            response: dict[str, Any] = {"tokens": encoding.ids, "count": len(encoding.ids)}
+            response["max_model_len"] = self.config.max_model_len
+        else:
+            response = {
+                "count": len(encoding.ids),
+                "max_model_len": self.config.max_model_len,
+                "tokens": encoding.ids,
+                "token_strs": encoding.tokens if body.get("return_token_strs") else None,
+            }
         return web.Response(body=orjson.dumps(response), content_type=_JSON)
 
     async def detokenize(self, request: web.Request) -> web.Response:
         """POST /detokenize: token ids to text, special tokens kept."""
+        if self.personality.tokenizer == "llamacpp":
+            return await self._llamacpp_detokenize(request)
         try:
             body = await self._json_body(request)
             self._check_model(body, required=False)
@@ -910,9 +998,66 @@ class _MockServer:
             if tokens:
                 self._check_token_ids(tokens)
         except _RequestError as exc:
-            return error_response(exc.status, exc.message)
+            return self._reject(exc)
         text = self.tokenizer.decode(tokens, skip_special_tokens=False)
-        return web.Response(body=orjson.dumps({"prompt": text}), content_type=_JSON)
+        key = "text" if self.personality.tokenizer == "sglang" else "prompt"
+        return web.Response(body=orjson.dumps({key: text}), content_type=_JSON)
+
+    async def _tgi_tokenize(self, request: web.Request) -> web.Response:
+        """TGI's POST /tokenize: the generate body ``{"inputs"}`` to a bare array of
+        ``{"id", "text", "start", "stop"}`` (character offsets)."""
+        try:
+            body = await self._json_body(request)
+            inputs = body.get("inputs")
+            if not isinstance(inputs, str):
+                raise _RequestError(400, "inputs must be a string")
+        except _RequestError as exc:
+            return self._reject(exc)
+        encoding = await self._encode(inputs)
+        tokens = [
+            {"id": i, "text": inputs[start:stop], "start": start, "stop": stop}
+            for i, (start, stop) in zip(encoding.ids, encoding.offsets, strict=True)
+        ]
+        return web.Response(body=orjson.dumps(tokens), content_type=_JSON)
+
+    async def _llamacpp_tokenize(self, request: web.Request) -> web.Response:
+        """llama.cpp's POST /tokenize: ``{"content", "add_special", "with_pieces"}`` to
+        ``{"tokens"}``; a body without ``content`` (vLLM's form) gets no tokens."""
+        try:
+            body = await self._json_body(request)
+            content = body.get("content")
+            if content is not None and not isinstance(content, str):
+                raise _RequestError(400, "content must be a string")
+        except _RequestError as exc:
+            return self._reject(exc)
+        if content is None:
+            return web.Response(body=b'{"tokens":[]}', content_type=_JSON)
+        encoding = await self._encode(content, bool(body.get("add_special", False)))
+        tokens: list[Any] = encoding.ids
+        if body.get("with_pieces"):
+            decode = self.tokenizer.decode
+            tokens = [{"id": i, "piece": decode([i], skip_special_tokens=False)} for i in tokens]
+        return web.Response(body=orjson.dumps({"tokens": tokens}), content_type=_JSON)
+
+    async def _llamacpp_detokenize(self, request: web.Request) -> web.Response:
+        """llama.cpp's POST /detokenize: ``{"tokens"}`` to ``{"content"}``; an id out of the
+        vocabulary is a server error (500)."""
+        try:
+            body = await self._json_body(request)
+            tokens = body.get("tokens", [])
+            if not isinstance(tokens, list) or set(map(type, tokens)) - {int}:
+                raise _RequestError(500, "tokens must be a list of token ids")
+            if tokens and (min(tokens) < 0 or max(tokens) >= self.vocab_size):
+                raise _RequestError(500, f"token id out of range [0, {self.vocab_size})")
+        except _RequestError as exc:
+            return self._reject(exc)
+        text = self.tokenizer.decode(tokens, skip_special_tokens=False)
+        return web.Response(body=orjson.dumps({"content": text}), content_type=_JSON)
+
+
+def _answer(answer: Answer) -> web.Response:
+    status, body, content_type = answer
+    return web.Response(status=status, body=body, content_type=content_type)
 
 
 SERVER_KEY = web.AppKey("server", _MockServer)
@@ -925,22 +1070,38 @@ def build_app(config: MockConfig) -> web.Application:
     app[SERVER_KEY] = server
     app.router.add_get("/health", server.health)
     app.router.add_get("/v1/models", server.models)
-    app.router.add_get("/metrics", server.metrics)
+    if server.personality.metrics:
+        app.router.add_get("/metrics", server.metrics)
     app.router.add_post("/v1/completions", server.completions)
     app.router.add_post("/v1/chat/completions", server.chat_completions)
     app.router.add_post("/v1/embeddings", server.embeddings)
     app.router.add_post("/pooling", server.pooling)
     for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
         app.router.add_post(path, server.rerank)
-    app.router.add_post("/tokenize", server.tokenize)
-    app.router.add_post("/detokenize", server.detokenize)
+    tokenizer = server.personality.tokenizer
+    if tokenizer is not None:
+        app.router.add_post("/tokenize", server.tokenize)
+    if tokenizer not in (None, "tgi"):  # TGI has no /detokenize
+        app.router.add_post("/detokenize", server.detokenize)
+    if tokenizer == "sglang":
+        app.router.add_post("/v1/tokenize", server.tokenize)
+        app.router.add_post("/v1/detokenize", server.detokenize)
     app.router.add_get(STATS_PATH, server.stats)
     app.router.add_post("/start_profile", server.profile)
     app.router.add_post("/stop_profile", server.profile)
     if server.recorder is not None:
         app.router.add_get("/timings", server.timings)
         app[RECORDER_KEY] = server.recorder
+    if server.extra_headers:
+        app.on_response_prepare.append(functools.partial(_add_headers, server.extra_headers))
     return app
+
+
+async def _add_headers(
+    headers: dict[str, str], request: web.Request, response: web.StreamResponse
+) -> None:
+    """Add the personality's headers to a response about to be sent."""
+    response.headers.update(headers)
 
 
 async def serve(config: MockConfig, host: str, port: int) -> None:
@@ -951,7 +1112,8 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
         loop.add_signal_handler(sig, stop.set)
 
     app = build_app(config)
-    if config.startup_delay_s > 0:
+    server = app[SERVER_KEY]
+    if config.startup_delay_s > 0 and server.personality.port_closed_while_loading:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), config.startup_delay_s)
         if stop.is_set():
@@ -963,14 +1125,16 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
         access_log=None,
         handle_signals=False,
         shutdown_timeout=1.0,
-        keepalive_timeout=config.keepalive_timeout_s,
+        keepalive_timeout=server.keepalive_timeout_s,
     )
     await runner.setup()
+    assert runner.server is not None
+    server.connections.install(runner.server)
     try:
         site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_address=True)
         await site.start()
-        app[SERVER_KEY].opened_at = time.monotonic()
-        collector = asyncio.create_task(_collect_garbage_when_idle(app[SERVER_KEY]))
+        server.mark_open()
+        collector = asyncio.create_task(_collect_garbage_when_idle(server))
         real_port = runner.addresses[0][1]
         shown_host = f"[{host}]" if ":" in host else host
         print(f"loadgen mock-server listening on http://{shown_host}:{real_port}", flush=True)
@@ -1063,7 +1227,8 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     default=0.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds to keep the port closed after start, like a loading model.",
+    help="Seconds the model 'loads' after start: the port stays closed (vllm, sglang, tgi, "
+    "openai) or answers every request 503 (llamacpp).",
 )
 @click.option(
     "--error-rate",
@@ -1099,11 +1264,26 @@ def _save_timings(app: web.Application, path: Path | None) -> None:
     "gateway whose backend is still loading.",
 )
 @click.option(
-    "--keepalive-timeout",
-    default=75.0,
+    "--personality",
+    default="vllm",
     show_default=True,
+    type=click.Choice(sorted(PERSONALITIES)),
+    help="The server whose answers and connection habits to reproduce; see docs/servers.md.",
+)
+@click.option(
+    "--keepalive-timeout",
+    default=None,
     type=click.FloatRange(min=0, min_open=True),
-    help="Seconds an idle keep-alive connection stays open (uvicorn, and so vLLM, uses 5).",
+    help="Seconds an idle keep-alive connection stays open. Default: the personality's "
+    "(5 for vllm, sglang and llamacpp; none for tgi; 75 for openai).",
+)
+@click.option(
+    "--http-threads",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Connection handlers, each held by an open connection, idle or not; connections "
+    "beyond them wait until one closes (cpp-httplib's thread pool). 0: unbounded. Default: "
+    "8 for llamacpp, unbounded for the others.",
 )
 @click.option(
     "--lora",
@@ -1146,7 +1326,9 @@ def mock_server_command(
     max_model_len: int,
     record_timings: Path | None,
     unavailable_for: float,
-    keepalive_timeout: float,
+    personality: str,
+    keepalive_timeout: float | None,
+    http_threads: int | None,
     lora_names: tuple[str, ...],
     embedding_dim: int,
     spec_decode_draft_tokens: int,
@@ -1159,6 +1341,12 @@ def mock_server_command(
             raise click.BadParameter(
                 f"{folder} is not a writable directory", param_hint="--record-timings"
             )
+    # Options left at their default take the personality's; asked by source, not by value.
+    context = click.get_current_context()
+    if context.get_parameter_source("keepalive_timeout") is ParameterSource.DEFAULT:
+        keepalive_timeout = None
+    if context.get_parameter_source("http_threads") is ParameterSource.DEFAULT:
+        http_threads = None
     config = MockConfig(
         model=model,
         tokenizer=tokenizer,
@@ -1172,7 +1360,9 @@ def mock_server_command(
         record_timings=record_timings,
         unavailable_for_s=unavailable_for,
         empty_model_list=empty_model_list,
+        personality=personality,
         keepalive_timeout_s=keepalive_timeout,
+        http_threads=http_threads,
         lora_names=lora_names,
         embedding_dim=embedding_dim,
         spec_decode_draft_tokens=spec_decode_draft_tokens,
