@@ -634,6 +634,15 @@ def cli() -> None:
     help="Seconds between two tries while waiting for the server.",
 )
 @click.option(
+    "--server-tokenizer-timeout-sec",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds the dataset may take to build through the server's /tokenize and "
+    "/detokenize (when no local tokenizer loads) before the run stops with exit 1; also bounds "
+    "the alignment of random prompts to the server's tokenizer.",
+)
+@click.option(
     "--num-warmups",
     type=int,
     default=0,

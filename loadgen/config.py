@@ -182,6 +182,7 @@ class RunConfig:
     metric_percentiles: str = "99"
     ready_check_timeout_sec: float = 0.0
     ready_check_interval_sec: float = 5.0
+    server_tokenizer_timeout_sec: float = 300.0
     num_warmups: int = 0
     workers: int = field(default_factory=available_cores)
     mock: bool = False
@@ -432,6 +433,11 @@ class RunConfig:
         if not self.ready_check_interval_sec > 0:
             raise ConfigError(
                 f"--ready-check-interval-sec must be > 0, got {self.ready_check_interval_sec:g}"
+            )
+        if not self.server_tokenizer_timeout_sec > 0:
+            raise ConfigError(
+                "--server-tokenizer-timeout-sec must be > 0, "
+                f"got {self.server_tokenizer_timeout_sec:g}"
             )
         if self.num_warmups < 0:
             raise ConfigError(f"--num-warmups must be >= 0, got {self.num_warmups}")

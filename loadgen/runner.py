@@ -55,6 +55,7 @@ from loadgen.plots import (
 from loadgen.probe import PROBE_PROMPT, ProbeLoop, probe_stats
 from loadgen.readiness import (
     READY_CHECK_HINT,
+    ConnectionLost,
     ServerError,
     ServerUnreachable,
     StartupClient,
@@ -204,6 +205,8 @@ async def _run_with(config: RunConfig, client: StartupClient) -> int:
     try:
         try:
             prepared = await _prepare(config, client)
+            if isinstance(prepared.tokenizer, ServerTokenizer):
+                prepared.tokenizer.end_build()  # its deadline and progress bar end here
             await _check_ready(config, client, prepared.bodies[0])
             prepared = await _align(config, client, prepared)
             await _warm_up(config, client, prepared.bodies[0])
@@ -412,12 +415,20 @@ def _serialize(config: RunConfig, dataset: SampledPrompts, models: list[str]) ->
 
 async def _align(config: RunConfig, client: StartupClient, prepared: Prepared) -> Prepared:
     """Upstream's /tokenize re-alignment of random and prefix_repetition prompts, once the
-    server is known to answer (loadgen/alignment.py); the bodies are rebuilt if prompts change."""
+    server is known to answer (loadgen/alignment.py); the bodies are rebuilt if prompts change.
+    Prompts built with the server's own tokenizer need none."""
+    if isinstance(prepared.tokenizer, ServerTokenizer):
+        return prepared
     prompts = prepared.dataset.prompts
     if config.dataset_name not in ALIGNED_DATASETS or not isinstance(prompts[0], str):
         return prepared
     aligned = await align_to_server_tokenizer(
-        client, prepared.model_name, prompts, prepared.dataset.prompt_lens.tolist()
+        client,
+        prepared.model_name,
+        prompts,
+        prepared.dataset.prompt_lens.tolist(),
+        timeout_s=config.server_tokenizer_timeout_sec,
+        progress=not config.disable_tqdm,
     )
     if aligned == prompts:
         return prepared
@@ -471,11 +482,16 @@ async def _server_codec(
         tokenizer = await ServerTokenizer.connect(
             client, model_name, config.ready_check_timeout_sec, config.ready_check_interval_sec
         )
+    except ConnectionLost:
+        raise  # the server answers connections; waiting for it to come up is not the fix
     except ServerUnreachable as exc:
         raise _with_hint(config, exc) from None
     print(
         f"Server tokenizer: {tokenizer.form} form, vocabulary size {tokenizer.vocab_size}, "
         f"{tokenizer.num_special_tokens} special token(s) per prompt"
+    )
+    tokenizer.begin_build(
+        config.server_tokenizer_timeout_sec, config.num_prompts, progress=not config.disable_tqdm
     )
     return tokenizer
 

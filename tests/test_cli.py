@@ -42,7 +42,14 @@ def test_flags_unknown_to_upstream_are_left_to_click() -> None:
 
 def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
     run = cli.commands["run"]
-    own = {"--workers", "--mock", "--mock-ttft-ms", "--mock-itl-ms", "--ready-check-interval-sec"}
+    own = {
+        "--workers",
+        "--mock",
+        "--mock-ttft-ms",
+        "--mock-itl-ms",
+        "--ready-check-interval-sec",
+        "--server-tokenizer-timeout-sec",
+    }
     options = {opt for p in run.params for opt in getattr(p, "opts", []) if opt.startswith("--")}
     assert options - own <= VLLM_BENCH_SERVE_FLAGS
     assert own <= options

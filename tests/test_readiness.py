@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import pytest
 
 from loadgen.readiness import (
+    ConnectionLost,
     NotRetryable,
     ReadinessTimeout,
     ServerError,
@@ -170,3 +172,39 @@ def test_describe_error_is_one_line() -> None:
 )
 def test_server_message_takes_the_openai_error_message(body: bytes, expected: str) -> None:
     assert server_message(400, body) == (f"HTTP 400: {expected}" if expected else "HTTP 400")
+
+
+# --- retry_with_timeout with a bounded number of attempts (the server tokenizer's calls) -------
+
+
+def test_attempts_bound_the_retries_and_the_last_error_is_raised_unchanged() -> None:
+    error = ConnectionLost("connection to http://h/tokenize closed without an answer")
+    op = Flaky(10, error)
+    with pytest.raises(ConnectionLost) as info:
+        retry(math.inf, 0.001, op, attempts=3, retry_on=(ConnectionLost,))
+    assert info.value is error
+    assert op.calls == 3
+    op = Flaky(2, error)
+    assert retry(math.inf, 0.001, op, attempts=3, retry_on=(ConnectionLost,)) == "ok"
+
+
+def test_only_the_errors_named_are_retried() -> None:
+    op = Flaky(1, ServerError("POST http://h/detokenize answered HTTP 500: invalid token"))
+    with pytest.raises(ServerError, match="HTTP 500"):
+        retry(5, 0.001, op, attempts=5, retry_on=(ConnectionLost,))
+    assert op.calls == 1
+
+
+def test_pauses_grow_by_the_backoff_factor() -> None:
+    pauses: list[float] = []
+    op = Flaky(4, ConnectionLost("lost"))
+    retry(5, 0.01, op, backoff=2.0, on_retry=lambda error, wait, left: pauses.append(wait))
+    assert pauses == pytest.approx([0.01, 0.02, 0.04, 0.08])
+
+
+def test_the_deadline_still_ends_retries_that_name_other_errors() -> None:
+    async def hangs() -> None:
+        await asyncio.sleep(60)
+
+    with pytest.raises(ReadinessTimeout):
+        retry(0.2, 0.05, hangs, attempts=3, retry_on=(ConnectionLost,))

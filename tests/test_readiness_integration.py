@@ -274,6 +274,31 @@ def test_server_tokenizer_fallback_builds_the_dataset(tmp_path: Path) -> None:
     assert sum(n == 100 for n in result["input_lens"]) >= 36
 
 
+def test_a_server_tokenizer_build_past_its_timeout_stops_the_run_saying_how_far_it_got() -> None:
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    args = [sys.executable, "-m", "loadgen", "run", "--port", str(port), "--workers", "1",
+            "--num-prompts", "2000", "--random-input-len", "100", "--random-output-len", "4",
+            "--disable-tqdm"]  # fmt: skip
+    with mock_server(port, "--model", "acme/no-local-tokenizer-7b"):
+        wait_listening(port)
+        proc = subprocess.run(
+            [*args, "--server-tokenizer-timeout-sec", "0.001"],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert error_lines(proc) == [
+        "error: building the dataset of 2,000 prompts through the server's /tokenize and "
+        "/detokenize: 0 calls answered after 0 s; pass --tokenizer to use a local tokenizer, or "
+        "raise --server-tokenizer-timeout-sec"
+    ], proc.stderr
+    refused = subprocess.run(
+        [*args, "--server-tokenizer-timeout-sec", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2
+    assert "--server-tokenizer-timeout-sec must be > 0, got 0" in refused.stderr
+
+
 def test_interrupt_while_waiting_stops_at_once() -> None:
     port = free_port()
     proc = subprocess.Popen(
