@@ -208,15 +208,25 @@ class Personality:
 
     def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
         """Prometheus text lines of the token counters and running requests."""
-        labels = f'{{engine="0",model_name="{model}"}}'
-        return [
-            "# TYPE vllm:num_requests_running gauge",
-            f"vllm:num_requests_running{labels} {float(counts.running)}",
-            "# TYPE vllm:prompt_tokens_total counter",
-            f"vllm:prompt_tokens_total{labels} {float(counts.prompt)}",
-            "# TYPE vllm:generation_tokens_total counter",
-            f"vllm:generation_tokens_total{labels} {float(counts.generated)}",
-        ]
+        return prometheus_lines(
+            "vllm",
+            f'{{engine="0",model_name="{model}"}}',
+            (
+                ("num_requests_running", "gauge", float(counts.running)),
+                ("prompt_tokens_total", "counter", float(counts.prompt)),
+                ("generation_tokens_total", "counter", float(counts.generated)),
+            ),
+        )
+
+
+def prometheus_lines(
+    prefix: str, labels: str, samples: tuple[tuple[str, str, float], ...]
+) -> list[str]:
+    """Prometheus text lines: a TYPE line and one sample for each (name, kind, value)."""
+    lines = []
+    for name, kind, value in samples:
+        lines += [f"# TYPE {prefix}:{name} {kind}", f"{prefix}:{name}{labels} {value}"]
+    return lines
 
 
 class LlamaCpp(Personality):
@@ -351,15 +361,16 @@ class LlamaCpp(Personality):
         return self.error(503, "Loading model")
 
     def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
-        lines = []
-        for name, kind, value in (
-            ("prompt_tokens_total", "counter", counts.prompt),
-            ("tokens_predicted_total", "counter", counts.generated),
-            ("requests_processing", "gauge", counts.running),
-            ("requests_deferred", "gauge", 0),
-        ):
-            lines += [f"# TYPE llamacpp:{name} {kind}", f"llamacpp:{name} {value}"]
-        return lines
+        return prometheus_lines(
+            "llamacpp",
+            "",
+            (
+                ("prompt_tokens_total", "counter", counts.prompt),
+                ("tokens_predicted_total", "counter", counts.generated),
+                ("requests_processing", "gauge", counts.running),
+                ("requests_deferred", "gauge", 0),
+            ),
+        )
 
 
 class SGLang(Personality):
@@ -423,13 +434,13 @@ class SGLang(Personality):
         return status, orjson.dumps(body | {"code": status}), _JSON
 
     def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
-        labels = f'{{model_name="{model}"}}'
-        lines = []
-        for name, kind, value in (
-            ("prompt_tokens_total", "counter", counts.prompt),
-            ("generation_tokens_total", "counter", counts.generated),
-            ("num_running_reqs", "gauge", counts.running),
-            ("num_queue_reqs", "gauge", 0),
-        ):
-            lines += [f"# TYPE sglang:{name} {kind}", f"sglang:{name}{labels} {float(value)}"]
-        return lines
+        return prometheus_lines(
+            "sglang",
+            f'{{model_name="{model}"}}',
+            (
+                ("prompt_tokens_total", "counter", float(counts.prompt)),
+                ("generation_tokens_total", "counter", float(counts.generated)),
+                ("num_running_reqs", "gauge", float(counts.running)),
+                ("num_queue_reqs", "gauge", 0.0),
+            ),
+        )

@@ -8,6 +8,9 @@ answer one fixed vector per input after the time to first token (floats, or raw 
 scores each document against the query. With ``--record-timings`` it
 also records, on ``time.perf_counter_ns()``, when each generation request reached its handler and
 when each token event was written, so that a client's measurements can be checked against them.
+Each server's shapes and connection habits live in loadgen/mock_personalities*.py and
+loadgen/mock_connections.py. This module is over 500 lines because it still holds config,
+handlers, pacing and the timing recorder together; issue 13 splits it into a mock/ package.
 """
 
 from __future__ import annotations

@@ -42,13 +42,17 @@ def llamacpp(*args: str, itl_ms: float = 0.0) -> EmbeddedMockServer:
     )
 
 
-def test_output_is_retokenised_through_the_server_after_the_run(tmp_path: Path) -> None:
-    mock = llamacpp()
+def run_against_llamacpp(
+    tmp_path: Path, *args: str, mock_args: tuple[str, ...] = ()
+) -> tuple[dict, float]:
+    """``loadgen run ARGS`` against a llamacpp mock; the result, and the first request's instant
+    after launch in seconds (start_times are perf_counter instants: CLOCK_MONOTONIC, shared)."""
+    mock = llamacpp(*mock_args)
     url = mock.start()
     try:
+        launched = time.perf_counter()
         proc = subprocess.run(
-            command(url, tmp_path, *CHAT, *NO_USAGE, "--num-prompts", "40", "--disable-tqdm",
-                    "--max-concurrency", "4"),
+            command(url, tmp_path, "--disable-tqdm", *args),
             capture_output=True, text=True, timeout=120, env=OFFLINE,
         )  # fmt: skip
     finally:
@@ -56,23 +60,20 @@ def test_output_is_retokenised_through_the_server_after_the_run(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     assert "Session is closed" not in proc.stderr
     result = only_result(tmp_path)
+    return result, min(result["start_times"]) - launched
+
+
+def test_output_is_retokenised_through_the_server_after_the_run(tmp_path: Path) -> None:
+    result, _ = run_against_llamacpp(
+        tmp_path, *CHAT, *NO_USAGE, "--num-prompts", "40", "--max-concurrency", "4"
+    )
     assert (result["completed"], result["failed"]) == (40, 0)
     # No usage came: every output length is the server's count of the generated text.
     assert result["output_lens"] == [8] * 40
 
 
 def test_completions_against_llamacpp_without_a_local_tokenizer(tmp_path: Path) -> None:
-    mock = llamacpp()
-    url = mock.start()
-    try:
-        proc = subprocess.run(
-            command(url, tmp_path, "--num-prompts", "40", "--disable-tqdm"),
-            capture_output=True, text=True, timeout=120, env=OFFLINE,
-        )  # fmt: skip
-    finally:
-        mock.stop()
-    assert proc.returncode == 0, proc.stderr
-    result = only_result(tmp_path)
+    result, _ = run_against_llamacpp(tmp_path, "--num-prompts", "40")
     assert (result["completed"], result["failed"], result["total_output_tokens"]) == (40, 0, 320)
 
 
@@ -102,22 +103,23 @@ def test_ctrl_c_mid_run_reports_what_finished(tmp_path: Path) -> None:
 def test_preopening_stops_at_the_servers_threads_and_never_stalls_t0(tmp_path: Path) -> None:
     # 4 HTTP threads, each held by an idle connection; 32 connections would be pre-opened.
     # Those beyond the threads wait for an idle one to close (5 s): pre-opening must give up.
-    mock = llamacpp("--http-threads", "4")
-    url = mock.start()
-    try:
-        launched = time.perf_counter()
-        proc = subprocess.run(
-            command(url, tmp_path, "--tokenizer", "loadgen-mock", "--num-prompts", "200",
-                    "--max-concurrency", "32", "--workers", "2", "--disable-tqdm"),
-            capture_output=True, text=True, timeout=120, env=OFFLINE,
-        )  # fmt: skip
-    finally:
-        mock.stop()
-    assert proc.returncode == 0, proc.stderr
-    result = only_result(tmp_path)
+    result, started_s = run_against_llamacpp(
+        tmp_path, "--tokenizer", "loadgen-mock", "--num-prompts", "200",
+        "--max-concurrency", "32", "--workers", "2", mock_args=("--http-threads", "4"),
+    )  # fmt: skip
     assert (result["completed"], result["failed"]) == (200, 0)
     assert result["loadgen"]["connections_preopened"] <= 4
-    # start_times are perf_counter instants (CLOCK_MONOTONIC, shared with this process). The
-    # whole start-up (imports, tokenizer, dataset) takes ~1-2 s here; a stalled pre-open 5 s more.
-    started_s = min(result["start_times"]) - launched
+    # The whole start-up (imports, tokenizer, dataset) takes ~1-2 s here; a stalled pre-open
+    # adds 5 s (the server's idle timeout) or more.
     assert started_s < 4.5, f"the first request went out {started_s:.1f} s after launch"
+
+
+def test_a_server_answering_503_while_it_loads_is_waited_for(tmp_path: Path) -> None:
+    # llama.cpp opens its port at once and answers 503 "Loading model" until the model is in.
+    result, started_s = run_against_llamacpp(
+        tmp_path, "--tokenizer", "loadgen-mock", "--num-prompts", "20",
+        "--ready-check-timeout-sec", "30", "--ready-check-interval-sec", "0.2",
+        mock_args=("--startup-delay", "2"),
+    )  # fmt: skip
+    assert (result["completed"], result["failed"]) == (20, 0)
+    assert started_s >= 2.0  # nothing was measured before the server could answer

@@ -66,6 +66,7 @@ STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes afte
 PREOPEN_BUDGET_S = 1.0  # pre-opening never delays t0 by more than about this
 PREOPEN_AT_ONCE = 32  # connections being opened at the same time
 PREOPEN_SLOW_S = 0.25  # a pre-opening GET unanswered this long: the server serves no more
+PREOPEN_POLL_S = 0.05  # how often pre-opening looks for GETs the server does not serve
 
 
 class PoolConnector(aiohttp.TCPConnector):
@@ -274,9 +275,10 @@ class Worker:
 
         Each connection is opened by a GET that may take no pooled connection (FRESH_ONLY), so
         it goes back to the pool as soon as its answer is read. At most PREOPEN_AT_ONCE are
-        opened at a time and all within PREOPEN_BUDGET_S; opening stops early when a GET waits
-        past PREOPEN_SLOW_S (the server serves no more connections at once, as llama.cpp's
-        fixed pool of HTTP threads) or when one opened earlier is closed already (the server
+        opened at a time and all within PREOPEN_BUDGET_S. Opening stops early when a GET has
+        waited PREOPEN_SLOW_S while one sent after it was answered (the server serves no more
+        connections at once, as llama.cpp's fixed pool of HTTP threads where an idle
+        connection holds a thread), or when one opened earlier is closed already (the server
         keeps no idle connections). Returns how many are open, and the first error.
         """
         config = shard.config
@@ -286,14 +288,16 @@ class Worker:
         slots = asyncio.Semaphore(PREOPEN_AT_ONCE)
         enough = False
         failures: list[BaseException] = []
+        sent_ns: dict[int, int] = {}  # GETs not answered yet: when each was sent
+        last_answer_ns = 0
 
-        async def touch() -> None:
-            nonlocal enough
+        async def touch(key: int) -> None:
+            nonlocal enough, last_answer_ns
             FRESH_ONLY.set(True)  # this task's own context
             async with slots:
                 if enough:
                     return
-                started = perf_counter_ns()
+                sent_ns[key] = perf_counter_ns()
                 try:
                     async with session.get(
                         config.preopen_url, headers=config.headers, proxy=config.proxy
@@ -303,19 +307,33 @@ class Worker:
                     failures.append(exc)
                     enough = True
                     return
-                slow = perf_counter_ns() - started > PREOPEN_SLOW_S * 1e9
-                if slow or len(connector.preopened) > connector.open_preopened():
+                finally:
+                    del sent_ns[key]
+                last_answer_ns = perf_counter_ns()
+                if len(connector.preopened) > connector.open_preopened():
                     enough = True
 
+        def stuck() -> bool:
+            now = perf_counter_ns()
+            return any(
+                now - sent > PREOPEN_SLOW_S * 1e9 and sent < last_answer_ns
+                for sent in sent_ns.values()
+            )
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PREOPEN_BUDGET_S
         connector.preopening = True
-        tasks = [asyncio.ensure_future(touch()) for _ in range(count)]
+        pending = {asyncio.ensure_future(touch(key)) for key in range(count)}
         try:
-            await asyncio.wait(tasks, timeout=PREOPEN_BUDGET_S) if tasks else None
+            while pending and not enough and not stuck() and loop.time() < deadline:
+                _, pending = await asyncio.wait(
+                    pending, timeout=min(PREOPEN_POLL_S, deadline - loop.time())
+                )
         finally:
             connector.preopening = False
-            for task in tasks:
+            for task in pending:
                 task.cancel()  # a GET still waiting is not worth a later t0
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*pending, return_exceptions=True)
         first = f"{type(failures[0]).__name__}: {failures[0]}" if failures else ""
         return connector.open_preopened(), first
 

@@ -130,7 +130,11 @@ def run_one(
             "--result-dir", str(out_dir),
             "--result-filename", f"{stem}.json",
         ]  # fmt: skip
-        env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        env = os.environ | {
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "OPENAI_API_KEY": "sk-bench",  # both clients send it; the openai personality needs one
+        }
         log_path = out_dir / f"{stem}.log"
         with log_path.open("w") as log:
             launched_s = time.perf_counter()
