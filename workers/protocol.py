@@ -7,7 +7,7 @@ frames after it are raw little-endian numpy buffers, so bulk data is never JSON-
 
 | kind    | dir    | header fields                           | payload frames                 |
 |---------|--------|-----------------------------------------|--------------------------------|
-| HELLO   | w -> c | worker_id, pid, probe_port              | -                              |
+| HELLO   | w -> c | probe_port                              | -                              |
 | SHARD   | c -> w | config (WorkerConfig as a dict)         | bodies, body_offsets, indices, |
 |         |        |                                         | scheduled_ns                   |
 | READY   | w -> c | connections, connect_error              | -                              |
@@ -18,7 +18,7 @@ frames after it are raw little-endian numpy buffers, so bulk data is never JSON-
 |         |        | waiting (due requests without a credit) |                                |
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
 |         |        |                                         | event_ns (int64)               |
-| DONE    | w -> c | sent, cpu_ns, wall_ns (of the run),     | loop_lag_ns (int64)            |
+| DONE    | w -> c | cpu_ns, wall_ns (of the run),           | loop_lag_ns (int64)            |
 |         |        | connections (``ConnectionStats``)       |                                |
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
@@ -38,7 +38,7 @@ one host share, so worker and coordinator instants are directly comparable.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
@@ -114,7 +114,6 @@ class WorkerConfig:
     insecure: bool = False  # --insecure: no TLS certificate checks
     read_bufsize: int = 4 * 1024 * 1024
     flush_interval_s: float = 0.05
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def encode_probe(t_ns: int) -> bytes:

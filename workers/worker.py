@@ -181,8 +181,6 @@ class Worker:
             await self._send(
                 encode(
                     Kind.HELLO,
-                    worker_id=self.worker_id,
-                    pid=os.getpid(),
                     probe_port=self.probe.getsockname()[1],
                 )
             )
@@ -241,7 +239,6 @@ class Worker:
                     encode(
                         Kind.DONE,
                         [b""],
-                        sent=0,
                         cpu_ns=0,
                         wall_ns=0,
                         connections=asdict(self.connections),
@@ -250,7 +247,7 @@ class Worker:
                 return
             self.connections.preopened_at_t0 = connector.open_preopened()
             try:
-                sent = await self._run_shard(
+                await self._run_shard(
                     session, shard, int(fields["t0_ns"]), fields["credits"]
                 )
             finally:
@@ -261,7 +258,6 @@ class Worker:
                 encode(
                     Kind.DONE,
                     [self.loop_lag_ns.tobytes()],
-                    sent=sent,
                     cpu_ns=self.cpu_ns,
                     wall_ns=self.wall_ns,
                     connections=asdict(self.connections),
@@ -339,9 +335,9 @@ class Worker:
 
     async def _run_shard(
         self, session: aiohttp.ClientSession, shard: Shard, t0_ns: int, credits: int
-    ) -> int:
+    ) -> None:
         """Release each request at t0 + its offset, each taking one of the worker's credits of
-        the global cap, if any; return how many were released."""
+        the global cap, if any."""
         config = shard.config
         self.shard, self.t0_ns = shard, t0_ns
         self.timer = PreciseTimer(asyncio.get_running_loop())
@@ -404,7 +400,6 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
         self._account_unsent(shard, range(released, len(shard.indices)), NOT_SENT)
-        return released
 
     async def _request(
         self,
