@@ -114,7 +114,7 @@ def test_worker_identity():
 
 
 def test_shard_round_trip():
-    config = make_config(chat=True, keep_text="always", extra={"note": [1, 2]})
+    config = make_config(chat=True, keep_text="always", insecure=True)
     bodies = [
         b'{"model":"m","prompt":"hi","max_tokens":8,"stream":true}',
         b"",

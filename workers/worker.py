@@ -247,9 +247,7 @@ class Worker:
                 return
             self.connections.preopened_at_t0 = connector.open_preopened()
             try:
-                await self._run_shard(
-                    session, shard, int(fields["t0_ns"]), fields["credits"]
-                )
+                await self._run_shard(session, shard, int(fields["t0_ns"]), fields["credits"])
             finally:
                 gc.enable()
             self.connections.closed_before_use = connector.closed_before_use()
