@@ -17,7 +17,8 @@ built, as upstream does.
 
 from __future__ import annotations
 
-from loadgen.readiness import ServerError, StartupClient
+from loadgen.server.client import ServerClient
+from loadgen.server.errors import ServerError
 from loadgen.server_tokenizer import (
     BuildTimeout,
     ServerCalls,
@@ -30,7 +31,7 @@ DEFAULT_TIMEOUT_S = 300.0
 
 
 async def align_to_server_tokenizer(
-    client: StartupClient,
+    client: ServerClient,
     model: str,
     prompts: list[str],
     prompt_lens: list[int],

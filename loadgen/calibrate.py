@@ -9,7 +9,6 @@ error = client gap − server gap for the k-th gap of a request on both sides.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import shutil
@@ -19,12 +18,12 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import click
 import numpy as np
 
-from loadgen.mock_process import EmbeddedMockServer, MockServerError
+from loadgen.mock.process import EmbeddedMockServer, MockServerError
+from loadgen.mock.recorder import TimingRecords
 from loadgen.tokenizer import MOCK_MODEL_NAME
 
 SERVER_START_TIMEOUT_S = 60.0
@@ -32,31 +31,6 @@ SERVER_STOP_TIMEOUT_S = 15.0
 
 
 # --- the data of both sides ---
-
-
-@dataclass
-class ServerRecords:
-    """The mock server's timing records, as ``loadgen mock-server --record-timings`` saves them."""
-
-    request_ids: np.ndarray  # str [R]
-    arrival_ns: np.ndarray  # int64 [R], handler entry
-    event_offsets: np.ndarray  # int64 [R+1]; request r owns event_ns[off[r]:off[r+1]]
-    event_ns: np.ndarray  # int64 [E], write instants of the token events
-
-    @classmethod
-    def load(cls, source: str | Path | IO[bytes]) -> ServerRecords:
-        """Read an ``.npz`` archive written by the mock server (a path or a binary file)."""
-        with np.load(source) as data:
-            return cls(
-                request_ids=data["request_ids"],
-                arrival_ns=data["arrival_ns"],
-                event_offsets=data["event_offsets"],
-                event_ns=data["event_ns"],
-            )
-
-    def events_of(self, row: int) -> np.ndarray:
-        """The event write instants of record ``row``."""
-        return self.event_ns[self.event_offsets[row] : self.event_offsets[row + 1]]
 
 
 @dataclass
@@ -118,7 +92,7 @@ class Stats:
 # --- the join and its statistics (pure) ---
 
 
-def compare(client: ClientRun, server: ServerRecords, prefix: str) -> Comparison:
+def compare(client: ClientRun, server: TimingRecords, prefix: str) -> Comparison:
     """Join client request i with the server record of id ``f"{prefix}{i}"`` and compare them."""
     rows = {request_id: row for row, request_id in enumerate(server.request_ids.tolist())}
     ttft_errors: list[float] = []
@@ -285,11 +259,11 @@ class RecordingServer:
                 f"the mock server exited ({process.returncode}): {self.server.last_error()}"
             )
 
-    def records(self) -> ServerRecords:
+    def records(self) -> TimingRecords:
         """The server's records so far, from ``GET /timings``."""
         try:
             with urllib.request.urlopen(self.server.url + "/timings", timeout=60) as response:
-                return ServerRecords.load(io.BytesIO(response.read()))
+                return TimingRecords.from_bytes(response.read())
         except OSError as exc:
             raise CalibrationError(f"cannot fetch the mock server's /timings: {exc}") from None
 

@@ -16,14 +16,14 @@ import orjson
 
 from loadgen import __version__
 from loadgen.calibrate import calibrate_command
-from loadgen.config import ConfigError, RunConfig, available_cores
+from loadgen.config import SUPPORTED_DATASETS, ConfigError, RunConfig, available_cores
 from loadgen.fanout import FanoutError
-from loadgen.mock_process import MockServerError
-from loadgen.mock_server import mock_server_command
+from loadgen.mock.command import mock_server_command
+from loadgen.mock.process import MockServerError
 from loadgen.payloads import UPSTREAM_BACKENDS
-from loadgen.readiness import ServerError
 from loadgen.runner import RunFailed, run
 from loadgen.schedule import RAMP_UP_STRATEGIES
+from loadgen.server.errors import ServerError
 from loadgen.tokenizer import TokenizerLoadError
 from loadgen.vllm_flags import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS
 
@@ -198,7 +198,8 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_BACKENDS),
     default="openai",
     show_default=True,
-    help="Request format (openai = completions); openai, vllm and openai-chat are supported.",
+    help="Request format: openai and vllm (completions), openai-chat, and the pooling backends "
+    "(embeddings, pooling, rerank); openai-audio is not supported yet.",
 )
 @click.option("--base-url", default=None, help="Server base URL; overrides --host/--port.")
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -244,9 +245,8 @@ def cli() -> None:
     type=click.Choice(UPSTREAM_DATASETS),
     default="random",
     show_default=True,
-    help="Built so far: random, random-mm, random-rerank, prefix_repetition, custom, "
-    "custom_image, sharegpt, spec_bench, timed_trace, sonnet and hf (text datasets); the "
-    "others exit 2.",
+    help=f"Built so far: {', '.join(SUPPORTED_DATASETS)} (hf: its text datasets); the others "
+    "exit 2.",
 )
 @click.option(
     "--dataset-path",

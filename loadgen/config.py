@@ -8,9 +8,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.dataset_hf import HFDataset, find_hf_dataset
-from loadgen.dataset_random import parse_range_ratio
-from loadgen.dataset_random_mm import item_count_range, parse_bucket_config, parse_limits
+from loadgen.datasets.hf import HFDataset, find_hf_dataset
+from loadgen.datasets.random import parse_range_ratio
+from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
+from loadgen.datasets.registry import names, readers
 from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, POOLING_BACKENDS, SUPPORTED_BACKENDS
 from loadgen.plots import missing_libraries, parse_itl_thresholds
 from loadgen.schedule import RAMP_UP_STRATEGIES
@@ -29,10 +30,7 @@ SAMPLING_FIELDS = (
     "temperature", "top_p", "top_k", "min_p",
     "frequency_penalty", "presence_penalty", "repetition_penalty",
 )  # fmt: skip
-SUPPORTED_DATASETS = (
-    "random", "random-rerank", "prefix_repetition", "custom", "sharegpt", "spec_bench",
-    "timed_trace", "sonnet", "random-mm", "hf", "custom_image",
-)  # fmt: skip
+SUPPORTED_DATASETS = names()
 RANDOM_MM_DEFAULTS: dict[str, Any] = {
     "base_items_per_request": 1,
     "num_mm_items_range_ratio": 0.0,
@@ -50,23 +48,23 @@ TIMED_TRACE_DEFAULTS: dict[str, Any] = {
 }
 DEFAULT_SPEC_BENCH_OUTPUT_LEN = 256
 # Built from the tokenizer alone: --dataset-path is refused.
-SYNTHETIC_DATASETS = ("random", "random-rerank", "prefix_repetition", "random-mm")
+SYNTHETIC_DATASETS = names(lambda dataset: dataset.synthetic)
 PREFIX_REPETITION_DEFAULTS = {"prefix_len": 256, "suffix_len": 256, "num_prefixes": 10}
-# (dataset, flag prefix, defaults): each family's flags warn when given to another dataset.
+# (flag prefix, defaults): a dataset family's flags, which warn when given to another dataset.
 FAMILY_FLAGS = (
-    ("prefix_repetition", "prefix-repetition-", PREFIX_REPETITION_DEFAULTS),
-    ("random-mm", "random-mm-", RANDOM_MM_DEFAULTS),
-    ("sonnet", "sonnet-", SONNET_DEFAULTS),
-    ("timed_trace", "timed-trace-", TIMED_TRACE_DEFAULTS),
+    ("prefix-repetition-", PREFIX_REPETITION_DEFAULTS),
+    ("random-mm-", RANDOM_MM_DEFAULTS),
+    ("sonnet-", SONNET_DEFAULTS),
+    ("timed-trace-", TIMED_TRACE_DEFAULTS),
 )
 DEFAULT_PREFIX_REPETITION_OUTPUT_LEN = 128
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
 # Chat template applied unless --skip-chat-template (hf: for the datasets upstream templates).
-TEMPLATED_DATASETS = ("custom", "hf")
+TEMPLATED_DATASETS = names(lambda dataset: dataset.templated == "unless skipped")
 # Upstream's custom datasets read --num-prompts 0 or less as every line of the file.
-ALL_ROWS_DATASETS = ("custom", "spec_bench", "custom_image")
+ALL_ROWS_DATASETS = names(lambda dataset: dataset.every_row)
 # Upstream templates spec_bench prompts whatever --skip-chat-template says, with no kwargs.
-ALWAYS_TEMPLATED_DATASETS = ("spec_bench", "sonnet")
+ALWAYS_TEMPLATED_DATASETS = names(lambda dataset: dataset.templated == "always")
 
 
 class ConfigError(ValueError):
@@ -216,8 +214,10 @@ class RunConfig:
     def sends_ignore_eos(self) -> bool:
         """--ignore-eos, or upstream's forcing: random datasets with a generation backend, and
         timed_trace."""
-        forced = self.dataset_name in ("random", "random-mm") and not self.pooling
-        return self.ignore_eos or forced or self.dataset_name == "timed_trace"
+        forcing = ("always",) if self.pooling else ("always", "unless pooling")
+        return self.ignore_eos or self.dataset_name in names(
+            lambda dataset: dataset.forces_ignore_eos in forcing
+        )
 
     @property
     def pooling(self) -> bool:
@@ -232,66 +232,44 @@ class RunConfig:
             # --output-len sets every dataset's output length: that is not the flag given.
             return value != default and value != self.output_len
 
-        given_to = [  # (flag, whether it was given, the datasets that read it)
-            (
-                "--custom-output-len",
-                output_flag(self.custom_output_len, DEFAULT_CUSTOM_OUTPUT_LEN),
-                ("custom", "custom_image"),
-            ),
-            ("--sharegpt-output-len", output_flag(self.sharegpt_output_len, None), ("sharegpt",)),
+        flags_given = [  # (dataset flag, whether it was given)
+            ("--custom-output-len", output_flag(self.custom_output_len, DEFAULT_CUSTOM_OUTPUT_LEN)),
+            ("--sharegpt-output-len", output_flag(self.sharegpt_output_len, None)),
             (
                 "--spec-bench-output-len",
                 output_flag(self.spec_bench_output_len, DEFAULT_SPEC_BENCH_OUTPUT_LEN),
-                ("spec_bench",),
             ),
-            ("--spec-bench-category", self.spec_bench_category is not None, ("spec_bench",)),
+            ("--spec-bench-category", self.spec_bench_category is not None),
             (
                 "--prefix-repetition-output-len",
                 output_flag(
                     self.prefix_repetition_output_len, DEFAULT_PREFIX_REPETITION_OUTPUT_LEN
                 ),
-                ("prefix_repetition",),
             ),
-            (
-                "--disable-shuffle",
-                self.disable_shuffle,
-                ("custom", "sharegpt", "prefix_repetition", "spec_bench", "custom_image"),
-            ),
-            (
-                "--no-oversample",
-                self.no_oversample,
-                ("custom", "sharegpt", "spec_bench", "custom_image"),
-            ),
-            (
-                "--custom-ensure-client-side-data",
-                self.custom_ensure_client_side_data,
-                ("custom_image",),
-            ),
-            ("--skip-chat-template", self.skip_chat_template, TEMPLATED_DATASETS),
-            ("--random-batch-size", self.random_batch_size != 1, ("random", "random-rerank")),
-            ("--no-reranker", self.no_reranker, ("random-rerank",)),
-            ("--hf-name", self.hf_name is not None, ("hf",)),
-            ("--hf-split", self.hf_split is not None, ("hf",)),
-            ("--hf-subset", self.hf_subset is not None, ("hf",)),
-            ("--hf-output-len", output_flag(self.hf_output_len, None), ("hf",)),
-            ("--no-stream", self.no_stream, ("hf",)),
-            ("--blazedit-min-distance", self.blazedit_min_distance != 0.0, ("hf",)),
-            ("--blazedit-max-distance", self.blazedit_max_distance != 1.0, ("hf",)),
+            ("--disable-shuffle", self.disable_shuffle),
+            ("--no-oversample", self.no_oversample),
+            ("--custom-ensure-client-side-data", self.custom_ensure_client_side_data),
+            ("--skip-chat-template", self.skip_chat_template),
+            ("--random-batch-size", self.random_batch_size != 1),
+            ("--no-reranker", self.no_reranker),
+            ("--hf-name", self.hf_name is not None),
+            ("--hf-split", self.hf_split is not None),
+            ("--hf-subset", self.hf_subset is not None),
+            ("--hf-output-len", output_flag(self.hf_output_len, None)),
+            ("--no-stream", self.no_stream),
+            ("--blazedit-min-distance", self.blazedit_min_distance != 0.0),
+            ("--blazedit-max-distance", self.blazedit_max_distance != 1.0),
             *(
-                (f"--{prefix}{name.replace('_', '-')}", given, (dataset,))
-                for dataset, prefix, defaults in FAMILY_FLAGS
+                (f"--{prefix}{name.replace('_', '-')}", given)
+                for prefix, defaults in FAMILY_FLAGS
                 for name, given in self._given(defaults, prefix.replace("-", "_")).items()
             ),
-            (
-                "--enable-multimodal-chat",
-                self.enable_multimodal_chat,
-                ("random-mm", "custom_image"),
-            ),
+            ("--enable-multimodal-chat", self.enable_multimodal_chat),
         ]
         warnings = [
             f"{flag} has no effect with --dataset-name {self.dataset_name}"
-            for flag, given, readers in given_to
-            if given and self.dataset_name not in readers
+            for flag, given in flags_given
+            if given and self.dataset_name not in readers(flag)
         ]
         if self.dataset_name == "spec_bench" and self.seed != 0:
             warnings.append(

@@ -20,7 +20,7 @@ import zmq
 import zmq.asyncio
 
 from loadgen.credit_pool import CreditPool
-from loadgen.readiness import READY_CHECK_HINT
+from loadgen.server.retry import READY_CHECK_HINT
 from workers.protocol import (
     RECORD_DTYPE,
     UNSENT_ROW,

@@ -24,9 +24,9 @@ from loadgen.metrics import (
     Timings,
     tokens_per_second,
 )
-from loadgen.probe import probe_lines
-from loadgen.server_metrics import result_keys as decoding_keys
-from loadgen.server_metrics import summary_block as decoding_block
+from loadgen.server.metrics import result_keys as decoding_keys
+from loadgen.server.metrics import summary_block as decoding_block
+from loadgen.server.probes import probe_lines
 
 # Fields upstream drops from the JSON unless --save-detailed.
 DETAILED_FIELDS = (
@@ -325,14 +325,15 @@ def result_path(config: RunConfig, model_id: str, date: str) -> str:
     if config.result_filename:
         name = config.result_filename
     if config.result_dir:
-        os.makedirs(config.result_dir, exist_ok=True)
         name = os.path.join(config.result_dir, name)
     return name
 
 
 def write_result(path: str, result: dict[str, Any], append: bool = False) -> None:
     """Write the JSON as upstream does (plain json.dump: inf becomes Infinity, no indent); with
-    ``append`` (--append-result), add it as one more line, after a newline if the file has any."""
+    ``append`` (--append-result), add it as one more line, after a newline if the file has any.
+    The file's directory (--result-dir) is created if need be."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "a+" if append else "w", encoding="utf-8") as out:
         if append and out.tell() > 0:
             out.write("\n")

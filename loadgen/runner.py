@@ -7,12 +7,12 @@ import dataclasses
 import math
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -25,7 +25,9 @@ from loadgen.config import (
     TEMPLATED_DATASETS,
     RunConfig,
 )
-from loadgen.datasets import sample_dataset
+from loadgen.datasets.registry import DATASETS
+from loadgen.datasets.sample import sample_dataset
+from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.fanout import Collected, ShardPlan, WorkerPool
 from loadgen.metrics import (
     BenchmarkMetrics,
@@ -38,7 +40,7 @@ from loadgen.metrics import (
     latency_from_intended,
     summarize,
 )
-from loadgen.mock_process import EmbeddedMockServer
+from loadgen.mock.process import EmbeddedMockServer
 from loadgen.payloads import (
     CHAT_BACKENDS,
     check_endpoint,
@@ -52,19 +54,6 @@ from loadgen.plots import (
     write_dataset_stats_png,
     write_timeline_html,
 )
-from loadgen.probe import PROBE_PROMPT, ProbeLoop, probe_stats
-from loadgen.readiness import (
-    READY_CHECK_HINT,
-    ConnectionLost,
-    ServerError,
-    ServerUnreachable,
-    StartupClient,
-    auth_headers,
-    describe_error,
-    print_waiting,
-    proxy_for,
-    retry_with_timeout,
-)
 from loadgen.report import (
     build_result,
     failure_preamble,
@@ -76,7 +65,6 @@ from loadgen.report import (
     summary_lines,
     write_result,
 )
-from loadgen.sampled_prompts import SampledPrompts
 from loadgen.schedule import (
     arrival_offsets_s,
     assign_workers,
@@ -85,12 +73,20 @@ from loadgen.schedule import (
     schedule_hash,
     to_ns,
 )
-from loadgen.server_metrics import (
+from loadgen.server.client import ServerClient, auth_headers, proxy_for
+from loadgen.server.discovery import resolve_model
+from loadgen.server.errors import ConnectionLost, ServerUnreachable
+from loadgen.server.metrics import (
     diffusion_stats,
+    metrics_page,
     parse_diffusion,
     parse_spec_decode,
     spec_decode_stats,
 )
+from loadgen.server.probes import probe_loop, probe_stats
+from loadgen.server.profile import profile
+from loadgen.server.ready import check_ready, warm_up
+from loadgen.server.retry import with_hint
 from loadgen.server_tokenizer import ServerTokenizer
 from loadgen.tokenizer import (
     MOCK_MODEL_NAME,
@@ -105,20 +101,12 @@ from loadgen.verdict import verdict
 from workers.pooling import JSON_BODY, POOLING_FORMS
 from workers.protocol import ConnectionStats, WorkerConfig
 
-T = TypeVar("T")
-
 PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
 TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
     "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
     "The default will be determined on the server side and can be model/API specific. "
     "For the old behavior, include --temperature=0."
 )
-# Synthetic text datasets whose prompts upstream re-aligns to the server's tokenizer.
-ALIGNED_DATASETS = ("random", "prefix_repetition")
-PROFILER_LINES = {
-    "start": ("Starting profiler...", "Profiler started"),
-    "stop": ("Stopping profiler...", "Profiler stopped"),
-}
 
 
 class RunFailed(Exception):
@@ -160,7 +148,7 @@ def run(config: RunConfig) -> int:
         and "temperature" not in (config.extra_body or {})
     ):
         print(TEMPERATURE_WARNING)
-    is_file = config.dataset_name != "hf"  # hf: a hub id, or a local dataset directory
+    is_file = DATASETS[config.dataset_name].path_is_file  # hf: a hub id, or a directory
     if is_file and config.dataset_path is not None and not os.path.isfile(config.dataset_path):
         # Found now rather than after the tokenizer loads and the server is waited for.
         raise ValueError(f"--dataset-path {config.dataset_path}: No such file")
@@ -177,7 +165,7 @@ def run(config: RunConfig) -> int:
 
 
 async def _run(config: RunConfig) -> int:
-    client = StartupClient(config.server_url, auth_headers(config.headers), config.insecure)
+    client = ServerClient(config.server_url, auth_headers(config.headers), config.insecure)
     try:
         return await _run_with(config, client)
     finally:
@@ -185,7 +173,7 @@ async def _run(config: RunConfig) -> int:
         await client.close()
 
 
-async def _run_with(config: RunConfig, client: StartupClient) -> int:
+async def _run_with(config: RunConfig, client: ServerClient) -> int:
     # --num-prompts 0 (every line of a custom file) is not known until the file is read.
     planned = config.num_prompts if config.num_prompts > 0 else config.workers
     num_workers = min(config.workers, planned, config.max_concurrency or config.workers)
@@ -207,12 +195,12 @@ async def _run_with(config: RunConfig, client: StartupClient) -> int:
             prepared = await _prepare(config, client)
             if isinstance(prepared.tokenizer, ServerTokenizer):
                 prepared.tokenizer.end_build()  # its deadline and progress bar end here
-            await _check_ready(config, client, prepared.bodies[0])
+            await check_ready(config, client, prepared.bodies[0])
             prepared = await _align(config, client, prepared)
-            await _warm_up(config, client, prepared.bodies[0])
+            await warm_up(config, client, prepared.bodies[0])
             print("Starting main benchmark run...")
             if config.profile:
-                await _profile(client, "start")
+                await profile(client, "start")
         except asyncio.CancelledError:
             if pool.stop_requested:
                 raise RunFailed("interrupted before the run started", 130) from None
@@ -225,8 +213,8 @@ async def _run_with(config: RunConfig, client: StartupClient) -> int:
         num_workers = min(num_workers, prepared.num_requests)
         plans = _plan_shards(config, prepared, num_workers)
         progress = Progress(prepared.num_requests, config.disable_tqdm)
-        probes = _probe_loop(config, client, prepared)
-        counters_before = await _server_counters(client)
+        probes = probe_loop(config, client, prepared.model_name, response_form(config))
+        counters_before = await metrics_page(client)
 
         def on_start() -> None:
             progress.start()
@@ -245,9 +233,9 @@ async def _run_with(config: RunConfig, client: StartupClient) -> int:
             progress.close()
             probe_results = await probes.stop() if probes is not None else None
         finished = True
-        counters_after = await _server_counters(client)
+        counters_after = await metrics_page(client)
         if config.profile:
-            await _profile(client, "stop")
+            await profile(client, "stop")
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         pool.close(graceful=finished)
@@ -272,43 +260,6 @@ async def _run_with(config: RunConfig, client: StartupClient) -> int:
     )
 
 
-async def _server_counters(client: StartupClient) -> str | None:
-    """The server's Prometheus /metrics page, for its spec-decode and diffusion counters; None
-    when it serves none (not every server does)."""
-    try:
-        body = await client.request("GET", f"{client.server_url}/metrics", timeout_s=10.0)
-    except ServerError:
-        return None
-    return body.decode("utf-8", "replace")
-
-
-def _probe_loop(config: RunConfig, client: StartupClient, prepared: Prepared) -> ProbeLoop | None:
-    """--probe-request-rate's probe loop on the coordinator's session, if asked for."""
-    if config.probe_request_rate <= 0:
-        return None
-    print(f"Probe request rate: {config.probe_request_rate} req/s")
-    prompt = [PROBE_PROMPT, PROBE_PROMPT] if config.backend == "vllm-rerank" else PROBE_PROMPT
-    body = serialize_bodies(
-        config.backend,
-        [prepared.model_name],
-        [prompt],
-        [1],
-        logprobs=config.logprobs,
-        ignore_eos=config.sends_ignore_eos,
-        extra_body=config.body_extras(),
-    )[0]
-    return ProbeLoop(
-        session=client.session,
-        url=config.api_url,
-        body=body,
-        headers={"Content-Type": "application/json", **auth_headers(config.headers)},
-        interval_s=1 / config.probe_request_rate,
-        response_form=response_form(config),
-        proxy=proxy_for(config.api_url),
-        chat=config.backend in CHAT_BACKENDS,
-    )
-
-
 def print_traffic(config: RunConfig) -> None:
     """Upstream's lines on how requests will be paced, printed as the timed run starts."""
     if config.self_timed_trace:
@@ -327,14 +278,14 @@ def print_traffic(config: RunConfig) -> None:
     print(f"Maximum request concurrency: {config.max_concurrency}")
 
 
-async def _prepare(config: RunConfig, client: StartupClient) -> Prepared:
+async def _prepare(config: RunConfig, client: ServerClient) -> Prepared:
     """Model, tokenizer, dataset, bodies and schedule.
 
     What needs the server (model discovery, the server tokenizer) waits for it as configured;
     the rest goes on meanwhile: a given --model or --tokenizer lets the tokenizer load and the
     dataset build while the server is still starting.
     """
-    model_task = asyncio.ensure_future(_resolve_model(config, client))
+    model_task = asyncio.ensure_future(resolve_model(config, client))
 
     async def tokenizer_and_dataset() -> tuple[str | None, TokenCodec, SampledPrompts]:
         if config.skip_tokenizer_init:  # upstream reports tokenizer_id null
@@ -413,14 +364,14 @@ def _serialize(config: RunConfig, dataset: SampledPrompts, models: list[str]) ->
     )
 
 
-async def _align(config: RunConfig, client: StartupClient, prepared: Prepared) -> Prepared:
+async def _align(config: RunConfig, client: ServerClient, prepared: Prepared) -> Prepared:
     """Upstream's /tokenize re-alignment of random and prefix_repetition prompts, once the
     server is known to answer (loadgen/alignment.py); the bodies are rebuilt if prompts change.
     Prompts built with the server's own tokenizer need none."""
     if isinstance(prepared.tokenizer, ServerTokenizer):
         return prepared
     prompts = prepared.dataset.prompts
-    if config.dataset_name not in ALIGNED_DATASETS or not isinstance(prompts[0], str):
+    if not DATASETS[config.dataset_name].aligned or not isinstance(prompts[0], str):
         return prepared
     aligned = await align_to_server_tokenizer(
         client,
@@ -447,19 +398,9 @@ async def _all_or_cancel(*awaitables: Awaitable[Any]) -> list[Any]:
             task.cancel()
 
 
-async def _resolve_model(config: RunConfig, client: StartupClient) -> tuple[str, str]:
-    """(the model field sent, the model id): --model, or the server's first model."""
-    if config.model is not None:
-        return config.served_model_name or config.model, config.model
-    print("Model not specified, fetching first model from server...")
-    model_name, model_id = await _wait_for(config, client.fetch_first_model, "the model list")
-    print(f"First model name: {model_name}, first model id: {model_id}")
-    return model_name, model_id
-
-
 async def _load_codec(
     config: RunConfig,
-    client: StartupClient,
+    client: ServerClient,
     tokenizer_id: str,
     model_task: Awaitable[tuple[str, str]],
 ) -> TokenCodec:
@@ -474,7 +415,7 @@ async def _load_codec(
 
 
 async def _server_codec(
-    config: RunConfig, client: StartupClient, model_task: Awaitable[tuple[str, str]]
+    config: RunConfig, client: ServerClient, model_task: Awaitable[tuple[str, str]]
 ) -> ServerTokenizer:
     """The server's /tokenize and /detokenize as the tokenizer, waited for as configured."""
     model_name, _ = await model_task
@@ -485,7 +426,7 @@ async def _server_codec(
     except ConnectionLost:
         raise  # the server answers connections; waiting for it to come up is not the fix
     except ServerUnreachable as exc:
-        raise _with_hint(config, exc) from None
+        raise with_hint(exc, config.ready_check_timeout_sec) from None
     print(
         f"Server tokenizer: {tokenizer.form} form, vocabulary size {tokenizer.vocab_size}, "
         f"{tokenizer.num_special_tokens} special token(s) per prompt"
@@ -494,82 +435,6 @@ async def _server_codec(
         config.server_tokenizer_timeout_sec, config.num_prompts, progress=not config.disable_tqdm
     )
     return tokenizer
-
-
-async def _wait_for(config: RunConfig, op: Callable[[], Awaitable[T]], what: str) -> T:
-    """``op`` through the shared retry helper with the run's timeout and interval."""
-    try:
-        return await retry_with_timeout(
-            config.ready_check_timeout_sec,
-            config.ready_check_interval_sec,
-            op,
-            waiting_for=what,
-            on_retry=print_waiting(what),
-        )
-    except ServerUnreachable as exc:
-        raise _with_hint(config, exc) from None
-
-
-def _with_hint(config: RunConfig, exc: ServerUnreachable) -> ServerUnreachable:
-    if config.ready_check_timeout_sec > 0:
-        return exc
-    return ServerUnreachable(f"{exc}; is the server up? {READY_CHECK_HINT}")
-
-
-async def _check_ready(config: RunConfig, client: StartupClient, first_body: bytes) -> None:
-    """Upstream's ready check: send the first request, exactly as the run will, until it works."""
-    if config.ready_check_timeout_sec == 0:
-        print("Skipping endpoint ready check.")
-        return
-    print("Starting initial single prompt test run...")
-    try:
-        await _wait_for(
-            config,
-            lambda: client.generate(config.api_url, first_body),
-            "a first request like the run's",
-        )
-    except ServerError as exc:
-        raise ServerError(f"initial test run failed: {exc}") from None
-    print("Initial test run completed.")
-
-
-async def _warm_up(config: RunConfig, client: StartupClient, first_body: bytes) -> None:
-    """``--num-warmups`` copies of the first request, at most --max-concurrency at once; their
-    results are discarded, but failures are counted and shown."""
-    if config.num_warmups == 0:
-        return
-    print(f"Warming up with {config.num_warmups} requests...")
-    slots = asyncio.Semaphore(config.max_concurrency or config.num_warmups)
-
-    async def one() -> None:
-        async with slots:
-            await client.generate(config.api_url, first_body)
-
-    outcomes = await asyncio.gather(
-        *(one() for _ in range(config.num_warmups)), return_exceptions=True
-    )
-    failures = [o for o in outcomes if isinstance(o, BaseException)]
-    if failures:
-        print(
-            f"Warmup: {len(failures)} of {config.num_warmups} requests failed; "
-            f"the first: {describe_error(failures[0])}"
-        )
-    print("Warmup run completed.")
-
-
-async def _profile(client: StartupClient, action: str) -> None:
-    """``--profile``: POST /start_profile before the timed run, /stop_profile after it. A start
-    the server refuses ends the run before it begins; a refused stop is a warning."""
-    before, after = PROFILER_LINES[action]
-    print(before)
-    try:
-        await client.request("POST", f"{client.server_url}/{action}_profile", b"{}")
-    except ServerError as exc:
-        if action == "start":
-            raise ServerError(f"--profile: {exc} (the server needs profiling enabled)") from None
-        print(f"warning: --profile: {exc}")
-        return
-    print(after)
 
 
 def _plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
@@ -822,6 +687,7 @@ def connection_notes(stats: ConnectionStats) -> list[str]:
 def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timings) -> None:
     """--plot-timeline and --plot-dataset-stats beside the result file; a figure that cannot be
     drawn is a warning, as upstream, and the results are still written."""
+    path.parent.mkdir(parents=True, exist_ok=True)  # --result-dir, as for the result file
     if config.plot_timeline:
         timeline = path.with_suffix(".timeline.html")
         if config.pooling:

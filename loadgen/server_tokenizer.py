@@ -36,16 +36,15 @@ import orjson
 from tqdm import tqdm
 
 from loadgen.adaptive_limit import AdaptiveLimit
-from loadgen.readiness import (
+from loadgen.server.client import ServerClient
+from loadgen.server.errors import (
     ConnectionLost,
     NotRetryable,
     ReadinessTimeout,
     ServerError,
     ServerUnreachable,
-    StartupClient,
-    print_waiting,
-    retry_with_timeout,
 )
+from loadgen.server.retry import print_waiting, retry_with_timeout
 
 T = TypeVar("T")
 
@@ -78,7 +77,7 @@ class ServerCalls:
     """POSTs to the server's tokenizer endpoints: retried when the connection breaks, paced by an
     ``AdaptiveLimit``, and bounded by the current job's deadline."""
 
-    def __init__(self, client: StartupClient, limit: AdaptiveLimit | None = None) -> None:
+    def __init__(self, client: ServerClient, limit: AdaptiveLimit | None = None) -> None:
         self.client = client
         self.limit = limit or AdaptiveLimit()
         self.answered = 0
@@ -233,7 +232,7 @@ class ServerTokenizer:
 
     @classmethod
     async def connect(
-        cls, client: StartupClient, model: str, timeout_s: float, interval_s: float
+        cls, client: ServerClient, model: str, timeout_s: float, interval_s: float
     ) -> ServerTokenizer:
         """Probe the server's tokenizer (waiting for the server as configured) and size it."""
         calls = ServerCalls(client)

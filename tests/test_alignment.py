@@ -12,7 +12,7 @@ from fake_tokenizer_server import FakeServer, serving
 from tokenizers import Tokenizer
 
 from loadgen.alignment import align_to_server_tokenizer
-from loadgen.readiness import StartupClient
+from loadgen.server.client import ServerClient
 from loadgen.server_tokenizer import ServerTokenizer
 from loadgen.tokenizer import PACKAGED_TOKENIZER, load_tokenizer
 
@@ -34,7 +34,7 @@ def coarse_tokenizer() -> Tokenizer:
 def align(server: FakeServer, *, reuse: bool = False, **kwargs: Any) -> list[str]:
     async def run() -> list[str]:
         async with serving(server):
-            client = StartupClient(server.url, {})
+            client = ServerClient(server.url, {})
             try:
                 known = await ServerTokenizer.connect(client, "m", 0, 1) if reuse else None
                 server.bodies.clear()

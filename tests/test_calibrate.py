@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import subprocess
@@ -18,7 +17,6 @@ from loadgen.calibrate import (
     ClientRun,
     Comparison,
     RecordingServer,
-    ServerRecords,
     compare,
     conclusion,
     error_stats,
@@ -26,17 +24,17 @@ from loadgen.calibrate import (
     run_client,
     stats_ms,
 )
-from loadgen.mock_server import TimingRecorder
+from loadgen.mock.recorder import TimingRecorder, TimingRecords, TimingsSaveError
 
 MS = 1_000_000  # ns
 
 
-def records(rows: list[tuple[str, int, list[int]]]) -> ServerRecords:
+def records(rows: list[tuple[str, int, list[int]]]) -> TimingRecords:
     """Server records from (id, arrival, event instants) rows, through the server's own writer."""
     recorder = TimingRecorder()
     for request_id, arrival, events in rows:
         recorder.add(request_id, arrival).extend(events)
-    return ServerRecords.load(io.BytesIO(recorder.npz()))
+    return TimingRecords.from_bytes(recorder.npz())
 
 
 def client(
@@ -65,6 +63,17 @@ def test_recorder_round_trip() -> None:
     assert server.events_of(1).tolist() == []
     empty = records([])
     assert (len(empty.request_ids), empty.event_offsets.tolist()) == (0, [0])
+
+
+def test_recorder_saves_through_a_partial_file_and_says_why_it_cannot(tmp_path: Path) -> None:
+    recorder = TimingRecorder()
+    recorder.add("a", 5).extend([7, 9])
+    path = tmp_path / "timings.npz"
+    recorder.save(path)
+    assert TimingRecords.load(path).events_of(0).tolist() == [7, 9]
+    assert not (tmp_path / "timings.npz.partial").exists()
+    with pytest.raises(TimingsSaveError, match=r"cannot write the timing records to .*missing"):
+        recorder.save(tmp_path / "missing" / "timings.npz")
 
 
 def test_compare_joins_by_id_and_pairs_gaps() -> None:
@@ -177,7 +186,7 @@ def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
         server.stop()
     finally:
         server.kill()
-    saved = ServerRecords.load(tmp_path / "server-timings.npz")
+    saved = TimingRecords.load(tmp_path / "server-timings.npz")
     for name in ("request_ids", "arrival_ns", "event_offsets", "event_ns"):
         np.testing.assert_array_equal(getattr(live, name), getattr(saved, name))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
-from loadgen.dataset_custom import sample_custom_requests
+from loadgen.datasets.custom import sample_custom_requests
 from loadgen.tokenizer import PACKAGED_TOKENIZER, LocalTokenizer, load_tokenizer
 
 LLAMA_LIKE = (

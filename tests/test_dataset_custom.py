@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
+from loadgen.datasets.custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from loadgen.dataset_custom_image import (
+from loadgen.datasets.custom_image import (
     content_parts,
     image_part,
     load_custom_image_rows,

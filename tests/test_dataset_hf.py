@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.chat_template import load_chat_template
-from loadgen.dataset_hf import find_hf_dataset, load_hf_rows, sample_hf_requests
+from loadgen.datasets.hf import find_hf_dataset, load_hf_rows, sample_hf_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from loadgen.dataset_prefix_repetition import (
+from loadgen.datasets.prefix_repetition import (
     sample_prefix_repetition_requests,
     settle_to_length,
 )

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.dataset_random import (
+from loadgen.datasets.random import (
     batch_prompts,
     parse_range_ratio,
     sample_random_requests,

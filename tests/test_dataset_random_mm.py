@@ -10,7 +10,7 @@ import orjson
 import pytest
 from PIL import Image
 
-from loadgen.dataset_random_mm import (
+from loadgen.datasets.random_mm import (
     item_count_range,
     parse_bucket_config,
     parse_limits,

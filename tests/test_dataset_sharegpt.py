@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
+from loadgen.datasets.sharegpt import load_sharegpt_entries, sample_sharegpt_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 

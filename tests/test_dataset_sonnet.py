@@ -7,7 +7,7 @@ import random
 import pytest
 
 from loadgen.chat_template import load_chat_template
-from loadgen.dataset_sonnet import BASE_PROMPT, sample_sonnet_requests
+from loadgen.datasets.sonnet import BASE_PROMPT, sample_sonnet_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 LINES = [f"{' '.join(['the'] * (3 + i % 5))} line\n" for i in range(40)]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.dataset_timed_trace import chunk_seed, load_trace, sample_timed_trace_requests
+from loadgen.datasets.timed_trace import chunk_seed, load_trace, sample_timed_trace_requests
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 LABELS = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from test_run_integration import wait_for_t0
 
-from loadgen.mock_process import EmbeddedMockServer
+from loadgen.mock.process import EmbeddedMockServer
 
 MODEL = "acme/no-local-tokenizer-7b"  # not in any cache; HF_HUB_OFFLINE keeps it that way
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1"}

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from loadgen.mock_process import EmbeddedMockServer, MockServerError
+from loadgen.mock.process import EmbeddedMockServer, MockServerError
 
 
 def test_starts_answers_and_stops_cleanly_without_leaving_its_stderr_file() -> None:

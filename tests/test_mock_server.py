@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 import pytest
 
-from loadgen.mock_server import render_chat
+from loadgen.mock.bodies import render_chat
 from loadgen.tokenizer import MOCK_MODEL_NAME, load_tokenizer
 
 LISTENING = re.compile(r"loadgen mock-server listening on http://127\.0\.0\.1:(\d+)\n")
@@ -34,7 +34,7 @@ class Server:
 
 
 def spawn(*args: str, stderr: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "loadgen.mock_server", "--host", "127.0.0.1", *args]
+    command = [sys.executable, "-m", "loadgen.mock", "--host", "127.0.0.1", *args]
     with stderr.open("w") as err:
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
 

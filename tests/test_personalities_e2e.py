@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_run_integration import loadgen, only_json
 
-from loadgen.mock_process import EmbeddedMockServer
+from loadgen.mock.process import EmbeddedMockServer
 
 NUM_PROMPTS = 12
 CONCURRENCY = 4  # within llama.cpp's 8 handlers: pre-opened connections are all served

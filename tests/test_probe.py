@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
 import pytest
 from aiohttp import web
 
-from loadgen.probe import ProbeResults, probe_lines, probe_stats, run_probes
+from loadgen.server.client import ServerClient
+from loadgen.server.probes import ProbeResults, probe_lines, probe_stats, run_probes
 
 
 def test_stats_are_upstreams_over_successful_probes() -> None:
@@ -57,16 +57,16 @@ def test_probes_go_one_at_a_time_until_stopped_and_failures_are_counted() -> Non
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         stop = asyncio.Event()
-        async with aiohttp.ClientSession() as session:
+        client = ServerClient(f"http://127.0.0.1:{port}", {})
+        try:
             task = asyncio.create_task(
-                run_probes(
-                    session, f"http://127.0.0.1:{port}/v1/completions", b"{}", {}, 0.005,
-                    stop, "sse",
-                )
-            )  # fmt: skip
+                run_probes(client, f"{client.server_url}/v1/completions", b"{}", 0.005, stop, "sse")
+            )
             await asyncio.sleep(0.1)
             stop.set()
             results = await task
+        finally:
+            await client.close()
         await runner.cleanup()
         return results
 

@@ -8,18 +8,16 @@ import time
 
 import pytest
 
-from loadgen.readiness import (
+from loadgen.server.client import auth_headers, proxy_for, server_message
+from loadgen.server.errors import (
     ConnectionLost,
     NotRetryable,
     ReadinessTimeout,
     ServerError,
     ServerUnreachable,
-    auth_headers,
     describe_error,
-    proxy_for,
-    retry_with_timeout,
-    server_message,
 )
+from loadgen.server.retry import retry_with_timeout
 
 
 def test_api_key_becomes_a_bearer_header_that_header_flags_override(monkeypatch) -> None:

@@ -22,7 +22,9 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from loadgen.readiness import StartupClient, auth_headers
+from loadgen.mock.recorder import TimingRecords
+from loadgen.server.client import ServerClient, auth_headers
+from loadgen.server.discovery import fetch_first_model
 from loadgen.server_tokenizer import LLAMA_CPP_FORM, VLLM_FORM, ServerTokenizer
 from loadgen.tokenizer import load_tokenizer
 
@@ -40,7 +42,7 @@ def free_port() -> int:
 def mock_server(port: int, *args: str) -> Iterator[subprocess.Popen[bytes]]:
     """A mock server process on ``port``; the caller does not wait for it to listen."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port), *args],
+        [sys.executable, "-m", "loadgen.mock", "--port", str(port), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -208,7 +210,7 @@ def test_warmup_failures_are_counted_not_fatal() -> None:
 def test_boot_and_dataset_build_overlap(tmp_path: Path) -> None:
     """A boot and a dataset build of about 3 s each reach the first timed request well before
     their sum: at least half of the build is hidden behind the boot."""
-    from loadgen.dataset_random import sample_random_requests
+    from loadgen.datasets.random import sample_random_requests
     from loadgen.tokenizer import LocalTokenizer
 
     args = dict(num_requests=1000, input_len=1024, output_len=2, prefix_len=0)
@@ -222,7 +224,7 @@ def test_boot_and_dataset_build_overlap(tmp_path: Path) -> None:
     timings = tmp_path / "timings.npz"
     launched_ns = time.perf_counter_ns()
     mock = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
+        [sys.executable, "-m", "loadgen.mock", "--port", str(port),
          "--startup-delay", f"{boot_s:.2f}", "--record-timings", str(timings)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
@@ -243,9 +245,9 @@ def test_boot_and_dataset_build_overlap(tmp_path: Path) -> None:
         watcher.join(timeout=10)
     booted_s = (listening_ns[0] - launched_ns) / 1e9  # the port opened (tokenizer load + delay)
     assert proc.returncode == 0, proc.stderr
-    records = np.load(timings)
-    timed = np.char.startswith(records["request_ids"], "timed-")
-    first_timed_s = (records["arrival_ns"][timed].min() - launched_ns) / 1e9
+    records = TimingRecords.load(timings)
+    timed = np.char.startswith(records.request_ids, "timed-")
+    first_timed_s = (records.arrival_ns[timed].min() - launched_ns) / 1e9
     assert timed.sum() == 1000 and (~timed).sum() == 1  # the probe carries no request id
     print(
         f"first timed request {first_timed_s:.2f} s; boot {booted_s:.2f} s, build {build_s:.2f} s"
@@ -346,7 +348,7 @@ def llama_cpp_app() -> web.Application:
 
 
 async def round_trip(server_url: str) -> tuple[ServerTokenizer, list[list[int]], list[str]]:
-    client = StartupClient(server_url, {})
+    client = ServerClient(server_url, {})
     try:
         tokenizer = await ServerTokenizer.connect(client, "loadgen-mock", 10, 0.1)
         texts = ["Hello world, this is a test.", "Another prompt", "x" * 500]
@@ -407,11 +409,11 @@ def test_model_discovery_sends_the_headers_and_falls_back_to_the_id(monkeypatch)
         runner = web.AppRunner(app)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
-        client = StartupClient(
+        client = ServerClient(
             f"http://127.0.0.1:{runner.addresses[0][1]}", auth_headers({"x-team": "bench"})
         )
         try:
-            return await client.fetch_first_model()
+            return await fetch_first_model(client)
         finally:
             await client.close()
             await runner.cleanup()

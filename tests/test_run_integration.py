@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 from loadgen.chat_template import load_chat_template
-from loadgen.dataset_sonnet import load_sonnet_lines, sample_sonnet_requests
-from loadgen.mock_process import EmbeddedMockServer
-from loadgen.mock_server import render_chat
+from loadgen.datasets.sonnet import load_sonnet_lines, sample_sonnet_requests
+from loadgen.mock.bodies import render_chat
+from loadgen.mock.process import EmbeddedMockServer
+from loadgen.mock.recorder import TimingRecords
 from loadgen.tokenizer import PACKAGED_TOKENIZER, LocalTokenizer, load_tokenizer
 
 SMALL = ["--random-input-len", "64", "--random-output-len", "16", "--disable-tqdm"]
@@ -134,7 +135,7 @@ def run_against_mock(mock_args: list[str], *args: str) -> subprocess.CompletedPr
     """``loadgen run ARGS`` against a mock server process started with ``mock_args``."""
     port = free_port()
     mock = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port), *mock_args],
+        [sys.executable, "-m", "loadgen.mock", "--port", str(port), *mock_args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -338,7 +339,7 @@ def test_prefix_repetition_run_sends_groups_without_request_ids(tmp_path: Path) 
     # 24 + 8 tokens and the mock's BOS, give or take a merge where prefix and suffix join.
     assert all(28 <= n <= 38 for n in result["input_lens"]), result["input_lens"]
     # As upstream, no x-request-id: the mock names every request itself (cmpl-...).
-    ids = np.load(timings)["request_ids"].tolist()
+    ids = TimingRecords.load(timings).request_ids.tolist()
     assert len(ids) == 13 and all(i.startswith("cmpl-") for i in ids)  # the ready check too
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.server_metrics import (
+from loadgen.server.metrics import (
     DiffusionCounters,
     SpecDecodeCounters,
     diffusion_stats,

@@ -14,7 +14,8 @@ from fake_tokenizer_server import FakeServer, serving
 
 from loadgen import server_tokenizer
 from loadgen.adaptive_limit import AdaptiveLimit
-from loadgen.readiness import ConnectionLost, NotRetryable, ServerUnreachable, StartupClient
+from loadgen.server.client import ServerClient
+from loadgen.server.errors import ConnectionLost, NotRetryable, ServerUnreachable
 from loadgen.server_tokenizer import (
     LLAMA_CPP_FORM,
     RETRY_ATTEMPTS,
@@ -120,7 +121,7 @@ def against(server: FakeServer, body: Callable[[ServerTokenizer], Awaitable[Any]
 
     async def run() -> Any:
         async with serving(server):
-            client = StartupClient(server.url, {})
+            client = ServerClient(server.url, {})
             try:
                 tokenizer = await ServerTokenizer.connect(client, "any", 0, 1)
                 return await body(tokenizer)
@@ -292,7 +293,7 @@ def test_a_server_without_tokenize_fails_naming_the_status_and_the_way_out() -> 
 
 def test_a_refused_connection_is_not_a_lost_one() -> None:
     async def run() -> None:
-        client = StartupClient("http://127.0.0.1:9", {})
+        client = ServerClient("http://127.0.0.1:9", {})
         try:
             await ServerTokenizer.connect(client, "any", 0, 1)
         finally:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.mock_process import EmbeddedMockServer
+from loadgen.mock.process import EmbeddedMockServer
 
 MODEL = "acme/no-local-tokenizer-7b"  # not in any cache; HF_HUB_OFFLINE keeps it that way
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.mock_process import EmbeddedMockServer
+from loadgen.mock.process import EmbeddedMockServer
 
 MIXED_OUTPUTS = ["--random-output-len", "64", "--random-range-ratio", '{"input": 0, "output": 0.9}']
 

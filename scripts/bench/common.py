@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from loadgen.mock_process import EmbeddedMockServer, MockServerError
+from loadgen.mock.process import EmbeddedMockServer, MockServerError
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER_JSON = REPO / "loadgen" / "data" / "tokenizer.json"

@@ -25,20 +25,14 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from loadgen.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
-from loadgen.dataset_custom import load_custom_rows, load_spec_bench_rows, sample_custom_requests
-from loadgen.dataset_custom_image import load_custom_image_rows, sample_custom_image_requests
-from loadgen.dataset_hf import find_hf_dataset, load_hf_rows, sample_hf_requests
-from loadgen.dataset_prefix_repetition import sample_prefix_repetition_requests
-from loadgen.dataset_random import (
-    batch_prompts,
-    sample_random_requests,
-    sample_random_rerank_requests,
-)
-from loadgen.dataset_random_mm import sample_random_mm_requests
-from loadgen.dataset_sharegpt import load_sharegpt_entries, sample_sharegpt_requests
+from loadgen.config import RunConfig
+from loadgen.datasets.sample import sample_dataset
+from loadgen.datasets.sharegpt import load_sharegpt_entries
 from loadgen.tokenizer import LocalTokenizer, load_tokenizer
 
 # Upstream's side, run in the vllm install's Python; prints [md5, prompt_len, output_len] rows
@@ -153,74 +147,85 @@ CASES: list[tuple[str, int, int, dict]] = [
 ]
 
 
-def loadgen_rows(name: str, path: str, codec: LocalTokenizer, template: ChatTemplate | None,
-                 seed: int, n: int, kw: dict) -> list[list]:  # fmt: skip
-    """loadgen's sample as [md5, prompt_len, output_len] rows."""
-    if name == "sharegpt":
-        got = sample_sharegpt_requests(
-            load_sharegpt_entries(path), codec, n, kw["output_len"], seed
-        )
-    elif name == "custom":
-        render = None
-        if not kw.get("skip_chat_template"):
-            assert template is not None
-            args = kw.get("chat_template_kwargs")
-            render = lambda prompt: template.render_user_prompt(prompt, args)  # noqa: E731
-        got = sample_custom_requests(
-            load_custom_rows(path), codec, n, kw["output_len"], seed, template=render
-        )
-    elif name == "hf":
-        family = find_hf_dataset("", kw["hf_name"])
-        rows = load_hf_rows(
-            f"{path}/{kw['hf_name'].replace('/', '_')}", family, None, kw["split"], True, seed,
-            False,
-        )  # fmt: skip
-        got = sample_hf_requests(
-            rows, family, codec, n, kw.get("output_len"), seed, template,
-            distance_range=(kw.get("min_distance", 0.0), kw.get("max_distance", 1.0)),
-        )  # fmt: skip
-    elif name == "custom_image":
-        got = sample_custom_image_requests(
-            load_custom_image_rows(path), codec, n, kw["output_len"], seed,
-            inline_images=kw.get("ensure_client_side_data", False),
-        )  # fmt: skip
-    elif name == "spec_bench":
-        assert template is not None
-        got = sample_custom_requests(
-            load_spec_bench_rows(path, kw.get("category")), codec, n, kw["output_len"], 0,
-            template=template.render_user_prompt,
-        )  # fmt: skip
-    elif name == "prefix_repetition":
-        got = sample_prefix_repetition_requests(
-            codec, n, kw["prefix_len"], kw["suffix_len"], kw["num_prefixes"], kw["output_len"],
-            seed, disable_shuffle=False,
-        )  # fmt: skip
-    elif name == "random-mm":
-        buckets = {tuple(json.loads(k)): v for k, v in kw["bucket_config"].items()}
-        got = sample_random_mm_requests(
-            codec, n, kw["input_len"], kw["output_len"], 0, (0, 0), seed,
-            kw["base_items_per_request"], kw["num_mm_items_range_ratio"],
-            kw["limit_mm_per_prompt"], buckets,
-        )  # fmt: skip
-        assert got.mm_contents is not None
+def _hf_flags(path: str, kw: dict) -> dict[str, Any]:
+    return {
+        "dataset_path": f"{path}/{kw['hf_name'].replace('/', '_')}",  # a local copy
+        "hf_name": kw["hf_name"],
+        "hf_split": kw["split"],
+        "hf_output_len": kw.get("output_len"),
+        "blazedit_min_distance": kw.get("min_distance", 0.0),
+        "blazedit_max_distance": kw.get("max_distance", 1.0),
+    }
+
+
+def _random_mm_flags(kw: dict) -> dict[str, Any]:
+    return {
+        "random_input_len": kw["input_len"],
+        "random_output_len": kw["output_len"],
+        "random_mm_base_items_per_request": kw["base_items_per_request"],
+        "random_mm_num_mm_items_range_ratio": kw["num_mm_items_range_ratio"],
+        "random_mm_limit_mm_per_prompt": json.dumps(kw["limit_mm_per_prompt"]),
+        "random_mm_bucket_config": str(
+            {tuple(json.loads(k)): v for k, v in kw["bucket_config"].items()}
+        ),
+    }
+
+
+# Per dataset: the `loadgen run` flags (RunConfig fields) for a case's path and upstream's
+# sample() keyword arguments.
+FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
+    "sharegpt": lambda path, kw: {"dataset_path": path, "sharegpt_output_len": kw["output_len"]},
+    "custom": lambda path, kw: {
+        "dataset_path": path,
+        "custom_output_len": kw["output_len"],
+        "skip_chat_template": kw.get("skip_chat_template", False),
+        "chat_template_kwargs": kw.get("chat_template_kwargs"),
+    },
+    "spec_bench": lambda path, kw: {
+        "dataset_path": path,
+        "spec_bench_output_len": kw["output_len"],
+        "spec_bench_category": kw.get("category"),
+    },
+    "custom_image": lambda path, kw: {
+        "dataset_path": path,
+        "custom_output_len": kw["output_len"],
+        "custom_ensure_client_side_data": kw.get("ensure_client_side_data", False),
+    },
+    "hf": _hf_flags,
+    "prefix_repetition": lambda path, kw: {f"prefix_repetition_{k}": v for k, v in kw.items()},
+    "random-mm": lambda path, kw: _random_mm_flags(kw),
+    "random-rerank": lambda path, kw: {
+        "random_input_len": kw["input_len"],
+        "random_range_ratio": str(kw.get("range_ratio", 0.0)),
+        "random_batch_size": kw["batchsize"],
+        "no_reranker": not kw.get("is_reranker", True),
+    },
+    "random": lambda path, kw: {
+        "random_input_len": kw["input_len"],
+        "random_output_len": kw["output_len"],
+        "random_batch_size": kw["batchsize"],
+    },
+}
+
+
+def case_config(name: str, path: str, seed: int, n: int, kw: dict) -> RunConfig:
+    """The configuration of `loadgen run` that asks for a case."""
+    return RunConfig(dataset_name=name, num_prompts=n, seed=seed, **FLAGS[name](path, kw))
+
+
+def loadgen_rows(config: RunConfig, codec: LocalTokenizer, template: ChatTemplate | None
+                 ) -> list[list]:  # fmt: skip
+    """loadgen's sample, as a run builds it, as [md5, prompt_len, output_len] rows."""
+    got = sample_dataset(config, codec, template if config.uses_chat_template else None)
+    if got.mm_contents is not None:  # random-mm: the text and its images
         got = dataclasses.replace(
             got, prompts=[[p, mm] for p, mm in zip(got.prompts, got.mm_contents, strict=True)]
         )
-    elif name == "random-rerank":
-        got = sample_random_rerank_requests(
-            codec, n, kw["input_len"], kw.get("range_ratio", 0.0), kw["batchsize"],
-            kw.get("is_reranker", True), seed,
-        )  # fmt: skip
-    else:
-        sampled = sample_random_requests(
-            codec, n, kw["input_len"], kw["output_len"], 0, (0, 0), seed
-        )
-        got = batch_prompts(sampled, kw["batchsize"])
     rows = []
     for prompt, length, output in zip(got.prompts, got.prompt_lens, got.output_lens, strict=True):
         text = prompt if isinstance(prompt, str) else json.dumps(prompt)
         rows.append([hashlib.md5(text.encode()).hexdigest(), int(length), int(output)])
-    if name == "random":
+    if config.dataset_name == "random":
         rows = [row[1:] for row in rows]
     return rows
 
@@ -329,16 +334,14 @@ def main() -> None:
         for name, seed, n, kw in CASES:
             if args.only and name not in args.only:
                 continue
-            templated = name == "spec_bench" or (
-                name == "custom" and not kw.get("skip_chat_template")
-            )
-            if templated and template is None:
-                continue
             paths = {
                 "sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec),
                 "custom_image": str(images),
             }  # fmt: skip
             path = paths.get(name, tmp)  # hf: the directory of local dataset copies
+            config = case_config(name, path, seed, n, kw)
+            if config.uses_chat_template and template is None:
+                continue
             upstream = json.loads(
                 subprocess.run(
                     [args.vllm_python, "-c", UPSTREAM, name, path, args.tokenizer, str(seed),
@@ -349,7 +352,7 @@ def main() -> None:
             )  # fmt: skip
             if name == "random":
                 upstream = [row[1:] for row in upstream]
-            ours = loadgen_rows(name, path, codec, template, seed, n, kw)
+            ours = loadgen_rows(config, codec, template)
             differ = sum(a != b for a, b in zip(upstream, ours, strict=False))
             differ += abs(len(upstream) - len(ours))
             shown = json.dumps(kw, separators=(",", ":"))[:43]

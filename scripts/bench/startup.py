@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 from common import stop_process
 
+from loadgen.mock.recorder import TimingRecords
+
 PREFIX = "timed-"
 DATASET = ["--num-prompts", "1000", "--random-input-len", "1024", "--random-output-len", "16"]
 
@@ -49,7 +51,7 @@ def free_port() -> int:
 def start_mock(port: int, boot_s: float, timings: Path) -> tuple[subprocess.Popen, list[int]]:
     """The mock, and a list that receives the perf_counter_ns instant its port opened."""
     mock = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.mock_server", "--port", str(port),
+        [sys.executable, "-m", "loadgen.mock", "--port", str(port),
          "--startup-delay", str(boot_s), "--record-timings", str(timings)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
@@ -91,9 +93,9 @@ def one_run(scenario: Scenario, workers: int, folder: Path) -> dict[str, float]:
         stop_process(mock)
     if proc.returncode != 0:
         raise SystemExit(f"loadgen run failed ({scenario.label}): {proc.stderr.strip()}")
-    records = np.load(timings)
-    timed = np.char.startswith(records["request_ids"], PREFIX)
-    first_ns = int(records["arrival_ns"][timed].min())
+    records = TimingRecords.load(timings)
+    timed = np.char.startswith(records.request_ids, PREFIX)
+    first_ns = int(records.arrival_ns[timed].min())
     return {
         "open_s": max(0.0, (opened[0] - launched_ns) / 1e9) if opened else float("nan"),
         "first_s": (first_ns - launched_ns) / 1e9,

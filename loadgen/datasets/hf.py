@@ -11,13 +11,15 @@ the rows are taken in order until ``--num-prompts`` are kept, then topped up as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from loadgen.chat_template import ChatTemplate
-from loadgen.dataset_sharegpt import is_valid_sequence
-from loadgen.sampled_prompts import SampledPrompts, top_up
+from loadgen.datasets.errors import flag_errors
+from loadgen.datasets.sampled_prompts import SampledPrompts, top_up
+from loadgen.datasets.sharegpt import is_valid_sequence
 from loadgen.tokenizer import TokenCodec
 
 CODE_ONLY = " Just output the code, do not include any explanation."
@@ -218,6 +220,64 @@ def sample_hf_requests(
     if not no_oversample:
         prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
     return SampledPrompts.of(prompts, lens, outputs)
+
+
+def load_hf(
+    path: str,
+    hf_name: str | None,
+    hf_subset: str | None,
+    hf_split: str | None,
+    no_stream: bool,
+    seed: int,
+    disable_shuffle: bool,
+) -> Iterable[dict[str, Any]]:
+    """The rows of the hub dataset --dataset-path (or --hf-name) names, in upstream's order."""
+    with flag_errors():
+        family = find_hf_dataset(path, hf_name)
+    with _hub_errors(path):
+        return load_hf_rows(path, family, hf_subset, hf_split, not no_stream, seed, disable_shuffle)
+
+
+def sample_hf(
+    rows: Iterable[dict[str, Any]],
+    path: str,
+    tokenizer: TokenCodec,
+    chat_template: ChatTemplate | None,
+    hf_name: str | None,
+    num_prompts: int,
+    hf_output_len: int | None,
+    seed: int,
+    no_oversample: bool,
+    blazedit_min_distance: float,
+    blazedit_max_distance: float,
+) -> SampledPrompts:
+    """The ``hf`` dataset from its rows and flags; ``chat_template`` without
+    --chat-template-kwargs, as upstream."""
+    with flag_errors():
+        family = find_hf_dataset(path, hf_name)
+    with _hub_errors(path):
+        return sample_hf_requests(
+            rows,
+            family,
+            tokenizer,
+            num_prompts,
+            hf_output_len,
+            seed,
+            chat_template,
+            no_oversample,
+            (blazedit_min_distance, blazedit_max_distance),
+        )
+
+
+@contextmanager
+def _hub_errors(path: str) -> Iterator[None]:
+    """The hub's and the rows' errors (a streamed dataset loads as it is read) as one line
+    naming the path."""
+    try:
+        yield
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"--dataset-path {path}: {first}") from None
 
 
 def _render(

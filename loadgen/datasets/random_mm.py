@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.dataset_random import decode_encode_to_target, plan_random_text
-from loadgen.sampled_prompts import SampledPrompts
+from loadgen.datasets.errors import flag_errors
+from loadgen.datasets.random import decode_encode_to_target, parse_range_ratio, plan_random_text
+from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
 Bucket = tuple[int, int, int]  # (height, width, frames)
@@ -195,3 +196,33 @@ def sample_random_mm_requests(
         output_lens=output_lens.astype(np.int64),
         mm_contents=contents,
     )
+
+
+def sample_random_mm(
+    tokenizer: TokenCodec,
+    num_prompts: int,
+    random_input_len: int,
+    random_output_len: int,
+    random_prefix_len: int,
+    random_range_ratio: str,
+    random_mm_base_items_per_request: int,
+    random_mm_num_mm_items_range_ratio: float,
+    random_mm_limit_mm_per_prompt: str,
+    random_mm_bucket_config: str,
+    seed: int,
+) -> SampledPrompts:
+    """The ``random-mm`` dataset from its flags."""
+    with flag_errors():
+        return sample_random_mm_requests(
+            tokenizer,
+            num_prompts,
+            random_input_len,
+            random_output_len,
+            random_prefix_len,
+            parse_range_ratio(random_range_ratio),
+            seed,
+            random_mm_base_items_per_request,
+            random_mm_num_mm_items_range_ratio,
+            parse_limits(random_mm_limit_mm_per_prompt),
+            parse_bucket_config(random_mm_bucket_config),
+        )

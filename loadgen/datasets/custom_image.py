@@ -17,8 +17,9 @@ import io
 import urllib.request
 from typing import Any
 
-from loadgen.jsonl import json_lines
-from loadgen.sampled_prompts import SampledPrompts, chosen_rows, top_up
+from loadgen.datasets.errors import file_errors
+from loadgen.datasets.jsonl import json_lines
+from loadgen.datasets.sampled_prompts import SampledPrompts, chosen_rows, top_up
 from loadgen.tokenizer import TokenCodec
 
 Part = dict[str, Any]
@@ -134,3 +135,28 @@ def sample_custom_image_requests(
     if not no_oversample:
         prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
     return SampledPrompts.of(prompts, lens, outputs)
+
+
+def sample_custom_image(
+    rows: list[dict[str, Any]],
+    path: str,
+    tokenizer: TokenCodec,
+    num_prompts: int,
+    custom_output_len: int,
+    seed: int,
+    disable_shuffle: bool,
+    no_oversample: bool,
+    custom_ensure_client_side_data: bool,
+) -> SampledPrompts:
+    """The ``custom_image`` dataset from the file's rows and its flags."""
+    with file_errors(path):
+        return sample_custom_image_requests(
+            rows,
+            tokenizer,
+            num_prompts,
+            custom_output_len,
+            seed,
+            disable_shuffle,
+            no_oversample,
+            custom_ensure_client_side_data,
+        )

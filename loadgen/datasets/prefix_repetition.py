@@ -22,7 +22,8 @@ import random
 
 import numpy as np
 
-from loadgen.sampled_prompts import SampledPrompts
+from loadgen.datasets.errors import flag_errors
+from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
 MAX_RETRY = 10
@@ -86,6 +87,30 @@ def sample_prefix_repetition_requests(
         length_mismatches=mismatches,
         arrival_rng=rng,
     )
+
+
+def sample_prefix_repetition(
+    tokenizer: TokenCodec,
+    num_prompts: int,
+    prefix_repetition_prefix_len: int,
+    prefix_repetition_suffix_len: int,
+    prefix_repetition_num_prefixes: int,
+    prefix_repetition_output_len: int,
+    seed: int,
+    disable_shuffle: bool,
+) -> SampledPrompts:
+    """The ``prefix_repetition`` dataset from its flags."""
+    with flag_errors():
+        return sample_prefix_repetition_requests(
+            tokenizer,
+            num_prompts,
+            prefix_repetition_prefix_len,
+            prefix_repetition_suffix_len,
+            prefix_repetition_num_prefixes,
+            prefix_repetition_output_len,
+            seed,
+            disable_shuffle,
+        )
 
 
 def _validate(

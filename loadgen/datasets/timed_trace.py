@@ -21,14 +21,16 @@ trace always gives the same prompts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from typing import Any
 
 import numpy as np
 
-from loadgen.jsonl import json_lines
-from loadgen.sampled_prompts import SampledPrompts
+from loadgen.datasets.errors import FlagError
+from loadgen.datasets.jsonl import json_lines
+from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
 
@@ -66,7 +68,7 @@ def sample_timed_trace_requests(
     trace's field names.
     """
     if chunk_size < 1:
-        raise ValueError(f"--timed-trace-chunk-hash-size must be >= 1, got {chunk_size}")
+        raise FlagError(f"--timed-trace-chunk-hash-size must be >= 1, got {chunk_size}")
     vocabulary = sorted(set(range(tokenizer.vocab_size)) - set(tokenizer.special_ids))
     chunks: dict[tuple[str, int], list[int]] = {}
     prompts, outputs, timestamps = [], [], []
@@ -100,6 +102,52 @@ def sample_timed_trace_requests(
     sampled = SampledPrompts.of(prompts, [len(p) for p in prompts], outputs)
     offsets = np.maximum.accumulate(np.maximum(np.asarray(timestamps, dtype=np.float64), 0.0))
     return sampled, offsets
+
+
+def load_timed_trace(
+    path: str,
+    num_prompts: int,
+    timed_trace_chunk_hash_size: int,
+    timed_trace_sec_multiplier: float,
+    timed_trace_label_timestamp: str,
+    timed_trace_label_input_length: str,
+    timed_trace_label_output_length: str,
+    timed_trace_label_hash_ids: str,
+) -> list[dict[str, Any]]:
+    """The trace's first --num-prompts requests, after upstream's line on its settings."""
+    print(
+        f"timed-trace: chunk_size: {timed_trace_chunk_hash_size}, "
+        f"sec_multiplier: {timed_trace_sec_multiplier}, "
+        f'label_ts: "{timed_trace_label_timestamp}", '
+        f'label_input_length: "{timed_trace_label_input_length}", '
+        f'label_output_length: "{timed_trace_label_output_length}", '
+        f'label_hash_ids: "{timed_trace_label_hash_ids}"'
+    )
+    return load_trace(path, num_prompts)
+
+
+def sample_timed_trace(
+    rows: list[dict[str, Any]],
+    path: str,
+    tokenizer: TokenCodec,
+    timed_trace_chunk_hash_size: int,
+    timed_trace_sec_multiplier: float,
+    timed_trace_label_timestamp: str,
+    timed_trace_label_input_length: str,
+    timed_trace_label_output_length: str,
+    timed_trace_label_hash_ids: str,
+) -> SampledPrompts:
+    """The ``timed_trace`` dataset from the trace's rows and its flags, with its offsets."""
+    labels = {
+        "timestamp": timed_trace_label_timestamp,
+        "input_length": timed_trace_label_input_length,
+        "output_length": timed_trace_label_output_length,
+        "hash_ids": timed_trace_label_hash_ids,
+    }
+    sampled, offsets = sample_timed_trace_requests(
+        rows, tokenizer, timed_trace_chunk_hash_size, timed_trace_sec_multiplier, labels, path
+    )
+    return dataclasses.replace(sampled, trace_offsets_s=offsets)
 
 
 def _field(row: dict[str, Any], labels: dict[str, str], name: str, where: str) -> float:

@@ -34,7 +34,7 @@ class EmbeddedMockServer:
         stderr_path: Path | None = None,
     ) -> None:
         self.args = [
-            *(sys.executable, "-m", "loadgen.mock_server", "--host", "127.0.0.1", "--port", "0"),
+            *(sys.executable, "-m", "loadgen.mock", "--host", "127.0.0.1", "--port", "0"),
             *("--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)),
             *extra_args,
         ]

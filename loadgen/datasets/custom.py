@@ -17,9 +17,12 @@ first turn, as upstream's ``SpecBench`` subclass of ``CustomDataset`` does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from loadgen.jsonl import json_lines
-from loadgen.sampled_prompts import SampledPrompts, chosen_rows, top_up
+from loadgen.chat_template import ChatTemplate
+from loadgen.datasets.errors import file_errors
+from loadgen.datasets.jsonl import json_lines
+from loadgen.datasets.sampled_prompts import SampledPrompts, chosen_rows, top_up
 from loadgen.tokenizer import TokenCodec
 
 OUTPUT_LEN_FROM_FILE = -1
@@ -80,6 +83,71 @@ def sample_custom_requests(
     if not no_oversample:
         prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
     return SampledPrompts.of(prompts, lens, outputs)
+
+
+def load_spec_bench(path: str, spec_bench_category: str | None) -> list[dict]:
+    """Spec-Bench's questions, of --spec-bench-category when given."""
+    return load_spec_bench_rows(path, spec_bench_category)
+
+
+def sample_custom(
+    rows: list[dict],
+    path: str,
+    tokenizer: TokenCodec,
+    chat_template: ChatTemplate | None,
+    num_prompts: int,
+    custom_output_len: int,
+    seed: int,
+    disable_shuffle: bool,
+    no_oversample: bool,
+    chat_template_kwargs: dict[str, Any] | None,
+) -> SampledPrompts:
+    """The ``custom`` dataset from the file's rows and its flags; templated when
+    ``chat_template`` is given, with --chat-template-kwargs."""
+    with file_errors(path):
+        return sample_custom_requests(
+            rows,
+            tokenizer,
+            num_prompts,
+            custom_output_len,
+            seed,
+            disable_shuffle,
+            no_oversample,
+            template=_template_function(chat_template, chat_template_kwargs),
+        )
+
+
+def sample_spec_bench(
+    rows: list[dict],
+    path: str,
+    tokenizer: TokenCodec,
+    chat_template: ChatTemplate | None,
+    num_prompts: int,
+    spec_bench_output_len: int,
+    disable_shuffle: bool,
+    no_oversample: bool,
+) -> SampledPrompts:
+    """The ``spec_bench`` dataset: sampled as ``custom``, but as upstream builds it, with seed
+    0 and no --chat-template-kwargs."""
+    with file_errors(path):
+        return sample_custom_requests(
+            rows,
+            tokenizer,
+            num_prompts,
+            spec_bench_output_len,
+            0,
+            disable_shuffle,
+            no_oversample,
+            template=_template_function(chat_template, None),
+        )
+
+
+def _template_function(
+    template: ChatTemplate | None, kwargs: dict[str, Any] | None
+) -> Callable[[str], str] | None:
+    if template is None:
+        return None
+    return lambda prompt: template.render_user_prompt(prompt, kwargs)
 
 
 def _output_len(row: dict, output_len: int) -> int:

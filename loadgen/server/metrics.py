@@ -4,14 +4,30 @@ As upstream: the ``vllm:spec_decode*_total`` and ``vllm:diffusion*_total`` count
 before and after the timed run, summed over their label sets, and their differences give the
 acceptance rate and length, the per-position acceptance rates, and the diffusion committed
 throughput and steps. A server without them (or without ``/metrics``) gives no figures.
+``metrics_page`` fetches the page; the rest are pure functions of its text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from loadgen.server.errors import ServerError
+
+if TYPE_CHECKING:  # the report imports the pure functions below; they need no aiohttp
+    from loadgen.server.client import ServerClient
+
+
+async def metrics_page(client: ServerClient) -> str | None:
+    """The server's Prometheus /metrics page, for its spec-decode and diffusion counters; None
+    when it serves none (not every server does)."""
+    try:
+        body = await client.request("GET", f"{client.server_url}/metrics", timeout_s=10.0)
+    except ServerError:
+        return None
+    return body.decode("utf-8", "replace")
 
 
 @dataclass

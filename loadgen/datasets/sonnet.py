@@ -15,7 +15,10 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from loadgen.sampled_prompts import SampledPrompts
+from loadgen.chat_template import ChatTemplate
+from loadgen.datasets.errors import FlagError
+from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.payloads import CHAT_BACKENDS
 from loadgen.tokenizer import TokenCodec
 
 BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
@@ -54,7 +57,7 @@ def sample_sonnet_requests(
     average = sum(count(lines)) / len(lines)
     base_offset = count([template(BASE_PROMPT)])[0]
     if input_len <= base_offset:
-        raise ValueError(
+        raise FlagError(
             f"--sonnet-input-len ({input_len}) must be higher than the base prompt length "
             f"({base_offset})"
         )
@@ -67,7 +70,7 @@ def sample_sonnet_requests(
     while len(prompts) < num_requests:
         draws += 1
         if draws > MAX_DRAWS_PER_PROMPT * num_requests:
-            raise ValueError(
+            raise FlagError(
                 f"--sonnet-input-len {input_len}: after {draws - 1} draws only {len(prompts)} "
                 "prompts fit; raise it or lower --sonnet-prefix-len"
             )
@@ -79,3 +82,29 @@ def sample_sonnet_requests(
             prompts.append(formatted if send_templated else prompt)
             prompt_lens.append(length)
     return SampledPrompts.of(prompts, prompt_lens, [output_len] * len(prompts))
+
+
+def sample_sonnet(
+    rows: list[str],
+    tokenizer: TokenCodec,
+    chat_template: ChatTemplate | None,
+    num_prompts: int,
+    sonnet_input_len: int,
+    sonnet_prefix_len: int,
+    sonnet_output_len: int,
+    seed: int,
+    backend: str,
+) -> SampledPrompts:
+    """The ``sonnet`` dataset from the file's lines and its flags."""
+    assert chat_template is not None  # validate() keeps sonnet from --skip-tokenizer-init
+    return sample_sonnet_requests(
+        rows,
+        tokenizer,
+        chat_template.render_user_prompt,
+        num_prompts,
+        sonnet_input_len,
+        sonnet_prefix_len,
+        sonnet_output_len,
+        seed,
+        send_templated=backend not in CHAT_BACKENDS,  # the server templates chat
+    )

@@ -35,7 +35,8 @@ import math
 
 import numpy as np
 
-from loadgen.sampled_prompts import SampledPrompts
+from loadgen.datasets.errors import flag_errors
+from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.tokenizer import TokenCodec
 
 MAX_RETRY = 10
@@ -235,6 +236,52 @@ def sample_random_rerank_requests(
         output_lens=np.zeros(len(prompts), dtype=np.int64),
         length_mismatches=int(np.count_nonzero(counts != lens)),
     )
+
+
+def sample_random(
+    tokenizer: TokenCodec,
+    num_prompts: int,
+    random_input_len: int,
+    random_output_len: int,
+    random_prefix_len: int,
+    random_range_ratio: str,
+    random_batch_size: int,
+    seed: int,
+) -> SampledPrompts:
+    """The ``random`` dataset from its flags, batched by --random-batch-size."""
+    with flag_errors():
+        sampled = sample_random_requests(
+            tokenizer,
+            num_prompts,
+            random_input_len,
+            random_output_len,
+            random_prefix_len,
+            parse_range_ratio(random_range_ratio),
+            seed,
+        )
+    return batch_prompts(sampled, random_batch_size)
+
+
+def sample_random_rerank(
+    tokenizer: TokenCodec,
+    num_prompts: int,
+    random_input_len: int,
+    random_range_ratio: str,
+    random_batch_size: int,
+    no_reranker: bool,
+    seed: int,
+) -> SampledPrompts:
+    """The ``random-rerank`` dataset from its flags (the input range ratio applies)."""
+    with flag_errors():
+        return sample_random_rerank_requests(
+            tokenizer,
+            num_prompts,
+            random_input_len,
+            parse_range_ratio(random_range_ratio)[0],
+            random_batch_size,
+            not no_reranker,
+            seed,
+        )
 
 
 def _validate(num_requests: int, input_len: int, output_len: int, prefix_len: int) -> None:

@@ -3,8 +3,9 @@
 As upstream's ``probe_loop``: a probe is the run's first request with the prompt ``"Hi"`` and
 one output token, outside ``--max-concurrency``; after each answer the loop sleeps
 ``1 / rate`` seconds. The E2EL of the probes shows how much the main load delays an unrelated
-small request. The coordinator sends them from its own event loop and stamps them as the
-workers stamp theirs: an answer's token events on arrival, before any JSON parsing.
+small request. The coordinator sends them through its one client (``ServerClient.send``) from
+its own event loop, and they are stamped as the workers stamp theirs: an answer's token events
+on arrival, before any JSON parsing.
 """
 
 from __future__ import annotations
@@ -12,16 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from time import perf_counter_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import numpy as np
 
+from loadgen.payloads import CHAT_BACKENDS, serialize_bodies
+from loadgen.server.client import ServerClient
+from loadgen.server.errors import ServerError
 from workers.pooling import PooledAnswer
 from workers.sse import SSEStream
 
+if TYPE_CHECKING:
+    from loadgen.config import RunConfig
+
 PROBE_PROMPT = "Hi"
+# A hung probe fails after this long rather than hold the end of the run: stopping waits for it.
+PROBE_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -50,21 +57,46 @@ class ProbeLoop:
         return await self.task if self.task is not None else ProbeResults()
 
 
+def probe_loop(
+    config: RunConfig, client: ServerClient, model_name: str, response_form: str
+) -> ProbeLoop | None:
+    """--probe-request-rate's probe loop on the coordinator's client, if asked for."""
+    if config.probe_request_rate <= 0:
+        return None
+    print(f"Probe request rate: {config.probe_request_rate} req/s")
+    prompt = [PROBE_PROMPT, PROBE_PROMPT] if config.backend == "vllm-rerank" else PROBE_PROMPT
+    body = serialize_bodies(
+        config.backend,
+        [model_name],
+        [prompt],
+        [1],
+        logprobs=config.logprobs,
+        ignore_eos=config.sends_ignore_eos,
+        extra_body=config.body_extras(),
+    )[0]
+    return ProbeLoop(
+        client=client,
+        url=config.api_url,
+        body=body,
+        interval_s=1 / config.probe_request_rate,
+        response_form=response_form,
+        chat=config.backend in CHAT_BACKENDS,
+    )
+
+
 async def run_probes(
-    session: aiohttp.ClientSession,
+    client: ServerClient,
     url: str,
     body: bytes,
-    headers: dict[str, str],
     interval_s: float,
     stop: asyncio.Event,
     response_form: str,
-    proxy: str | None = None,
     chat: bool = False,
 ) -> ProbeResults:
     """Send probes one at a time until ``stop`` is set, ``interval_s`` apart."""
     results = ProbeResults()
     while not stop.is_set():
-        latency_s = await _probe(session, url, body, headers, response_form, proxy, chat)
+        latency_s = await _probe(client, url, body, response_form, chat)
         if latency_s is None:
             results.failures += 1
         else:
@@ -75,34 +107,25 @@ async def run_probes(
 
 
 async def _probe(
-    session: aiohttp.ClientSession,
-    url: str,
-    body: bytes,
-    headers: dict[str, str],
-    response_form: str,
-    proxy: str | None,
-    chat: bool,
+    client: ServerClient, url: str, body: bytes, response_form: str, chat: bool
 ) -> float | None:
     """One probe's E2EL in seconds (send to its last token event), or None if it failed."""
-    answer = SSEStream(chat) if response_form == "sse" else PooledAnswer()
-    sent_ns = perf_counter_ns()
     try:
-        async with session.post(url, data=body, headers=headers, proxy=proxy) as response:
-            if response.status != 200:
-                await response.read()
-                return None
-            if isinstance(answer, SSEStream):
-                while data := await response.content.readany():
-                    answer.feed(data, perf_counter_ns())
-                answer.finish(perf_counter_ns())
-            else:
-                payload = await response.read()
-                answer.read(response_form, payload, response.headers, perf_counter_ns())
-    except (aiohttp.ClientError, OSError, TimeoutError):
+        answer = await client.send("POST", url, body, timeout_s=PROBE_TIMEOUT_S)
+    except ServerError:
         return None
-    if not answer.event_ns:  # as a worker judges it: a 200 with a token event succeeded
+    if answer.status != 200:  # as a worker judges it: a 200 with a token event succeeded
         return None
-    return (answer.event_ns[-1] - sent_ns) / 1e9
+    reader = SSEStream(chat) if response_form == "sse" else PooledAnswer()
+    if isinstance(reader, SSEStream):
+        for arrived_ns, data in answer.chunks:
+            reader.feed(data, arrived_ns)
+        reader.finish(answer.ended_ns)
+    else:
+        reader.read(response_form, answer.body, answer.headers, answer.ended_ns)
+    if not reader.event_ns:
+        return None
+    return (reader.event_ns[-1] - answer.sent_ns) / 1e9
 
 
 def probe_stats(results: ProbeResults) -> dict[str, Any] | None:

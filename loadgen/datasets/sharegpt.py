@@ -16,7 +16,8 @@ from pathlib import Path
 
 import orjson
 
-from loadgen.sampled_prompts import SampledPrompts, seeded_order, top_up
+from loadgen.datasets.errors import file_errors
+from loadgen.datasets.sampled_prompts import SampledPrompts, seeded_order, top_up
 from loadgen.tokenizer import TokenCodec
 
 MIN_LEN = 4
@@ -109,6 +110,23 @@ def sample_sharegpt_requests(
     if not no_oversample:
         prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
     return SampledPrompts.of(prompts, lens, outputs)
+
+
+def sample_sharegpt(
+    rows: list[dict],
+    path: str,
+    tokenizer: TokenCodec,
+    num_prompts: int,
+    sharegpt_output_len: int | None,
+    seed: int,
+    disable_shuffle: bool,
+    no_oversample: bool,
+) -> SampledPrompts:
+    """The ``sharegpt`` dataset from the file's entries and its flags."""
+    with file_errors(path):
+        return sample_sharegpt_requests(
+            rows, tokenizer, num_prompts, sharegpt_output_len, seed, disable_shuffle, no_oversample
+        )
 
 
 def _turns(entry: dict) -> tuple[str, str]:

@@ -1,0 +1,91 @@
+"""SGLang's ``launch_server`` personality (FastAPI on uvicorn; pydantic and msgspec chunks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from loadgen.mock.personalities.base import (
+    JSON_TYPE,
+    Answer,
+    Personality,
+    StreamRequest,
+    StreamShape,
+    TokenCounts,
+    prometheus_lines,
+    usage_dict,
+)
+
+
+class SGLang(Personality):
+    """SGLang's ``launch_server`` (FastAPI on uvicorn; pydantic and msgspec chunks)."""
+
+    name = "sglang"
+    checks_model = False
+    tokenizer = "sglang"
+    completion_end = (
+        b'","logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
+    )
+    chat_end = b'"},"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+
+    def answered_model(self, chat: bool, requested: Any, served: str) -> str:
+        return requested if isinstance(requested, str) else "default"
+
+    def _usage_chunk(self, start: bytes, r: StreamRequest) -> bytes:
+        usage = usage_dict(r)
+        if r.chat:  # pydantic keeps the nulls; the completions chunk excludes them
+            usage["prompt_tokens_details"] = None  # type: ignore[assignment]
+        usage["reasoning_tokens"] = 0
+        return start + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n"
+
+    def stream_shape(self, r: StreamRequest) -> StreamShape:
+        start = self._start(r)
+        tail = (self._usage_chunk(start, r) if r.include_usage else b"") + self.done()
+        stop = b'"finish_reason":"%s","matched_stop":null}]' % r.finish_reason.encode()
+        if not r.chat:
+            prefix = start + b',"choices":[{"index":0,"text":"'
+            last = b'","logprobs":null,' + stop + b',"usage":null}\n\n'
+            return StreamShape(b"", prefix, b"", last, tail)
+        head = start + (
+            b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
+            b'"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+        )
+        finish = start + b',"choices":[{"index":0,"delta":{},"logprobs":null,' + stop + b"}\n\n"
+        prefix = start + b',"choices":[{"index":0,"delta":{"content":"'
+        return StreamShape(head, prefix, b"", self.chat_end, finish + tail)
+
+    def response(self, r: StreamRequest, text: str) -> dict[str, Any]:
+        if r.chat:
+            message = {"role": "assistant", "content": text, "reasoning_content": None}
+            choice: dict[str, Any] = {"index": 0, "message": message | {"tool_calls": None}}
+        else:
+            choice = {"index": 0, "text": text}
+        choice |= {"logprobs": None, "finish_reason": r.finish_reason, "matched_stop": None}
+        usage = usage_dict(r) | {"prompt_tokens_details": None, "reasoning_tokens": 0}
+        return {
+            "id": r.request_id,
+            "object": "chat.completion" if r.chat else "text_completion",
+            "created": r.created,
+            "model": r.model,
+            "choices": [choice],
+            "usage": usage,
+            "metadata": {"weight_version": "default"},
+        }
+
+    def error(self, status: int, message: str) -> Answer:
+        kind = self.error_types.get(status, "Error")
+        body = {"object": "error", "message": message, "type": kind, "param": None}
+        return status, orjson.dumps(body | {"code": status}), JSON_TYPE
+
+    def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
+        return prometheus_lines(
+            "sglang",
+            f'{{model_name="{model}"}}',
+            (
+                ("prompt_tokens_total", "counter", float(counts.prompt)),
+                ("generation_tokens_total", "counter", float(counts.generated)),
+                ("num_running_reqs", "gauge", float(counts.running)),
+                ("num_queue_reqs", "gauge", 0.0),
+            ),
+        )

@@ -1,0 +1,9 @@
+"""Everything the coordinator says to the server outside the workers' timed requests.
+
+One HTTP client (``client``, its failures in ``errors``) sends it all through one path that
+reads the whole answer, and one retry helper (``retry``) waits out a server that is still
+starting: model discovery (``discovery``), the ready check and warm-ups (``ready``),
+``--probe-request-rate``'s probes (``probes``), the Prometheus ``/metrics`` counters read
+around the run (``metrics``) and ``--profile`` (``profile``). The server tokenizer and the
+prompt alignment (``loadgen.server_tokenizer``, ``loadgen.alignment``) use the same client.
+"""

@@ -1,0 +1,48 @@
+"""Model discovery: the model a run names, given with ``--model`` or the server's first."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import orjson
+
+from loadgen.server.client import ServerClient
+from loadgen.server.errors import NotRetryable, ServerError
+from loadgen.server.retry import wait_for_server
+
+if TYPE_CHECKING:
+    from loadgen.config import RunConfig
+
+
+async def fetch_first_model(client: ServerClient) -> tuple[str, str]:
+    """``(data[0].id, data[0].root or id)`` from ``GET /v1/models``."""
+    url = f"{client.server_url}/v1/models"
+    payload = await client.request("GET", url)
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise ServerError(f"GET {url} answered something that is not JSON") from None
+    models = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        raise ServerError(f"GET {url} answered JSON without a 'data' list")
+    if not models:
+        raise NotRetryable(f"no models found on the server at {url}; pass --model")
+    first = models[0]
+    if not isinstance(first, dict) or not isinstance(first.get("id"), str):
+        raise ServerError(f"GET {url}: data[0] has no model id")
+    return first["id"], first.get("root") or first["id"]
+
+
+async def resolve_model(config: RunConfig, client: ServerClient) -> tuple[str, str]:
+    """(the model field sent, the model id): --model, or the server's first model."""
+    if config.model is not None:
+        return config.served_model_name or config.model, config.model
+    print("Model not specified, fetching first model from server...")
+    model_name, model_id = await wait_for_server(
+        lambda: fetch_first_model(client),
+        "the model list",
+        config.ready_check_timeout_sec,
+        config.ready_check_interval_sec,
+    )
+    print(f"First model name: {model_name}, first model id: {model_id}")
+    return model_name, model_id

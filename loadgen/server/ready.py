@@ -1,0 +1,84 @@
+"""The ready check and the warm-ups: the run's first request, sent before the timed run."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import orjson
+
+from loadgen.server.client import ServerClient, server_message
+from loadgen.server.errors import ServerError, describe_error
+from loadgen.server.retry import wait_for_server
+
+if TYPE_CHECKING:
+    from loadgen.config import RunConfig
+
+
+async def generate(client: ServerClient, url: str, body: bytes) -> None:
+    """Send one generation request and read its answer to the end; raise if it failed.
+
+    As upstream's request functions judge it: a 200 stream needs at least one event with
+    a non-empty ``choices`` list, and one that carries an error event fails like an error
+    status would.
+    """
+    payload = await client.request("POST", url, body, timeout_s=None)
+    if not payload.lstrip().startswith(b"data:"):
+        return  # a whole JSON answer (not streamed): its 200 is the verdict
+    has_choices = False
+    for line in payload.splitlines():
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue
+        try:
+            event = orjson.loads(line[5:])
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if event.get("error"):
+            raise ServerError(f"POST {url} streamed an error: {server_message(200, line[5:])}")
+        has_choices = has_choices or bool(event.get("choices"))
+    if not has_choices:
+        raise ServerError(f"POST {url} streamed no event with choices")
+
+
+async def check_ready(config: RunConfig, client: ServerClient, first_body: bytes) -> None:
+    """Upstream's ready check: send the first request, exactly as the run will, until it works."""
+    if config.ready_check_timeout_sec == 0:
+        print("Skipping endpoint ready check.")
+        return
+    print("Starting initial single prompt test run...")
+    try:
+        await wait_for_server(
+            lambda: generate(client, config.api_url, first_body),
+            "a first request like the run's",
+            config.ready_check_timeout_sec,
+            config.ready_check_interval_sec,
+        )
+    except ServerError as exc:
+        raise ServerError(f"initial test run failed: {exc}") from None
+    print("Initial test run completed.")
+
+
+async def warm_up(config: RunConfig, client: ServerClient, first_body: bytes) -> None:
+    """``--num-warmups`` copies of the first request, at most --max-concurrency at once; their
+    results are discarded, but failures are counted and shown."""
+    if config.num_warmups == 0:
+        return
+    print(f"Warming up with {config.num_warmups} requests...")
+    slots = asyncio.Semaphore(config.max_concurrency or config.num_warmups)
+
+    async def one() -> None:
+        async with slots:
+            await generate(client, config.api_url, first_body)
+
+    outcomes = await asyncio.gather(
+        *(one() for _ in range(config.num_warmups)), return_exceptions=True
+    )
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        print(
+            f"Warmup: {len(failures)} of {config.num_warmups} requests failed; "
+            f"the first: {describe_error(failures[0])}"
+        )
+    print("Warmup run completed.")
