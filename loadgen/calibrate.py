@@ -24,7 +24,7 @@ import numpy as np
 
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.mock.recorder import TimingRecords
-from loadgen.tokenizer import MOCK_MODEL_NAME
+from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0

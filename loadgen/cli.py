@@ -17,14 +17,14 @@ import orjson
 from loadgen import __version__
 from loadgen.calibrate import calibrate_command
 from loadgen.config import SUPPORTED_DATASETS, ConfigError, RunConfig, available_cores
-from loadgen.fanout import FanoutError
 from loadgen.mock.command import mock_server_command
 from loadgen.mock.process import MockServerError
 from loadgen.payloads import UPSTREAM_BACKENDS
-from loadgen.runner import RunFailed, run
+from loadgen.run.fanout import FanoutError
+from loadgen.run.runner import RunFailed, run
 from loadgen.schedule import RAMP_UP_STRATEGIES
 from loadgen.server.errors import ServerError
-from loadgen.tokenizer import TokenizerLoadError
+from loadgen.text.tokenizer import TokenizerLoadError
 from loadgen.vllm_flags import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS
 
 MULTI_VALUE_FLAGS = (

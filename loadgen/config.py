@@ -13,8 +13,29 @@ from loadgen.datasets.random import parse_range_ratio
 from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
 from loadgen.datasets.registry import names, readers
 from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, POOLING_BACKENDS, SUPPORTED_BACKENDS
-from loadgen.plots import missing_libraries, parse_itl_thresholds
 from loadgen.schedule import RAMP_UP_STRATEGIES
+
+PLOT_LIBRARIES = {"--plot-timeline": ("plotly", "pandas"), "--plot-dataset-stats": ("matplotlib",)}
+
+
+def missing_libraries(flag: str) -> list[str]:
+    """The libraries a plot flag needs that are not installed."""
+    return [name for name in PLOT_LIBRARIES[flag] if importlib.util.find_spec(name) is None]
+
+
+def parse_itl_thresholds(value: str) -> tuple[float, float]:
+    """``--timeline-itl-thresholds``: two comma-separated milliseconds, as seconds."""
+    try:
+        thresholds = [float(part.strip()) for part in value.split(",")]
+    except ValueError as exc:
+        raise ValueError(f"Invalid --timeline-itl-thresholds format: {exc}") from None
+    if len(thresholds) != 2:
+        raise ValueError(
+            "Invalid --timeline-itl-thresholds format: "
+            f"Expected 2 ITL threshold values, got {len(thresholds)}"
+        )
+    return thresholds[0] / 1000, thresholds[1] / 1000
+
 
 PERCENTILE_METRICS = (
     "ttft",

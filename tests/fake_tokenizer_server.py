@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from tokenizers import Tokenizer
 
-from loadgen.tokenizer import load_tokenizer
+from loadgen.text.tokenizer import load_tokenizer
 
 
 @dataclass

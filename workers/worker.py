@@ -72,7 +72,7 @@ PREOPEN_POLL_S = 0.05  # how often pre-opening looks for GETs the server does no
 class PoolConnector(aiohttp.TCPConnector):
     """aiohttp's TCPConnector with what a load generator needs to know and decide about the
     pool (it hooks aiohttp's ``_create_connection``, ``_get`` and ``_release``; the tests in
-    tests/test_worker_connections.py pin that to the aiohttp versions allowed):
+    tests/integration/test_pool_hooks.py pin that to the aiohttp versions allowed):
 
     - the time spent opening a new connection is added to the current request's CONNECT_NS;
     - a task with FRESH_ONLY set never takes a pooled connection;

@@ -8,7 +8,7 @@ or, at -1, for the line's own ``output_tokens``. When the file has fewer lines t
 ``--no-oversample``. Upstream's global ``random`` calls give the same draws as a
 ``random.Random(seed)`` of their own, which is what is used here. Unless
 ``--skip-chat-template``, each chosen prompt is first rendered as a user message with the
-tokenizer's chat template (``loadgen/chat_template.py``), and counted as rendered.
+tokenizer's chat template (``loadgen/text/chat_template.py``), and counted as rendered.
 
 ``spec_bench`` (Spec-Bench's ``question.jsonl``) is sampled the same way from each question's
 first turn, as upstream's ``SpecBench`` subclass of ``CustomDataset`` does.
@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loadgen.chat_template import ChatTemplate
 from loadgen.datasets.errors import file_errors
 from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.sampled_prompts import SampledPrompts, chosen_rows, top_up
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.chat_template import ChatTemplate
+from loadgen.text.tokenizer import TokenCodec
 
 OUTPUT_LEN_FROM_FILE = -1
 

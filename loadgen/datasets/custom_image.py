@@ -20,7 +20,7 @@ from typing import Any
 from loadgen.datasets.errors import file_errors
 from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.sampled_prompts import SampledPrompts, chosen_rows, top_up
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.tokenizer import TokenCodec
 
 Part = dict[str, Any]
 

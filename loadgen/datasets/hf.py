@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.chat_template import ChatTemplate
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.sampled_prompts import SampledPrompts, top_up
 from loadgen.datasets.sharegpt import is_valid_sequence
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.chat_template import ChatTemplate
+from loadgen.text.tokenizer import TokenCodec
 
 CODE_ONLY = " Just output the code, do not include any explanation."
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.sampled_prompts import SampledPrompts
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.tokenizer import TokenCodec
 
 MAX_RETRY = 10
 

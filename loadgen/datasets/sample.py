@@ -7,22 +7,21 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from loadgen.chat_template import ChatTemplate
-from loadgen.config import ConfigError, RunConfig
-from loadgen.datasets.errors import FlagError
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sampled_prompts import SampledPrompts
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.chat_template import ChatTemplate
+from loadgen.text.tokenizer import TokenCodec
 
 
 def sample_dataset(
-    config: RunConfig, tokenizer: TokenCodec, chat_template: ChatTemplate | None = None
+    config: Any, tokenizer: TokenCodec, chat_template: ChatTemplate | None = None
 ) -> SampledPrompts:
     """Read (for a file dataset) and sample the configured dataset, templating its prompts when
     ``chat_template`` is given; blocking, run in a thread.
 
-    Raises ConfigError for a flag value the dataset cannot use, and ValueError naming the file
-    for a file dataset whose contents cannot be used.
+    ``config`` is the run's RunConfig (any object with the fields the steps name: datasets do
+    not import config). Raises FlagError for a flag value the dataset cannot use, and
+    ValueError naming the file for a file dataset whose contents cannot be used.
     """
     dataset = DATASETS[config.dataset_name]
     context: dict[str, Any] = {
@@ -30,16 +29,13 @@ def sample_dataset(
         "tokenizer": tokenizer,
         "chat_template": chat_template,
     }
-    try:
-        if dataset.load is not None:
-            assert config.dataset_path is not None  # validate() checked
-            context["rows"] = _call(dataset.load, config, context)
-        return _call(dataset.sample, config, context)
-    except FlagError as exc:
-        raise ConfigError(str(exc)) from None
+    if dataset.load is not None:
+        assert config.dataset_path is not None  # validate() checked
+        context["rows"] = _call(dataset.load, config, context)
+    return _call(dataset.sample, config, context)
 
 
-def _call(step: Callable[..., Any], config: RunConfig, context: dict[str, Any]) -> Any:
+def _call(step: Callable[..., Any], config: Any, context: dict[str, Any]) -> Any:
     """``step`` given the context values and the config fields its parameters name."""
     return step(
         **{

@@ -18,7 +18,7 @@ import orjson
 
 from loadgen.datasets.errors import file_errors
 from loadgen.datasets.sampled_prompts import SampledPrompts, seeded_order, top_up
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.tokenizer import TokenCodec
 
 MIN_LEN = 4
 MAX_PROMPT_LEN = 1024

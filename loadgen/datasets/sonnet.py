@@ -15,11 +15,11 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from loadgen.chat_template import ChatTemplate
 from loadgen.datasets.errors import FlagError
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.payloads import CHAT_BACKENDS
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.chat_template import ChatTemplate
+from loadgen.text.tokenizer import TokenCodec
 
 BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
 MAX_DRAWS_PER_PROMPT = 1000  # upstream draws forever; a prompt that never fits is an error

@@ -31,7 +31,7 @@ import numpy as np
 from loadgen.datasets.errors import FlagError
 from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.sampled_prompts import SampledPrompts
-from loadgen.tokenizer import TokenCodec
+from loadgen.text.tokenizer import TokenCodec
 
 
 def load_trace(path: str, num_requests: int) -> list[dict[str, Any]]:

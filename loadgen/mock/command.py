@@ -13,7 +13,7 @@ from loadgen.mock.app import serve
 from loadgen.mock.config import MockConfig
 from loadgen.mock.personalities import PERSONALITIES
 from loadgen.mock.recorder import TimingsSaveError
-from loadgen.tokenizer import MOCK_MODEL_NAME, TokenizerLoadError
+from loadgen.text.tokenizer import MOCK_MODEL_NAME, TokenizerLoadError
 
 
 @click.command(

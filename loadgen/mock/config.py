@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.tokenizer import MOCK_MODEL_NAME
+from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
 
 @dataclass

@@ -21,7 +21,7 @@ from loadgen.mock.connections import ConnectionHabits
 from loadgen.mock.personalities import PERSONALITIES
 from loadgen.mock.personalities.base import Personality, TokenCounts
 from loadgen.mock.recorder import TimingRecorder
-from loadgen.tokenizer import load_tokenizer
+from loadgen.text.tokenizer import load_tokenizer
 
 # Longer prompts are encoded in the default executor so that other requests' streams keep flowing.
 EXECUTOR_ENCODE_CHARS = 4096

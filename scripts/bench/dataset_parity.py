@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadgen.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 from loadgen.config import RunConfig
 from loadgen.datasets.sample import sample_dataset
 from loadgen.datasets.sharegpt import load_sharegpt_entries
-from loadgen.tokenizer import LocalTokenizer, load_tokenizer
+from loadgen.text.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
+from loadgen.text.tokenizer import LocalTokenizer, load_tokenizer
 
 # Upstream's side, run in the vllm install's Python; prints [md5, prompt_len, output_len] rows
 # (md5 of the prompt, or of the JSON list of a batched or rerank prompt).

@@ -26,7 +26,7 @@ from loadgen.mock.events import Events, SuffixEvents
 from loadgen.mock.pacing import PacedStream, Pacer
 from loadgen.mock.personalities.base import JSON_TYPE, StreamRequest
 from loadgen.mock.state import MockState
-from loadgen.tokenizer import TokenizerLoadError
+from loadgen.text.tokenizer import TokenizerLoadError
 
 MAX_CYCLE_TOKENS = 1024
 # What Starlette (and so vLLM) sends for an event stream.

@@ -1,0 +1,189 @@
+"""The console summary: upstream's "Serving Benchmark Result" block, line for line, and
+loadgen's own blocks and notes around it."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import shutil
+from typing import Any
+
+import numpy as np
+
+from loadgen.config import RunConfig
+from loadgen.report.decoding import summary_block as decoding_block
+from loadgen.report.metrics import (
+    BenchmarkMetrics,
+    MetricStats,
+    PoolingMetrics,
+    RequestResults,
+    Timings,
+    tokens_per_second,
+)
+from loadgen.report.probes import probe_lines
+from workers.protocol import ConnectionStats
+
+METRIC_TITLES = {
+    "ttft": ("TTFT", "Time to First Token"),
+    "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
+    "itl": ("ITL", "Inter-token Latency"),
+    "e2el": ("E2EL", "End-to-end Latency"),
+    "client_queue_time": ("Client Queue Time", "Client-side Queueing"),
+    "e2el_including_client_queue": (
+        "E2EL incl. Client Queue",
+        "Queue-inclusive End-to-end Latency",
+    ),
+}
+
+
+def _row(label: str, value: Any) -> str:
+    return f"{label:<40} {value:<10}"
+
+
+def _row_f(label: str, value: float) -> str:
+    return f"{label:<40} {value:<10.2f}"
+
+
+def percentile_word(p: float) -> str:
+    """'99' for 99.0, '99.9' for 99.9: upstream's naming of percentile keys and labels."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def reported_metrics(config: RunConfig) -> list[str]:
+    """The selected metrics that are reported, in upstream's order and under its conditions:
+    TTFT, TPOT and ITL only for generation with a tokenizer."""
+    selected = set(config.selected_metrics())
+    with_tokens = not config.pooling and not config.skip_tokenizer_init
+    order = ["ttft", "tpot", "itl"] if with_tokens else []
+    order.append("e2el")
+    if config.max_concurrency is not None:
+        order.append("client_queue_time")
+        if not math.isinf(config.request_rate):
+            order.append("e2el_including_client_queue")
+    return [m for m in order if m in selected]
+
+
+def failure_preamble(errors: list[str]) -> list[str]:
+    """Upstream's list of the first failures, printed before the summary."""
+    if not errors:
+        return []
+    lines = ["Failed requests during benchmark run detected (capping to 10):"]
+    lines += [f"Error {i}: {err}" for i, err in enumerate(errors[:10])]
+    return lines
+
+
+def summary_lines(
+    config: RunConfig,
+    metrics: BenchmarkMetrics | PoolingMetrics,
+    duration_s: float,
+    metric_names: list[str],
+    probe: dict[str, Any] | None = None,
+    decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
+) -> list[str]:
+    """The "Serving Benchmark Result" block, line for line as upstream prints it."""
+    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
+    lines.append(_row("Successful requests:", metrics.completed))
+    lines.append(_row("Failed requests:", metrics.failed))
+    if config.max_concurrency is not None:
+        lines.append(_row("Maximum request concurrency:", config.max_concurrency))
+    if not math.isinf(config.request_rate):
+        lines.append(_row_f("Request rate configured (RPS):", config.request_rate))
+    lines.append(_row_f("Benchmark duration (s):", duration_s))
+    lines.append(_row("Total input tokens:", metrics.total_input))
+    has_tokenizer = not config.skip_tokenizer_init
+    if isinstance(metrics, PoolingMetrics):
+        lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
+        lines.append(_row_f("Input throughput (inputs/s):", metrics.input_sequence_throughput))
+    else:
+        if has_tokenizer:
+            lines.append(_row("Total generated tokens:", metrics.total_output))
+        lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
+        if config.goodput:
+            lines.append(_row_f("Request goodput (req/s):", metrics.request_goodput))
+        if has_tokenizer:
+            lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
+            lines.append(
+                _row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s)
+            )
+        lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
+    if has_tokenizer:
+        lines.append(_row_f("Total token throughput (tok/s):", metrics.total_token_throughput))
+    if probe is not None:
+        lines += probe_lines(probe)
+    for name in metric_names:
+        lines += _metric_block(name, metrics.stats[name])
+    lines += decoding_block(*decoding)
+    lines.append("=" * 50)
+    return lines
+
+
+def intended_lines(stats_by_name: dict[str, MetricStats]) -> list[str]:
+    """loadgen's block for paced runs: TTFT and E2EL counted from the scheduled send instant."""
+    lines = ["{s:{c}^{n}}".format(s=" From intended send time (wrk2-style) ", n=50, c="-")]
+    for name, stats in stats_by_name.items():
+        short = name.upper()
+        lines.append(_row_f(f"Mean {short} from intended (ms):", stats.mean_ms))
+        lines.append(_row_f(f"Median {short} from intended (ms):", stats.median_ms))
+        for p, value in stats.percentiles_ms:
+            lines.append(_row_f(f"P{percentile_word(p)} {short} from intended (ms):", value))
+    lines.append("=" * 50)
+    return lines
+
+
+def _metric_block(name: str, stats: MetricStats) -> list[str]:
+    short, title = METRIC_TITLES[name]
+    lines = ["{s:{c}^{n}}".format(s=title, n=50, c="-")]
+    lines.append(_row_f(f"Mean {short} (ms):", stats.mean_ms))
+    lines.append(_row_f(f"Median {short} (ms):", stats.median_ms))
+    for p, value in stats.percentiles_ms:
+        lines.append(_row_f(f"P{percentile_word(p)} {short} (ms):", value))
+    return lines
+
+
+def plot_lines(results: RequestResults, timings: Timings) -> list[str]:
+    """Upstream's terminal plot when termplotlib and gnuplot are installed, else its tip."""
+    if not results.success.any():
+        return []
+    if importlib.util.find_spec("termplotlib") is None or shutil.which("gnuplot") is None:
+        return ["tip: install termplotlib and gnuplot to plot the metrics"]
+    import termplotlib as tpl  # optional; only drawn when the user has it
+
+    ok = results.success
+    start = results.send_s[ok]
+    end = start + timings.latency_s[ok]
+    origin = start.min()
+    owner_ok = np.repeat(ok, np.diff(results.event_offsets))
+    tokens = tokens_per_second(start, timings.latency_s[ok], results.event_s[owner_ok])
+    seconds = len(tokens)
+    first = (start - origin).astype(np.int64)
+    last = np.minimum(np.ceil(end - origin).astype(np.int64), seconds)
+    concurrent = np.zeros(seconds + 1)
+    np.add.at(concurrent, first, 1)
+    np.add.at(concurrent, np.maximum(last, first), -1)
+    fig = tpl.figure()
+    fig.plot(np.arange(seconds), tokens, title="Output tokens per second")
+    fig.plot(
+        np.arange(seconds), np.cumsum(concurrent)[:seconds], title="Concurrent requests per second"
+    )
+    return [fig.get_string()]
+
+
+def connection_notes(stats: ConnectionStats) -> list[str]:
+    """Console notes on what the server did to the connections, when it did anything."""
+    notes = []
+    if stats.resent:
+        notes.append(
+            f"note: {stats.resent} requests were re-sent once on a fresh connection: the server "
+            "had closed their pooled connection before reading them (timed from the re-send)"
+        )
+    if stats.reuse_stopped:
+        notes.append(
+            "note: the server closes the connection after every response (as llama.cpp's "
+            "server does); connections were no longer reused"
+        )
+    if stats.closed_before_use:
+        notes.append(
+            f"note: the server closed {stats.closed_before_use} of the "
+            f"{stats.preopened_at_t0} connections open at t0 before any request used them"
+        )
+    return notes

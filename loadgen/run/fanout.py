@@ -1,0 +1,307 @@
+"""Fan-out: start the worker processes, hand each its shard, start them together, collect records.
+
+Accounting is central and lives here: ``collect`` returns exactly one record per request.
+A request a worker reported is taken as reported; a request whose worker died, or that was
+never reported for any other reason, becomes a failed record with the reason as its error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import perf_counter_ns
+
+import numpy as np
+import zmq
+import zmq.asyncio
+
+from loadgen.report.collected import Collected
+from loadgen.run.credit_pool import CreditPool
+from loadgen.server.retry import READY_CHECK_HINT
+from workers.protocol import (
+    RECORD_DTYPE,
+    UNSENT_ROW,
+    ConnectionStats,
+    Kind,
+    WorkerConfig,
+    decode,
+    decode_records,
+    encode,
+    encode_probe,
+    shard_message,
+    worker_identity,
+)
+from workers.worker import run_worker
+
+START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
+POLL_MS = 100
+PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
+STOP_GRACE_S = 10.0
+
+
+class FanoutError(Exception):
+    """The run could not start or continue; the message says why."""
+
+
+@dataclass
+class ShardPlan:
+    """One worker's part of the run."""
+
+    config: WorkerConfig
+    bodies: list[bytes]
+    indices: np.ndarray
+    scheduled_ns: np.ndarray
+
+
+class WorkerPool:
+    """N worker processes behind one ROUTER socket bound on a free loopback port."""
+
+    def __init__(self, num_workers: int) -> None:
+        self.num_workers = num_workers
+        self.ctx = zmq.asyncio.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        spawn = multiprocessing.get_context("spawn")
+        self.processes = [
+            spawn.Process(
+                target=run_worker,
+                args=(self.endpoint, w),
+                name=f"loadgen-worker-{w}",
+                daemon=True,
+            )
+            for w in range(num_workers)
+        ]
+        self.stop_requested = False
+        self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.probe.setblocking(False)
+        self.probe_ports: dict[int, int] = {}
+
+    def start(self) -> None:
+        """Launch the worker processes (they import and connect while the caller goes on)."""
+        for process in self.processes:
+            process.start()
+
+    def request_stop(self) -> None:
+        """Ask the run to stop: in-flight requests are cancelled and reported as failed."""
+        self.stop_requested = True
+
+    async def _recv(self, timeout_ms: int) -> tuple[int, Kind, dict, list[bytes]] | None:
+        if not await self.sock.poll(timeout_ms):
+            return None
+        identity, *parts = await self.sock.recv_multipart()
+        kind, fields, frames = decode(parts)
+        return int(identity.decode()[1:]), kind, fields, frames
+
+    async def _send(self, worker: int, parts: list) -> None:
+        await self.sock.send_multipart([worker_identity(worker), *parts], copy=False)
+
+    def _dead_workers(self, pending: set[int]) -> list[int]:
+        return [w for w in pending if not self.processes[w].is_alive()]
+
+    async def _await_all(self, kind: Kind, workers: set[int], timeout_s: float) -> dict[int, dict]:
+        """Wait until every worker in ``workers`` has sent ``kind``; fail on death or timeout."""
+        pending = set(workers)
+        replies: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            got = await self._recv(POLL_MS)
+            if got is not None:
+                worker, got_kind, fields, _ = got
+                if got_kind is Kind.FATAL:
+                    raise FanoutError(f"worker {worker} failed: {fields['message']}")
+                if got_kind is kind and worker in pending:
+                    pending.discard(worker)
+                    replies[worker] = fields
+                continue
+            if dead := self._dead_workers(pending):
+                codes = ", ".join(f"{w} (exit code {self.processes[w].exitcode})" for w in dead)
+                raise FanoutError(f"worker process died before {kind.value}: {codes}")
+            if time.monotonic() > deadline:
+                raise FanoutError(f"workers {sorted(pending)} did not send {kind.value} in time")
+        return replies
+
+    async def run(
+        self,
+        plans: list[ShardPlan],
+        num_requests: int,
+        max_concurrency: int | None = None,
+        on_start: Callable[[], None] | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> Collected:
+        """Send the shards, start all workers at one instant t0, and collect every record.
+
+        With ``max_concurrency`` the cap is lent out as credits (loadgen/run/credit_pool.py).
+        """
+        workers = set(range(len(plans)))
+        credit_pool = (
+            CreditPool(max_concurrency, [len(plan.indices) for plan in plans])
+            if max_concurrency
+            else None
+        )
+        hellos = await self._await_all(Kind.HELLO, workers, timeout_s=120)
+        self.probe_ports = {w: hello["probe_port"] for w, hello in hellos.items()}
+        for w, plan in enumerate(plans):
+            await self._send(
+                w, shard_message(plan.config, plan.bodies, plan.indices, plan.scheduled_ns)
+            )
+        ready = await self._await_all(Kind.READY, workers, timeout_s=600)
+        connections = sum(r["connections"] for r in ready.values())
+        if connections == 0 and any(r["connect_error"] for r in ready.values()):
+            error = next(r["connect_error"] for r in ready.values() if r["connect_error"])
+            raise FanoutError(
+                f"cannot connect to the server at {plans[0].config.url}: {error}; is it up? "
+                f"{READY_CHECK_HINT}"
+            )
+        t0_ns = perf_counter_ns() + START_LEAD_NS
+        for w in workers:
+            credits = credit_pool.initial[w] if credit_pool is not None else 0
+            await self._send(w, encode(Kind.START, t0_ns=t0_ns, credits=credits))
+        if on_start is not None:
+            on_start()
+        return await self._collect(
+            workers, num_requests, t0_ns, connections, on_progress, credit_pool
+        )
+
+    async def _collect(
+        self,
+        workers: set[int],
+        num_requests: int,
+        t0_ns: int,
+        connections: int,
+        on_progress: Callable[[int], None] | None,
+        credit_pool: CreditPool | None,
+    ) -> Collected:
+        records = np.zeros(num_requests, dtype=RECORD_DTYPE)
+        received = np.zeros(num_requests, dtype=bool)
+        batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        errors: dict[int, str] = {}
+        texts: dict[int, str] = {}
+        problems: list[str] = []
+        pending = set(workers)
+        stop_deadline: float | None = None
+        loop_lag: list[np.ndarray] = []
+        cpu_ns = dict.fromkeys(workers, 0)
+        wall_ns = dict.fromkeys(workers, 0)
+        stats: list[ConnectionStats] = []
+        next_ping_ns = perf_counter_ns()
+        while pending:
+            if self.stop_requested and stop_deadline is None:
+                stop_deadline = time.monotonic() + STOP_GRACE_S
+                for w in pending:
+                    with contextlib.suppress(zmq.ZMQError):
+                        await self._send(w, encode(Kind.STOP, reason="interrupted"))
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                for w in pending:
+                    self.processes[w].terminate()
+                    problems.append(f"worker {w} did not stop within {STOP_GRACE_S:.0f} s")
+                break
+            if perf_counter_ns() >= next_ping_ns:
+                next_ping_ns = perf_counter_ns() + PING_INTERVAL_NS
+                for w in pending:
+                    with contextlib.suppress(OSError):  # a full buffer drops a probe, no more
+                        self.probe.sendto(
+                            encode_probe(perf_counter_ns()), ("127.0.0.1", self.probe_ports[w])
+                        )
+            wait_ms = max(1, (next_ping_ns - perf_counter_ns()) // 1_000_000)
+            got = await self._recv(wait_ms)
+            if got is None:
+                for w in self._dead_workers(pending):
+                    pending.discard(w)
+                    code = self.processes[w].exitcode
+                    problems.append(f"worker {w} died (exit code {code})")
+                continue
+            worker, kind, fields, frames = got
+            if kind is Kind.RECORDS:
+                batch, events, batch_errors, batch_texts = decode_records(fields, frames)
+                records[batch["index"]] = batch
+                received[batch["index"]] = True
+                batches.append((batch["index"].copy(), batch["n_events"].copy(), events.copy()))
+                errors.update(batch_errors)
+                texts.update(batch_texts)
+                if on_progress is not None:
+                    on_progress(len(batch))
+            elif kind is Kind.DEMAND and credit_pool is not None:
+                for message in credit_pool.on_demand(worker, fields["returned"], fields["waiting"]):
+                    if message.worker in pending:
+                        # A worker that has just finished may be gone; it needs no credits.
+                        with contextlib.suppress(zmq.ZMQError):
+                            await self._send(
+                                message.worker,
+                                encode(Kind.CREDITS, grant=message.grant, lend=message.lend),
+                            )
+            elif kind is Kind.DONE:
+                pending.discard(worker)
+                loop_lag.append(np.frombuffer(frames[0], dtype="<i8").copy())
+                cpu_ns[worker], wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
+                stats.append(ConnectionStats(**fields["connections"]))
+            elif kind is Kind.FATAL:
+                pending.discard(worker)
+                problems.append(f"worker {worker} failed: {fields['message']}")
+
+        missing = np.flatnonzero(~received)
+        if len(missing):
+            reason = "; ".join(problems) or "no record arrived for this request"
+            records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
+            records["index"][missing] = missing
+            for i in missing:
+                errors[int(i)] = f"lost: {reason}"
+        event_ns, event_offsets = _assemble_events(records, batches)
+        return Collected(
+            records=records,
+            event_ns=event_ns,
+            event_offsets=event_offsets,
+            errors=errors,
+            texts=texts,
+            t0_ns=t0_ns,
+            connections=connections,
+            worker_problems=problems,
+            interrupted=self.stop_requested,
+            loop_lag_ns=np.concatenate(loop_lag) if loop_lag else np.zeros(0, np.int64),
+            worker_cpu_ns=[cpu_ns[w] for w in sorted(workers)],
+            worker_wall_ns=[wall_ns[w] for w in sorted(workers)],
+            connection_stats=ConnectionStats(
+                preopened_at_t0=sum(s.preopened_at_t0 for s in stats),
+                closed_before_use=sum(s.closed_before_use for s in stats),
+                resent=sum(s.resent for s in stats),
+                reuse_stopped=any(s.reuse_stopped for s in stats),
+            ),
+        )
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop the processes and release the socket.
+
+        After a finished run the workers are exiting on their own and are given time to; when
+        the run never got that far they may still be importing, so they are terminated at once.
+        """
+        for process in self.processes:
+            if graceful and process.is_alive():
+                process.join(timeout=2)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=2)
+        self.sock.close()
+        self.ctx.term()
+        self.probe.close()
+
+
+def _assemble_events(
+    records: np.ndarray, batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lay every batch's events out request-major: request i at offsets[i]:offsets[i+1]."""
+    counts = records["n_events"].astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    out = np.empty(offsets[-1], dtype=np.int64)
+    for indices, batch_counts, events in batches:
+        if len(events) == 0:
+            continue
+        batch_starts = np.concatenate(([0], np.cumsum(batch_counts)[:-1]))
+        shift = np.repeat(offsets[indices] - batch_starts, batch_counts)
+        out[np.arange(len(events)) + shift] = events
+    return out, offsets

@@ -1,0 +1,256 @@
+"""Preparation: the model, the tokenizer, the dataset, the request bodies and the schedule.
+
+What needs the server (model discovery, the server tokenizer) waits for it as configured; the
+rest goes on meanwhile. ``align`` re-aligns prompts to the server's tokenizer once it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from loadgen.config import ALWAYS_TEMPLATED_DATASETS, TEMPLATED_DATASETS, ConfigError, RunConfig
+from loadgen.datasets.errors import FlagError
+from loadgen.datasets.registry import DATASETS
+from loadgen.datasets.sample import sample_dataset
+from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.payloads import lora_assignment, serialize_bodies
+from loadgen.report.run_report import RunMeta
+from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
+from loadgen.server.alignment import align_to_server_tokenizer
+from loadgen.server.client import ServerClient
+from loadgen.server.discovery import resolve_model
+from loadgen.server.errors import ConnectionLost, ServerUnreachable
+from loadgen.server.retry import with_hint
+from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.text.chat_template import load_chat_template
+from loadgen.text.tokenizer import (
+    LocalTokenizer,
+    TokenCodec,
+    TokenizerLoadError,
+    is_local_path,
+    load_tokenizer,
+)
+
+TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
+    "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
+    "The default will be determined on the server side and can be model/API specific. "
+    "For the old behavior, include --temperature=0."
+)
+
+
+@dataclass
+class Prepared:
+    """The run's requests, ready to shard."""
+
+    model_id: str  # tokenizer / model identity, as upstream's model_id
+    model_name: str  # the "model" field sent
+    tokenizer_id: str | None  # None with --skip-tokenizer-init
+    tokenizer: TokenCodec
+    dataset: SampledPrompts
+    models: list[str]  # the model each request names (a LoRA adapter with --lora-modules)
+    bodies: list[bytes]
+    scheduled_ns: np.ndarray
+
+    @property
+    def num_requests(self) -> int:
+        """Requests to send: --num-prompts, less with a short --no-oversample file, fewer when
+        prompts are batched (--random-batch-size, random-rerank)."""
+        return len(self.dataset.prompts)
+
+    def meta(self, num_workers: int) -> RunMeta:
+        """What the report needs of the preparation."""
+        return RunMeta(
+            model_id=self.model_id,
+            tokenizer_id=self.tokenizer_id,
+            prompts=self.dataset.prompts,
+            prompt_lens=self.dataset.prompt_lens,
+            scheduled_ns=self.scheduled_ns,
+            num_workers=num_workers,
+        )
+
+
+def check_before_start(config: RunConfig) -> None:
+    """Validate the flags and print their warnings; a missing dataset file is found now."""
+    config.validate()
+    for warning in config.ignored_flag_warnings():
+        print(f"warning: {warning}")
+    if (
+        not config.pooling
+        and config.temperature is None
+        and "temperature" not in (config.extra_body or {})
+    ):
+        print(TEMPERATURE_WARNING)
+    is_file = DATASETS[config.dataset_name].path_is_file  # hf: a hub id, or a directory
+    if is_file and config.dataset_path is not None and not os.path.isfile(config.dataset_path):
+        # Found now rather than after the tokenizer loads and the server is waited for.
+        raise ValueError(f"--dataset-path {config.dataset_path}: No such file")
+
+
+async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
+    """Model, tokenizer, dataset, bodies and schedule.
+
+    What needs the server (model discovery, the server tokenizer) waits for it as configured;
+    the rest goes on meanwhile: a given --model or --tokenizer lets the tokenizer load and the
+    dataset build while the server is still starting.
+    """
+    model_task = asyncio.ensure_future(resolve_model(config, client))
+
+    async def tokenizer_and_dataset() -> tuple[str | None, TokenCodec, SampledPrompts]:
+        if config.skip_tokenizer_init:  # upstream reports tokenizer_id null
+            tokenizer_id = None
+            print("--skip-tokenizer-init: the dataset is built with the server's /tokenize")
+            untemplated = config.skip_chat_template and config.dataset_name in TEMPLATED_DATASETS
+            if config.dataset_name in TEMPLATED_DATASETS + ALWAYS_TEMPLATED_DATASETS and not (
+                untemplated
+            ):
+                print("--skip-tokenizer-init: prompts go without the chat template, as upstream")
+            tokenizer = await _server_codec(config, client, model_task)
+        else:
+            tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
+            tokenizer = await _load_codec(config, client, tokenizer_id, model_task)
+        template = None
+        if config.uses_chat_template:  # from the tokenizer's files, also for a server codec
+            assert tokenizer_id is not None  # no template with --skip-tokenizer-init
+            template = await asyncio.to_thread(load_chat_template, tokenizer_id)
+        try:
+            dataset = await asyncio.to_thread(sample_dataset, config, tokenizer, template)
+        except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
+            raise ConfigError(str(exc)) from None
+        return tokenizer_id, tokenizer, dataset
+
+    (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
+        model_task, tokenizer_and_dataset()
+    )
+    num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
+    if config.dataset_name == "prefix_repetition" and num_requests < config.num_prompts:
+        print(
+            f"prefix_repetition: sending {num_requests} requests, "
+            f"{num_requests // config.prefix_repetition_num_prefixes} per prefix "
+            f"(--num-prompts {config.num_prompts} // {config.prefix_repetition_num_prefixes})"
+        )
+    if config.no_oversample and num_requests < config.num_prompts:
+        print(
+            f"--no-oversample: {config.dataset_path} gives {num_requests} prompts; "
+            f"sending {num_requests} of the {config.num_prompts} asked for."
+        )
+    models = (
+        lora_assignment(config.lora_modules, num_requests, config.lora_assignment, config.seed)
+        if config.lora_modules
+        else [model_name] * num_requests
+    )
+    bodies = serialize(config, dataset, models)
+    if config.self_timed_trace:
+        assert dataset.trace_offsets_s is not None
+        offsets = dataset.trace_offsets_s
+    elif config.ramp_up_strategy is not None:
+        offsets = ramp_up_offsets_s(
+            num_requests,
+            config.ramp_up_strategy,
+            config.ramp_up_start_rps,
+            config.ramp_up_end_rps,
+            config.burstiness,
+            config.seed,
+            dataset.arrival_rng,
+        )
+    else:
+        offsets = arrival_offsets_s(
+            num_requests, config.request_rate, config.burstiness, config.seed, dataset.arrival_rng
+        )
+    return Prepared(
+        model_id, model_name, tokenizer_id, tokenizer, dataset, models, bodies, to_ns(offsets)
+    )
+
+
+def serialize(config: RunConfig, dataset: SampledPrompts, models: list[str]) -> list[bytes]:
+    """Every request body of the dataset, as the workers will send them."""
+    return serialize_bodies(
+        config.backend,
+        models,
+        dataset.prompts,
+        dataset.output_lens.tolist(),
+        logprobs=config.logprobs,
+        ignore_eos=config.sends_ignore_eos,
+        extra_body=config.body_extras(),
+        mm_contents=dataset.mm_contents,
+    )
+
+
+async def align(config: RunConfig, client: ServerClient, prepared: Prepared) -> Prepared:
+    """Upstream's /tokenize re-alignment of random and prefix_repetition prompts, once the
+    server is known to answer (loadgen/server/alignment.py); the bodies are rebuilt if prompts
+    change.
+    Prompts built with the server's own tokenizer need none."""
+    if isinstance(prepared.tokenizer, ServerTokenizer):
+        return prepared
+    prompts = prepared.dataset.prompts
+    if not DATASETS[config.dataset_name].aligned or not isinstance(prompts[0], str):
+        return prepared
+    aligned = await align_to_server_tokenizer(
+        client,
+        prepared.model_name,
+        prompts,
+        prepared.dataset.prompt_lens.tolist(),
+        timeout_s=config.server_tokenizer_timeout_sec,
+        progress=not config.disable_tqdm,
+    )
+    if aligned == prompts:
+        return prepared
+    dataset = dataclasses.replace(prepared.dataset, prompts=aligned)
+    bodies = serialize(config, dataset, prepared.models)
+    return dataclasses.replace(prepared, dataset=dataset, bodies=bodies)
+
+
+async def _all_or_cancel(*awaitables: Awaitable[Any]) -> list[Any]:
+    """Await all concurrently; on the first failure cancel the rest and raise it."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _load_codec(
+    config: RunConfig,
+    client: ServerClient,
+    tokenizer_id: str,
+    model_task: Awaitable[tuple[str, str]],
+) -> TokenCodec:
+    """The local or hub tokenizer; failing that, for a hub id, the server's tokenizer."""
+    try:
+        return LocalTokenizer(await asyncio.to_thread(load_tokenizer, tokenizer_id))
+    except TokenizerLoadError as exc:
+        if is_local_path(tokenizer_id):
+            raise
+        print(f"Using the server's /tokenize and /detokenize: {exc}", flush=True)
+    return await _server_codec(config, client, model_task)
+
+
+async def _server_codec(
+    config: RunConfig, client: ServerClient, model_task: Awaitable[tuple[str, str]]
+) -> ServerTokenizer:
+    """The server's /tokenize and /detokenize as the tokenizer, waited for as configured."""
+    model_name, _ = await model_task
+    try:
+        tokenizer = await ServerTokenizer.connect(
+            client, model_name, config.ready_check_timeout_sec, config.ready_check_interval_sec
+        )
+    except ConnectionLost:
+        raise  # the server answers connections; waiting for it to come up is not the fix
+    except ServerUnreachable as exc:
+        raise with_hint(exc, config.ready_check_timeout_sec) from None
+    print(
+        f"Server tokenizer: {tokenizer.form} form, vocabulary size {tokenizer.vocab_size}, "
+        f"{tokenizer.num_special_tokens} special token(s) per prompt"
+    )
+    tokenizer.begin_build(
+        config.server_tokenizer_timeout_sec, config.num_prompts, progress=not config.disable_tqdm
+    )
+    return tokenizer

@@ -1,0 +1,69 @@
+"""Shard planning: which worker sends which request, and how each worker is configured."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loadgen.config import RunConfig
+from loadgen.payloads import CHAT_BACKENDS
+from loadgen.run.fanout import ShardPlan
+from loadgen.run.prepare import Prepared
+from loadgen.schedule import assign_workers
+from loadgen.server.client import auth_headers, proxy_for
+from workers.pooling import JSON_BODY, POOLING_FORMS
+from workers.protocol import WorkerConfig
+
+PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
+
+
+def planned_workers(config: RunConfig) -> int:
+    """Worker processes to start before the dataset is known: --workers, no more than the
+    requests asked for or --max-concurrency."""
+    # --num-prompts 0 (every line of a custom file) is not known until the file is read.
+    planned = config.num_prompts if config.num_prompts > 0 else config.workers
+    return min(config.workers, planned, config.max_concurrency or config.workers)
+
+
+def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
+    """One plan per worker: its requests, their bodies and schedule, and its configuration."""
+    owner = assign_workers(prepared.num_requests, num_workers, config.max_concurrency)
+    cap = config.max_concurrency or 0
+    headers = auth_headers(config.headers)
+    plans = []
+    for w in range(num_workers):
+        indices = np.flatnonzero(owner == w)
+        worker_config = WorkerConfig(
+            url=config.api_url,
+            headers=headers,
+            # Upstream's prefix_repetition requests carry no id, so no x-request-id.
+            request_id_prefix=None
+            if config.dataset_name == "prefix_repetition"
+            else config.request_id_prefix,
+            # Credits can gather at one worker (up to the whole cap), so each pre-opens that many.
+            max_concurrency=cap,
+            preopen_url=f"{config.server_url}/v1/models",
+            preopen_connections=min(cap or len(indices), len(indices), PREOPEN_LIMIT),
+            keep_text="always" if config.save_detailed else "when_no_usage",
+            chat=config.backend in CHAT_BACKENDS,
+            response_form=response_form(config),
+            proxy=proxy_for(config.api_url),
+            insecure=config.insecure,
+        )
+        plans.append(
+            ShardPlan(
+                config=worker_config,
+                bodies=[prepared.bodies[i] for i in indices],
+                indices=indices,
+                scheduled_ns=prepared.scheduled_ns[indices],
+            )
+        )
+    return plans
+
+
+def response_form(config: RunConfig) -> str:
+    """How the workers read an answer: an SSE stream, or a pooling answer in the form its
+    ``encoding_format`` (given with --extra-body) makes it."""
+    if not config.pooling:
+        return "sse"
+    encoding_format = (config.extra_body or {}).get("encoding_format")
+    return encoding_format if encoding_format in POOLING_FORMS else JSON_BODY

@@ -1,0 +1,36 @@
+"""Shared fixtures, and the kind markers: each test is marked ``unit``, ``integration`` or ``e2e``
+by the directory it lives in (``pytest -m "not e2e"`` is the fast loop)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from loadgen.text.tokenizer import MOCK_MODEL_NAME, LocalTokenizer, load_tokenizer
+
+KINDS = ("unit", "integration", "e2e")
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        kind = item.path.relative_to(TESTS).parts[0]
+        if kind not in KINDS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test belongs in tests/unit, integration or e2e"
+            )
+        item.add_marker(kind)
+
+
+@pytest.fixture(scope="module")
+def tok() -> LocalTokenizer:
+    """The mock's packaged tokenizer, as the datasets use it."""
+    return LocalTokenizer(load_tokenizer(MOCK_MODEL_NAME))
+
+
+@pytest.fixture(scope="module")
+def raw_tok() -> Tokenizer:
+    """The mock's packaged tokenizer itself (a ``tokenizers.Tokenizer``), as the mock uses it."""
+    return load_tokenizer(MOCK_MODEL_NAME)

@@ -1,0 +1,209 @@
+"""Helpers the tests import (fixtures live in conftest.py): a free port, the real CLI in its own
+process, the result JSON it wrote, the mock server as a process, and a run against one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadgen.mock.process import EmbeddedMockServer
+from loadgen.server.client import ServerClient
+from loadgen.server.tokenizer import ServerTokenizer
+
+DATA = Path(__file__).parent / "data"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (free when asked; bind it soon)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- the real CLI ---------------------------------------------------------------------------
+
+
+def loadgen(
+    *args: str, timeout: float = 60, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``loadgen run ARGS`` (the real CLI) in its own process and wait for it."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=None if env is None else dict(env),
+    )
+
+
+def start_loadgen(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``loadgen run ARGS`` in its own process, stdout and stderr piped; do not wait."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=None if env is None else dict(env),
+    )
+
+
+def wait_for_t0(proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Block until the run has started: the progress bar appears on stderr at t0."""
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while b"%|" not in seen:
+        assert time.monotonic() < deadline, f"the run did not start: {seen[-300:]!r}"
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"loadgen exited before t0: {seen[-300:]!r}"
+            seen += chunk
+
+
+def only_json_path(directory: Path) -> Path:
+    """The one JSON file in ``directory`` (asserts there is exactly one)."""
+    files = list(directory.glob("*.json"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def only_json(directory: Path) -> dict:
+    """The content of the one JSON file in ``directory``: the result a run wrote there."""
+    return json.loads(only_json_path(directory).read_text())
+
+
+# --- the mock server as a process -------------------------------------------------------------
+
+
+def mock_stats(url: str) -> dict[str, Any]:
+    """The mock's own counters (``GET /mock/stats``)."""
+    with urllib.request.urlopen(f"{url}/mock/stats", timeout=10) as response:
+        return json.load(response)
+
+
+@contextmanager
+def mock_server(*mock_args: str, itl_ms: float = 0.0) -> Iterator[str]:
+    """A mock server process (``loadgen.mock MOCK_ARGS``) for the block; yields its base URL
+    once it listens, and stops it after."""
+    mock = EmbeddedMockServer(itl_ms=itl_ms, extra_args=mock_args)
+    url = mock.start()
+    try:
+        yield url
+    finally:
+        mock.stop()
+
+
+@dataclass
+class MockRun:
+    proc: subprocess.CompletedProcess[str]
+    stats: dict[str, Any]  # the mock's /mock/stats after the run
+    launched: float  # time.perf_counter() just before loadgen was started
+    ended: float  # time.perf_counter() just after it ended
+
+
+def run_against_mock(
+    *args: str,
+    mock_args: tuple[str, ...] | list[str] = (),
+    itl_ms: float = 0.0,
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
+) -> MockRun:
+    """``loadgen run --base-url URL ARGS`` against a fresh mock server process started with
+    ``mock_args``; the finished process and what the mock counted."""
+    with mock_server(*mock_args, itl_ms=itl_ms) as url:
+        launched = time.perf_counter()
+        proc = loadgen("--base-url", url, *args, timeout=timeout, env=env)
+        ended = time.perf_counter()
+        stats = mock_stats(url)
+    return MockRun(proc, stats, launched, ended)
+
+
+# --- the mock server as a raw process, for the tests of the mock itself -----------------------
+
+LISTENING = re.compile(r"loadgen mock-server listening on http://127\.0\.0\.1:(\d+)\n")
+
+
+@dataclass
+class MockProcess:
+    proc: subprocess.Popen[str]
+    url: str
+    stderr: Path
+
+
+def spawn_mock(*args: str, stderr: Path) -> subprocess.Popen[str]:
+    """``loadgen.mock ARGS`` on 127.0.0.1, stdout piped, stderr to a file; do not wait."""
+    command = [sys.executable, "-m", "loadgen.mock", "--host", "127.0.0.1", *args]
+    with stderr.open("w") as err:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
+
+
+def mock_listening_port(proc: subprocess.Popen[str], timeout: float = 20.0) -> int:
+    """The port from the mock's first line, "loadgen mock-server listening on ..."."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "the server printed no 'listening on' line in time"
+    line = proc.stdout.readline()
+    match = LISTENING.fullmatch(line)
+    assert match, f"unexpected first line {line!r}"
+    return int(match.group(1))
+
+
+def stop_process(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
+    """Send ``sig`` and return the exit code (killed, and the timeout raised, after 10 s)."""
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+def start_mock(tmp_path: Path, *args: str) -> MockProcess:
+    """A mock process on a port of its choosing, its stderr in ``tmp_path``; once it listens."""
+    stderr = tmp_path / "stderr.txt"
+    proc = spawn_mock("--port", "0", *args, stderr=stderr)
+    try:
+        port = mock_listening_port(proc)
+    except BaseException:
+        proc.kill()
+        raise
+    return MockProcess(proc, f"http://127.0.0.1:{port}", stderr)
+
+
+# --- the server tokenizer -----------------------------------------------------------------------
+
+
+async def server_tokenizer_round_trip(
+    server_url: str,
+) -> tuple[ServerTokenizer, list[list[int]], list[str]]:
+    """Connect a ServerTokenizer to ``server_url``, encode three texts and decode them back."""
+    client = ServerClient(server_url, {})
+    try:
+        tokenizer = await ServerTokenizer.connect(client, "loadgen-mock", 10, 0.1)
+        texts = ["Hello world, this is a test.", "Another prompt", "x" * 500]
+        ids = await tokenizer.aencode_batch(texts)
+        # The blocking calls are for threads; on the loop they refuse rather than deadlock.
+        with pytest.raises(RuntimeError, match="block the event loop"):
+            tokenizer.encode_batch(texts)
+        decoded = await asyncio.to_thread(tokenizer.decode_batch, ids)
+        return tokenizer, ids, decoded
+    finally:
+        await client.close()
