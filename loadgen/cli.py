@@ -16,7 +16,15 @@ import orjson
 
 from loadgen import __version__
 from loadgen.calibrate import calibrate_command
-from loadgen.config import SUPPORTED_DATASETS, ConfigError, RunConfig, available_cores
+from loadgen.config import (
+    OUTPUT_LEN_TARGETS,
+    SUPPORTED_DATASETS,
+    ConfigError,
+    InputError,
+    RunConfig,
+    available_cores,
+    flag_name,
+)
 from loadgen.mock.command import mock_server_command
 from loadgen.mock.process import MockServerError
 from loadgen.payloads import UPSTREAM_BACKENDS
@@ -24,6 +32,7 @@ from loadgen.run.fanout import FanoutError
 from loadgen.run.runner import RunFailed, run
 from loadgen.schedule import RAMP_UP_STRATEGIES
 from loadgen.server.errors import ServerError
+from loadgen.text.chat_template import ChatTemplateError
 from loadgen.text.tokenizer import TokenizerLoadError
 from loadgen.vllm_flags import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS
 
@@ -386,8 +395,9 @@ def cli() -> None:
     "--output-len",
     type=int,
     default=None,
-    help="Sets the output length of every dataset (--random-output-len, --custom-output-len, "
-    "--sharegpt-output-len, --prefix-repetition-output-len).",
+    help="Sets the output length of every dataset ("
+    + ", ".join(map(flag_name, OUTPUT_LEN_TARGETS))
+    + ").",
 )
 @click.option(
     "--sharegpt-output-len",
@@ -695,19 +705,22 @@ def run_command(ctx: click.Context, **opts: object) -> None:
     if input_len is not None:
         config.random_input_len = input_len
     if output_len is not None:
-        config.random_output_len = output_len
-        config.custom_output_len = output_len
-        config.sharegpt_output_len = output_len
-        config.prefix_repetition_output_len = output_len
-        config.spec_bench_output_len = output_len
-        config.hf_output_len = output_len
+        for field_name in OUTPUT_LEN_TARGETS:
+            setattr(config, field_name, output_len)
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     try:
         code = run(config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    except (TokenizerLoadError, ServerError, FanoutError, MockServerError, ValueError) as exc:
+    except (
+        TokenizerLoadError,
+        ChatTemplateError,
+        InputError,
+        ServerError,
+        FanoutError,
+        MockServerError,
+    ) as exc:
         _fail(str(exc))
     except RunFailed as exc:
         _fail(str(exc), exc.exit_code)

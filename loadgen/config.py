@@ -88,8 +88,29 @@ ALL_ROWS_DATASETS = names(lambda dataset: dataset.every_row)
 ALWAYS_TEMPLATED_DATASETS = names(lambda dataset: dataset.templated == "always")
 
 
+# The dataset fields --output-len sets (upstream's --output-len feeds each dataset's own flag).
+OUTPUT_LEN_TARGETS = (
+    "random_output_len",
+    "custom_output_len",
+    "sharegpt_output_len",
+    "prefix_repetition_output_len",
+    "spec_bench_output_len",
+    "hf_output_len",
+)
+
+
+def flag_name(field_name: str) -> str:
+    """The command-line flag of a RunConfig field: ``hf_output_len`` -> ``--hf-output-len``."""
+    return "--" + field_name.replace("_", "-")
+
+
 class ConfigError(ValueError):
     """A flag value that cannot be used; the message names the flag."""
+
+
+class InputError(Exception):
+    """An input the run cannot use (a dataset file's contents, the endpoint for the backend);
+    the message names it. The CLI prints it as one line and exits 1."""
 
 
 def available_cores() -> int:

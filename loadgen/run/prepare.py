@@ -15,7 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.config import ALWAYS_TEMPLATED_DATASETS, TEMPLATED_DATASETS, ConfigError, RunConfig
+from loadgen.config import (
+    ALWAYS_TEMPLATED_DATASETS,
+    TEMPLATED_DATASETS,
+    ConfigError,
+    InputError,
+    RunConfig,
+)
 from loadgen.datasets.errors import FlagError
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset
@@ -29,7 +35,7 @@ from loadgen.server.discovery import resolve_model
 from loadgen.server.errors import ConnectionLost, ServerUnreachable
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
-from loadgen.text.chat_template import load_chat_template
+from loadgen.text.chat_template import ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import (
     LocalTokenizer,
     TokenCodec,
@@ -90,7 +96,7 @@ def check_before_start(config: RunConfig) -> None:
     is_file = DATASETS[config.dataset_name].path_is_file  # hf: a hub id, or a directory
     if is_file and config.dataset_path is not None and not os.path.isfile(config.dataset_path):
         # Found now rather than after the tokenizer loads and the server is waited for.
-        raise ValueError(f"--dataset-path {config.dataset_path}: No such file")
+        raise InputError(f"--dataset-path {config.dataset_path}: No such file")
 
 
 async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
@@ -123,6 +129,10 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
             dataset = await asyncio.to_thread(sample_dataset, config, tokenizer, template)
         except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
             raise ConfigError(str(exc)) from None
+        except ChatTemplateError:
+            raise
+        except ValueError as exc:  # the dataset modules name the file whose contents are bad
+            raise InputError(str(exc)) from None
         return tokenizer_id, tokenizer, dataset
 
     (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(

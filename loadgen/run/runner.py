@@ -14,7 +14,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from loadgen.config import RunConfig
+from loadgen.config import InputError, RunConfig
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.payloads import check_endpoint
 from loadgen.report.collected import Collected
@@ -50,7 +50,10 @@ def run(config: RunConfig) -> int:
         if mock is not None:
             config.base_url = mock.start()
             config.model = config.model or MOCK_MODEL_NAME
-        check_endpoint(config.backend, config.api_url)
+        try:
+            check_endpoint(config.backend, config.api_url)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
         return asyncio.run(_run(config))
     finally:
         if mock is not None:

@@ -311,3 +311,24 @@ def test_plot_flags_check_their_values_and_libraries(monkeypatch: pytest.MonkeyP
 def test_random_mm_refusals(fields: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         RunConfig(dataset_name="random-mm", **fields).validate()
+
+
+def test_output_len_sets_every_target_and_the_docs_name_them_all(monkeypatch) -> None:
+    import re
+    from pathlib import Path
+
+    import loadgen.cli
+    from loadgen.config import OUTPUT_LEN_TARGETS, flag_name
+
+    seen: list = []
+    monkeypatch.setattr(loadgen.cli, "run", lambda config: seen.append(config) or 0)
+    result = CliRunner().invoke(cli, ["run", "--mock", "--output-len", "7"])
+    assert result.exit_code == 0, result.output
+    assert all(getattr(seen[0], name) == 7 for name in OUTPUT_LEN_TARGETS)
+    compat = (Path(__file__).parents[2] / "docs" / "compat.md").read_text()
+    row = next(line for line in compat.splitlines() if line.startswith("| `--output-len` |"))
+    named = re.findall(r"`(--[a-z-]+-output-len)`", row.split("Copied into", 1)[1])
+    assert named == [flag_name(name) for name in OUTPUT_LEN_TARGETS]
+    help_text = CliRunner().invoke(cli, ["run", "--help"]).output
+    unwrapped = re.sub(r"-\s+", "-", " ".join(help_text.split()))  # click wraps at hyphens too
+    assert ", ".join(map(flag_name, OUTPUT_LEN_TARGETS)) + ")" in unwrapped
