@@ -24,6 +24,7 @@ import numpy as np
 
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.mock.recorder import TimingRecords
+from loadgen.report.stats import sample_stats
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
 SERVER_START_TIMEOUT_S = 60.0
@@ -141,10 +142,8 @@ def compare(client: ClientRun, server: TimingRecords, prefix: str) -> Comparison
 
 def stats_ms(values_s: np.ndarray) -> Stats:
     """p50, p99 and max of ``values_s`` (seconds) in milliseconds; NaN for an empty sample."""
-    if not len(values_s):
-        return Stats(math.nan, math.nan, math.nan)
-    p50, p99 = np.percentile(values_s, [50, 99]) * 1000
-    return Stats(float(p50), float(p99), float(np.max(values_s)) * 1000)
+    stats = sample_stats(values_s, [50, 99], scale=1000, empty=math.nan)
+    return Stats(stats.at(50), stats.at(99), stats.max)
 
 
 def error_stats(comparison: Comparison) -> tuple[Stats, Stats]:

@@ -14,6 +14,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadgen.report.rows import row, section_title
+
 
 @dataclass
 class SpecDecodeCounters:
@@ -161,30 +163,30 @@ def result_keys(spec: dict[str, Any] | None, diffusion: dict[str, Any] | None) -
 def summary_block(spec: dict[str, Any] | None, diffusion: dict[str, Any] | None) -> list[str]:
     """Upstream's "Diffusion Decoding" block, or else its "Speculative Decoding" block."""
     if diffusion is not None:
-        lines = ["{s:{c}^{n}}".format(s="Diffusion Decoding", n=50, c="-")]
-        for label, key, fmt in (
-            ("Committed throughput (tok/s):", "committed_throughput", "{:<10.2f}"),
-            ("Denoising steps per canvas:", "steps_per_canvas", "{:<10.2f}"),
-            ("Committed per denoising step:", "committed_per_step", "{:<10.2f}"),
-            ("Committed tokens:", "committed_tokens", "{:<10d}"),
-            ("Denoising steps:", "denoising_steps", "{:<10d}"),
-            ("Canvas positions evaluated:", "canvas_positions", "{:<10d}"),
+        lines = [section_title("Diffusion Decoding")]
+        for label, key, spec in (
+            ("Committed throughput (tok/s):", "committed_throughput", ".2f"),
+            ("Denoising steps per canvas:", "steps_per_canvas", ".2f"),
+            ("Committed per denoising step:", "committed_per_step", ".2f"),
+            ("Committed tokens:", "committed_tokens", "d"),
+            ("Denoising steps:", "denoising_steps", "d"),
+            ("Canvas positions evaluated:", "canvas_positions", "d"),
         ):
-            value = int(diffusion[key]) if fmt.endswith("d}") else diffusion[key]
-            lines.append(f"{label:<40} " + fmt.format(value))
+            value = int(diffusion[key]) if spec == "d" else diffusion[key]
+            lines.append(row(label, value, spec))
         return lines
     if spec is None:
         return []
     lines = [
-        "{s:{c}^{n}}".format(s="Speculative Decoding", n=50, c="-"),
-        "{:<40} {:<10.2f}".format("Acceptance rate (%):", spec["acceptance_rate"]),
-        "{:<40} {:<10.2f}".format("Acceptance length:", spec["acceptance_length"]),
-        "{:<40} {:<10}".format("Drafts:", int(spec["num_drafts"])),
-        "{:<40} {:<10}".format("Draft tokens:", int(spec["draft_tokens"])),
-        "{:<40} {:<10}".format("Accepted tokens:", int(spec["accepted_tokens"])),
+        section_title("Speculative Decoding"),
+        row("Acceptance rate (%):", spec["acceptance_rate"], ".2f"),
+        row("Acceptance length:", spec["acceptance_length"], ".2f"),
+        row("Drafts:", int(spec["num_drafts"])),
+        row("Draft tokens:", int(spec["draft_tokens"])),
+        row("Accepted tokens:", int(spec["accepted_tokens"])),
     ]
     if spec["per_position_acceptance_rates"]:
         lines.append("Per-position acceptance (%):")
         for i, rate in enumerate(spec["per_position_acceptance_rates"]):
-            lines.append("{:<40} {:<10.2f}".format(f"  Position {i}:", rate * 100))
+            lines.append(row(f"  Position {i}:", rate * 100, ".2f"))
     return lines

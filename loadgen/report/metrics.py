@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadgen.report.stats import sample_stats
+
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
 
@@ -134,12 +136,9 @@ def latency_from_intended(
 
 def summarize(values_s: np.ndarray, percentiles: list[float]) -> MetricStats:
     """Statistics of one sample in ms, as upstream computes them (0 for an empty sample)."""
-    x = np.asarray(values_s, dtype=np.float64) if len(values_s) else np.zeros(1)
+    s = sample_stats(values_s, percentiles, scale=1000)
     return MetricStats(
-        mean_ms=float(np.mean(x)) * 1000,
-        median_ms=float(np.median(x)) * 1000,
-        std_ms=float(np.std(x)) * 1000,
-        percentiles_ms=[(p, float(np.percentile(x, p)) * 1000) for p in percentiles],
+        mean_ms=s.mean, median_ms=s.median, std_ms=s.std, percentiles_ms=s.percentiles
     )
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from loadgen.report.rows import row, section_title
+from loadgen.report.stats import sample_stats
 
 
 @dataclass
@@ -23,23 +24,23 @@ def probe_stats(results: ProbeResults) -> dict[str, Any] | None:
     """Upstream's probe keys over the successful probes; None when none succeeded."""
     if not results.latencies_s:
         return None
-    latencies = np.asarray(results.latencies_s)
+    e2el = sample_stats(results.latencies_s, [99], scale=1000)
     return {
-        "probe_completed": len(latencies),
+        "probe_completed": e2el.count,
         "probe_failed": results.failures,
-        "probe_median_e2el_ms": float(np.median(latencies)) * 1000,
-        "probe_p99_e2el_ms": float(np.percentile(latencies, 99)) * 1000,
-        "probe_max_e2el_ms": float(latencies.max()) * 1000,
+        "probe_median_e2el_ms": e2el.median,
+        "probe_p99_e2el_ms": e2el.at(99),
+        "probe_max_e2el_ms": e2el.max,
     }
 
 
 def probe_lines(stats: dict[str, Any]) -> list[str]:
     """Upstream's "Probe Requests" block of the summary."""
     return [
-        "{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"),
-        "{:<40} {:<10}".format("Probe requests completed:", stats["probe_completed"]),
-        "{:<40} {:<10}".format("Probe requests failed:", stats["probe_failed"]),
-        "{:<40} {:<10.2f}".format("Median probe E2EL (ms):", stats["probe_median_e2el_ms"]),
-        "{:<40} {:<10.2f}".format("P99 probe E2EL (ms):", stats["probe_p99_e2el_ms"]),
-        "{:<40} {:<10.2f}".format("Max probe E2EL (ms):", stats["probe_max_e2el_ms"]),
+        section_title("Probe Requests"),
+        row("Probe requests completed:", stats["probe_completed"]),
+        row("Probe requests failed:", stats["probe_failed"]),
+        row("Median probe E2EL (ms):", stats["probe_median_e2el_ms"], ".2f"),
+        row("P99 probe E2EL (ms):", stats["probe_p99_e2el_ms"], ".2f"),
+        row("Max probe E2EL (ms):", stats["probe_max_e2el_ms"], ".2f"),
     ]

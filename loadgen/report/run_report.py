@@ -42,6 +42,7 @@ from loadgen.report.plots import (
     write_timeline_html,
 )
 from loadgen.report.result_json import build_result, result_path, stats_json, write_result
+from loadgen.report.stats import SampleStats, sample_stats
 from loadgen.report.summary import (
     connection_notes,
     failure_preamble,
@@ -142,11 +143,11 @@ def report_run(
         intended = {k: summarize(x, config.percentiles()) for k, x in samples.items()}
         _print(intended_lines(intended))
         from_intended = {k: stats_json(stats) for k, stats in intended.items()}
-    connect_ms = records["connect_ns"][records["connect_ns"] > 0] / 1e6
-    if len(connect_ms):
+    connect = sample_stats(records["connect_ns"][records["connect_ns"] > 0] / 1e6, [50, 99])
+    if connect.count:
         print(
-            f"note: {len(connect_ms)} requests opened a new connection during the run "
-            f"(p50 {np.median(connect_ms):.2f} ms, max {connect_ms.max():.2f} ms), "
+            f"note: {connect.count} requests opened a new connection during the run "
+            f"(p50 {connect.median:.2f} ms, max {connect.max:.2f} ms), "
             "inside their TTFT"
         )
     stats = collected.connection_stats
@@ -171,11 +172,11 @@ def report_run(
         "resent_on_stale_connection": stats.resent,
         "connection_reuse_stopped": stats.reuse_stopped,
         "schedule_sha256": schedule_hash(meta.scheduled_ns),
-        "send_lag_ms": _p50_p99_max(send_lag_ms),
+        "send_lag_ms": _p50_p99_max(sample_stats(send_lag_ms, [50, 99])),
         "from_intended": from_intended,  # None unless the run was paced
         "new_connections_during_run": {
-            "count": len(connect_ms),
-            "connect_ms": _p50_p99_max(connect_ms),
+            "count": connect.count,
+            "connect_ms": _p50_p99_max(connect),
         },
         "worker_problems": collected.worker_problems,
         "interrupted": collected.interrupted,
@@ -275,9 +276,6 @@ def _rps_change_events(
     )
 
 
-def _p50_p99_max(lag_ms: np.ndarray) -> dict[str, float]:
-    """p50, p99 and max of a sample in ms (zeros when it is empty)."""
-    if len(lag_ms) == 0:
-        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
-    p50, p99 = np.percentile(lag_ms, [50, 99])
-    return {"p50": float(p50), "p99": float(p99), "max": float(lag_ms.max())}
+def _p50_p99_max(stats: SampleStats) -> dict[str, float]:
+    """p50, p99 and max of a sample's statistics as JSON keys (zeros when it is empty)."""
+    return {"p50": stats.at(50), "p99": stats.at(99), "max": stats.max}

@@ -21,6 +21,7 @@ from loadgen.report.metrics import (
     tokens_per_second,
 )
 from loadgen.report.probes import probe_lines
+from loadgen.report.rows import RULE, row, section_title
 from workers.protocol import ConnectionStats
 
 METRIC_TITLES = {
@@ -34,14 +35,6 @@ METRIC_TITLES = {
         "Queue-inclusive End-to-end Latency",
     ),
 }
-
-
-def _row(label: str, value: Any) -> str:
-    return f"{label:<40} {value:<10}"
-
-
-def _row_f(label: str, value: float) -> str:
-    return f"{label:<40} {value:<10.2f}"
 
 
 def percentile_word(p: float) -> str:
@@ -81,62 +74,62 @@ def summary_lines(
     decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
 ) -> list[str]:
     """The "Serving Benchmark Result" block, line for line as upstream prints it."""
-    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
-    lines.append(_row("Successful requests:", metrics.completed))
-    lines.append(_row("Failed requests:", metrics.failed))
+    lines = [section_title(" Serving Benchmark Result ", "=")]
+    lines.append(row("Successful requests:", metrics.completed))
+    lines.append(row("Failed requests:", metrics.failed))
     if config.max_concurrency is not None:
-        lines.append(_row("Maximum request concurrency:", config.max_concurrency))
+        lines.append(row("Maximum request concurrency:", config.max_concurrency))
     if not math.isinf(config.request_rate):
-        lines.append(_row_f("Request rate configured (RPS):", config.request_rate))
-    lines.append(_row_f("Benchmark duration (s):", duration_s))
-    lines.append(_row("Total input tokens:", metrics.total_input))
+        lines.append(row("Request rate configured (RPS):", config.request_rate, ".2f"))
+    lines.append(row("Benchmark duration (s):", duration_s, ".2f"))
+    lines.append(row("Total input tokens:", metrics.total_input))
     has_tokenizer = not config.skip_tokenizer_init
     if isinstance(metrics, PoolingMetrics):
-        lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
-        lines.append(_row_f("Input throughput (inputs/s):", metrics.input_sequence_throughput))
+        lines.append(row("Request throughput (req/s):", metrics.request_throughput, ".2f"))
+        lines.append(row("Input throughput (inputs/s):", metrics.input_sequence_throughput, ".2f"))
     else:
         if has_tokenizer:
-            lines.append(_row("Total generated tokens:", metrics.total_output))
-        lines.append(_row_f("Request throughput (req/s):", metrics.request_throughput))
+            lines.append(row("Total generated tokens:", metrics.total_output))
+        lines.append(row("Request throughput (req/s):", metrics.request_throughput, ".2f"))
         if config.goodput:
-            lines.append(_row_f("Request goodput (req/s):", metrics.request_goodput))
+            lines.append(row("Request goodput (req/s):", metrics.request_goodput, ".2f"))
         if has_tokenizer:
-            lines.append(_row_f("Output token throughput (tok/s):", metrics.output_throughput))
+            lines.append(row("Output token throughput (tok/s):", metrics.output_throughput, ".2f"))
             lines.append(
-                _row_f("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s)
+                row("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s, ".2f")
             )
-        lines.append(_row_f("Peak concurrent requests:", metrics.max_concurrent_requests))
+        lines.append(row("Peak concurrent requests:", metrics.max_concurrent_requests, ".2f"))
     if has_tokenizer:
-        lines.append(_row_f("Total token throughput (tok/s):", metrics.total_token_throughput))
+        lines.append(row("Total token throughput (tok/s):", metrics.total_token_throughput, ".2f"))
     if probe is not None:
         lines += probe_lines(probe)
     for name in metric_names:
         lines += _metric_block(name, metrics.stats[name])
     lines += decoding_block(*decoding)
-    lines.append("=" * 50)
+    lines.append(RULE)
     return lines
 
 
 def intended_lines(stats_by_name: dict[str, MetricStats]) -> list[str]:
     """loadgen's block for paced runs: TTFT and E2EL counted from the scheduled send instant."""
-    lines = ["{s:{c}^{n}}".format(s=" From intended send time (wrk2-style) ", n=50, c="-")]
+    lines = [section_title(" From intended send time (wrk2-style) ")]
     for name, stats in stats_by_name.items():
         short = name.upper()
-        lines.append(_row_f(f"Mean {short} from intended (ms):", stats.mean_ms))
-        lines.append(_row_f(f"Median {short} from intended (ms):", stats.median_ms))
+        lines.append(row(f"Mean {short} from intended (ms):", stats.mean_ms, ".2f"))
+        lines.append(row(f"Median {short} from intended (ms):", stats.median_ms, ".2f"))
         for p, value in stats.percentiles_ms:
-            lines.append(_row_f(f"P{percentile_word(p)} {short} from intended (ms):", value))
-    lines.append("=" * 50)
+            lines.append(row(f"P{percentile_word(p)} {short} from intended (ms):", value, ".2f"))
+    lines.append(RULE)
     return lines
 
 
 def _metric_block(name: str, stats: MetricStats) -> list[str]:
     short, title = METRIC_TITLES[name]
-    lines = ["{s:{c}^{n}}".format(s=title, n=50, c="-")]
-    lines.append(_row_f(f"Mean {short} (ms):", stats.mean_ms))
-    lines.append(_row_f(f"Median {short} (ms):", stats.median_ms))
+    lines = [section_title(title)]
+    lines.append(row(f"Mean {short} (ms):", stats.mean_ms, ".2f"))
+    lines.append(row(f"Median {short} (ms):", stats.median_ms, ".2f"))
     for p, value in stats.percentiles_ms:
-        lines.append(_row_f(f"P{percentile_word(p)} {short} (ms):", value))
+        lines.append(row(f"P{percentile_word(p)} {short} (ms):", value, ".2f"))
     return lines
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadgen.report.stats import sample_stats
+
 LOOP_LAG_P99_MS = 1.0
 WORKER_CPU_PCT = 90.0
 SEND_LAG_P99_MS = 2.0
@@ -62,13 +64,14 @@ def measure(
     request_rate: float,
 ) -> ClientHealth:
     """Reduce the raw samples (send lags of released requests, PING delays, worker CPU)."""
-    loop_ms = np.asarray(loop_lag_ns, dtype=np.float64) / 1e6
+    send = sample_stats(send_lag_ms, [99])
+    loop = sample_stats(np.asarray(loop_lag_ns, dtype=np.float64) / 1e6, [99])
     return ClientHealth(
-        send_lag_p99_ms=float(np.percentile(send_lag_ms, 99)) if len(send_lag_ms) else 0.0,
+        send_lag_p99_ms=send.at(99),
         send_lag_judged=not math.isinf(request_rate),
-        loop_lag_p99_ms=float(np.percentile(loop_ms, 99)) if len(loop_ms) else 0.0,
-        loop_lag_max_ms=float(loop_ms.max()) if len(loop_ms) else 0.0,
-        loop_lag_samples=len(loop_ms),
+        loop_lag_p99_ms=loop.at(99),
+        loop_lag_max_ms=loop.max,
+        loop_lag_samples=loop.count,
         worker_cpu_pct=[
             100.0 * cpu / wall if wall > 0 else 0.0
             for cpu, wall in zip(worker_cpu_ns, worker_wall_ns, strict=True)
