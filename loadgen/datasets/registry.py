@@ -180,6 +180,8 @@ DATASETS: dict[str, Dataset] = {
             "--no-stream",
             "--blazedit-min-distance",
             "--blazedit-max-distance",
+            "--disable-shuffle",  # upstream's HuggingFaceDataset honours both
+            "--no-oversample",
         ),
     ),
 }

@@ -62,3 +62,11 @@ def test_a_file_at_fault_names_the_path_and_is_no_flag_error(tok, tmp_path):
     with pytest.raises(ValueError, match=f"^--dataset-path {path}: --custom-output-len -1") as e:
         sample_dataset(config, tok)
     assert not isinstance(e.value, FlagError)
+
+
+def test_hf_takes_disable_shuffle_and_no_oversample_as_upstream():
+    config = RunConfig(
+        dataset_name="hf", dataset_path="x", disable_shuffle=True, no_oversample=True
+    )
+    assert config.ignored_flag_warnings() == []
+    assert set(readers("--disable-shuffle")) >= {"custom", "hf"}
