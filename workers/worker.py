@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import gc
 import math
 import os
@@ -32,6 +31,14 @@ import zmq.asyncio
 from yarl import URL
 
 from workers.credits import CreditGate
+from workers.pool import (
+    CONNECT_NS,
+    FRESH_ONLY,
+    STALE_ERRORS,
+    PoolConnector,
+    before_any_byte,
+    preopen,
+)
 from workers.pooling import PooledAnswer
 from workers.precise_timer import PreciseTimer
 from workers.protocol import (
@@ -54,76 +61,7 @@ MAX_ERROR_BODY = 512
 BURST_YIELD = 4  # requests released back to back before the loop serves open streams
 
 
-# The current request's connect time, set in its own task's context (see PoolConnector).
-CONNECT_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "connect_ns", default=None
-)
-# True in a task that must not take a pooled connection: a re-send, a pre-opening GET.
-FRESH_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("fresh_only", default=False)
-# Errors of a pooled connection that the server had closed before it read the request.
-STALE_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError)
 STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes after each answer
-PREOPEN_BUDGET_S = 1.0  # pre-opening never delays t0 by more than about this
-PREOPEN_AT_ONCE = 32  # connections being opened at the same time
-PREOPEN_SLOW_S = 0.25  # a pre-opening GET unanswered this long: the server serves no more
-PREOPEN_POLL_S = 0.05  # how often pre-opening looks for GETs the server does not serve
-
-
-class PoolConnector(aiohttp.TCPConnector):
-    """aiohttp's TCPConnector with what a load generator needs to know and decide about the
-    pool (it hooks aiohttp's ``_create_connection``, ``_get`` and ``_release``; the tests in
-    tests/integration/test_pool_hooks.py pin that to the aiohttp versions allowed):
-
-    - the time spent opening a new connection is added to the current request's CONNECT_NS;
-    - a task with FRESH_ONLY set never takes a pooled connection;
-    - connections released while ``preopening`` are remembered, so the run can tell how many
-      were open at t0 and how many the server closed before any request took them;
-    - with ``reuse`` off, every connection is closed after its response instead of pooled.
-    """
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.reuse = True
-        self.preopening = False
-        self.preopened: set[object] = set()  # pre-opened protocols no request has taken yet
-
-    async def _create_connection(self, req, traces, timeout):  # type: ignore[no-untyped-def]
-        started = perf_counter_ns()
-        try:
-            return await super()._create_connection(req, traces, timeout)
-        finally:
-            if (spent := CONNECT_NS.get()) is not None:
-                spent.append(perf_counter_ns() - started)
-
-    async def _get(self, key, traces):  # type: ignore[no-untyped-def]
-        if FRESH_ONLY.get():
-            return None
-        connection = await super()._get(key, traces)
-        if connection is not None and self.preopened:
-            self.preopened.discard(connection.protocol)
-        return connection
-
-    def _release(self, key, protocol, *, should_close=False):  # type: ignore[no-untyped-def]
-        super()._release(key, protocol, should_close=should_close or not self.reuse)
-        if self.preopening and protocol.is_connected():
-            self.preopened.add(protocol)
-
-    def open_preopened(self) -> int:
-        """Forget the pre-opened connections that are closed already; how many are open."""
-        self.preopened = {p for p in self.preopened if p.is_connected()}  # type: ignore[attr-defined]
-        return len(self.preopened)
-
-    def closed_before_use(self) -> int:
-        """Pre-opened connections open at t0 that the server closed before any request."""
-        return sum(not p.is_connected() for p in self.preopened)  # type: ignore[attr-defined]
-
-
-def _before_any_byte(exc: BaseException) -> bool:
-    """Whether a stale-connection error came before any byte of an answer: aiohttp's
-    ServerDisconnectedError carries the partial response it had parsed, if any."""
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return isinstance(exc.message, str)
-    return True
 
 
 def run_worker(endpoint: str, worker_id: int) -> None:
@@ -220,7 +158,14 @@ class Worker:
             trust_env=False,
         )
         try:
-            opened, connect_error = await self._preopen(session, shard)
+            opened, connect_error = await preopen(
+                session,
+                connector,
+                config.preopen_url,
+                config.headers,
+                config.proxy,
+                min(config.preopen_connections, len(shard.indices)),
+            )
             # The shard, the pool and the imported modules live for the whole run: take them
             # out of the collector's reach before t0, so no full collection walks them (a
             # stall of milliseconds) while streams are being stamped. Upstream does the same.
@@ -263,73 +208,6 @@ class Worker:
             )
         finally:
             await session.close()
-
-    async def _preopen(self, session: aiohttp.ClientSession, shard: Shard) -> tuple[int, str]:
-        """Open the pool's connections before t0, so no handshake lands in a measured TTFT.
-
-        Each connection is opened by a GET that may take no pooled connection (FRESH_ONLY), so
-        it goes back to the pool as soon as its answer is read. At most PREOPEN_AT_ONCE are
-        opened at a time and all within PREOPEN_BUDGET_S. Opening stops early when a GET has
-        waited PREOPEN_SLOW_S while one sent after it was answered (the server serves no more
-        connections at once, as llama.cpp's fixed pool of HTTP threads where an idle
-        connection holds a thread), or when one opened earlier is closed already (the server
-        keeps no idle connections). Returns how many are open, and the first error.
-        """
-        config = shard.config
-        connector = self.connector
-        assert connector is not None
-        count = min(config.preopen_connections, len(shard.indices))
-        slots = asyncio.Semaphore(PREOPEN_AT_ONCE)
-        enough = False
-        failures: list[BaseException] = []
-        sent_ns: dict[int, int] = {}  # GETs not answered yet: when each was sent
-        last_answer_ns = 0
-
-        async def touch(key: int) -> None:
-            nonlocal enough, last_answer_ns
-            FRESH_ONLY.set(True)  # this task's own context
-            async with slots:
-                if enough:
-                    return
-                sent_ns[key] = perf_counter_ns()
-                try:
-                    async with session.get(
-                        config.preopen_url, headers=config.headers, proxy=config.proxy
-                    ) as resp:
-                        await resp.read()
-                except Exception as exc:  # counted; the run reports the first one
-                    failures.append(exc)
-                    enough = True
-                    return
-                finally:
-                    del sent_ns[key]
-                last_answer_ns = perf_counter_ns()
-                if len(connector.preopened) > connector.open_preopened():
-                    enough = True
-
-        def stuck() -> bool:
-            now = perf_counter_ns()
-            return any(
-                now - sent > PREOPEN_SLOW_S * 1e9 and sent < last_answer_ns
-                for sent in sent_ns.values()
-            )
-
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PREOPEN_BUDGET_S
-        connector.preopening = True
-        pending = {asyncio.ensure_future(touch(key)) for key in range(count)}
-        try:
-            while pending and not enough and not stuck() and loop.time() < deadline:
-                _, pending = await asyncio.wait(
-                    pending, timeout=min(PREOPEN_POLL_S, deadline - loop.time())
-                )
-        finally:
-            connector.preopening = False
-            for task in pending:
-                task.cancel()  # a GET still waiting is not worth a later t0
-            await asyncio.gather(*pending, return_exceptions=True)
-        first = f"{type(failures[0]).__name__}: {failures[0]}" if failures else ""
-        return connector.open_preopened(), first
 
     async def _run_shard(
         self, session: aiohttp.ClientSession, shard: Shard, t0_ns: int, credits: int
@@ -430,7 +308,7 @@ class Worker:
                     url, data=shard.body(k), headers=headers, proxy=config.proxy
                 )
             except STALE_ERRORS as exc:
-                if connect_ns or not _before_any_byte(exc) or self.stopping:
+                if connect_ns or not before_any_byte(exc) or self.stopping:
                     raise  # a fresh connection failed, or the server had begun to answer
                 # A pooled connection the server had closed before it read this request (as
                 # llama.cpp closes after every stream): send it again, once, on a new one.

@@ -8,7 +8,7 @@ import asyncio
 import aiohttp
 from raw_http_server import Habits, RawServer
 
-from workers.worker import FRESH_ONLY, PoolConnector
+from workers.pool import FRESH_ONLY, PoolConnector
 
 
 def _pooled(connector: PoolConnector) -> int:
