@@ -139,6 +139,11 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         model_task, tokenizer_and_dataset()
     )
     num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
+    if dataset.length_mismatches:
+        print(
+            f"note: {dataset.length_mismatches} of {num_requests} prompts did not re-encode to "
+            "their target length; their prompt_len is the length they have"
+        )
     if config.dataset_name == "prefix_repetition" and num_requests < config.num_prompts:
         print(
             f"prefix_repetition: sending {num_requests} requests, "
