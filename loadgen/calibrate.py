@@ -19,7 +19,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import numpy as np
 
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
@@ -222,8 +221,8 @@ def notes(concurrency: int, comparison: Comparison) -> list[str]:
 # --- the processes ---
 
 
-class CalibrationError(click.ClickException):
-    """The mock server or a client run failed."""
+class CalibrationError(Exception):
+    """The mock server or a client run failed (the CLI prints it and exits 1)."""
 
 
 def _last_line(text: str) -> str:
@@ -322,74 +321,18 @@ def run_client(
         raise CalibrationError(f"cannot read the result of loadgen run: {exc}") from None
 
 
-def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+def parse_concurrencies(value: str) -> list[int]:
+    """``--concurrency``: a comma list of steps, sorted, without repeats (ValueError if bad)."""
     try:
         steps = sorted({int(part) for part in value.split(",") if part.strip()})
     except ValueError:
-        raise click.BadParameter("a comma list of integers, e.g. 64,256,1024") from None
+        raise ValueError("a comma list of integers, e.g. 64,256,1024") from None
     if not steps or steps[0] < 1:
-        raise click.BadParameter("concurrencies must be at least 1")
+        raise ValueError("concurrencies must be at least 1")
     return steps
 
 
-@click.command("calibrate")
-@click.option(
-    "--concurrency",
-    "concurrencies",
-    default="64,256,1024",
-    show_default=True,
-    callback=_concurrencies,
-    help="Comma list of concurrency steps, run lowest first.",
-)
-@click.option(
-    "--workers",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Client worker processes.",
-)
-@click.option(
-    "--itl-ms", default=50.0, show_default=True, type=click.FloatRange(min=0), help="Mock ITL."
-)
-@click.option(
-    "--ttft-ms", default=0.0, show_default=True, type=click.FloatRange(min=0), help="Mock TTFT."
-)
-@click.option(
-    "--input-len",
-    default=64,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Prompt tokens per request.",
-)
-@click.option(
-    "--output-len",
-    default=64,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Tokens per request, one event each.",
-)
-@click.option(
-    "--rounds",
-    default=3.0,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Requests per step, as a multiple of its concurrency.",
-)
-@click.option(
-    "--threshold-ms",
-    default=0.5,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Largest p99 TTFT and event-gap error a trustworthy step may have.",
-)
-@click.option(
-    "--work-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Keep the server's records and the client's results here (default: a temporary "
-    "directory, removed afterwards).",
-)
-def calibrate_command(
+def calibrate(
     concurrencies: list[int],
     workers: int,
     itl_ms: float,
@@ -400,26 +343,19 @@ def calibrate_command(
     threshold_ms: float,
     work_dir: Path | None,
 ) -> None:
-    """Measure loadgen's own TTFT and inter-event timing error against the mock server's records.
-
-    Starts `loadgen mock-server --record-timings`, runs `loadgen run` against it at each
-    concurrency, and compares the client's per-request timings with the server's write instants
-    (same clock, time.perf_counter_ns). Errors are client − server: positive means the client
-    saw it later; event-gap errors are summarized by their absolute size. A step is trustworthy
-    when no request failed and both p99 errors are within --threshold-ms.
-    """
+    """Run the steps and print a row per step, then the conclusion (``loadgen calibrate``)."""
     temporary = work_dir is None
     folder = Path(tempfile.mkdtemp(prefix="loadgen-calibrate-")) if temporary else work_dir
     folder.mkdir(parents=True, exist_ok=True)
     server = RecordingServer(folder, ttft_ms, itl_ms)
     try:
         url = server.start()
-        click.echo(
+        _say(
             f"mock server {url}: TTFT {ttft_ms:g} ms, ITL {itl_ms:g} ms; client: {workers} "
             f"workers, {input_len} input / {output_len} output tokens per request"
         )
-        click.echo("errors are client − server on the same clock; events/s as the server wrote")
-        click.echo(HEADER)
+        _say("errors are client − server on the same clock; events/s as the server wrote")
+        _say(HEADER)
         results: list[tuple[int, bool]] = []
         stream_s = (ttft_ms + output_len * itl_ms) / 1000
         for step, concurrency in enumerate(concurrencies):
@@ -444,13 +380,17 @@ def calibrate_command(
             )
             server.check_alive()
             comparison = compare(ClientRun.from_result(result), server.records(), prefix)
-            click.echo(format_row(concurrency, comparison))
+            _say(format_row(concurrency, comparison))
             for line in notes(concurrency, comparison):
-                click.echo(line)
+                _say(line)
             results.append((concurrency, passes(comparison, threshold_ms)))
         server.stop()
-        click.echo(conclusion(results, threshold_ms))
+        _say(conclusion(results, threshold_ms))
     finally:
         server.kill()
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)

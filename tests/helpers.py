@@ -207,3 +207,15 @@ async def server_tokenizer_round_trip(
         return tokenizer, ids, decoded
     finally:
         await client.close()
+
+
+# --- configs --------------------------------------------------------------------------------
+
+
+def config_given(**fields: Any):  # -> loadgen.config.RunConfig
+    """A RunConfig as `loadgen run` builds it when the flag of each field named was given on
+    the command line (``RunConfig(...)`` alone has none given, so it warns about none)."""
+    from loadgen.config import RUN_FLAGS, RunConfig
+
+    flag_of = {flag.field: flag.name for flag in RUN_FLAGS}
+    return RunConfig(**fields, given=frozenset(flag_of[name] for name in fields))

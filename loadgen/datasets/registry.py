@@ -2,10 +2,11 @@
 
 The rest of loadgen asks the registry rather than keeping lists of names: which datasets take
 ``--dataset-path``, which are templated, which read every row for ``--num-prompts 0``, which are
-re-aligned to the server's tokenizer, which flags each reads. A loader and a sampler name what
-they read as keyword parameters: ``path``, ``rows`` (the loader's result), ``tokenizer`` and
-``chat_template``, and otherwise `RunConfig` fields (``num_prompts``, ``seed``, ...), which
-``loadgen.datasets.sample`` passes by name.
+re-aligned to the server's tokenizer. (Which datasets read a flag is that flag's ``readers`` in
+the flag table, loadgen/config/flags.py.) A loader and a sampler name what they read as keyword
+parameters: ``path``, ``rows`` (the loader's result), ``tokenizer`` and ``chat_template``, and
+otherwise `RunConfig` fields (``num_prompts``, ``seed``, ...), which ``loadgen.datasets.sample``
+passes by name.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ class Dataset:
     every_row: bool = False  # --num-prompts 0 or less: every row of the file, as upstream
     aligned: bool = False  # prompts re-aligned to the server's tokenizer (/tokenize), as upstream
     path_is_file: bool = True  # --dataset-path names a file (hf: a hub id or a directory)
-    # The dataset flags it takes ("--skip-chat-template" where templated "unless skipped"):
-    # given with a dataset that does not list them, they warn that they have no effect.
-    flags: tuple[str, ...] = ()
 
     @property
     def synthetic(self) -> bool:
@@ -75,114 +73,57 @@ DATASETS: dict[str, Dataset] = {
         sample=sample_random,
         forces_ignore_eos="unless pooling",
         aligned=True,
-        flags=("--random-batch-size",),
     ),
     "random-mm": Dataset(
         load=None,
         sample=sample_random_mm,
         forces_ignore_eos="unless pooling",
-        flags=(
-            "--random-mm-base-items-per-request",
-            "--random-mm-num-mm-items-range-ratio",
-            "--random-mm-limit-mm-per-prompt",
-            "--random-mm-bucket-config",
-            "--enable-multimodal-chat",
-        ),
     ),
     "random-rerank": Dataset(
         load=None,
         sample=sample_random_rerank,
-        flags=("--random-batch-size", "--no-reranker"),
     ),
     "prefix_repetition": Dataset(
         load=None,
         sample=sample_prefix_repetition,
         aligned=True,
-        flags=(
-            "--prefix-repetition-prefix-len",
-            "--prefix-repetition-suffix-len",
-            "--prefix-repetition-num-prefixes",
-            "--prefix-repetition-output-len",
-            "--disable-shuffle",
-        ),
     ),
     "custom": Dataset(
         load=load_custom_rows,
         sample=sample_custom,
         templated="unless skipped",
         every_row=True,
-        flags=(
-            "--custom-output-len",
-            "--disable-shuffle",
-            "--no-oversample",
-            "--skip-chat-template",
-        ),
     ),
     "custom_image": Dataset(
         load=load_custom_image_rows,
         sample=sample_custom_image,
         every_row=True,
-        flags=(
-            "--custom-output-len",
-            "--disable-shuffle",
-            "--no-oversample",
-            "--custom-ensure-client-side-data",
-            "--enable-multimodal-chat",
-        ),
     ),
     "sharegpt": Dataset(
         load=load_sharegpt_entries,
         sample=sample_sharegpt,
-        flags=("--sharegpt-output-len", "--disable-shuffle", "--no-oversample"),
     ),
     "spec_bench": Dataset(
         load=load_spec_bench,
         sample=sample_spec_bench,
         templated="always",
         every_row=True,
-        flags=(
-            "--spec-bench-output-len",
-            "--spec-bench-category",
-            "--disable-shuffle",
-            "--no-oversample",
-        ),
     ),
     "timed_trace": Dataset(
         load=load_timed_trace,
         sample=sample_timed_trace,
         forces_ignore_eos="always",
-        flags=(
-            "--timed-trace-chunk-hash-size",
-            "--timed-trace-sec-multiplier",
-            "--timed-trace-label-timestamp",
-            "--timed-trace-label-input-length",
-            "--timed-trace-label-output-length",
-            "--timed-trace-label-hash-ids",
-        ),
     ),
     "sonnet": Dataset(
         load=load_sonnet_lines,
         sample=sample_sonnet,
         templated="always",
-        flags=("--sonnet-input-len", "--sonnet-output-len", "--sonnet-prefix-len"),
     ),
     "hf": Dataset(
         load=load_hf,
         sample=sample_hf,
         templated="unless skipped",
         path_is_file=False,
-        flags=(
-            "--skip-chat-template",
-            "--hf-name",
-            "--hf-split",
-            "--hf-subset",
-            "--hf-output-len",
-            "--no-stream",
-            "--blazedit-min-distance",
-            "--blazedit-max-distance",
-            "--disable-shuffle",  # upstream's HuggingFaceDataset honours both
-            "--no-oversample",
-        ),
     ),
 }
 
@@ -190,8 +131,3 @@ DATASETS: dict[str, Dataset] = {
 def names(test: Callable[[Dataset], bool] = lambda dataset: True) -> tuple[str, ...]:
     """The names of the datasets that pass ``test`` (all of them by default), in registry order."""
     return tuple(name for name, dataset in DATASETS.items() if test(dataset))
-
-
-def readers(flag: str) -> tuple[str, ...]:
-    """The datasets that read ``flag`` (a dataset flag such as ``--custom-output-len``)."""
-    return names(lambda dataset: flag in dataset.flags)

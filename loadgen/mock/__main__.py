@@ -1,5 +1,11 @@
-"""``python -m loadgen.mock``: the mock server, as ``loadgen mock-server``."""
+"""``python -m loadgen.mock``: the mock server, as ``python -m loadgen mock-server``.
 
-from loadgen.mock.command import mock_server_command
+The command lives in loadgen.cli (the only package that imports click), which imports this
+package; importing it back from here would make an import cycle, so it is run by name.
+"""
 
-mock_server_command()
+import runpy
+import sys
+
+sys.argv.insert(1, "mock-server")
+runpy.run_module("loadgen", run_name="__main__", alter_sys=True)

@@ -131,8 +131,9 @@ async def _add_headers(
     response.headers.update(headers)
 
 
-async def serve(config: MockConfig, host: str, port: int) -> None:
-    """Serve until SIGINT or SIGTERM; the port opens only once the startup delay has passed.
+async def serve(config: MockConfig) -> None:
+    """Serve on ``config.host``:``config.port`` until SIGINT or SIGTERM; the port opens only
+    once the startup delay has passed.
 
     The timing records (--record-timings) are saved on the way out.
     """
@@ -160,8 +161,9 @@ async def serve(config: MockConfig, host: str, port: int) -> None:
     await runner.setup()
     assert runner.server is not None
     state.connections.install(runner.server)
+    host = config.host
     try:
-        site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_address=True)
+        site = web.TCPSite(runner, host, config.port, backlog=LISTEN_BACKLOG, reuse_address=True)
         await site.start()
         state.mark_open()
         collector = asyncio.create_task(_collect_garbage_when_idle(state))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 import pytest
 from click.testing import CliRunner
+from helpers import config_given
 
-from loadgen.cli import cli, normalize_argv
-from loadgen.config import ConfigError, RunConfig
-from loadgen.vllm_flags import VLLM_BENCH_SERVE_FLAGS
+from loadgen.cli import cli
+from loadgen.cli.vllm_compat import normalize_argv
+from loadgen.config import VLLM_BENCH_SERVE_FLAGS, ConfigError, RunConfig
 
 KNOWN = {"--max-concurrency", "--header", "--result-filename", "--num-prompts"}
 
@@ -41,7 +42,7 @@ def test_flags_unknown_to_upstream_are_left_to_click() -> None:
 
 
 def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
-    run = cli.commands["run"]
+    run = cli.get_command(None, "run")
     own = {
         "--workers",
         "--mock",
@@ -49,6 +50,7 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--mock-itl-ms",
         "--ready-check-interval-sec",
         "--server-tokenizer-timeout-sec",
+        "--save-records",
     }
     options = {opt for p in run.params for opt in getattr(p, "opts", []) if opt.startswith("--")}
     assert options - own <= VLLM_BENCH_SERVE_FLAGS
@@ -175,7 +177,7 @@ def test_one_or_more_flags_need_a_value_zero_or_more_do_not() -> None:
 
 
 def test_pooling_backends_report_e2el_and_send_no_generation_fields() -> None:
-    config = RunConfig(
+    config = config_given(
         backend="openai-embeddings",
         temperature=0.5,
         logprobs=2,
@@ -188,11 +190,11 @@ def test_pooling_backends_report_e2el_and_send_no_generation_fields() -> None:
     assert RunConfig().selected_metrics() == ["ttft", "tpot", "itl"]
     assert config.body_extras() == {"dimensions": 8}  # upstream sends no sampling parameters
     assert config.ignored_flag_warnings() == [
-        "--goodput has no effect with --backend openai-embeddings",
         "--logprobs has no effect with --backend openai-embeddings",
+        "--goodput has no effect with --backend openai-embeddings",
         "--temperature has no effect with --backend openai-embeddings",
     ]
-    assert RunConfig(temperature=0.5, logprobs=2).ignored_flag_warnings() == []
+    assert config_given(temperature=0.5, logprobs=2).ignored_flag_warnings() == []
 
 
 @pytest.mark.parametrize(
@@ -220,17 +222,17 @@ def test_batched_and_rerank_inputs_need_a_fitting_backend(fields: dict, message:
 def test_rerank_and_batch_configs_that_work() -> None:
     RunConfig(backend="vllm-rerank", dataset_name="random-rerank", random_batch_size=8).validate()
     RunConfig(backend="openai-embeddings", random_batch_size=8).validate()
-    config = RunConfig(backend="vllm-rerank", dataset_name="random-rerank", extra_body={"a": 1})
+    config = config_given(backend="vllm-rerank", dataset_name="random-rerank", extra_body={"a": 1})
     assert config.ignored_flag_warnings() == [
         "--extra-body has no effect with --backend vllm-rerank"
     ]
-    assert RunConfig(no_reranker=True, random_batch_size=1).ignored_flag_warnings() == [
+    assert config_given(no_reranker=True, random_batch_size=1).ignored_flag_warnings() == [
         "--no-reranker has no effect with --dataset-name random"
     ]
 
 
 def test_flags_upstream_accepts_without_effect_are_accepted_with_a_note() -> None:
-    assert RunConfig(use_beam_search=True).ignored_flag_warnings() == [
+    assert config_given(use_beam_search=True).ignored_flag_warnings() == [
         "--use-beam-search has no effect (vllm bench serve ignores it too)"
     ]
     RunConfig(trust_remote_code=True).validate()  # nothing to trust: tokenizer.json runs no code
@@ -254,7 +256,7 @@ def test_timed_trace_refusals_are_upstreams(fields: dict, message: str) -> None:
 
 
 def test_a_self_timed_trace_ignores_the_rate_flags_and_says_so() -> None:
-    config = RunConfig(
+    config = config_given(
         dataset_name="timed_trace", dataset_path="t", request_rate=5.0, burstiness=2.0
     )
     config.validate()
@@ -265,7 +267,7 @@ def test_a_self_timed_trace_ignores_the_rate_flags_and_says_so() -> None:
     ]
     rate_paced = RunConfig(dataset_name="timed_trace", dataset_path="t", self_timed=False)
     assert not rate_paced.self_timed_trace
-    assert RunConfig(timed_trace_chunk_hash_size=512).ignored_flag_warnings() == [
+    assert config_given(timed_trace_chunk_hash_size=512).ignored_flag_warnings() == [
         "--timed-trace-chunk-hash-size has no effect with --dataset-name random"
     ]
 
@@ -277,16 +279,16 @@ def test_probe_rate_must_be_a_finite_rate(rate: float) -> None:
 
 
 def test_plot_flags_check_their_values_and_libraries(monkeypatch: pytest.MonkeyPatch) -> None:
-    import loadgen.config
+    import loadgen.config.validation
 
     with pytest.raises(ConfigError, match="Expected 2 ITL threshold values, got 3"):
         RunConfig(plot_timeline=True, timeline_itl_thresholds="1,2,3").validate()
     with pytest.raises(ConfigError, match="Invalid --timeline-itl-thresholds format"):
         RunConfig(plot_timeline=True, timeline_itl_thresholds="a,b").validate()
-    assert RunConfig(timeline_itl_thresholds="5,9").ignored_flag_warnings() == [
+    assert config_given(timeline_itl_thresholds="5,9").ignored_flag_warnings() == [
         "--timeline-itl-thresholds has no effect without --plot-timeline"
     ]
-    monkeypatch.setattr(loadgen.config.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(loadgen.config.validation.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError, match=r"--plot-timeline needs plotly and pandas: pip install"):
         RunConfig(plot_timeline=True).validate()
     with pytest.raises(ConfigError, match=r"--plot-dataset-stats needs matplotlib"):
@@ -317,11 +319,11 @@ def test_output_len_sets_every_target_and_the_docs_name_them_all(monkeypatch) ->
     import re
     from pathlib import Path
 
-    import loadgen.cli
+    from loadgen.cli import run as run_cli
     from loadgen.config import OUTPUT_LEN_TARGETS, flag_name
 
     seen: list = []
-    monkeypatch.setattr(loadgen.cli, "run", lambda config: seen.append(config) or 0)
+    monkeypatch.setattr(run_cli, "run", lambda config: seen.append(config) or 0)
     result = CliRunner().invoke(cli, ["run", "--mock", "--output-len", "7"])
     assert result.exit_code == 0, result.output
     assert all(getattr(seen[0], name) == 7 for name in OUTPUT_LEN_TARGETS)

@@ -7,10 +7,11 @@ import dataclasses
 import json
 
 import pytest
+from helpers import config_given
 
-from loadgen.config import RunConfig
+from loadgen.config import FLAGS, RUN_FLAGS, UPSTREAM_DATASETS, RunConfig
 from loadgen.datasets.errors import FlagError
-from loadgen.datasets.registry import DATASETS, readers
+from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset
 
 FIELDS = {field.name for field in dataclasses.fields(RunConfig)}
@@ -21,15 +22,19 @@ def test_loader_and_sampler_read_run_config_fields(name):
     assert set(DATASETS[name].reads) <= FIELDS
 
 
-@pytest.mark.parametrize("name", list(DATASETS))
-def test_dataset_flags_are_run_flags(name):
-    for flag in DATASETS[name].flags:
-        assert flag.removeprefix("--").replace("-", "_") in FIELDS, flag
+def readers(flag: str) -> set[str]:
+    """The datasets the flag table says read ``flag``."""
+    return {reader for reader in FLAGS[flag].readers if reader in UPSTREAM_DATASETS}
+
+
+@pytest.mark.parametrize("flag", [flag for flag in RUN_FLAGS if readers(flag.name)])
+def test_the_datasets_a_flag_names_as_readers_are_built(flag):
+    assert readers(flag.name) <= set(DATASETS), flag.name
 
 
 def test_skip_chat_template_is_read_where_it_skips_the_template():
     templated = {name for name, d in DATASETS.items() if d.templated == "unless skipped"}
-    assert set(readers("--skip-chat-template")) == templated
+    assert readers("--skip-chat-template") == templated
 
 
 def test_a_flag_at_fault_is_a_flag_error(tok):
@@ -65,8 +70,8 @@ def test_a_file_at_fault_names_the_path_and_is_no_flag_error(tok, tmp_path):
 
 
 def test_hf_takes_disable_shuffle_and_no_oversample_as_upstream():
-    config = RunConfig(
+    config = config_given(
         dataset_name="hf", dataset_path="x", disable_shuffle=True, no_oversample=True
     )
     assert config.ignored_flag_warnings() == []
-    assert set(readers("--disable-shuffle")) >= {"custom", "hf"}
+    assert readers("--disable-shuffle") >= {"custom", "hf"}

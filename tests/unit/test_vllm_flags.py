@@ -9,10 +9,9 @@ import pytest
 from click.testing import CliRunner
 from helpers import DATA
 
-import loadgen.cli
 from loadgen.cli import cli
-from loadgen.config import RunConfig
-from loadgen.vllm_flags import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS
+from loadgen.cli import run as run_cli
+from loadgen.config import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS, RunConfig
 
 # Upstream's flag list (`vllm bench serve --help`, one flag a line), kept with the tests.
 FLAGS_FILE = DATA / "vllm-bench-serve-flags.txt"
@@ -157,15 +156,16 @@ def parse(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> tuple[int, str, R
         seen.append(config)
         return 0
 
-    monkeypatch.setattr(loadgen.cli, "run", fake_run)
+    monkeypatch.setattr(run_cli, "run", fake_run)
     result = CliRunner().invoke(cli, ["run", *args])
     return result.exit_code, result.output, seen[0] if seen else None
 
 
 def comparable(config: RunConfig) -> dict:
-    """The config's fields, less the per-run random request-id prefix."""
+    """The config's fields, less the per-run random request-id prefix and the flags given."""
     fields = dataclasses.asdict(config)
     fields.pop("request_id_prefix")
+    fields.pop("given")
     return fields
 
 

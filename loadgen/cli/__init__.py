@@ -1,0 +1,49 @@
+"""The `loadgen` command line: `loadgen run` (a drop-in for `vllm bench serve`),
+`loadgen mock-server` and `loadgen calibrate`, one module each.
+
+The only package that imports click. The options of `run` and `mock-server` are made from their
+flag tables (loadgen/config/flags.py, loadgen/mock/config.py) by options.py; vllm_compat.py
+reads `run`'s argv as upstream's parser does. A command's module is imported when the command
+is used: the mock server, started for every `--mock` run, does not load the benchmark.
+"""
+
+from __future__ import annotations
+
+import click
+
+from loadgen import __version__
+
+COMMANDS = ("calibrate", "mock-server", "run")
+
+
+class Commands(click.Group):
+    """The subcommands, each imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context | None, name: str) -> click.Command | None:
+        if name == "run":
+            from loadgen.cli.run import run_command
+
+            return run_command
+        if name == "mock-server":
+            from loadgen.cli.mock_server import mock_server_command
+
+            return mock_server_command
+        if name == "calibrate":
+            from loadgen.cli.calibrate import calibrate_command
+
+            return calibrate_command
+        return None
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="loadgen")
+def cli() -> None:
+    """loadgen: a multi-process benchmark client for OpenAI-compatible inference servers."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

@@ -1,0 +1,88 @@
+"""``loadgen calibrate``: its options; the measurement is loadgen/calibrate.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from loadgen.calibrate import CalibrationError, calibrate, parse_concurrencies
+
+
+def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        return parse_concurrencies(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command("calibrate")
+@click.option(
+    "--concurrency",
+    "concurrencies",
+    default="64,256,1024",
+    show_default=True,
+    callback=_concurrencies,
+    help="Comma list of concurrency steps, run lowest first.",
+)
+@click.option(
+    "--workers",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Client worker processes.",
+)
+@click.option(
+    "--itl-ms", default=50.0, show_default=True, type=click.FloatRange(min=0), help="Mock ITL."
+)
+@click.option(
+    "--ttft-ms", default=0.0, show_default=True, type=click.FloatRange(min=0), help="Mock TTFT."
+)
+@click.option(
+    "--input-len",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Prompt tokens per request.",
+)
+@click.option(
+    "--output-len",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Tokens per request, one event each.",
+)
+@click.option(
+    "--rounds",
+    default=3.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Requests per step, as a multiple of its concurrency.",
+)
+@click.option(
+    "--threshold-ms",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Largest p99 TTFT and event-gap error a trustworthy step may have.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the server's records and the client's results here (default: a temporary "
+    "directory, removed afterwards).",
+)
+def calibrate_command(**settings: object) -> None:
+    """Measure loadgen's own TTFT and inter-event timing error against the mock server's records.
+
+    Starts `loadgen mock-server --record-timings`, runs `loadgen run` against it at each
+    concurrency, and compares the client's per-request timings with the server's write instants
+    (same clock, time.perf_counter_ns). Errors are client − server: positive means the client
+    saw it later; event-gap errors are summarized by their absolute size. A step is trustworthy
+    when no request failed and both p99 errors are within --threshold-ms.
+    """
+    try:
+        calibrate(**settings)
+    except CalibrationError as exc:
+        raise click.ClickException(str(exc)) from None

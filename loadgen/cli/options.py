@@ -1,0 +1,79 @@
+"""Flags of a table (loadgen.flag.Flag) as click options, and what click says was given.
+
+"Was this flag given?" is click's parameter source (the command line, or an environment
+variable), never a comparison of its value with the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from loadgen.flag import Flag
+
+GIVEN_SOURCES = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def click_option(flag: Flag) -> click.Option:
+    """The click option of ``flag``; its parameter name is the config field's."""
+    spelling = f"{flag.name}/{flag.secondary}" if flag.secondary else flag.name
+    kwargs: dict[str, Any] = {
+        "default": flag.default,
+        "help": flag.help or None,
+        "show_default": flag.show_default,
+        "multiple": flag.multiple,
+        "metavar": flag.metavar,
+    }
+    if flag.is_switch:
+        kwargs["is_flag"] = True
+    else:
+        kwargs["type"] = click_type(flag)
+    if flag.parse is not None:
+        kwargs["callback"] = _parse_with(flag)
+    return click.Option([spelling, flag.field], **kwargs)
+
+
+def click_type(flag: Flag) -> click.ParamType | type:
+    """The click type of a flag's value: a choice, a range, a file path, or the plain type."""
+    if flag.choices:
+        return click.Choice(flag.choices)
+    if flag.type is Path:
+        return click.Path(dir_okay=False, path_type=Path)
+    if flag.minimum is not None or flag.maximum is not None:
+        ranged = click.IntRange if flag.type is int else click.FloatRange
+        return ranged(flag.minimum, flag.maximum, min_open=flag.min_open)
+    return flag.type
+
+
+def _parse_with(flag: Flag) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback that parses the value as the table says; a ValueError is a usage error
+    naming the flag."""
+
+    def parse(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        try:
+            return flag.parse(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param_hint=flag.name) from None
+
+    return parse
+
+
+def given(ctx: click.Context, flags: Iterable[Flag]) -> frozenset[str]:
+    """The names of the flags given (on the command line or by environment variable)."""
+    return frozenset(
+        flag.name for flag in flags if ctx.get_parameter_source(flag.field) in GIVEN_SOURCES
+    )
+
+
+def given_values(ctx: click.Context, flags: Iterable[Flag]) -> dict[str, Any]:
+    """The parsed values of the options not left at their default, by config field; the config
+    class supplies the others' defaults from the same table."""
+    return {
+        flag.field: ctx.params[flag.field]
+        for flag in flags
+        if ctx.get_parameter_source(flag.field) is not ParameterSource.DEFAULT
+    }

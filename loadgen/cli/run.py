@@ -1,0 +1,62 @@
+"""``loadgen run``: a drop-in for `vllm bench serve`, its options made from the flag table."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+import click
+
+from loadgen.cli.options import click_option, given, given_values
+from loadgen.cli.vllm_compat import VllmCompatibleCommand
+from loadgen.config import RUN_FLAGS, ConfigError, InputError, RunConfig
+from loadgen.mock.process import MockServerError
+from loadgen.run.fanout import FanoutError
+from loadgen.run.runner import RunFailed, run
+from loadgen.server.errors import ServerError
+from loadgen.text.chat_template import ChatTemplateError
+from loadgen.text.tokenizer import TokenizerLoadError
+
+MOCK_REFUSES = ("--base-url", "--host", "--port")  # --mock starts a server of its own
+
+
+@click.pass_context
+def run_benchmark(ctx: click.Context, **values: object) -> None:
+    """Build the RunConfig from the options given, run it, and exit with its code."""
+    flags_given = given(ctx, RUN_FLAGS)
+    if values["mock"]:
+        for flag in MOCK_REFUSES:
+            if flag in flags_given:
+                raise click.UsageError(f"--mock starts its own server; drop {flag}")
+    config = RunConfig(**given_values(ctx, RUN_FLAGS), given=flags_given)
+    if config.request_id_prefix is None:
+        config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
+    try:
+        code = run(config)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (
+        TokenizerLoadError,
+        ChatTemplateError,
+        InputError,
+        ServerError,
+        FanoutError,
+        MockServerError,
+    ) as exc:
+        _fail(str(exc))
+    except RunFailed as exc:
+        _fail(str(exc), exc.exit_code)
+    sys.exit(code)
+
+
+def _fail(message: str, exit_code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(exit_code)
+
+
+run_command = VllmCompatibleCommand(
+    "run",
+    params=[click_option(flag) for flag in RUN_FLAGS],
+    callback=run_benchmark,
+    help="Benchmark a server; flags, defaults, metrics and result JSON as `vllm bench serve`.",
+)

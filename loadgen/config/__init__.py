@@ -1,0 +1,60 @@
+"""A run's configuration: the flag table, `RunConfig` built from it, and its validation.
+
+flags.py declares every `loadgen run` flag once (as `Flag` records, loadgen/flag.py);
+run_config.py makes `RunConfig`'s fields from it; base.py and validation.py hold its methods;
+parsers.py the flag-value parsers; upstream.py the flag list of `vllm bench serve`. No click
+here: the CLI (loadgen/cli/) turns the table into click options.
+"""
+
+from loadgen.config.base import (
+    ALL_ROWS_DATASETS,
+    ALWAYS_TEMPLATED_DATASETS,
+    DEFAULT_PERCENTILE_METRICS,
+    DEFAULT_POOLING_PERCENTILE_METRICS,
+    PERCENTILE_METRICS,
+    SYNTHETIC_DATASETS,
+    TEMPLATED_DATASETS,
+)
+from loadgen.config.errors import ConfigError, InputError
+from loadgen.config.flags import (
+    FLAGS,
+    HELP_GROUPS,
+    OUTPUT_LEN_TARGETS,
+    RUN_FLAGS,
+    SAMPLING_FIELDS,
+    SUPPORTED_DATASETS,
+    available_cores,
+)
+from loadgen.config.parsers import GOODPUT_METRICS, parse_itl_thresholds
+from loadgen.config.run_config import RunConfig
+from loadgen.config.upstream import UPSTREAM_DATASETS, VLLM_BENCH_SERVE_FLAGS
+from loadgen.config.validation import PLOT_LIBRARIES, missing_libraries
+from loadgen.flag import Flag, flag_name
+
+__all__ = [
+    "ALL_ROWS_DATASETS",
+    "ALWAYS_TEMPLATED_DATASETS",
+    "DEFAULT_PERCENTILE_METRICS",
+    "DEFAULT_POOLING_PERCENTILE_METRICS",
+    "FLAGS",
+    "GOODPUT_METRICS",
+    "HELP_GROUPS",
+    "OUTPUT_LEN_TARGETS",
+    "PERCENTILE_METRICS",
+    "PLOT_LIBRARIES",
+    "RUN_FLAGS",
+    "SAMPLING_FIELDS",
+    "SUPPORTED_DATASETS",
+    "SYNTHETIC_DATASETS",
+    "TEMPLATED_DATASETS",
+    "UPSTREAM_DATASETS",
+    "VLLM_BENCH_SERVE_FLAGS",
+    "ConfigError",
+    "Flag",
+    "InputError",
+    "RunConfig",
+    "available_cores",
+    "flag_name",
+    "missing_libraries",
+    "parse_itl_thresholds",
+]

@@ -1,0 +1,99 @@
+"""Flag values as typed on the command line -> RunConfig field values.
+
+Each parser takes what click hands over (a string, or a tuple for a flag that repeats) and
+raises ValueError with upstream's message; the CLI shows it as a usage error naming the flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+
+
+def parse_json_object(value: str | None) -> dict[str, Any] | None:
+    """``--extra-body``, ``--chat-template-kwargs``: a JSON object, or None when not given."""
+    if value is None:
+        return None
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("must be a JSON object")
+    return parsed
+
+
+def parse_headers(items: tuple[str, ...]) -> dict[str, str]:
+    """``--header KEY=VALUE ...``: the extra HTTP headers."""
+    headers = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"'{item}': invalid header format, use KEY=VALUE")
+        headers[key.strip()] = value.strip()
+    return headers
+
+
+def parse_metadata(items: tuple[str, ...]) -> dict[str, str] | None:
+    """``--metadata KEY=VALUE ...``: string fields of the result JSON (None when not given)."""
+    if not items:
+        return None
+    metadata = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"'{item}': use KEY=VALUE")
+        metadata[key.strip()] = value.strip()
+    return metadata
+
+
+def parse_goodput(items: tuple[str, ...]) -> dict[str, float] | None:
+    """Upstream's SLO pairs ``ttft:300 tpot:20`` (ms), with its messages."""
+    if not items:
+        return None
+    slos: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        try:
+            if not sep or ":" in value:
+                raise ValueError
+            slos[name] = float(value)
+        except ValueError:
+            raise ValueError(
+                "Invalid format found for service level objectives. Specify service level "
+                'objectives for goodput as "KEY:VALUE" pairs, where the key is a metric name, '
+                "and the value is a number in milliseconds."
+            ) from None
+        if name not in GOODPUT_METRICS:
+            raise ValueError(
+                f"Invalid metric name found, {name}: {slos[name]}. The service level objective "
+                f"name should be one of {list(GOODPUT_METRICS)}."
+            )
+        if slos[name] < 0:
+            raise ValueError(
+                f"Invalid value found, {name}: {slos[name]}. The service level objective value "
+                "should be non-negative."
+            )
+    return slos
+
+
+def parse_names(items: tuple[str, ...]) -> list[str] | None:
+    """``--lora-modules A B ...``: the names as a list, None when not given."""
+    return list(items) or None
+
+
+def parse_itl_thresholds(value: str) -> tuple[float, float]:
+    """``--timeline-itl-thresholds``: two comma-separated milliseconds, as seconds."""
+    try:
+        thresholds = [float(part.strip()) for part in value.split(",")]
+    except ValueError as exc:
+        raise ValueError(f"Invalid --timeline-itl-thresholds format: {exc}") from None
+    if len(thresholds) != 2:
+        raise ValueError(
+            "Invalid --timeline-itl-thresholds format: "
+            f"Expected 2 ITL threshold values, got {len(thresholds)}"
+        )
+    return thresholds[0] / 1000, thresholds[1] / 1000

@@ -1,0 +1,201 @@
+"""The flag tables (loadgen/config/flags.py, loadgen/mock/config.py) are the one declaration of
+each option: the click options, RunConfig's and MockConfig's fields, the warnings and
+docs/compat.md's flag tables agree with them. No server and no run: `run` is replaced.
+
+docs/compat.md is written by hand (its notes say more than the table) and checked here: a row
+per upstream flag, `supported` exactly for the flags in the table, and a row under "loadgen's
+own flags" for each flag of the table that upstream lacks.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loadgen.cli import cli
+from loadgen.cli import run as run_cli
+from loadgen.cli.mock_server import mock_server_command
+from loadgen.cli.run import run_command
+from loadgen.config import (
+    FLAGS,
+    OUTPUT_LEN_TARGETS,
+    RUN_FLAGS,
+    UPSTREAM_DATASETS,
+    VLLM_BENCH_SERVE_FLAGS,
+    RunConfig,
+)
+from loadgen.mock.config import MOCK_FLAGS, MockConfig
+from loadgen.payloads import UPSTREAM_BACKENDS
+
+ROOT = Path(__file__).parents[2]
+COMPAT = ROOT / "docs" / "compat.md"
+REPORTING = {
+    "--save-result", "--append-result", "--result-dir", "--result-filename", "--save-detailed",
+    "--label", "--metadata", "--percentile-metrics", "--metric-percentiles", "--goodput",
+    "--plot-timeline", "--timeline-itl-thresholds", "--plot-dataset-stats", "--disable-tqdm",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "config_class"), [(RUN_FLAGS, RunConfig), (MOCK_FLAGS, MockConfig)]
+)
+def test_each_flag_is_one_field_of_the_config_with_the_tables_type(flags, config_class) -> None:
+    names = [spelling for flag in flags for spelling in flag.names]
+    assert len(names) == len(set(names))
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    assert [flag.field for flag in flags] == [name for name in fields if name != "given"]
+    for flag in flags:
+        assert fields[flag.field].metadata["flag"] is flag
+        assert fields[flag.field].type == flag.annotation
+        assert flag.alias == "--" + flag.name[2:].replace("-", "_")
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "config_class"),
+    [(run_command, RUN_FLAGS, RunConfig), (mock_server_command, MOCK_FLAGS, MockConfig)],
+)
+def test_the_click_defaults_are_the_configs(command, flags, config_class) -> None:
+    context = command.make_context(command.name, [])  # the callbacks parse the defaults
+    config = config_class()
+    for flag in flags:
+        option = next(p for p in command.params if p.name == flag.field)
+        assert option.opts == [flag.name] and option.secondary_opts == list(flag.names[1:])
+        assert option.default == flag.default or (flag.multiple and option.default is None)
+        if flag.default_factory is None:  # --workers: the cores, counted when a config is made
+            assert context.params[flag.field] == getattr(config, flag.field), flag.name
+        else:
+            assert context.params[flag.field] is None
+        assert option.multiple == flag.multiple and option.is_flag == flag.is_switch
+
+
+def test_every_reader_is_an_upstream_dataset_or_backend() -> None:
+    for flag in RUN_FLAGS:
+        assert set(flag.readers) <= set(UPSTREAM_DATASETS) | set(UPSTREAM_BACKENDS), flag.name
+
+
+def test_reporting_flags_are_the_ones_loadgen_report_may_take_again() -> None:
+    assert {flag.name for flag in RUN_FLAGS if flag.reporting} == REPORTING
+    assert not FLAGS["--save-records"].reporting
+
+
+def test_save_records_is_declared_beside_the_output_flags() -> None:
+    flag = FLAGS["--no-save-records"]
+    assert flag.name == "--save-records" and flag.field == "save_records"
+    assert RunConfig().save_records is None and flag.group is None
+    assert "NAME.records.arrow" in flag.help
+
+
+def test_output_len_sets_the_dataset_lengths_from_the_table() -> None:
+    assert FLAGS["--output-len"].sets == OUTPUT_LEN_TARGETS
+    config = RunConfig(output_len=9, input_len=5)
+    assert all(getattr(config, name) == 9 for name in OUTPUT_LEN_TARGETS)
+    assert config.random_input_len == 5
+
+
+def test_the_config_methods_read_only_fields_and_methods() -> None:
+    config = RunConfig()
+    for module in ("base.py", "validation.py"):
+        tree = ast.parse((ROOT / "loadgen" / "config" / module).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "self":
+                assert hasattr(config, node.attr) or node.attr.startswith("_"), node.attr
+
+
+def warnings_of(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> list[str]:
+    """The warnings `loadgen run ARGS` would print, through the real CLI."""
+    seen: list[RunConfig] = []
+    monkeypatch.setattr(run_cli, "run", lambda config: seen.append(config) or 0)
+    result = CliRunner().invoke(cli, ["run", *args])
+    assert result.exit_code == 0, result.output
+    return seen[0].ignored_flag_warnings()
+
+
+@pytest.mark.parametrize(
+    ("args", "warnings"),
+    [
+        (  # given, even at its default value
+            ["--custom-output-len", "256"],
+            ["--custom-output-len has no effect with --dataset-name random"],
+        ),
+        (["--custom_output_len=256", "--dataset-name", "custom"], []),
+        (["--output-len", "10"], []),  # sets --custom-output-len, which is not given
+        (["--input-len", "10", "--output-len", "10", "--dataset-name", "random"], []),
+        (
+            ["--timeline-itl-thresholds", "25,50"],
+            ["--timeline-itl-thresholds has no effect without --plot-timeline"],
+        ),
+        (["--plot-timeline", "--timeline-itl-thresholds", "25,50"], []),
+        (
+            ["--blazedit-min-distance", "0", "--no-stream"],
+            [
+                "--no-stream has no effect with --dataset-name random",
+                "--blazedit-min-distance has no effect with --dataset-name random",
+            ],
+        ),
+        (
+            ["--backend", "openai-embeddings", "--top-k", "5", "--extra-body", "{}"],
+            ["--top-k has no effect with --backend openai-embeddings"],
+        ),
+        (
+            ["--chat-template-kwargs", "{}"],
+            ["--chat-template-kwargs has no effect with --dataset-name random"],
+        ),
+    ],
+)
+def test_warnings_follow_the_flags_given_not_their_values(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], warnings: list[str]
+) -> None:
+    assert warnings_of(monkeypatch, args) == warnings
+
+
+def test_given_is_what_click_says_came_from_the_command_line(monkeypatch) -> None:
+    seen: list[RunConfig] = []
+    monkeypatch.setattr(run_cli, "run", lambda config: seen.append(config) or 0)
+    args = ["--seed", "0", "--no-self-timed", "--dataset-name", "timed_trace"]
+    result = CliRunner().invoke(cli, ["run", *args, "--dataset-path", "t.jsonl"])
+    assert result.exit_code == 0, result.output
+    assert seen[0].given == {"--seed", "--self-timed", "--dataset-name", "--dataset-path"}
+    assert RunConfig(seed=3).given == frozenset()
+
+
+def test_mock_server_options_not_given_take_the_mock_configs_defaults(monkeypatch) -> None:
+    import loadgen.cli.mock_server as mock_cli
+
+    seen: list = []
+    monkeypatch.setattr(mock_cli, "serve", lambda config: seen.append(config))
+    monkeypatch.setattr(mock_cli.uvloop, "run", lambda coroutine: coroutine)
+    result = CliRunner().invoke(cli, ["mock-server", "--lora", "a", "--startup-delay", "2"])
+    assert result.exit_code == 0, result.output
+    assert seen[0] == MockConfig(lora_names=("a",), startup_delay_s=2.0)
+    assert seen[0].keepalive_timeout_s is None and seen[0].http_threads is None
+
+
+def compat_rows(section: str) -> dict[str, str]:
+    """docs/compat.md's table under ``## section``: flag -> the row's second column."""
+    text = COMPAT.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(--[a-z0-9-]+)` \| ([^|]+) \|", text, flags=re.MULTILINE)
+    flags = [flag for flag, _ in rows]
+    assert len(flags) == len(set(flags)), section
+    return {flag: status.strip() for flag, status in rows}
+
+
+def test_compat_lists_every_upstream_flag_with_the_tables_status() -> None:
+    rows = compat_rows("Flags")
+    assert set(rows) == VLLM_BENCH_SERVE_FLAGS
+    for flag, status in rows.items():
+        if flag in FLAGS:
+            assert status.startswith("supported"), flag
+        else:
+            assert status == "not supported yet", flag
+
+
+def test_compat_lists_loadgens_own_flags() -> None:
+    own = {flag.name for flag in RUN_FLAGS if flag.name not in VLLM_BENCH_SERVE_FLAGS}
+    assert set(compat_rows("loadgen's own flags")) == own
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    assert f"These {words[len(own) - 1]} options of `loadgen run`" in COMPAT.read_text()
