@@ -340,7 +340,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="Write NAME.dataset_stats.png beside the result file: the prompt and output token "
         "counts (needs the [plot] extra).",
     ),
-    Flag("--disable-tqdm", bool, False, reporting=True, help="No progress bar."),
+    Flag("--disable-tqdm", bool, False, help="No progress bar."),
     Flag(
         "--percentile-metrics",
         reporting=True,

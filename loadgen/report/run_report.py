@@ -1,8 +1,8 @@
-"""A run's report from what it collected: the console summary, the plots and the result JSON.
+"""A run's report from its records: the console summary, the plots and the result JSON.
 
-``report_run`` is a function of plain data (the workers' records, the configuration and what
-preparation knew); it opens no socket and reads no clock, so the same report can be rebuilt
-from saved records.
+``build_report`` is a function of plain data (the configuration and ``RunRecords``); it opens
+no socket and reads no clock, so the live run and ``loadgen report RECORDS`` build the same
+report. ``write_report`` shows it and writes its files.
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from loadgen import __version__
 from loadgen.config import RunConfig, parse_itl_thresholds
-from loadgen.payloads import input_sequences
-from loadgen.report.collected import Collected
+from loadgen.records.model import RunEnd, RunRecords
 from loadgen.report.decoding import (
     diffusion_stats,
     parse_diffusion,
@@ -36,11 +34,13 @@ from loadgen.report.metrics import (
     latency_from_intended,
     summarize,
 )
+from loadgen.report.output_lens import resolve_output_lens
 from loadgen.report.plots import (
     timeline_segments,
     write_dataset_stats_png,
     write_timeline_html,
 )
+from loadgen.report.probes import ProbeResults, probe_stats
 from loadgen.report.result_json import build_result, result_path, stats_json, write_result
 from loadgen.report.stats import SampleStats, sample_stats
 from loadgen.report.summary import (
@@ -53,77 +53,65 @@ from loadgen.report.summary import (
 )
 from loadgen.report.verdict import measure as client_health
 from loadgen.report.verdict import verdict
-from loadgen.schedule import rps_change_events, schedule_hash
+from loadgen.schedule import rps_change_events
+from workers.protocol import ConnectionStats
 
 
 @dataclass
-class RunMeta:
-    """What preparation knew of the run that the records do not say."""
+class Report:
+    """A run's report, built and not yet shown: the console lines, the result JSON (when the
+    flags ask for one) and what the plots are drawn from."""
 
-    model_id: str  # tokenizer / model identity, as upstream's model_id
-    tokenizer_id: str | None  # None with --skip-tokenizer-init
-    prompts: list[Any]
-    prompt_lens: np.ndarray  # the dataset's counts, used where the server reported none
-    scheduled_ns: np.ndarray
-    num_workers: int
-
-
-@dataclass
-class Outcome:
-    """What the caller needs of the report to choose the exit code."""
-
+    lines: list[str]
+    result: dict[str, Any] | None
+    path: str  # the result file's path (upstream's name, or --result-filename)
+    results: RequestResults
+    timings: Timings
     completed: int
     first_error: str
+    caveat: str | None  # why the report covers only part of the run, if it does
 
 
-def report_run(
-    config: RunConfig,
-    meta: RunMeta,
-    collected: Collected,
-    output_lens: np.ndarray,
-    *,
-    date: str,
-    t0_wall: datetime,
-    probe: dict[str, Any] | None = None,
-    counters: tuple[str | None, str | None] = (None, None),
-) -> Outcome:
-    """Print the console summary and write the plots and result file the flags ask for.
+def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
+    """The report of a run's records: the console summary and the result JSON.
 
-    ``date`` stamps the result (upstream's ``%Y%m%d-%H%M%S``), ``t0_wall`` is the wall-clock
-    instant of t0 (for ramp-up's ``rps_change_events``), ``counters`` the server's /metrics
-    pages before and after the run.
+    ``date`` stamps the result (upstream's ``%Y%m%d-%H%M%S``). A run that never ended (the
+    records of a crash) is reported as interrupted, with what its records hold.
     """
-    records = collected.records
-    num_requests = len(meta.prompts)
+    end = run.end if run.end is not None else unfinished_end(run, config.pooling)
+    start = run.start
+    records = run.records
+    num_requests = run.num_requests
     prompt_lens = np.where(
-        records["prompt_tokens"] >= 0, records["prompt_tokens"], meta.prompt_lens
+        records["prompt_tokens"] >= 0, records["prompt_tokens"], run.prompt_lens
     ).astype(np.int64)
     results = RequestResults(
         success=records["success"].astype(bool),
         arrival_s=records["arrival_ns"] / 1e9,
         send_s=records["send_ns"] / 1e9,
-        event_s=collected.event_ns / 1e9,
-        event_offsets=collected.event_offsets,
+        event_s=run.event_ns / 1e9,
+        event_offsets=run.event_offsets,
         prompt_lens=prompt_lens,
-        output_lens=output_lens,
+        output_lens=end.output_lens,
     )
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
     timings = derive_timings(results)
-    errors = [collected.errors.get(i, "") for i in range(num_requests)]
+    errors = [run.errors.get(i, "") for i in range(num_requests)]
+    lines: list[str] = []
     metrics: BenchmarkMetrics | PoolingMetrics
     if config.pooling:  # upstream prints neither failures nor a plot for pooling
-        sequences = np.array([input_sequences(config.backend, p) for p in meta.prompts], np.int64)
         metrics = calculate_pooling_metrics(
-            results, timings, sequences, duration_s, config.percentiles()
+            results, timings, run.input_sequences, duration_s, config.percentiles()
         )
     else:
         metrics = calculate_metrics(
             results, timings, duration_s, config.percentiles(), goodput_slos_ms=config.goodput
         )
-        _print(failure_preamble([e for e in errors if e]))
-        _print(plot_lines(results, timings))
+        lines += failure_preamble([e for e in errors if e])
+        lines += plot_lines(results, timings)
     metric_names = reported_metrics(config)
+    counters = (start.counters_before, end.counters_after)
     before, after = counters
     decoding = (
         spec_decode_stats(*(parse_spec_decode(page) if page else None for page in counters)),
@@ -133,87 +121,132 @@ def report_run(
             duration_s,
         ),
     )
-    _print(summary_lines(config, metrics, duration_s, metric_names, probe, decoding))
-    rate = paced_rate(config, meta.scheduled_ns)
+    probe = (
+        probe_stats(ProbeResults(end.probe_latencies_s, end.probe_failures))
+        if end.probe_latencies_s is not None
+        else None
+    )
+    lines += summary_lines(config, metrics, duration_s, metric_names, probe, decoding)
+    rate = paced_rate(config, run.scheduled_ns)
     from_intended = None
     if rate is not None:
-        ttft_s, e2el_s = latency_from_intended(results, meta.scheduled_ns / 1e9)
+        ttft_s, e2el_s = latency_from_intended(results, run.scheduled_ns / 1e9)
         # A pooling answer has one instant: its TTFT is its E2EL, so only E2EL is shown.
         samples = {"e2el": e2el_s} if config.pooling else {"ttft": ttft_s, "e2el": e2el_s}
         intended = {k: summarize(x, config.percentiles()) for k, x in samples.items()}
-        _print(intended_lines(intended))
+        lines += intended_lines(intended)
         from_intended = {k: stats_json(stats) for k, stats in intended.items()}
     connect = sample_stats(records["connect_ns"][records["connect_ns"] > 0] / 1e6, [50, 99])
     if connect.count:
-        print(
+        lines.append(
             f"note: {connect.count} requests opened a new connection during the run "
             f"(p50 {connect.median:.2f} ms, max {connect.max:.2f} ms), "
             "inside their TTFT"
         )
-    stats = collected.connection_stats
-    _print(connection_notes(stats))
+    stats = end.connection_stats
+    lines += connection_notes(stats)
 
     sent = records["arrival_ns"] >= 0
-    send_lag_ms = (records["arrival_ns"][sent] - meta.scheduled_ns[sent]) / 1e6
+    send_lag_ms = (records["arrival_ns"][sent] - run.scheduled_ns[sent]) / 1e6
     health = client_health(
-        send_lag_ms,
-        collected.loop_lag_ns,
-        collected.worker_cpu_ns,
-        collected.worker_wall_ns,
-        rate or math.inf,
+        send_lag_ms, end.loop_lag_ns, end.worker_cpu_ns, end.worker_wall_ns, rate or math.inf
     )
     client_verdict = verdict(health)
-    print(client_verdict)
+    lines.append(client_verdict)
     loadgen_extra = {
-        "version": __version__,
-        "workers": meta.num_workers,
+        "version": start.loadgen_version,
+        "workers": start.num_workers,
         "connections_preopened": stats.preopened_at_t0,
         "connections_closed_before_use": stats.closed_before_use,
         "resent_on_stale_connection": stats.resent,
         "connection_reuse_stopped": stats.reuse_stopped,
-        "schedule_sha256": schedule_hash(meta.scheduled_ns),
+        "schedule_sha256": start.schedule_sha256,
         "send_lag_ms": _p50_p99_max(sample_stats(send_lag_ms, [50, 99])),
         "from_intended": from_intended,  # None unless the run was paced
         "new_connections_during_run": {
             "count": connect.count,
             "connect_ms": _p50_p99_max(connect),
         },
-        "worker_problems": collected.worker_problems,
-        "interrupted": collected.interrupted,
+        "worker_problems": end.worker_problems,
+        "interrupted": end.interrupted,
         "client": health.to_json(),
         "verdict": client_verdict,  # last, so the result JSON ends with it
     }
-    if config.plot_timeline or config.plot_dataset_stats:  # upstream draws before it saves
-        _plot(config, Path(result_path(config, meta.model_id, date)), results, timings)
+    path = result_path(config, start.model_id, date)
+    result = None
     if config.save_result or config.append_result:
         result = build_result(
             config=config,
             date=date,
-            model_id=meta.model_id,
-            tokenizer_id=meta.tokenizer_id,
+            model_id=start.model_id,
+            tokenizer_id=start.tokenizer_id,
             duration_s=duration_s,
             metrics=metrics,
             results=results,
             timings=timings,
-            start_origin_s=collected.t0_ns / 1e9,
+            start_origin_s=start.t0_ns / 1e9,
             errors=errors,
-            generated_texts=[collected.texts.get(i, "") for i in range(num_requests)],
+            generated_texts=[run.texts.get(i, "") for i in range(num_requests)],
             metric_names=metric_names,
             loadgen_extra=loadgen_extra,
-            rps_change_events=_rps_change_events(config, meta.scheduled_ns, t0_wall),
+            rps_change_events=_rps_change_events(
+                config, run.scheduled_ns, datetime.fromisoformat(start.t0_wall)
+            ),
             probe=probe,
             decoding=decoding,
             server_metrics=(records["server_queue_s"], records["server_ttft_s"]),
         )
-        path = result_path(config, meta.model_id, date)
-        write_result(path, result, append=config.append_result)
-        print(f"Results written to {path}")
-    return Outcome(metrics.completed, next((e for e in errors if e), ""))
+    return Report(
+        lines=lines,
+        result=result,
+        path=path,
+        results=results,
+        timings=timings,
+        completed=metrics.completed,
+        first_error=next((e for e in errors if e), ""),
+        caveat=_caveat(end),
+    )
 
 
-def _print(lines: list[str]) -> None:
-    for line in lines:
+def _caveat(end: RunEnd) -> str | None:
+    """Why the report covers only part of the run: its workers' problems, or an interruption."""
+    if end.worker_problems:
+        return "; ".join(end.worker_problems)
+    if end.interrupted:
+        return "the run was interrupted: the results cover the requests that finished"
+    return None
+
+
+def write_report(config: RunConfig, report: Report) -> None:
+    """Print the report and write the plots and the result file the flags ask for."""
+    for line in report.lines:
         print(line)
+    if config.plot_timeline or config.plot_dataset_stats:  # upstream draws before it saves
+        _plot(config, Path(report.path), report.results, report.timings)
+    if report.result is not None:
+        write_result(report.path, report.result, append=config.append_result)
+        print(f"Results written to {report.path}")
+
+
+def unfinished_end(run: RunRecords, pooling: bool) -> RunEnd:
+    """The end of a run whose records stop short (it crashed): interrupted, the client's own
+    figures unknown, each output counted from the server's usage (1 without one, as upstream
+    counts without a tokenizer)."""
+    return RunEnd(
+        interrupted=True,
+        worker_problems=["the run did not end: its records file stops before the end"],
+        worker_cpu_ns=[],
+        worker_wall_ns=[],
+        connection_stats=ConnectionStats(),
+        loop_lag_ns=np.zeros(0, np.int64),
+        output_lens=(
+            np.zeros(run.num_requests, np.int64)
+            if pooling
+            else resolve_output_lens(run.records, run.texts, None)
+        ),
+        counters_after=None,
+        probe_latencies_s=None,
+    )
 
 
 def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timings) -> None:

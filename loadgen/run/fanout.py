@@ -13,13 +13,15 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from time import perf_counter_ns
+from typing import Protocol
 
 import numpy as np
 import zmq
 import zmq.asyncio
 
-from loadgen.report.collected import Collected
+from loadgen.records.collected import Collected, assemble_events
 from loadgen.run.credit_pool import CreditPool
 from loadgen.server.retry import READY_CHECK_HINT
 from workers.protocol import (
@@ -41,6 +43,24 @@ START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worke
 POLL_MS = 100
 PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 10.0
+
+
+class RecordsSink(Protocol):
+    """Where each RECORDS batch goes as it arrives (the records file), besides ``Collected``."""
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run starts at ``t0_ns`` (``t0_wall`` in wall-clock time) with ``connections``
+        open."""
+
+    def write(
+        self,
+        worker: int,
+        rows: np.ndarray,
+        event_ns: np.ndarray,
+        errors: dict[int, str],
+        texts: dict[int, str],
+    ) -> None:
+        """One batch of a worker's records, as it arrived."""
 
 
 class FanoutError(Exception):
@@ -134,10 +154,12 @@ class WorkerPool:
         max_concurrency: int | None = None,
         on_start: Callable[[], None] | None = None,
         on_progress: Callable[[int], None] | None = None,
+        sink: RecordsSink | None = None,
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record.
 
-        With ``max_concurrency`` the cap is lent out as credits (loadgen/run/credit_pool.py).
+        With ``max_concurrency`` the cap is lent out as credits (loadgen/run/credit_pool.py);
+        with ``sink`` every batch is also handed on as it arrives.
         """
         workers = set(range(len(plans)))
         credit_pool = (
@@ -160,14 +182,19 @@ class WorkerPool:
                 f"{READY_CHECK_HINT}"
             )
         t0_ns = perf_counter_ns() + START_LEAD_NS
+        t0_wall = datetime.now() + timedelta(microseconds=(t0_ns - perf_counter_ns()) / 1e3)
         for w in workers:
             credits = credit_pool.initial[w] if credit_pool is not None else 0
             await self._send(w, encode(Kind.START, t0_ns=t0_ns, credits=credits))
+        if sink is not None:
+            sink.start(t0_ns, t0_wall.isoformat(), connections)
         if on_start is not None:
             on_start()
-        return await self._collect(
-            workers, num_requests, t0_ns, connections, on_progress, credit_pool
+        collected = await self._collect(
+            workers, num_requests, t0_ns, connections, on_progress, credit_pool, sink
         )
+        collected.t0_wall = t0_wall.isoformat()
+        return collected
 
     async def _collect(
         self,
@@ -177,8 +204,10 @@ class WorkerPool:
         connections: int,
         on_progress: Callable[[int], None] | None,
         credit_pool: CreditPool | None,
+        sink: RecordsSink | None,
     ) -> Collected:
         records = np.zeros(num_requests, dtype=RECORD_DTYPE)
+        reported_by = np.full(num_requests, -1, dtype=np.int16)
         received = np.zeros(num_requests, dtype=bool)
         batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         errors: dict[int, str] = {}
@@ -222,6 +251,9 @@ class WorkerPool:
                 batch, events, batch_errors, batch_texts = decode_records(fields, frames)
                 records[batch["index"]] = batch
                 received[batch["index"]] = True
+                reported_by[batch["index"]] = worker
+                if sink is not None:
+                    sink.write(worker, batch, events, batch_errors, batch_texts)
                 batches.append((batch["index"].copy(), batch["n_events"].copy(), events.copy()))
                 errors.update(batch_errors)
                 texts.update(batch_texts)
@@ -252,7 +284,7 @@ class WorkerPool:
             records["index"][missing] = missing
             for i in missing:
                 errors[int(i)] = f"lost: {reason}"
-        event_ns, event_offsets = _assemble_events(records, batches)
+        event_ns, event_offsets = assemble_events(records["n_events"], batches)
         return Collected(
             records=records,
             event_ns=event_ns,
@@ -261,6 +293,7 @@ class WorkerPool:
             texts=texts,
             t0_ns=t0_ns,
             connections=connections,
+            worker=reported_by,
             worker_problems=problems,
             interrupted=self.stop_requested,
             loop_lag_ns=np.concatenate(loop_lag) if loop_lag else np.zeros(0, np.int64),
@@ -289,19 +322,3 @@ class WorkerPool:
         self.sock.close()
         self.ctx.term()
         self.probe.close()
-
-
-def _assemble_events(
-    records: np.ndarray, batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Lay every batch's events out request-major: request i at offsets[i]:offsets[i+1]."""
-    counts = records["n_events"].astype(np.int64)
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    out = np.empty(offsets[-1], dtype=np.int64)
-    for indices, batch_counts, events in batches:
-        if len(events) == 0:
-            continue
-        batch_starts = np.concatenate(([0], np.cumsum(batch_counts)[:-1]))
-        shift = np.repeat(offsets[indices] - batch_starts, batch_counts)
-        out[np.arange(len(events)) + shift] = events
-    return out, offsets

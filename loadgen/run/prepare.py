@@ -27,7 +27,6 @@ from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.payloads import lora_assignment, serialize_bodies
-from loadgen.report.run_report import RunMeta
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
@@ -69,17 +68,6 @@ class Prepared:
         """Requests to send: --num-prompts, less with a short --no-oversample file, fewer when
         prompts are batched (--random-batch-size, random-rerank)."""
         return len(self.dataset.prompts)
-
-    def meta(self, num_workers: int) -> RunMeta:
-        """What the report needs of the preparation."""
-        return RunMeta(
-            model_id=self.model_id,
-            tokenizer_id=self.tokenizer_id,
-            prompts=self.dataset.prompts,
-            prompt_lens=self.dataset.prompt_lens,
-            scheduled_ns=self.scheduled_ns,
-            num_workers=num_workers,
-        )
 
 
 def check_before_start(config: RunConfig) -> None:

@@ -2,30 +2,27 @@
 
 ``run`` reads as the run's phases: check the flags, start the mock if asked, start the workers,
 get ready (preparation, the ready check, alignment, warm-ups), the timed run, output lengths,
-the report, the exit code.
+the report (built from the run's records, which are saved as they come), the exit code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from datetime import datetime, timedelta
-from time import perf_counter_ns
-
-import numpy as np
+from datetime import datetime
 
 from loadgen.config import InputError, RunConfig
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.payloads import check_endpoint
-from loadgen.report.collected import Collected
-from loadgen.report.probes import probe_stats
-from loadgen.report.run_report import Outcome, report_run
+from loadgen.records.collected import Collected
+from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
 from loadgen.run.prepare import Prepared, align, check_before_start, prepare
 from loadgen.run.progress import print_traffic
+from loadgen.run.records import finish_records, records_writer, run_end, run_records, run_start
 from loadgen.run.shards import planned_workers
-from loadgen.run.timed_run import TimedRun, timed_run
+from loadgen.run.timed_run import active_workers, timed_run
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
@@ -83,13 +80,17 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     finished = False
+    writer = None
     try:
         prepared = await _get_ready(config, client, pool)
         timed_run_started = True
         print_traffic(config)
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", 130)
-        timed = await timed_run(config, client, pool, prepared)
+        counters_before = await metrics_page(client)
+        start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
+        writer = records_writer(config, prepared, start, _now())
+        timed = await timed_run(config, client, pool, prepared, writer)
         finished = True
         counters_after = await metrics_page(client)
         if config.profile:
@@ -97,11 +98,23 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         pool.close(graceful=finished)
-    output_lens = await asyncio.to_thread(
-        output_lens_of, config, timed.collected, prepared.tokenizer
-    )
-    outcome = _report(config, prepared, timed, counters_after, output_lens)
-    return _exit_code(timed.collected, outcome)
+        if writer is not None and not finished:
+            writer.close()  # what was written stays readable, with no end
+    collected = timed.collected
+    output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
+    end = run_end(collected, output_lens, counters_after, timed.probes)
+    date = _now()
+    report = build_report(config, run_records(config, prepared, start, collected, end), date=date)
+    records_file = finish_records(writer, collected, end, report.path) if writer else None
+    write_report(config, report)
+    if records_file is not None:
+        print(f"Records written to {records_file}")
+    return _exit_code(collected, report)
+
+
+def _now() -> str:
+    """Upstream's date stamp of a result: ``%Y%m%d-%H%M%S``, local time."""
+    return datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
 async def _get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) -> Prepared:
@@ -123,36 +136,13 @@ async def _get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) 
     return prepared
 
 
-def _report(
-    config: RunConfig,
-    prepared: Prepared,
-    timed: TimedRun,
-    counters_after: str | None,
-    output_lens: np.ndarray,
-) -> Outcome:
-    """The report of the run (``report_run``), given what preparation knew and the clock."""
-    collected = timed.collected
-    # t0 is a perf_counter instant; its wall-clock time is now less the time elapsed since.
-    t0_wall = datetime.now() - timedelta(microseconds=(perf_counter_ns() - collected.t0_ns) / 1e3)
-    return report_run(
-        config,
-        prepared.meta(timed.num_workers),
-        collected,
-        output_lens,
-        date=datetime.now().strftime("%Y%m%d-%H%M%S"),
-        t0_wall=t0_wall,
-        probe=probe_stats(timed.probes) if timed.probes is not None else None,
-        counters=(timed.counters_before, counters_after),
-    )
-
-
-def _exit_code(collected: Collected, outcome: Outcome) -> int:
+def _exit_code(collected: Collected, report: Report) -> int:
     """0, or RunFailed for an interrupted run, lost workers, or no request that completed."""
     if collected.interrupted:
         raise RunFailed("interrupted: the results above cover the requests that finished", 130)
     if collected.worker_problems:
         raise RunFailed("the run lost workers: " + "; ".join(collected.worker_problems))
-    if outcome.completed == 0:
-        first = outcome.first_error
+    if report.completed == 0:
+        first = report.first_error
         raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
     return 0

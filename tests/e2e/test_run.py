@@ -136,7 +136,11 @@ def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> No
     assert result["loadgen"]["workers"] == workers
     assert result["loadgen"]["connections_preopened"] == 60  # one per concurrent request
     # The summary and the JSON both end with the client's verdict on itself.
-    last_line = proc.stdout.strip().splitlines()[-2]  # the line before "Results written to"
+    *_, last_line, results_line, records_line = proc.stdout.strip().splitlines()
+    assert results_line.startswith("Results written to ")
+    assert records_line == f"Records written to {only_json_path(tmp_path)}".replace(
+        ".json", ".records.arrow"
+    )
     assert re.match(r"client(: OK|-bound: .+) \(send lag p99 .+, worker CPU max \d+ %\)", last_line)
     assert list(result["loadgen"])[-1] == "verdict"
     assert result["loadgen"]["verdict"] == last_line

@@ -37,7 +37,7 @@ COMPAT = ROOT / "docs" / "compat.md"
 REPORTING = {
     "--save-result", "--append-result", "--result-dir", "--result-filename", "--save-detailed",
     "--label", "--metadata", "--percentile-metrics", "--metric-percentiles", "--goodput",
-    "--plot-timeline", "--timeline-itl-thresholds", "--plot-dataset-stats", "--disable-tqdm",
+    "--plot-timeline", "--timeline-itl-thresholds", "--plot-dataset-stats",
 }  # fmt: skip
 
 

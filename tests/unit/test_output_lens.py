@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.run.output_lens import resolve_output_lens
+from loadgen.report.output_lens import resolve_output_lens
 from loadgen.text.tokenizer import MOCK_MODEL_NAME, LocalTokenizer, load_tokenizer
 from workers.protocol import RECORD_DTYPE
 

@@ -20,6 +20,8 @@ class Collected:
     texts: dict[int, str]
     t0_ns: int
     connections: int
+    worker: np.ndarray  # the worker that reported each request; -1 when none did
+    t0_wall: str = ""  # t0 as local wall-clock time, ISO 8601
     worker_problems: list[str] = field(default_factory=list)
     interrupted: bool = False
     loop_lag_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -27,3 +29,23 @@ class Collected:
     worker_wall_ns: list[int] = field(default_factory=list)
     # What the workers saw of the server's connections, summed (ConnectionStats' fields).
     connection_stats: ConnectionStats = field(default_factory=ConnectionStats)
+
+
+def assemble_events(
+    n_events: np.ndarray, batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lay batches of events out request-major: request i at offsets[i]:offsets[i+1].
+
+    ``n_events[i]`` is request i's event count; each batch is (indices, counts, events) with
+    its requests' events one after the other in the order of ``indices``.
+    """
+    counts = n_events.astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    out = np.empty(offsets[-1], dtype=np.int64)
+    for indices, batch_counts, events in batches:
+        if len(events) == 0:
+            continue
+        batch_starts = np.concatenate(([0], np.cumsum(batch_counts)[:-1]))
+        shift = np.repeat(offsets[indices] - batch_starts, batch_counts)
+        out[np.arange(len(events)) + shift] = events
+    return out, offsets

@@ -1,0 +1,379 @@
+"""The records file: one Arrow IPC file per run, written batch by batch while the run goes.
+
+Layout (docs/records.md says why Arrow and what every column means):
+- the schema's metadata ``loadgen.records`` holds ``RunStart`` as JSON, with ``format`` and
+  ``format_version``;
+- one record batch per RECORDS message a worker sent, one row per request (``COLUMNS``);
+- after the run, the requests no worker reported (their error says why), then an empty batch
+  whose custom metadata ``loadgen.end`` holds ``RunEnd`` as JSON; the footer closes the file.
+
+A run that crashes leaves a file with no end batch and no footer: its batches are read as an
+Arrow stream (``read_records`` does), so every batch written is still there.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from loadgen.records.collected import Collected, assemble_events
+from loadgen.records.model import RunEnd, RunRecords, RunStart
+from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
+
+FORMAT = "loadgen-records"
+FORMAT_VERSION = 1
+START_KEY = b"loadgen.records"
+END_KEY = b"loadgen.end"
+SUFFIX = ".records.arrow"
+MAGIC_LEN = 8  # "ARROW1" padded: the file format's stream starts after it
+
+# Every column, in order (docs/records.md describes each). A worker's "none" (-1 for an
+# instant or a count, NaN for a server figure) is written as null.
+COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("index", pa.int64()),
+    ("request_id", pa.string()),
+    ("worker", pa.int16()),
+    ("scheduled_ns", pa.int64()),
+    ("released_ns", pa.int64()),
+    ("sent_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("events_ns", pa.list_(pa.int64())),
+    ("status", pa.int32()),
+    ("success", pa.bool_()),
+    ("input_tokens", pa.int32()),
+    ("prompt_tokens", pa.int32()),
+    ("completion_tokens", pa.int32()),
+    ("input_sequences", pa.int32()),
+    ("connect_ns", pa.int64()),
+    ("resent", pa.bool_()),
+    ("server_queue_s", pa.float64()),
+    ("server_ttft_s", pa.float64()),
+    ("error", pa.string()),
+    ("text", pa.string()),
+]
+# Record fields stored as they are, and those whose -1 is stored as null.
+_PLAIN = {"status": "status", "connect_ns": "connect_ns"}
+_MINUS_ONE_IS_NULL = {
+    "released_ns": "arrival_ns",
+    "sent_ns": "send_ns",
+    "end_ns": "end_ns",
+    "prompt_tokens": "prompt_tokens",
+    "completion_tokens": "completion_tokens",
+}
+_NAN_IS_NULL = ("server_queue_s", "server_ttft_s")
+_BOOL = ("success", "resent")
+
+
+class RecordsFileError(Exception):
+    """A records file that cannot be read; the message names it and says why."""
+
+
+def records_path(result_path: str) -> str:
+    """The records file beside a result JSON: ``NAME.json`` -> ``NAME.records.arrow``."""
+    stem = result_path[: -len(".json")] if result_path.endswith(".json") else result_path
+    return stem + SUFFIX
+
+
+def schema(start: RunStart) -> pa.Schema:
+    """The file's schema: COLUMNS, with the run's start as metadata."""
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **asdict(start)}
+    return pa.schema(COLUMNS, metadata={START_KEY: _dumps(meta)})
+
+
+class RecordsWriter:
+    """Writes a run's records file as the run goes (a ``RecordsSink`` for the worker pool).
+
+    The file opens at t0 (``start``), each worker batch is written when it arrives, and
+    ``finish`` adds the unreported requests and the end. A write that fails (a full disk)
+    stops the file with a warning; the run and its report go on.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        start: RunStart,
+        scheduled_ns: np.ndarray,
+        prompt_lens: np.ndarray,
+        input_sequences: np.ndarray,
+        request_id_prefix: str | None,
+    ) -> None:
+        self.path = path
+        self.run_start = start
+        self.scheduled_ns = scheduled_ns
+        self.prompt_lens = prompt_lens
+        self.input_sequences = input_sequences
+        self.request_id_prefix = request_id_prefix
+        self.failure: str | None = None
+        self._file: pa.NativeFile | None = None
+        self._writer: ipc.RecordBatchFileWriter | None = None
+        self._schema = schema(start)
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """Open the file at t0, its metadata the run's start."""
+        self.run_start = dataclasses.replace(
+            self.run_start, t0_ns=t0_ns, t0_wall=t0_wall, connections=connections
+        )
+        self._guard(self._open)
+
+    def _open(self) -> None:
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._schema = schema(self.run_start)
+        self._file = pa.OSFile(self.path, "wb")  # unbuffered: a batch is on disk once written
+        self._writer = ipc.new_file(self._file, self._schema)
+
+    def write(
+        self,
+        worker: int,
+        rows: np.ndarray,
+        event_ns: np.ndarray,
+        errors: dict[int, str],
+        texts: dict[int, str],
+    ) -> None:
+        """One batch of a worker's records, as it arrived."""
+        workers = np.full(len(rows), worker, dtype=np.int16)
+        self._write(lambda: self._batch(rows, workers, event_ns, errors, texts))
+
+    def finish(self, collected: Collected, end: RunEnd) -> None:
+        """The requests no worker reported, then the run's end; the file is then complete."""
+        lost = np.flatnonzero(collected.worker < 0)
+        if len(lost):
+            rows = collected.records[lost]
+            errors = {int(i): collected.errors.get(int(i), "") for i in lost}
+            empty = np.zeros(0, dtype=np.int64)
+            unreported = np.full(len(rows), -1, np.int16)
+            self._write(lambda: self._batch(rows, unreported, empty, errors, {}))
+        self._write(
+            lambda: pa.RecordBatch.from_pylist([], schema=self._schema),
+            {END_KEY: _dumps(_end_json(end))},
+        )
+        self.close()
+
+    def close(self) -> None:
+        """Write the footer and close the file (also after a failure: what is there stays)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            self._guard(writer.close)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _write(self, batch: Any, custom_metadata: dict[bytes, bytes] | None = None) -> None:
+        """Write the batch ``batch()`` builds, unless the file is closed or has failed."""
+        if self._writer is not None:
+            writer = self._writer
+            self._guard(lambda: writer.write_batch(batch(), custom_metadata=custom_metadata))
+
+    def _guard(self, write: Any) -> None:
+        try:
+            write()
+        except (OSError, pa.ArrowException) as exc:
+            if self.failure is None:
+                self.failure = f"records file {self.path}: {exc}"
+                print(f"warning: {self.failure}; the records stop here")
+            self._writer = None
+
+    def _batch(
+        self,
+        rows: np.ndarray,
+        workers: np.ndarray,
+        event_ns: np.ndarray,
+        errors: dict[int, str],
+        texts: dict[int, str],
+    ) -> pa.RecordBatch:
+        index = rows["index"]
+        offsets = np.concatenate(([0], np.cumsum(rows["n_events"], dtype=np.int64)))
+        prefix = self.request_id_prefix
+        columns: dict[str, pa.Array] = {
+            "index": pa.array(index, pa.int64()),
+            "request_id": pa.array(
+                [f"{prefix}{i}" for i in index] if prefix is not None else [None] * len(index),
+                pa.string(),
+            ),
+            "worker": pa.array(workers, pa.int16(), mask=workers < 0),
+            "scheduled_ns": pa.array(self.scheduled_ns[index], pa.int64()),
+            "events_ns": pa.ListArray.from_arrays(
+                pa.array(offsets.astype(np.int32)), pa.array(event_ns, pa.int64())
+            ),
+            "input_tokens": pa.array(self.prompt_lens[index], pa.int32()),
+            "input_sequences": pa.array(self.input_sequences[index], pa.int32()),
+            "error": pa.array([errors.get(int(i)) or None for i in index], pa.string()),
+            "text": pa.array([texts.get(int(i)) for i in index], pa.string()),
+        }
+        for column, name in {**_PLAIN, **_MINUS_ONE_IS_NULL}.items():
+            values = rows[name]
+            mask = values == -1 if column in _MINUS_ONE_IS_NULL else None
+            columns[column] = pa.array(values, dict(COLUMNS)[column], mask=mask)
+        for column in _NAN_IS_NULL:
+            columns[column] = pa.array(rows[column], pa.float64(), from_pandas=True)
+        for column in _BOOL:
+            columns[column] = pa.array(rows[column].astype(bool), pa.bool_())
+        return pa.record_batch([columns[name] for name, _ in COLUMNS], schema=self._schema)
+
+
+def read_records(path: str) -> RunRecords:
+    """A run's records file, whole or cut short by a crash (then ``end`` is None)."""
+    if not os.path.isfile(path):
+        raise RecordsFileError(f"records file {path}: No such file")
+    try:
+        data = pa.memory_map(path, "r").read_buffer()
+    except (OSError, pa.ArrowException) as exc:
+        raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
+    try:
+        file_schema, batches, end_meta = _read_batches(data)
+    except (pa.ArrowException, ValueError) as exc:
+        raise RecordsFileError(f"{path} is not a loadgen records file ({exc})") from None
+    meta = json.loads((file_schema.metadata or {}).get(START_KEY, b"null"))
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise RecordsFileError(f"{path} is an Arrow file but not a loadgen records file")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise RecordsFileError(
+            f"{path} has records format version {meta.get('format_version')}; this loadgen "
+            f"reads version {FORMAT_VERSION}"
+        )
+    meta.pop("format")
+    meta.pop("format_version")
+    start = RunStart(**meta)
+    table = pa.Table.from_batches(batches, schema=file_schema).combine_chunks()
+    return _run_records(start, table, _end_from_json(json.loads(end_meta)) if end_meta else None)
+
+
+def _read_batches(data: pa.Buffer) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
+    """The schema, the row batches and the end's metadata; as a stream when the footer is
+    missing (the run did not close the file), keeping every complete batch."""
+    try:
+        reader = ipc.open_file(data)
+        batches = [
+            reader.get_batch_with_custom_metadata(i) for i in range(reader.num_record_batches)
+        ]
+        file_schema = reader.schema
+    except pa.ArrowInvalid:
+        stream = ipc.open_stream(pa.BufferReader(data.slice(MAGIC_LEN)))
+        file_schema, batches = stream.schema, []
+        while True:
+            try:
+                batches.append(stream.read_next_batch_with_custom_metadata())
+            except (StopIteration, pa.ArrowInvalid):  # the end, or a batch cut short
+                break
+    end_meta = None
+    rows = []
+    for batch, custom in batches:
+        if custom is not None and END_KEY in custom:
+            end_meta = custom[END_KEY]
+        elif batch.num_rows:
+            rows.append(batch)
+    return file_schema, rows, end_meta
+
+
+def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRecords:
+    """Rows in arrival order -> request-major arrays; requests with no row are lost."""
+    n = start.num_requests
+    index = table["index"].to_numpy()
+    if len(index) and (index.min() < 0 or index.max() >= n):
+        raise RecordsFileError(f"records file has a request index outside 0..{n - 1}")
+    records = np.zeros(n, dtype=RECORD_DTYPE)
+    records[:] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
+    records["index"] = np.arange(n)
+    worker = np.full(n, -1, dtype=np.int16)
+    scheduled = np.zeros(n, dtype=np.int64)
+    prompt_lens = np.zeros(n, dtype=np.int64)
+    sequences = np.ones(n, dtype=np.int64)
+    events = table["events_ns"].combine_chunks()
+    counts = events.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    records["n_events"][index] = counts
+    for column, name in {**_PLAIN, **_MINUS_ONE_IS_NULL}.items():
+        records[name][index] = table[column].fill_null(-1).to_numpy()
+    for column in _NAN_IS_NULL:
+        records[column][index] = table[column].to_numpy(zero_copy_only=False)
+    for column in _BOOL:
+        records[column][index] = table[column].to_numpy(zero_copy_only=False)
+    worker[index] = table["worker"].fill_null(-1).to_numpy()
+    scheduled[index] = table["scheduled_ns"].to_numpy()
+    prompt_lens[index] = table["input_tokens"].to_numpy()
+    sequences[index] = table["input_sequences"].to_numpy()
+    flat = events.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    event_ns, event_offsets = assemble_events(records["n_events"], [(index, counts, flat)])
+    errors = _strings(index, table["error"])
+    lost = np.setdiff1d(np.arange(n), index)
+    for i in lost:
+        errors[int(i)] = "lost: the records file has no row for this request"
+    return RunRecords(
+        start=start,
+        end=end,
+        records=records,
+        worker=worker,
+        scheduled_ns=scheduled,
+        prompt_lens=prompt_lens,
+        input_sequences=sequences,
+        event_ns=event_ns,
+        event_offsets=event_offsets,
+        errors=errors,
+        texts=_strings(index, table["text"]),
+    )
+
+
+def _strings(index: np.ndarray, column: pa.ChunkedArray) -> dict[int, str]:
+    """{request index: value} of a string column's non-null values."""
+    return {
+        int(i): value
+        for i, value in zip(index.tolist(), column.to_pylist(), strict=True)
+        if value is not None
+    }
+
+
+def _end_json(end: RunEnd) -> dict[str, Any]:
+    out = asdict(end)
+    out["loop_lag_ns"] = _array_b64(end.loop_lag_ns, "<i8")
+    out["output_lens"] = _array_b64(end.output_lens, "<i8")
+    return out
+
+
+def _end_from_json(data: dict[str, Any]) -> RunEnd:
+    data["loop_lag_ns"] = _b64_array(data["loop_lag_ns"], "<i8")
+    data["output_lens"] = _b64_array(data["output_lens"], "<i8")
+    data["connection_stats"] = ConnectionStats(**data["connection_stats"])
+    return RunEnd(**data)
+
+
+def _array_b64(values: np.ndarray, dtype: str) -> str:
+    """An integer array as base64 of its little-endian bytes (exact, and compact in JSON)."""
+    return base64.b64encode(np.ascontiguousarray(values, dtype=dtype).tobytes()).decode()
+
+
+def _b64_array(text: str, dtype: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype=dtype).astype(np.int64)
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON as the result file writes it: ``inf`` as ``Infinity``, sets as sorted lists."""
+
+    def plain(obj: Any) -> Any:
+        if isinstance(obj, set | frozenset):
+            return sorted(obj)
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, np.ndarray):
+            return obj.tolist()
+        raise TypeError(f"cannot store {type(obj).__name__} in a records file")
+
+    return json.dumps(value, default=plain).encode()
+
+
+def move(path: str, destination: str) -> str:
+    """Rename a closed records file; never over another run's file (a suffix -2, -3... then)."""
+    if path == destination:
+        return path
+    target, n = destination, 1
+    while os.path.exists(target):
+        n += 1
+        target = destination[: -len(SUFFIX)] + f"-{n}{SUFFIX}"
+    os.replace(path, target)
+    return target

@@ -1,0 +1,74 @@
+"""A whole run as its report reads it: what it knew at t0, every request's row, and its end.
+
+The live run builds a ``RunRecords`` from what it collected and the records file holds the same
+thing (``arrow_file``), so a report rebuilt from the file is the live run's report. Every field
+is plain data: numbers, strings and numpy arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workers.protocol import ConnectionStats
+
+
+@dataclass
+class RunStart:
+    """What the run knew when its timed part began (t0)."""
+
+    loadgen_version: str
+    command_line: list[str]  # sys.argv, secrets redacted
+    config: dict[str, Any]  # RunConfig's fields, secrets redacted
+    model_id: str  # tokenizer / model identity, as upstream's model_id
+    tokenizer_id: str | None  # None with --skip-tokenizer-init
+    num_requests: int
+    num_workers: int
+    connections: int  # connections the workers had open at t0
+    schedule_sha256: str
+    t0_ns: int  # perf_counter_ns of t0 (every instant in a row is ns after it)
+    t0_wall: str  # t0 as local wall-clock time, ISO 8601
+    counters_before: str | None  # the server's /metrics page before the run
+
+
+@dataclass
+class RunEnd:
+    """What the run knew when it ended: the client's own figures and the output counts."""
+
+    interrupted: bool
+    worker_problems: list[str]
+    worker_cpu_ns: list[int]  # CPU time of each worker's run
+    worker_wall_ns: list[int]
+    connection_stats: ConnectionStats
+    loop_lag_ns: np.ndarray  # every loop-lag probe's delay, all workers
+    output_lens: np.ndarray  # each request's output tokens as the report counts them
+    counters_after: str | None  # the server's /metrics page after the run
+    probe_latencies_s: list[float] | None  # --probe-request-rate: each successful probe's E2EL
+    probe_failures: int = 0
+
+
+@dataclass
+class RunRecords:
+    """One run: its start, one row per request (row i = request i), and its end.
+
+    ``end`` is None when the run never ended (the records file of a run that crashed).
+    """
+
+    start: RunStart
+    end: RunEnd | None
+    records: np.ndarray  # RECORD_DTYPE (workers/protocol.py), row i = request i
+    worker: np.ndarray  # the worker that reported each request; -1 when none did
+    scheduled_ns: np.ndarray  # each request's scheduled instant, ns after t0
+    prompt_lens: np.ndarray  # the dataset's input token count of each request
+    input_sequences: np.ndarray  # inputs each request embeds (pooling); 1 for generation
+    event_ns: np.ndarray  # request-major token-event instants, ns after t0
+    event_offsets: np.ndarray  # [N+1]: request i's events are event_ns[offsets[i]:offsets[i+1]]
+    errors: dict[int, str]
+    texts: dict[int, str]  # generated text, kept when the server reported no usage
+
+    @property
+    def num_requests(self) -> int:
+        """How many requests the run had, sent or not."""
+        return len(self.scheduled_ns)

@@ -1,0 +1,133 @@
+"""The run's records: its start, the records file written as it goes, and its end.
+
+``run_start`` says what the run knows before t0; ``records_writer`` opens the records file
+(``--save-records``, on by default with ``--save-result``); ``run_records`` puts the start,
+what the workers reported and the end together as the ``RunRecords`` every report reads.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, replace
+
+import numpy as np
+
+from loadgen import __version__
+from loadgen.config import RunConfig
+from loadgen.payloads import input_sequences
+from loadgen.records.arrow_file import RecordsWriter, move, records_path
+from loadgen.records.collected import Collected
+from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.redact import redact_argv, redact_config
+from loadgen.report.probes import ProbeResults
+from loadgen.report.result_json import result_path
+from loadgen.run.prepare import Prepared
+from loadgen.schedule import schedule_hash
+
+
+def saves_records(config: RunConfig) -> bool:
+    """--save-records, or by default whenever a result file is written."""
+    if config.save_records is not None:
+        return config.save_records
+    return config.save_result or config.append_result
+
+
+def run_start(
+    config: RunConfig, prepared: Prepared, num_workers: int, counters_before: str | None
+) -> RunStart:
+    """What the run knows before t0 (t0 itself and the open connections come at START)."""
+    return RunStart(
+        loadgen_version=__version__,
+        command_line=redact_argv(sys.argv),
+        config=redact_config(asdict(config)),
+        model_id=prepared.model_id,
+        tokenizer_id=prepared.tokenizer_id,
+        num_requests=prepared.num_requests,
+        num_workers=num_workers,
+        connections=0,
+        schedule_sha256=schedule_hash(prepared.scheduled_ns),
+        t0_ns=0,
+        t0_wall="",
+        counters_before=counters_before,
+    )
+
+
+def records_writer(
+    config: RunConfig, prepared: Prepared, start: RunStart, date: str
+) -> RecordsWriter | None:
+    """The records file's writer, when records are saved; named as the result file would be
+    now (``finish_records`` renames it to the result file's name after the run)."""
+    if not saves_records(config):
+        return None
+    return RecordsWriter(
+        records_path(result_path(config, prepared.model_id, date)),
+        start,
+        prepared.scheduled_ns,
+        prepared.dataset.prompt_lens,
+        _input_sequences(config, prepared),
+        config.request_id_prefix,
+    )
+
+
+def run_end(
+    collected: Collected,
+    output_lens: np.ndarray,
+    counters_after: str | None,
+    probes: ProbeResults | None,
+) -> RunEnd:
+    """What the run knows when it has ended."""
+    return RunEnd(
+        interrupted=collected.interrupted,
+        worker_problems=collected.worker_problems,
+        worker_cpu_ns=collected.worker_cpu_ns,
+        worker_wall_ns=collected.worker_wall_ns,
+        connection_stats=collected.connection_stats,
+        loop_lag_ns=collected.loop_lag_ns,
+        output_lens=output_lens,
+        counters_after=counters_after,
+        probe_latencies_s=probes.latencies_s if probes is not None else None,
+        probe_failures=probes.failures if probes is not None else 0,
+    )
+
+
+def run_records(
+    config: RunConfig, prepared: Prepared, start: RunStart, collected: Collected, end: RunEnd
+) -> RunRecords:
+    """The whole run as every report reads it (the records file holds the same)."""
+    return RunRecords(
+        start=replace(
+            start,
+            t0_ns=collected.t0_ns,
+            t0_wall=collected.t0_wall,
+            connections=collected.connections,
+        ),
+        end=end,
+        records=collected.records,
+        worker=collected.worker,
+        scheduled_ns=prepared.scheduled_ns,
+        prompt_lens=prepared.dataset.prompt_lens,
+        input_sequences=_input_sequences(config, prepared),
+        event_ns=collected.event_ns,
+        event_offsets=collected.event_offsets,
+        errors=collected.errors,
+        texts=collected.texts,
+    )
+
+
+def _input_sequences(config: RunConfig, prepared: Prepared) -> np.ndarray:
+    """Inputs each request embeds (a pooling batch counts each); 1 per generation request."""
+    if not config.pooling:
+        return np.ones(prepared.num_requests, dtype=np.int64)
+    prompts = prepared.dataset.prompts
+    return np.array([input_sequences(config.backend, p) for p in prompts], dtype=np.int64)
+
+
+def finish_records(
+    writer: RecordsWriter, collected: Collected, end: RunEnd, result_file: str
+) -> str | None:
+    """Complete the records file and give it the result file's name; its path, or None when
+    it could not be written (the writer has warned)."""
+    writer.finish(collected, end)
+    if writer.failure is not None:
+        return None
+    return move(writer.path, records_path(result_file))

@@ -1,0 +1,194 @@
+"""A report is a pure function of a run's records: built in memory or from the records file,
+it is the same, and reporting flags given again apply (no socket, no subprocess)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadgen.config import ConfigError, RunConfig
+from loadgen.records.arrow_file import RecordsFileError, RecordsWriter, read_records
+from loadgen.records.collected import Collected
+from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.report.offline import rebuild_report, report_config
+from loadgen.report.run_report import build_report
+from workers.protocol import RECORD_DTYPE, ConnectionStats
+
+N = 8
+EVENTS = 5
+
+
+def config(**changes: object) -> RunConfig:
+    return dataclasses.replace(
+        RunConfig(workers=2, save_result=True, request_id_prefix="bench-x-"), **changes
+    )
+
+
+def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
+    """N requests, 5 events 10 ms apart each, the last one failed; paced at 100/s."""
+    records = np.zeros(N, dtype=RECORD_DTYPE)
+    records["index"] = np.arange(N)
+    records["arrival_ns"] = np.arange(N) * 10_000_000 + 50_000
+    records["send_ns"] = records["arrival_ns"] + 20_000
+    records["n_events"] = EVENTS
+    records["n_events"][-1] = 0
+    records["status"] = 200
+    records["status"][-1] = 500
+    records["prompt_tokens"] = 30
+    records["completion_tokens"] = EVENTS
+    records["success"] = True
+    records["success"][-1] = False
+    records["server_queue_s"] = np.nan
+    records["server_ttft_s"] = np.nan
+    starts = records["send_ns"][:-1]
+    event_ns = (starts[:, None] + 30_000_000 + 10_000_000 * np.arange(EVENTS)).ravel()
+    records["end_ns"] = records["send_ns"] + 80_000_000
+    collected = Collected(
+        records=records,
+        event_ns=event_ns.astype(np.int64),
+        event_offsets=np.concatenate(([0], np.cumsum(records["n_events"]))).astype(np.int64),
+        errors={N - 1: "HTTP 500: boom"},
+        texts={},
+        t0_ns=1_000,
+        connections=4,
+        worker=np.array([0, 1] * (N // 2), dtype=np.int16),
+        t0_wall="2026-12-03T10:00:00",
+    )
+    start = RunStart(
+        loadgen_version="0.1.0",
+        command_line=["loadgen", "run"],
+        config=dataclasses.asdict(cfg),
+        model_id="org/model",
+        tokenizer_id="org/model",
+        num_requests=N,
+        num_workers=2,
+        connections=4,
+        schedule_sha256="00" * 8,
+        t0_ns=1_000,
+        t0_wall="2026-12-03T10:00:00",
+        counters_before=None,
+    )
+    end = RunEnd(
+        interrupted=False,
+        worker_problems=[],
+        worker_cpu_ns=[1_000_000, 2_000_000],
+        worker_wall_ns=[100_000_000, 100_000_000],
+        connection_stats=ConnectionStats(preopened_at_t0=4),
+        loop_lag_ns=np.array([100_000, 200_000], dtype=np.int64),
+        output_lens=np.where(records["success"], EVENTS, 0).astype(np.int64),
+        counters_after=None,
+        probe_latencies_s=None,
+    )
+    run = RunRecords(
+        start=start,
+        end=end,
+        records=records,
+        worker=collected.worker,
+        scheduled_ns=np.arange(N, dtype=np.int64) * 10_000_000,
+        prompt_lens=np.full(N, 29, dtype=np.int64),
+        input_sequences=np.ones(N, dtype=np.int64),
+        event_ns=collected.event_ns,
+        event_offsets=collected.event_offsets,
+        errors=collected.errors,
+        texts={},
+    )
+    return run, collected
+
+
+def write(run: RunRecords, collected: Collected, path: Path) -> None:
+    """The records file the live run would have written, batch by batch."""
+    writer = RecordsWriter(
+        str(path), run.start, run.scheduled_ns, run.prompt_lens, run.input_sequences, "bench-x-"
+    )
+    writer.start(run.start.t0_ns, run.start.t0_wall, run.start.connections)
+    for half in (slice(0, N // 2), slice(N // 2, N)):
+        rows = collected.records[half]
+        events = collected.event_ns[
+            collected.event_offsets[half.start] : collected.event_offsets[half.stop]
+        ]
+        writer.write(
+            0,
+            rows,
+            events,
+            {i: e for i, e in collected.errors.items() if half.start <= i < half.stop},
+            {},
+        )
+    writer.finish(collected, run.end)  # type: ignore[arg-type]
+
+
+def test_the_report_from_the_file_is_the_live_report(tmp_path: Path) -> None:
+    cfg = config(request_rate=100.0, save_detailed=True)
+    run, collected = a_run(cfg)
+    path = tmp_path / "r.records.arrow"
+    write(run, collected, path)
+    live = build_report(cfg, run, date="20261203-100000")
+    rebuilt = build_report(cfg, read_records(str(path)), date="20261203-100000")
+    assert rebuilt.lines == live.lines
+    assert rebuilt.result == live.result
+    assert live.result is not None and live.result["completed"] == N - 1
+    assert live.lines[-1].startswith(("client: OK", "client-bound"))
+    assert (live.completed, live.first_error) == (N - 1, "HTTP 500: boom")
+
+
+def test_reporting_flags_replace_the_stored_ones(tmp_path: Path) -> None:
+    cfg = config(request_rate=100.0)
+    run, collected = a_run(cfg)
+    path = tmp_path / "r.records.arrow"
+    write(run, collected, path)
+    report, _ = rebuild_report(
+        str(path),
+        {
+            "metric_percentiles": "50,90",
+            "percentile_metrics": "ttft,e2el",
+            "label": "again",
+            "save_result": True,
+        },
+        date="20261203-110000",
+    )
+    assert report.result is not None
+    assert {"p50_ttft_ms", "p90_ttft_ms", "p90_e2el_ms"} <= set(report.result)
+    assert "p99_ttft_ms" not in report.result
+    assert report.path == "again-100.0qps-model-20261203-110000.json"
+    with pytest.raises(ConfigError, match="--metric-percentiles"):
+        report_config(read_records(str(path)), str(path), {"metric_percentiles": "x"})
+
+
+def test_a_report_writes_files_only_when_asked_again(tmp_path: Path) -> None:
+    cfg = config(save_detailed=True, result_dir=str(tmp_path), plot_dataset_stats=True)
+    run, collected = a_run(cfg)
+    path = tmp_path / "r.records.arrow"
+    write(run, collected, path)
+    report, rebuilt = rebuild_report(str(path), {}, date="d")
+    assert report.result is None  # the run had --save-result; the report was not asked to
+    assert (rebuilt.save_detailed, rebuilt.result_dir, rebuilt.plot_dataset_stats) == (
+        False,
+        None,
+        False,
+    )
+    assert (rebuilt.metric_percentiles, rebuilt.request_rate) == ("99", cfg.request_rate)
+
+
+def test_settings_this_version_does_not_know_are_refused(tmp_path: Path) -> None:
+    cfg = config()
+    run, collected = a_run(cfg)
+    run.start.config["flag_from_the_future"] = 1
+    path = tmp_path / "r.records.arrow"
+    write(run, collected, path)
+    with pytest.raises(RecordsFileError, match="flag_from_the_future"):
+        rebuild_report(str(path), {}, date="d")
+
+
+def test_a_run_that_did_not_end_is_reported_as_interrupted(tmp_path: Path) -> None:
+    cfg = config()
+    run, _ = a_run(cfg)
+    unfinished = dataclasses.replace(run, end=None)
+    report = build_report(cfg, unfinished, date="d")
+    assert report.result is not None
+    assert report.result["loadgen"]["interrupted"] is True
+    assert report.result["loadgen"]["worker_problems"] == [
+        "the run did not end: its records file stops before the end"
+    ]
+    assert report.result["total_output_tokens"] == (N - 1) * EVENTS  # from the server's usage
