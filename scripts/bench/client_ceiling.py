@@ -69,11 +69,12 @@ class Client:
 
     name: str
     workers: int  # 0 for vllm
+    extra: tuple[str, ...] = ()  # loadgen flags of this configuration
 
     def command(self, vllm_python: Path) -> list[str]:
         """The command line up to the shared benchmark flags."""
         if self.workers:
-            return [*loadgen_command(), "run", "--workers", str(self.workers)]
+            return [*loadgen_command(), "run", "--workers", str(self.workers), *self.extra]
         return [str(vllm_python), str(VLLM_DRIVER)]
 
 
@@ -334,7 +335,7 @@ def median(runs: list[Measurement]) -> Measurement:
 
 
 HEADER = (
-    f"{'client':<10}{'conc':>5}{'wall s':>7}{'dur s':>6}{'ok':>6}{'fail':>5}{'req/s':>8}"
+    f"{'client':<17}{'conc':>5}{'wall s':>7}{'dur s':>6}{'ok':>6}{'fail':>5}{'req/s':>8}"
     f"{'events/s':>10}{'cli µs/ev':>10}{'steady µs/ev':>13}{'cli CPU%':>9}{'nginx CPU%':>11}"
     f"{'nginx µs/ev':>12}{'other%':>7}{'TTFT ms':>9}"
 )
@@ -343,7 +344,7 @@ HEADER = (
 def row(client: Client, concurrency: int, m: Measurement) -> str:
     """One table line."""
     return (
-        f"{client.name:<10}{concurrency:>5}{m.wall_s:>7.1f}{m.duration_s:>6.2f}"
+        f"{client.name:<17}{concurrency:>5}{m.wall_s:>7.1f}{m.duration_s:>6.2f}"
         f"{m.completed:>6.0f}{m.failed:>5.0f}{m.req_per_s:>8.0f}{m.events_per_s:>10.0f}"
         f"{m.total_us_per_event:>10.2f}{m.steady_us_per_event:>13.2f}{m.steady_cpu_pct:>9.0f}"
         f"{m.nginx_cpu_pct:>11.0f}{m.nginx_us_per_event:>12.3f}{m.other_cpu_pct:>7.0f}"
@@ -407,6 +408,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="loadgen workers")
     parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON)
     parser.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
+    parser.add_argument(
+        "--records-cost",
+        action="store_true",
+        help="also run each loadgen configuration with --no-save-records, and print the ratio",
+    )
     parser.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     parser.add_argument("--port", type=int, default=0, help="nginx port (default: a free one)")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
@@ -418,6 +424,8 @@ def main() -> None:
     """Measure every client configuration against nginx and print the medians."""
     args = parse_args()
     clients = [Client(f"loadgen-w{w}", w) for w in args.workers]
+    if args.records_cost:  # the same runs without the records file --save-result writes
+        clients += [Client(f"loadgen-w{w}-norec", w, ("--no-save-records",)) for w in args.workers]
     have_vllm = not args.no_vllm and args.vllm_python.exists()
     if have_vllm:
         clients.append(Client("vllm", 0))
@@ -463,6 +471,16 @@ def main() -> None:
     notes = {"cpus": cpus, "sample_ms": 1000 * SAMPLE_S, "busy": MIN_BUSY_REQUESTS}
     print(NOTES.format(**notes, events=EVENTS, full=100 * cpus))
     print("\n".join(summary(medians, args.concurrency, have_vllm)))
+    if args.records_cost:
+        for concurrency in args.concurrency:
+            for w in args.workers:
+                on = medians[(f"loadgen-w{w}", concurrency)]
+                off = medians[(f"loadgen-w{w}-norec", concurrency)]
+                print(
+                    f"records file, workers={w} c{concurrency}: req/s with/without "
+                    f"{on.req_per_s / off.req_per_s:.2f}, client CPU per event with/without "
+                    f"{on.steady_us_per_event / off.steady_us_per_event:.2f}"
+                )
     if args.json:
         dump = {f"{name} c{c}": [asdict(m) for m in ms] for (name, c), ms in runs.items()}
         args.json.write_text(json.dumps(dump, indent=2))
