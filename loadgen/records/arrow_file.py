@@ -127,7 +127,8 @@ class RecordsWriter:
     def _open(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._schema = schema(self.run_start)
-        self._file = pa.OSFile(self.path, "wb")  # unbuffered: a batch is on disk once written
+        # Buffered, and flushed after each batch: one write() per batch, on disk once written.
+        self._file = pa.BufferedOutputStream(pa.OSFile(self.path, "wb"), 1 << 20)
         self._writer = ipc.new_file(self._file, self._schema)
 
     def write(
@@ -170,8 +171,9 @@ class RecordsWriter:
     def _write(self, batch: Any, custom_metadata: dict[bytes, bytes] | None = None) -> None:
         """Write the batch ``batch()`` builds, unless the file is closed or has failed."""
         if self._writer is not None:
-            writer = self._writer
+            writer, file = self._writer, self._file
             self._guard(lambda: writer.write_batch(batch(), custom_metadata=custom_metadata))
+            self._guard(file.flush)
 
     def _guard(self, write: Any) -> None:
         try:
@@ -195,9 +197,7 @@ class RecordsWriter:
         prefix = self.request_id_prefix
         columns: dict[str, pa.Array] = {
             "index": _numbers(index, "index"),
-            "request_id": _texts(
-                [f"{prefix}{i}" for i in index] if prefix is not None else [None] * len(index)
-            ),
+            "request_id": _request_ids(prefix, index),
             "worker": _numbers(workers, "worker", nulls=workers < 0),
             "scheduled_ns": _numbers(self.scheduled_ns[index], "scheduled_ns"),
             "events_ns": pa.ListArray.from_arrays(
@@ -205,8 +205,8 @@ class RecordsWriter:
             ),
             "input_tokens": _numbers(self.prompt_lens[index], "input_tokens"),
             "input_sequences": _numbers(self.input_sequences[index], "input_sequences"),
-            "error": _texts([errors.get(int(i)) or None for i in index]),
-            "text": _texts([texts.get(int(i)) for i in index]),
+            "error": _texts_at(index, errors),
+            "text": _texts_at(index, texts),
         }
         for column, name in _PLAIN.items():
             columns[column] = _numbers(rows[name], column)
@@ -236,6 +236,21 @@ def _numbers(
     return pa.Array.from_buffers(
         arrow_type, len(data), [validity, pa.py_buffer(data)], null_count=null_count
     )
+
+
+def _request_ids(prefix: str | None, index: np.ndarray) -> pa.Array:
+    """The x-request-id of each request: ``prefix`` + its index (null without a prefix)."""
+    if prefix is None:
+        return pa.nulls(len(index), pa.string())
+    return _texts([prefix + number for number in map(str, index.tolist())])
+
+
+def _texts_at(index: np.ndarray, values: dict[int, str]) -> pa.Array:
+    """A string column of the batch's requests: ``values[i]``, null where absent or empty
+    (most requests have no error and no kept text: no work per row then)."""
+    if not values:
+        return pa.nulls(len(index), pa.string())
+    return _texts([values.get(i) or None for i in index.tolist()])
 
 
 def _texts(values: list[str | None]) -> pa.Array:
