@@ -52,7 +52,7 @@ from loadgen.report.summary import (
     summary_lines,
 )
 from loadgen.report.verdict import measure as client_health
-from loadgen.report.verdict import verdict
+from loadgen.report.verdict import not_judged, verdict
 from loadgen.schedule import rps_change_events
 from workers.protocol import ConnectionStats
 
@@ -151,7 +151,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
     health = client_health(
         send_lag_ms, end.loop_lag_ns, end.worker_cpu_ns, end.worker_wall_ns, rate or math.inf
     )
-    client_verdict = verdict(health)
+    client_verdict = verdict(health) if run.end is not None else not_judged(health)
     lines.append(client_verdict)
     loadgen_extra = {
         "version": start.loadgen_version,

@@ -97,3 +97,13 @@ def verdict(health: ClientHealth) -> str:
     if reasons:
         return f"client-bound: {'; '.join(reasons)} ({figures})"
     return f"client: OK ({figures})"
+
+
+def not_judged(health: ClientHealth) -> str:
+    """The verdict line of a run that never ended: its workers' loop lag and CPU were never
+    reported, so only the send lag is known."""
+    send = f"{health.send_lag_p99_ms:.2f} ms" + ("" if health.send_lag_judged else " (rate inf)")
+    return (
+        "client: not judged (the run did not end: its workers' loop lag and CPU were never "
+        f"reported; send lag p99 {send})"
+    )
