@@ -28,26 +28,23 @@ def parse_json_object(value: str | None) -> dict[str, Any] | None:
 
 def parse_headers(items: tuple[str, ...]) -> dict[str, str]:
     """``--header KEY=VALUE ...``: the extra HTTP headers."""
-    headers = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ValueError(f"'{item}': invalid header format, use KEY=VALUE")
-        headers[key.strip()] = value.strip()
-    return headers
+    return _pairs(items, "invalid header format, use KEY=VALUE")
 
 
 def parse_metadata(items: tuple[str, ...]) -> dict[str, str] | None:
     """``--metadata KEY=VALUE ...``: string fields of the result JSON (None when not given)."""
-    if not items:
-        return None
-    metadata = {}
+    return _pairs(items, "use KEY=VALUE") if items else None
+
+
+def _pairs(items: tuple[str, ...], hint: str) -> dict[str, str]:
+    """``KEY=VALUE`` items as a dict, keys and values stripped; ValueError naming a bad one."""
+    pairs = {}
     for item in items:
         key, eq, value = item.partition("=")
         if not eq:
-            raise ValueError(f"'{item}': use KEY=VALUE")
-        metadata[key.strip()] = value.strip()
-    return metadata
+            raise ValueError(f"'{item}': {hint}")
+        pairs[key.strip()] = value.strip()
+    return pairs
 
 
 def parse_goodput(items: tuple[str, ...]) -> dict[str, float] | None:
