@@ -1,9 +1,14 @@
 """The wire format between the coordinator and its workers: every message kind, in one place.
 
 Transport: the coordinator binds one ZeroMQ ROUTER socket; each worker connects a DEALER whose
-identity is ``worker_identity(worker_id)``. A message is a multipart ZeroMQ message:
-frame 0 is a small JSON header ``{"v": PROTOCOL_VERSION, "kind": <Kind>, ...fields}``, and the
-frames after it are raw little-endian numpy buffers, so bulk data is never JSON-encoded.
+identity is ``worker_identity(worker_id)``. A local run binds ``ipc://`` in a fresh directory
+only its user can enter (mode 0700), so no other local user can connect. A message is a
+multipart ZeroMQ message: frame 0 is a small JSON header
+``{"v": PROTOCOL_VERSION, "t": <run token>, "kind": <Kind>, ...fields}``, and the frames after it
+are raw little-endian numpy buffers, so bulk data is never JSON-encoded. The run token is a
+secret the coordinator gives its workers when it spawns them; ``Codec.decode`` checks it and
+each kind's direction, fields and frame count (``SCHEMA``), and a message that fails is logged
+and dropped by whoever received it, never acted on.
 
 | kind    | dir    | header fields                           | payload frames                 |
 |---------|--------|-----------------------------------------|--------------------------------|
@@ -29,8 +34,9 @@ message per request.
 
 Loop-lag probes do not go through ZeroMQ (whose I/O threads would add their own delays):
 during the run the coordinator sends each worker's UDP ``probe_port`` a datagram every 10 ms
-holding its ``perf_counter_ns`` as 8 little-endian bytes (``encode_probe``), and the worker's
-event loop reads it the way it reads a response socket.
+holding its ``perf_counter_ns`` as 8 little-endian bytes and the run's probe token
+(``encode_probe``), and the worker's event loop reads it the way it reads a response socket;
+a datagram without the token is ignored, so nobody else can feed the verdict.
 
 Every time in a record is ``perf_counter_ns() - t0_ns``: CLOCK_MONOTONIC, which all processes on
 one host share, so worker and coordinator instants are directly comparable.
@@ -38,6 +44,8 @@ one host share, so worker and coordinator instants are directly comparable.
 
 from __future__ import annotations
 
+import hmac
+import secrets
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
@@ -116,14 +124,19 @@ class WorkerConfig:
     flush_interval_s: float = 0.05
 
 
-def encode_probe(t_ns: int) -> bytes:
-    """A loop-lag probe datagram: the sender's perf_counter_ns."""
-    return t_ns.to_bytes(8, "little")
+PROBE_TOKEN_BYTES = 16
 
 
-def decode_probe(datagram: bytes) -> int | None:
-    """The instant a probe was sent, or None for a datagram that is not a probe."""
-    return int.from_bytes(datagram, "little") if len(datagram) == 8 else None
+def encode_probe(t_ns: int, token: bytes) -> bytes:
+    """A loop-lag probe datagram: the sender's perf_counter_ns, then the run's probe token."""
+    return t_ns.to_bytes(8, "little") + token
+
+
+def decode_probe(datagram: bytes, token: bytes) -> int | None:
+    """The instant a probe was sent, or None for a datagram that is not this run's probe."""
+    if len(datagram) != 8 + len(token) or not hmac.compare_digest(datagram[8:], token):
+        return None
+    return int.from_bytes(datagram[:8], "little")
 
 
 def worker_identity(worker_id: int) -> bytes:
@@ -131,23 +144,95 @@ def worker_identity(worker_id: int) -> bytes:
     return f"w{worker_id}".encode()
 
 
-def encode(kind: Kind, frames: list[bytes | memoryview] | None = None, **fields: Any) -> list:
-    """Build the multipart frames of one message."""
-    header = orjson.dumps({"v": PROTOCOL_VERSION, "kind": kind.value, **fields})
-    return [header, *(frames or [])]
+class ProtocolError(ValueError):
+    """A message that is not one of this run's: it is logged and dropped, never acted on."""
 
 
-def decode(parts: list[bytes]) -> tuple[Kind, dict[str, Any], list[bytes]]:
-    """Split a multipart message into its kind, header fields and payload frames."""
-    header = orjson.loads(parts[0])
-    version = header.pop("v", None)
-    if version != PROTOCOL_VERSION:
-        raise ValueError(f"wire protocol version {version} received, {PROTOCOL_VERSION} expected")
-    return Kind(header.pop("kind")), header, parts[1:]
+# Per kind: the header fields it must carry (name: type) and how many payload frames follow.
+_NONE = type(None)
+SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
+    Kind.HELLO: ({"probe_port": int}, 0),
+    Kind.SHARD: ({"config": dict}, 4),
+    Kind.READY: ({"connections": int, "connect_error": (str, _NONE)}, 0),
+    Kind.START: ({"t0_ns": int, "credits": int}, 0),
+    Kind.CREDITS: ({"grant": int, "lend": bool}, 0),
+    Kind.DEMAND: ({"returned": int, "waiting": int}, 0),
+    Kind.RECORDS: ({"errors": dict, "texts": dict}, 2),
+    Kind.DONE: ({"cpu_ns": int, "wall_ns": int, "connections": dict}, 1),
+    Kind.STOP: ({"reason": str}, 0),
+    Kind.FATAL: ({"message": str}, 0),
+}
+FROM_WORKER = frozenset({Kind.HELLO, Kind.READY, Kind.DEMAND, Kind.RECORDS, Kind.DONE, Kind.FATAL})
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Encodes and checks the messages of one run. Every header carries the run's token, a
+    secret the coordinator hands its workers at spawn; a message without it, or of a kind,
+    direction, field type or frame count other than SCHEMA's, is a ProtocolError."""
+
+    token: str  # 32 hex digits
+
+    @classmethod
+    def new(cls) -> Codec:
+        """The codec of a new run, with a fresh random token."""
+        return cls(secrets.token_hex(PROBE_TOKEN_BYTES))
+
+    @property
+    def probe_token(self) -> bytes:
+        """What each loop-lag probe datagram of this run carries after its timestamp."""
+        return bytes.fromhex(self.token)[:PROBE_TOKEN_BYTES]
+
+    def encode(
+        self, kind: Kind, frames: list[bytes | memoryview] | None = None, **fields: Any
+    ) -> list:
+        """Build the multipart frames of one message."""
+        header = orjson.dumps(
+            {"v": PROTOCOL_VERSION, "t": self.token, "kind": kind.value, **fields}
+        )
+        return [header, *(frames or [])]
+
+    def decode(
+        self, parts: list[bytes], from_worker: bool
+    ) -> tuple[Kind, dict[str, Any], list[bytes]]:
+        """Check a multipart message and split it into its kind, header fields and frames."""
+        try:
+            header = orjson.loads(parts[0]) if parts else None
+        except orjson.JSONDecodeError:
+            raise ProtocolError("a header that is not JSON") from None
+        if not isinstance(header, dict):
+            raise ProtocolError("a header that is not a JSON object")
+        if header.pop("v", None) != PROTOCOL_VERSION:
+            raise ProtocolError(f"not wire protocol version {PROTOCOL_VERSION}")
+        token = header.pop("t", None)
+        if not isinstance(token, str) or not hmac.compare_digest(
+            token.encode(), self.token.encode()
+        ):
+            raise ProtocolError("not this run's token")
+        try:
+            kind = Kind(header.pop("kind", None))
+        except ValueError:
+            raise ProtocolError("an unknown kind") from None
+        if (kind in FROM_WORKER) != from_worker:
+            raise ProtocolError(f"{kind.value} sent the wrong way")
+        fields, frame_count = SCHEMA[kind]
+        if set(header) != set(fields):
+            raise ProtocolError(f"{kind.value} with fields {sorted(header)}")
+        for name, expected in fields.items():
+            value = header[name]
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise ProtocolError(f"{kind.value}.{name} of type {type(value).__name__}")
+        if len(parts) - 1 != frame_count:
+            raise ProtocolError(f"{kind.value} with {len(parts) - 1} frames")
+        return kind, header, parts[1:]
 
 
 def shard_message(
-    config: WorkerConfig, bodies: list[bytes], indices: np.ndarray, scheduled_ns: np.ndarray
+    codec: Codec,
+    config: WorkerConfig,
+    bodies: list[bytes],
+    indices: np.ndarray,
+    scheduled_ns: np.ndarray,
 ) -> list:
     """Frames of a SHARD: request bodies ready to send, their indices and scheduled offsets."""
     lengths = np.fromiter((len(b) for b in bodies), dtype=np.int64, count=len(bodies))
@@ -158,7 +243,7 @@ def shard_message(
         np.ascontiguousarray(indices, dtype="<i8").tobytes(),
         np.ascontiguousarray(scheduled_ns, dtype="<i8").tobytes(),
     ]
-    return encode(Kind.SHARD, frames, config=asdict(config))
+    return codec.encode(Kind.SHARD, frames, config=asdict(config))
 
 
 @dataclass
@@ -189,11 +274,15 @@ def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
 
 
 def records_message(
-    rows: list[tuple], event_ns: bytes, errors: dict[int, str], texts: dict[int, str]
+    codec: Codec,
+    rows: list[tuple],
+    event_ns: bytes,
+    errors: dict[int, str],
+    texts: dict[int, str],
 ) -> list:
     """Frames of a RECORDS batch: one RECORD_DTYPE row per request plus their event instants."""
     records = np.array(rows, dtype=RECORD_DTYPE)
-    return encode(
+    return codec.encode(
         Kind.RECORDS,
         [records.tobytes(), event_ns],
         errors={str(k): v for k, v in errors.items()},
@@ -204,11 +293,19 @@ def records_message(
 def decode_records(
     fields: dict[str, Any], frames: list[bytes]
 ) -> tuple[np.ndarray, np.ndarray, dict[int, str], dict[int, str]]:
-    """Rebuild (records, event_ns, errors, texts) from a RECORDS message."""
+    """Rebuild (records, event_ns, errors, texts) from a checked RECORDS message
+    (ProtocolError when its frames or texts do not add up)."""
+    if len(frames[0]) % RECORD_DTYPE.itemsize or len(frames[1]) % 8:
+        raise ProtocolError("RECORDS frames of a size that is not whole rows")
     records = np.frombuffer(frames[0], dtype=RECORD_DTYPE)
     event_ns = np.frombuffer(frames[1], dtype="<i8")
-    if int(records["n_events"].sum()) != len(event_ns):
-        raise ValueError("RECORDS batch is inconsistent: event count differs from n_events")
-    errors = {int(k): v for k, v in fields.get("errors", {}).items()}
-    texts = {int(k): v for k, v in fields.get("texts", {}).items()}
+    if (records["n_events"] < 0).any() or int(records["n_events"].sum()) != len(event_ns):
+        raise ProtocolError("RECORDS batch is inconsistent: event count differs from n_events")
+    try:
+        errors = {int(k): str(v) for k, v in fields["errors"].items() if isinstance(v, str)}
+        texts = {int(k): str(v) for k, v in fields["texts"].items() if isinstance(v, str)}
+    except ValueError:
+        raise ProtocolError(
+            "RECORDS errors or texts keyed by something other than an index"
+        ) from None
     return records, event_ns, errors, texts

@@ -18,6 +18,7 @@ import os
 import resource
 import signal
 import socket
+import sys
 import time
 from array import array
 from dataclasses import asdict
@@ -43,13 +44,13 @@ from workers.pooling import PooledAnswer
 from workers.precise_timer import PreciseTimer
 from workers.protocol import (
     UNSENT_ROW,
+    Codec,
     ConnectionStats,
     Kind,
+    ProtocolError,
     Shard,
-    decode,
     decode_probe,
     decode_shard,
-    encode,
     records_message,
     worker_identity,
 )
@@ -64,12 +65,13 @@ BURST_YIELD = 4  # requests released back to back before the loop serves open st
 STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes after each answer
 
 
-def run_worker(endpoint: str, worker_id: int) -> None:
-    """Process entry point: serve one shard for the coordinator at ``endpoint``."""
+def run_worker(endpoint: str, worker_id: int, token: str) -> None:
+    """Process entry point: serve one shard for the coordinator at ``endpoint``; ``token`` is
+    the run's secret (workers/protocol.py's Codec)."""
     # Ctrl-C reaches the whole process group; the coordinator alone decides how to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _raise_open_file_limit()
-    uvloop.run(Worker(endpoint, worker_id).run())
+    uvloop.run(Worker(endpoint, worker_id, Codec(token)).run())
 
 
 def _raise_open_file_limit() -> None:
@@ -83,9 +85,10 @@ def _raise_open_file_limit() -> None:
 class Worker:
     """Sends one shard on schedule and reports a record per request."""
 
-    def __init__(self, endpoint: str, worker_id: int) -> None:
+    def __init__(self, endpoint: str, worker_id: int, codec: Codec) -> None:
         self.endpoint = endpoint
         self.worker_id = worker_id
+        self.codec = codec
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.IDENTITY, worker_identity(worker_id))
@@ -116,19 +119,14 @@ class Worker:
         """Talk to the coordinator until the shard is done or the run is stopped."""
         self.sock.connect(self.endpoint)
         try:
-            await self._send(
-                encode(
-                    Kind.HELLO,
-                    probe_port=self.probe.getsockname()[1],
-                )
-            )
-            kind, fields, frames = decode(await self.sock.recv_multipart())
+            await self._send(self.codec.encode(Kind.HELLO, probe_port=self.probe.getsockname()[1]))
+            kind, fields, frames = await self._receive()
             if kind is not Kind.SHARD:
                 return
             shard = decode_shard(fields, frames)
             await self._serve(shard)
         except Exception as exc:
-            await self._send(encode(Kind.FATAL, message=f"{type(exc).__name__}: {exc}"))
+            await self._send(self.codec.encode(Kind.FATAL, message=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             self.sock.close()
@@ -137,6 +135,14 @@ class Worker:
 
     async def _send(self, parts: list) -> None:
         await self.sock.send_multipart(parts, copy=False)
+
+    async def _receive(self) -> tuple[Kind, dict, list[bytes]]:
+        """The coordinator's next message; one that is not this run's is logged and dropped."""
+        while True:
+            try:
+                return self.codec.decode(await self.sock.recv_multipart(), from_worker=False)
+            except ProtocolError as exc:
+                print(f"worker {self.worker_id}: dropped a message: {exc}", file=sys.stderr)
 
     async def _serve(self, shard: Shard) -> None:
         config = shard.config
@@ -175,13 +181,15 @@ class Worker:
             gc.collect()
             gc.freeze()
             gc.disable()
-            await self._send(encode(Kind.READY, connections=opened, connect_error=connect_error))
-            kind, fields, _ = decode(await self.sock.recv_multipart())
+            await self._send(
+                self.codec.encode(Kind.READY, connections=opened, connect_error=connect_error)
+            )
+            kind, fields, _ = await self._receive()
             if kind is not Kind.START:
                 self._account_unsent(shard, range(len(shard.indices)), NOT_SENT)
                 await self._flush()
                 await self._send(
-                    encode(
+                    self.codec.encode(
                         Kind.DONE,
                         [b""],
                         cpu_ns=0,
@@ -198,7 +206,7 @@ class Worker:
             self.connections.closed_before_use = connector.closed_before_use()
             await self._flush()
             await self._send(
-                encode(
+                self.codec.encode(
                     Kind.DONE,
                     [self.loop_lag_ns.tobytes()],
                     cpu_ns=self.cpu_ns,
@@ -410,7 +418,7 @@ class Worker:
             return
         waiting = self._due_unsent() if gate.waiters else 0
         gate.demand_reported = waiting > 0
-        message = encode(Kind.DEMAND, returned=gate.take_returned(), waiting=waiting)
+        message = self.codec.encode(Kind.DEMAND, returned=gate.take_returned(), waiting=waiting)
         self.sock.send_multipart(message, copy=False)  # queued at once; nothing to wait for
 
     def _account_unsent(self, shard: Shard, ks: range, reason: str) -> None:
@@ -424,7 +432,7 @@ class Worker:
             return
         rows, events, errors, texts = self.rows, self.events, self.errors, self.texts
         self.rows, self.events, self.errors, self.texts = [], array("q"), {}, {}
-        await self._send(records_message(rows, events.tobytes(), errors, texts))
+        await self._send(records_message(self.codec, rows, events.tobytes(), errors, texts))
 
     async def _flush_periodically(self, interval_s: float) -> None:
         while True:
@@ -447,7 +455,7 @@ class Worker:
         now = perf_counter_ns()
         while True:
             try:
-                sent = decode_probe(self.probe.recv(64))
+                sent = decode_probe(self.probe.recv(64), self.codec.probe_token)
             except BlockingIOError:
                 return
             if sent is not None:
@@ -455,7 +463,7 @@ class Worker:
 
     async def _listen_for_stop(self, tasks: set[asyncio.Task]) -> None:
         while True:
-            kind, fields, _ = decode(await self.sock.recv_multipart())
+            kind, fields, _ = await self._receive()
             if kind is Kind.CREDITS and self.gate is not None:
                 self.gate.set_lend(fields["lend"])
                 self.gate.grant(fields["grant"])

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import shutil
 import socket
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,12 +31,12 @@ from loadgen.server.retry import READY_CHECK_HINT
 from workers.protocol import (
     RECORD_DTYPE,
     UNSENT_ROW,
+    Codec,
     ConnectionStats,
     Kind,
+    ProtocolError,
     WorkerConfig,
-    decode,
     decode_records,
-    encode,
     encode_probe,
     shard_message,
     worker_identity,
@@ -43,6 +47,7 @@ START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worke
 POLL_MS = 100
 PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 10.0
+MAX_DROP_WARNINGS = 5
 
 
 class RecordsSink(Protocol):
@@ -78,21 +83,31 @@ class ShardPlan:
 
 
 class WorkerPool:
-    """N worker processes behind one ROUTER socket bound on a free loopback port."""
+    """N worker processes behind one ROUTER socket, private to this run.
+
+    The socket is ``ipc://`` in a fresh directory only this user can enter (0700): no other
+    local user can connect to it. Every message carries the run's token (``Codec``), which the
+    workers get when they are spawned; a message that fails the checks is dropped with a
+    warning, never acted on.
+    """
 
     def __init__(self, num_workers: int) -> None:
         self.num_workers = num_workers
+        self.codec = Codec.new()
+        self.run_dir = _private_directory()
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.LINGER, 0)
-        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
-        self.endpoint = f"tcp://127.0.0.1:{port}"
+        self.endpoint = f"ipc://{self.run_dir}/coordinator"
+        self.sock.bind(self.endpoint)
+        self.identities = {worker_identity(w): w for w in range(num_workers)}
+        self.dropped = 0
         spawn = multiprocessing.get_context("spawn")
         self.processes = [
             spawn.Process(
                 target=run_worker,
-                args=(self.endpoint, w),
+                args=(self.endpoint, w, self.codec.token),
                 name=f"loadgen-worker-{w}",
                 daemon=True,
             )
@@ -113,11 +128,26 @@ class WorkerPool:
         self.stop_requested = True
 
     async def _recv(self, timeout_ms: int) -> tuple[int, Kind, dict, list[bytes]] | None:
+        """The next message from a worker, or None after ``timeout_ms`` (or when the message
+        that came was not one of this run's: it is dropped with a warning)."""
         if not await self.sock.poll(timeout_ms):
             return None
         identity, *parts = await self.sock.recv_multipart()
-        kind, fields, frames = decode(parts)
-        return int(identity.decode()[1:]), kind, fields, frames
+        worker = self.identities.get(identity)
+        try:
+            if worker is None:
+                raise ProtocolError("from an identity that is not one of this run's workers")
+            kind, fields, frames = self.codec.decode(parts, from_worker=True)
+        except ProtocolError as exc:
+            self._drop(f"a message {exc}")
+            return None
+        return worker, kind, fields, frames
+
+    def _drop(self, why: str) -> None:
+        """Log a message that is not acted on (the first few; then only counted)."""
+        self.dropped += 1
+        if self.dropped <= MAX_DROP_WARNINGS:
+            print(f"warning: dropped {why} on the worker channel", file=sys.stderr)
 
     async def _send(self, worker: int, parts: list) -> None:
         await self.sock.send_multipart([worker_identity(worker), *parts], copy=False)
@@ -169,9 +199,14 @@ class WorkerPool:
         )
         hellos = await self._await_all(Kind.HELLO, workers, timeout_s=120)
         self.probe_ports = {w: hello["probe_port"] for w, hello in hellos.items()}
+        owner = np.full(num_requests, -1, dtype=np.int16)  # which worker sends each request
         for w, plan in enumerate(plans):
+            owner[plan.indices] = w
             await self._send(
-                w, shard_message(plan.config, plan.bodies, plan.indices, plan.scheduled_ns)
+                w,
+                shard_message(
+                    self.codec, plan.config, plan.bodies, plan.indices, plan.scheduled_ns
+                ),
             )
         ready = await self._await_all(Kind.READY, workers, timeout_s=600)
         connections = sum(r["connections"] for r in ready.values())
@@ -185,13 +220,13 @@ class WorkerPool:
         t0_wall = datetime.now() + timedelta(microseconds=(t0_ns - perf_counter_ns()) / 1e3)
         for w in workers:
             credits = credit_pool.initial[w] if credit_pool is not None else 0
-            await self._send(w, encode(Kind.START, t0_ns=t0_ns, credits=credits))
+            await self._send(w, self.codec.encode(Kind.START, t0_ns=t0_ns, credits=credits))
         if sink is not None:
             sink.start(t0_ns, t0_wall.isoformat(), connections)
         if on_start is not None:
             on_start()
         collected = await self._collect(
-            workers, num_requests, t0_ns, connections, on_progress, credit_pool, sink
+            workers, owner, t0_ns, connections, on_progress, credit_pool, sink
         )
         collected.t0_wall = t0_wall.isoformat()
         return collected
@@ -199,13 +234,14 @@ class WorkerPool:
     async def _collect(
         self,
         workers: set[int],
-        num_requests: int,
+        owner: np.ndarray,
         t0_ns: int,
         connections: int,
         on_progress: Callable[[int], None] | None,
         credit_pool: CreditPool | None,
         sink: RecordsSink | None,
     ) -> Collected:
+        num_requests = len(owner)
         records = np.zeros(num_requests, dtype=RECORD_DTYPE)
         reported_by = np.full(num_requests, -1, dtype=np.int16)
         received = np.zeros(num_requests, dtype=bool)
@@ -225,7 +261,7 @@ class WorkerPool:
                 stop_deadline = time.monotonic() + STOP_GRACE_S
                 for w in pending:
                     with contextlib.suppress(zmq.ZMQError):
-                        await self._send(w, encode(Kind.STOP, reason="interrupted"))
+                        await self._send(w, self.codec.encode(Kind.STOP, reason="interrupted"))
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 for w in pending:
                     self.processes[w].terminate()
@@ -236,7 +272,8 @@ class WorkerPool:
                 for w in pending:
                     with contextlib.suppress(OSError):  # a full buffer drops a probe, no more
                         self.probe.sendto(
-                            encode_probe(perf_counter_ns()), ("127.0.0.1", self.probe_ports[w])
+                            encode_probe(perf_counter_ns(), self.codec.probe_token),
+                            ("127.0.0.1", self.probe_ports[w]),
                         )
             wait_ms = max(1, (next_ping_ns - perf_counter_ns()) // 1_000_000)
             got = await self._recv(wait_ms)
@@ -248,7 +285,12 @@ class WorkerPool:
                 continue
             worker, kind, fields, frames = got
             if kind is Kind.RECORDS:
-                batch, events, batch_errors, batch_texts = decode_records(fields, frames)
+                try:
+                    batch, events, batch_errors, batch_texts = decode_records(fields, frames)
+                    _check_owned(batch["index"], owner, worker)
+                except ProtocolError as exc:
+                    self._drop(f"worker {worker}'s records: {exc}")
+                    continue
                 records[batch["index"]] = batch
                 received[batch["index"]] = True
                 reported_by[batch["index"]] = worker
@@ -266,13 +308,21 @@ class WorkerPool:
                         with contextlib.suppress(zmq.ZMQError):
                             await self._send(
                                 message.worker,
-                                encode(Kind.CREDITS, grant=message.grant, lend=message.lend),
+                                self.codec.encode(
+                                    Kind.CREDITS, grant=message.grant, lend=message.lend
+                                ),
                             )
             elif kind is Kind.DONE:
+                try:
+                    worker_stats = ConnectionStats(**fields["connections"])
+                    lags = np.frombuffer(frames[0], dtype="<i8").copy()
+                except (TypeError, ValueError) as exc:
+                    self._drop(f"worker {worker}'s DONE: {exc}")
+                    continue
                 pending.discard(worker)
-                loop_lag.append(np.frombuffer(frames[0], dtype="<i8").copy())
+                loop_lag.append(lags)
                 cpu_ns[worker], wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
-                stats.append(ConnectionStats(**fields["connections"]))
+                stats.append(worker_stats)
             elif kind is Kind.FATAL:
                 pending.discard(worker)
                 problems.append(f"worker {worker} failed: {fields['message']}")
@@ -322,3 +372,23 @@ class WorkerPool:
         self.sock.close()
         self.ctx.term()
         self.probe.close()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _private_directory() -> str:
+    """A fresh directory only this user can enter (mkdtemp makes it 0700), short enough for an
+    ipc:// path (a Unix socket path holds at most 107 bytes)."""
+    parent = tempfile.gettempdir()
+    if len(parent) > 64:
+        parent = "/tmp"
+    path = tempfile.mkdtemp(prefix="loadgen-", dir=parent)
+    os.chmod(path, 0o700)
+    return path
+
+
+def _check_owned(indices: np.ndarray, owner: np.ndarray, worker: int) -> None:
+    """A worker reports only requests of its own shard (ProtocolError otherwise)."""
+    if len(indices) and (
+        indices.min() < 0 or indices.max() >= len(owner) or (owner[indices] != worker).any()
+    ):
+        raise ProtocolError("for requests that are not in its shard")

@@ -12,13 +12,16 @@ import pytest
 from workers.protocol import (
     PROTOCOL_VERSION,
     RECORD_DTYPE,
+    SCHEMA,
     UNSENT_ROW,
+    Codec,
     Kind,
+    ProtocolError,
     WorkerConfig,
-    decode,
+    decode_probe,
     decode_records,
     decode_shard,
-    encode,
+    encode_probe,
     records_message,
     shard_message,
     worker_identity,
@@ -30,9 +33,12 @@ def wire(parts: list) -> list[bytes]:
     return [bytes(p) for p in parts]
 
 
-def message_fields(fields: dict) -> dict:
-    """The header fields a sender passed (decode may leave the envelope's "v" in)."""
-    return {k: v for k, v in fields.items() if k != "v"}
+def from_coordinator(parts: list) -> tuple:
+    return CODEC.decode(wire(parts), from_worker=False)
+
+
+def from_worker(parts: list) -> tuple:
+    return CODEC.decode(wire(parts), from_worker=True)
 
 
 def make_config(**overrides) -> WorkerConfig:
@@ -50,58 +56,77 @@ def make_config(**overrides) -> WorkerConfig:
 
 # --- envelope -----------------------------------------------------------------------------
 
+CODEC = Codec.new()
+VALID = [  # one conforming message of every kind, and who sends it
+    (Kind.HELLO, {"probe_port": 41234}, 0, True),
+    (Kind.SHARD, {"config": {}}, 4, False),
+    (Kind.READY, {"connections": 16, "connect_error": None}, 0, True),
+    (Kind.READY, {"connections": 0, "connect_error": "Connection refused"}, 0, True),
+    (Kind.START, {"t0_ns": 9_876_543_210_123_456, "credits": 3}, 0, False),
+    (Kind.CREDITS, {"grant": 2, "lend": True}, 0, False),
+    (Kind.DEMAND, {"returned": 1, "waiting": 0}, 0, True),
+    (Kind.RECORDS, {"errors": {}, "texts": {}}, 2, True),
+    (Kind.DONE, {"cpu_ns": 1, "wall_ns": 2, "connections": {}}, 1, True),
+    (Kind.STOP, {"reason": "interrupted"}, 0, False),
+    (Kind.FATAL, {"message": "Traceback (most recent call last): …"}, 0, True),
+]
+
+
+@pytest.mark.parametrize(("kind", "fields", "frames", "from_worker"), VALID)
+def test_every_kind_round_trips(kind, fields, frames, from_worker):
+    payload = [bytes([k]) * k for k in range(frames)]
+    parts = CODEC.encode(kind, payload, **fields)
+    header = orjson.loads(parts[0])
+    assert (header["v"], header["t"], header["kind"]) == (PROTOCOL_VERSION, CODEC.token, kind.value)
+    got_kind, got_fields, got_frames = CODEC.decode(wire(parts), from_worker=from_worker)
+    assert (got_kind, got_fields, got_frames) == (kind, fields, payload)
+
+
+def test_every_kind_has_a_schema_and_a_direction():
+    assert set(SCHEMA) == set(Kind)
+    assert {kind for kind, *_ in VALID} == set(Kind)
+
+
+def header(**changes) -> list[bytes]:
+    fields = {"v": PROTOCOL_VERSION, "t": CODEC.token, "kind": "ready", "connections": 1}
+    fields["connect_error"] = None
+    fields.update(changes)
+    return [orjson.dumps({k: v for k, v in fields.items() if v is not ...})]
+
 
 @pytest.mark.parametrize(
-    ("kind", "fields"),
+    ("parts", "why"),
     [
-        (Kind.HELLO, {"worker_id": 2, "pid": 41234}),
-        (Kind.READY, {"connections": 16, "connect_error": None}),
-        (Kind.READY, {"connections": 0, "connect_error": "Connection refused"}),
-        (Kind.START, {"t0_ns": 9_876_543_210_123_456}),
-        (Kind.DONE, {"sent": 1000}),
-        (Kind.STOP, {"reason": "interrupted"}),
-        (Kind.FATAL, {"message": "Traceback (most recent call last): …"}),
+        ([b"not json"], "not JSON"),
+        ([b"[1, 2]"], "not a JSON object"),
+        ([], "not a JSON object"),
+        (header(v=PROTOCOL_VERSION + 1), "protocol version"),
+        (header(v=...), "protocol version"),
+        (header(t=...), "token"),
+        (header(t=Codec.new().token), "token"),  # another run's
+        (header(t=7), "token"),
+        (header(kind="bogus"), "unknown kind"),
+        (header(kind="stop", reason="x"), "wrong way"),  # a worker never sends STOP
+        (header(connections=...), "fields"),
+        (header(extra=1), "fields"),
+        (header(connections="16"), "type str"),
+        (header(connections=True), "type bool"),
+        (header(connect_error=5), "type int"),
+        ([*header(), b"frame"], "1 frames"),
     ],
 )
-def test_round_trip_header_only(kind, fields):
-    parts = encode(kind, **fields)
-    assert len(parts) == 1
-    header = orjson.loads(parts[0])
-    assert header["v"] == PROTOCOL_VERSION
-    assert header["kind"] == kind.value
-    got_kind, got_fields, frames = decode(wire(parts))
-    assert got_kind is kind
-    assert message_fields(got_fields) == fields
-    assert frames == []
+def test_a_message_that_is_not_this_runs_is_refused(parts, why):
+    with pytest.raises(ProtocolError, match=why):
+        CODEC.decode(parts, from_worker=True)
 
 
-def test_round_trip_with_frames():
-    payload = [b"\x00\x01\x02", np.arange(4, dtype="<i8").tobytes(), b""]
-    parts = encode(Kind.RECORDS, payload, errors={}, texts={})
-    kind, fields, frames = decode(wire(parts))
-    assert kind is Kind.RECORDS
-    assert message_fields(fields) == {"errors": {}, "texts": {}}
-    assert frames == payload
-
-
-def test_every_kind_round_trips():
-    for kind in Kind:
-        got, fields, frames = decode(wire(encode(kind, [b"x"], n=1)))
-        assert (got, message_fields(fields), frames) == (kind, {"n": 1}, [b"x"])
-
-
-@pytest.mark.parametrize("version", [PROTOCOL_VERSION + 1, 0, None, "1"])
-def test_version_mismatch_raises(version):
-    header = {"kind": "hello", "worker_id": 0, "pid": 1}
-    if version is not None:
-        header["v"] = version
-    with pytest.raises(ValueError, match="protocol version"):
-        decode([orjson.dumps(header)])
-
-
-def test_unknown_kind_raises():
-    with pytest.raises(ValueError):
-        decode([orjson.dumps({"v": PROTOCOL_VERSION, "kind": "bogus"})])
+def test_probes_carry_the_runs_token():
+    probe = encode_probe(123_456_789, CODEC.probe_token)
+    assert decode_probe(probe, CODEC.probe_token) == 123_456_789
+    assert decode_probe(probe, Codec.new().probe_token) is None  # another run's
+    assert decode_probe((123).to_bytes(8, "little"), CODEC.probe_token) is None  # no token
+    assert decode_probe(b"", CODEC.probe_token) is None
+    assert len(CODEC.probe_token) == 16 and Codec.new().token != CODEC.token
 
 
 def test_worker_identity():
@@ -123,7 +148,9 @@ def test_shard_round_trip():
     ]
     indices = np.array([4, 7, 9, 1_000_003], dtype=np.int64)
     scheduled = np.array([0, 1, 2**40 + 5, 2**40 + 5], dtype=np.int64)
-    kind, fields, frames = decode(wire(shard_message(config, bodies, indices, scheduled)))
+    kind, fields, frames = from_coordinator(
+        shard_message(CODEC, config, bodies, indices, scheduled)
+    )
     assert kind is Kind.SHARD
     shard = decode_shard(fields, frames)
     assert shard.config == config
@@ -140,8 +167,8 @@ def test_shard_round_trip():
 def test_shard_accepts_other_integer_inputs_and_memoryview_frames():
     config = make_config(request_id_prefix=None, max_concurrency=0)
     bodies = [b"a", b"bb", b"ccc"]
-    parts = shard_message(config, bodies, [2, 5, 8], np.array([10, 20, 30], dtype=np.int32))
-    _, fields, frames = decode(wire(parts))
+    parts = shard_message(CODEC, config, bodies, [2, 5, 8], np.array([10, 20, 30], np.int32))
+    _, fields, frames = from_coordinator(parts)
     shard = decode_shard(fields, [memoryview(f) for f in frames])  # zero-copy frames
     assert shard.config == config
     assert [shard.body(k) for k in range(3)] == bodies
@@ -151,8 +178,8 @@ def test_shard_accepts_other_integer_inputs_and_memoryview_frames():
 
 def test_empty_shard():
     config = make_config()
-    parts = shard_message(config, [], np.array([], dtype=np.int64), np.array([], dtype=np.int64))
-    shard = decode_shard(*decode(wire(parts))[1:])
+    parts = shard_message(CODEC, config, [], np.array([], np.int64), np.array([], np.int64))
+    shard = decode_shard(*from_coordinator(parts)[1:])
     assert shard.offsets.tolist() == [0]
     assert len(shard.indices) == len(shard.scheduled_ns) == 0
     assert shard.bodies == b""
@@ -177,7 +204,9 @@ def test_records_round_trip():
     events = array("q", [100, 200, 300, 2**40 + 10, 2**40 + 20])
     errors = {5: "Internal Server Error", 17: "not sent: run interrupted"}
     texts = {0: "Hello, wörld", 2**40: ""}
-    kind, fields, frames = decode(wire(records_message(rows, events.tobytes(), errors, texts)))
+    kind, fields, frames = from_worker(
+        records_message(CODEC, rows, events.tobytes(), errors, texts)
+    )
     assert kind is Kind.RECORDS
     records, event_ns, got_errors, got_texts = decode_records(fields, frames)
     assert records.dtype == RECORD_DTYPE
@@ -196,20 +225,17 @@ def test_records_round_trip():
 
 def test_records_without_errors_or_texts():
     rows = record_rows()[:1]
-    parts = records_message(rows, array("q", [1, 2, 3]).tobytes(), {}, {})
-    records, event_ns, errors, texts = decode_records(*decode(wire(parts))[1:])
+    parts = records_message(CODEC, rows, array("q", [1, 2, 3]).tobytes(), {}, {})
+    records, event_ns, errors, texts = decode_records(*from_worker(parts)[1:])
     assert len(records) == 1
     assert event_ns.tolist() == [1, 2, 3]
     assert errors == {}
     assert texts == {}
-    # a header that omits the dicts altogether decodes the same
-    records, _, errors, texts = decode_records({}, wire(parts)[1:])
-    assert (len(records), errors, texts) == (1, {}, {})
 
 
 def test_empty_records_batch():
-    parts = records_message([], b"", {}, {})
-    records, event_ns, errors, texts = decode_records(*decode(wire(parts))[1:])
+    parts = records_message(CODEC, [], b"", {}, {})
+    records, event_ns, errors, texts = decode_records(*from_worker(parts)[1:])
     assert len(records) == 0
     assert len(event_ns) == 0
     assert (errors, texts) == ({}, {})
@@ -219,6 +245,21 @@ def test_empty_records_batch():
 def test_records_event_count_mismatch_raises(n_events):
     rows = [(*row[:4], n, *row[5:]) for row, n in zip(record_rows(), n_events, strict=True)]
     events = array("q", [1, 2, 3, 4]).tobytes()  # four instants; the rows claim otherwise
-    parts = records_message(rows, events, {}, {})
-    with pytest.raises(ValueError, match="inconsistent"):
-        decode_records(*decode(wire(parts))[1:])
+    parts = records_message(CODEC, rows, events, {}, {})
+    with pytest.raises(ProtocolError, match="inconsistent"):
+        decode_records(*from_worker(parts)[1:])
+
+
+def test_records_frames_that_are_not_whole_rows_are_refused():
+    parts = wire(records_message(CODEC, record_rows()[:1], array("q", [1, 2, 3]).tobytes(), {}, {}))
+    with pytest.raises(ProtocolError, match="whole rows"):
+        decode_records(*from_worker([parts[0], parts[1][:-1], parts[2]])[1:])
+    with pytest.raises(ProtocolError, match="whole rows"):
+        decode_records(*from_worker([parts[0], parts[1], parts[2][:-3]])[1:])
+
+
+def test_records_errors_keyed_by_something_else_are_refused():
+    parts = records_message(CODEC, [], b"", {}, {})
+    _, fields, frames = from_worker(parts)
+    with pytest.raises(ProtocolError, match="keyed"):
+        decode_records({**fields, "errors": {"zero": "boom"}}, frames)
