@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import math
 import os
@@ -63,15 +64,31 @@ BURST_YIELD = 4  # requests released back to back before the loop serves open st
 
 
 STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes after each answer
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+PARENT_CHECK_S = 0.5  # how often a waiting worker checks that the coordinator is alive
+PARENT_GONE = 3  # exit code of a worker whose coordinator died
 
 
-def run_worker(endpoint: str, worker_id: int, token: str) -> None:
+def run_worker(endpoint: str, worker_id: int, token: str, parent_pid: int) -> None:
     """Process entry point: serve one shard for the coordinator at ``endpoint``; ``token`` is
-    the run's secret (workers/protocol.py's Codec)."""
-    # Ctrl-C reaches the whole process group; the coordinator alone decides how to stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    the run's secret (workers/protocol.py's Codec), ``parent_pid`` the coordinator's pid."""
+    # Ctrl-C, or a SIGTERM or SIGHUP sent to the process group, reaches every worker too; the
+    # coordinator alone decides how to stop (it sends STOP, and SIGKILL to a worker that hangs).
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    _die_with(parent_pid)
     _raise_open_file_limit()
     uvloop.run(Worker(endpoint, worker_id, Codec(token)).run())
+
+
+def _die_with(parent_pid: int) -> None:
+    """Exit when the coordinator dies, even by SIGKILL: Linux's parent-death signal, plus the
+    parent checks while waiting for a message and during the run (PARENT_CHECK_S)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # it died before the signal was armed
+        os._exit(PARENT_GONE)
 
 
 def _raise_open_file_limit() -> None:
@@ -137,8 +154,12 @@ class Worker:
         await self.sock.send_multipart(parts, copy=False)
 
     async def _receive(self) -> tuple[Kind, dict, list[bytes]]:
-        """The coordinator's next message; one that is not this run's is logged and dropped."""
+        """The coordinator's next message; one that is not this run's is logged and dropped.
+        While waiting, the worker exits if the coordinator is gone."""
         while True:
+            if not await self.sock.poll(int(PARENT_CHECK_S * 1000)):
+                self._exit_if_orphaned()
+                continue
             try:
                 return self.codec.decode(await self.sock.recv_multipart(), from_worker=False)
             except ProtocolError as exc:
@@ -438,8 +459,12 @@ class Worker:
         while True:
             await asyncio.sleep(interval_s)
             await self._flush()
-            if os.getppid() != self.parent_pid:  # the coordinator is gone; nobody will read us
-                os._exit(3)
+            self._exit_if_orphaned()
+
+    def _exit_if_orphaned(self) -> None:
+        """Exit at once when the coordinator is gone: nobody will read what this worker says."""
+        if os.getppid() != self.parent_pid:
+            os._exit(PARENT_GONE)
 
     async def _listen(self, tasks: set[asyncio.Task]) -> None:
         """Handle the coordinator's messages during the run (STOP) and its loop-lag probes."""

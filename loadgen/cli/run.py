@@ -8,9 +8,11 @@ import uuid
 import click
 
 from loadgen.cli.options import click_option, given, given_values
+from loadgen.cli.streams import SurvivingStdout
 from loadgen.cli.vllm_compat import VllmCompatibleCommand
 from loadgen.config import RUN_FLAGS, ConfigError, InputError, RunConfig
 from loadgen.mock.process import MockServerError
+from loadgen.records.redact import redact_text
 from loadgen.run.fanout import FanoutError
 from loadgen.run.runner import RunFailed, run
 from loadgen.server.errors import ServerError
@@ -31,10 +33,12 @@ def run_benchmark(ctx: click.Context, **values: object) -> None:
     config = RunConfig(**given_values(ctx, RUN_FLAGS), given=flags_given)
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
+    if not isinstance(sys.stdout, SurvivingStdout):
+        sys.stdout = SurvivingStdout(sys.stdout)  # | tee killed by Ctrl-C loses no result
     try:
         code = run(config)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(redact_text(str(exc))) from None
     except (
         TokenizerLoadError,
         ChatTemplateError,
@@ -50,7 +54,7 @@ def run_benchmark(ctx: click.Context, **values: object) -> None:
 
 
 def _fail(message: str, exit_code: int = 1) -> None:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {redact_text(message)}", err=True)  # a URL's password never shows
     sys.exit(exit_code)
 
 

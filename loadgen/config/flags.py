@@ -390,7 +390,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         int,
         default_factory=available_cores,
         group=LOADGEN,
-        help="Worker processes (default: one per available core).",
+        help="Worker processes (default: one per available core; at most 4 per core).",
     ),
     Flag(
         "--mock",

@@ -18,14 +18,16 @@ from loadgen.config.base import (
     RunConfigBase,
 )
 from loadgen.config.errors import ConfigError
-from loadgen.config.flags import RUN_FLAGS, SUPPORTED_DATASETS
+from loadgen.config.flags import RUN_FLAGS, SUPPORTED_DATASETS, available_cores
 from loadgen.config.parsers import parse_itl_thresholds
 from loadgen.config.upstream import UPSTREAM_DATASETS
+from loadgen.config.urls import check_server_url
 from loadgen.datasets.random import parse_range_ratio
 from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
 from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, SUPPORTED_BACKENDS, UPSTREAM_BACKENDS
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
+WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
 PLOT_LIBRARIES = {"--plot-timeline": ("plotly", "pandas"), "--plot-dataset-stats": ("matplotlib",)}
 
 
@@ -80,6 +82,8 @@ class Validated(RunConfigBase):
         """Reject values upstream rejects, with a one-line message naming the flag."""
         if self.backend not in SUPPORTED_BACKENDS:
             raise ConfigError(f"not supported yet: --backend {self.backend}")
+        if problem := check_server_url(self.base_url, self.host, self.port, self.server_url):
+            raise ConfigError(problem)
         if self.dataset_name not in SUPPORTED_DATASETS:
             raise ConfigError(f"not supported yet: --dataset-name {self.dataset_name}")
         if self.dataset_name in SYNTHETIC_DATASETS and self.dataset_path is not None:
@@ -176,6 +180,13 @@ class Validated(RunConfigBase):
             raise ConfigError(f"--num-warmups must be >= 0, got {self.num_warmups}")
         if self.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        cores = available_cores()
+        if self.workers > WORKERS_PER_CORE * cores:
+            raise ConfigError(
+                f"--workers {self.workers} is more than {WORKERS_PER_CORE} per available core "
+                f"({cores} here, so at most {WORKERS_PER_CORE * cores}): each worker is a process "
+                "of about 60 MB, and more than the cores can run only adds timing noise"
+            )
         self.selected_metrics()
         self.percentiles()
         try:

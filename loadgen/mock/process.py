@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 LISTENING = re.compile(r"listening on (http://\S+)")
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 class MockServerError(RuntimeError):
@@ -51,7 +54,11 @@ class EmbeddedMockServer:
             self.stderr_path = Path(name)
         with self.stderr_path.open("w") as stderr:
             self.process = subprocess.Popen(
-                self.args, stdout=subprocess.PIPE, stderr=stderr, text=True
+                self.args,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                preexec_fn=_dies_with_parent if sys.platform.startswith("linux") else None,
             )
         assert self.process.stdout is not None
         with selectors.DefaultSelector() as selector:
@@ -98,3 +105,9 @@ class EmbeddedMockServer:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def _dies_with_parent() -> None:
+    """In the mock's process before it starts: SIGTERM when the process that started it dies,
+    even by SIGKILL (Linux's parent-death signal), so a killed run leaves no server behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

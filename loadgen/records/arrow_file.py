@@ -164,9 +164,9 @@ class RecordsWriter:
         writer, self._writer = self._writer, None
         if writer is not None:
             self._guard(writer.close)
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            self._guard(file.close)  # flushes: a full disk fails here too
 
     def _write(self, batch: Any, custom_metadata: dict[bytes, bytes] | None = None) -> None:
         """Write the batch ``batch()`` builds, unless the file is closed or has failed."""

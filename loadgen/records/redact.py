@@ -6,10 +6,13 @@ may carry a key) and the password of any URL become ``***``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "***"
+# A URL's "scheme://user:" and its password, up to the last "@" before the path.
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s]*@")
 
 
 def redact_url(url: str) -> str:
@@ -23,6 +26,12 @@ def redact_url(url: str) -> str:
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
+
+
+def redact_text(text: str) -> str:
+    """``text`` (a message) with the password of every URL in it replaced by ``***``; also for
+    a URL that does not parse."""
+    return _URL_PASSWORD.sub(rf"\g<head>{REDACTED}@", text)
 
 
 def redact_header(item: str) -> str:

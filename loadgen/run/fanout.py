@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -26,6 +27,7 @@ import zmq
 import zmq.asyncio
 
 from loadgen.records.collected import Collected, assemble_events
+from loadgen.records.redact import redact_url
 from loadgen.run.credit_pool import CreditPool
 from loadgen.server.retry import READY_CHECK_HINT
 from workers.protocol import (
@@ -46,7 +48,7 @@ from workers.worker import run_worker
 START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
 POLL_MS = 100
 PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 5.0  # after STOP, how long a worker may take to report before it is killed
 MAX_DROP_WARNINGS = 5
 
 
@@ -107,13 +109,14 @@ class WorkerPool:
         self.processes = [
             spawn.Process(
                 target=run_worker,
-                args=(self.endpoint, w, self.codec.token),
+                args=(self.endpoint, w, self.codec.token, os.getpid()),
                 name=f"loadgen-worker-{w}",
                 daemon=True,
             )
             for w in range(num_workers)
         ]
         self.stop_requested = False
+        self.stop_signal = signal.SIGINT  # what asked the run to stop (its exit code)
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.probe.setblocking(False)
         self.probe_ports: dict[int, int] = {}
@@ -123,9 +126,17 @@ class WorkerPool:
         for process in self.processes:
             process.start()
 
-    def request_stop(self) -> None:
-        """Ask the run to stop: in-flight requests are cancelled and reported as failed."""
+    def request_stop(self, signum: int = signal.SIGINT) -> None:
+        """Ask the run to stop (signal ``signum`` came): in-flight requests are cancelled and
+        reported as failed."""
+        if not self.stop_requested:
+            self.stop_signal = signal.Signals(signum)
         self.stop_requested = True
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code of a run stopped by a signal: 128 + its number (130 for Ctrl-C)."""
+        return 128 + int(self.stop_signal)
 
     async def _recv(self, timeout_ms: int) -> tuple[int, Kind, dict, list[bytes]] | None:
         """The next message from a worker, or None after ``timeout_ms`` (or when the message
@@ -212,9 +223,9 @@ class WorkerPool:
         connections = sum(r["connections"] for r in ready.values())
         if connections == 0 and any(r["connect_error"] for r in ready.values()):
             error = next(r["connect_error"] for r in ready.values() if r["connect_error"])
+            url = redact_url(plans[0].config.url)
             raise FanoutError(
-                f"cannot connect to the server at {plans[0].config.url}: {error}; is it up? "
-                f"{READY_CHECK_HINT}"
+                f"cannot connect to the server at {url}: {error}; is it up? {READY_CHECK_HINT}"
             )
         t0_ns = perf_counter_ns() + START_LEAD_NS
         t0_wall = datetime.now() + timedelta(microseconds=(t0_ns - perf_counter_ns()) / 1e3)
@@ -264,7 +275,7 @@ class WorkerPool:
                         await self._send(w, self.codec.encode(Kind.STOP, reason="interrupted"))
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 for w in pending:
-                    self.processes[w].terminate()
+                    self.processes[w].kill()  # SIGKILL: a stopped worker does not act on SIGTERM
                     problems.append(f"worker {w} did not stop within {STOP_GRACE_S:.0f} s")
                 break
             if perf_counter_ns() >= next_ping_ns:
@@ -361,13 +372,13 @@ class WorkerPool:
         """Stop the processes and release the socket.
 
         After a finished run the workers are exiting on their own and are given time to; when
-        the run never got that far they may still be importing, so they are terminated at once.
+        the run never got that far they may still be importing, so they are killed at once.
         """
         for process in self.processes:
             if graceful and process.is_alive():
                 process.join(timeout=2)
             if process.is_alive():
-                process.terminate()
+                process.kill()  # workers ignore SIGTERM, and a stopped one acts on no other
                 process.join(timeout=2)
         self.sock.close()
         self.ctx.term()

@@ -130,4 +130,8 @@ def finish_records(
     writer.finish(collected, end)
     if writer.failure is not None:
         return None
-    return move(writer.path, records_path(result_file))
+    try:
+        return move(writer.path, records_path(result_file))
+    except OSError as exc:  # the directory is no longer writable: the file stays as it is
+        print(f"warning: records file {writer.path} keeps its name ({exc.strerror or exc})")
+        return writer.path

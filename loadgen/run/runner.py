@@ -18,6 +18,7 @@ from loadgen.records.collected import Collected
 from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
+from loadgen.run.preflight import preflight
 from loadgen.run.prepare import Prepared, align, check_before_start, prepare
 from loadgen.run.progress import print_traffic
 from loadgen.run.records import finish_records, records_writer, run_end, run_records, run_start
@@ -29,6 +30,8 @@ from loadgen.server.profile import profile
 from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # exit 128 + the signal's number
 
 
 class RunFailed(Exception):
@@ -42,6 +45,7 @@ class RunFailed(Exception):
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured; return the process exit code."""
     check_before_start(config)
+    preflight(config)  # the output paths and the open-file limit, before anything starts
     mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
     try:
         if mock is not None:
@@ -73,12 +77,13 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
     preparing = asyncio.current_task()
     timed_run_started = False
 
-    def on_sigint() -> None:
-        pool.request_stop()
+    def on_stop_signal(signum: int) -> None:
+        pool.request_stop(signum)
         if not timed_run_started and preparing is not None:
             preparing.cancel()  # waiting for a server or building a dataset: stop at once
 
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    for signum in STOP_SIGNALS:  # each stops the run as Ctrl-C does; the results are kept
+        loop.add_signal_handler(signum, on_stop_signal, signum)
     finished = False
     writer = None
     try:
@@ -86,17 +91,19 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
         timed_run_started = True
         print_traffic(config)
         if pool.stop_requested:
-            raise RunFailed("interrupted before the run started", 130)
+            raise RunFailed("interrupted before the run started", pool.exit_code)
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
         writer = records_writer(config, prepared, start, _now())
         timed = await timed_run(config, client, pool, prepared, writer)
         finished = True
-        counters_after = await metrics_page(client)
+        # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
+        counters_after = None if pool.stop_requested else await metrics_page(client)
         if config.profile:
             await profile(client, "stop")
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
         pool.close(graceful=finished)
         if writer is not None and not finished:
             writer.close()  # what was written stays readable, with no end
@@ -106,10 +113,27 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
     date = _now()
     report = build_report(config, run_records(config, prepared, start, collected, end), date=date)
     records_file = finish_records(writer, collected, end, report.path) if writer else None
-    write_report(config, report)
+    try:
+        write_report(config, report)
+    except OSError as exc:  # a full disk: the summary is printed, the records file is kept
+        raise RunFailed(_unwritten(report.path, exc, records_file)) from None
     if records_file is not None:
         print(f"Records written to {records_file}")
-    return _exit_code(collected, report)
+    return _exit_code(collected, report, pool)
+
+
+def _unwritten(path: str, exc: OSError, records_file: str | None) -> str:
+    """One line for a result file that could not be written, with how to get it back."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None and exc.filename != path:
+        reason = f"{reason}: {exc.filename}"
+    if records_file is None:
+        return f"cannot write the result file {path}: {reason}"
+    return (
+        f"cannot write the result file {path}: {reason}; the run's records are in "
+        f"{records_file} (loadgen report {records_file} --save-result --result-dir DIR "
+        "rebuilds it)"
+    )
 
 
 def _now() -> str:
@@ -131,15 +155,22 @@ async def _get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) 
             await profile(client, "start")
     except asyncio.CancelledError:
         if pool.stop_requested:
-            raise RunFailed("interrupted before the run started", 130) from None
+            raise RunFailed("interrupted before the run started", pool.exit_code) from None
         raise
     return prepared
 
 
-def _exit_code(collected: Collected, report: Report) -> int:
+def _exit_code(collected: Collected, report: Report, pool: WorkerPool) -> int:
     """0, or RunFailed for an interrupted run, lost workers, or no request that completed."""
     if collected.interrupted:
-        raise RunFailed("interrupted: the results above cover the requests that finished", 130)
+        by = (
+            ""
+            if pool.stop_signal == signal.SIGINT
+            else f" by {signal.Signals(pool.stop_signal).name}"
+        )
+        raise RunFailed(
+            f"interrupted{by}: the results above cover the requests that finished", pool.exit_code
+        )
     if collected.worker_problems:
         raise RunFailed("the run lost workers: " + "; ".join(collected.worker_problems))
     if report.completed == 0:

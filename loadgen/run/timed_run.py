@@ -58,5 +58,7 @@ async def timed_run(
         )
     finally:
         progress.close()
-        probe_results = await probes.stop() if probes is not None else None
+        probe_results = (
+            await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
+        )
     return TimedRun(collected, probe_results)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from loadgen.records.redact import redact_text
+
 
 class ServerError(RuntimeError):
-    """The server could not be used; the message names the URL and what went wrong."""
+    """The server could not be used; the message names the URL (its password as ``***``) and
+    what went wrong."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redact_text(message))
         self.status = status  # the HTTP status when the server answered one
 
 

@@ -35,16 +35,26 @@ class ProbeLoop:
     def __init__(self, **probe_args: Any) -> None:
         self.probe_args = probe_args
         self.stop_event = asyncio.Event()
+        self.results = ProbeResults()
         self.task: asyncio.Task[ProbeResults] | None = None
 
     def start(self) -> None:
         """Start probing (call in the running loop)."""
-        self.task = asyncio.create_task(run_probes(stop=self.stop_event, **self.probe_args))
+        self.task = asyncio.create_task(
+            run_probes(stop=self.stop_event, results=self.results, **self.probe_args)
+        )
 
-    async def stop(self) -> ProbeResults:
-        """Stop once the probe in flight is answered; what the probes measured."""
+    async def stop(self, interrupted: bool = False) -> ProbeResults:
+        """Stop once the probe in flight is answered, or at once when the run was interrupted
+        (a hung server never answers); what the probes measured."""
         self.stop_event.set()
-        return await self.task if self.task is not None else ProbeResults()
+        if self.task is None:
+            return self.results
+        if interrupted:
+            self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        return self.results
 
 
 def probe_loop(
@@ -82,9 +92,11 @@ async def run_probes(
     stop: asyncio.Event,
     response_form: str,
     chat: bool = False,
+    results: ProbeResults | None = None,
 ) -> ProbeResults:
-    """Send probes one at a time until ``stop`` is set, ``interval_s`` apart."""
-    results = ProbeResults()
+    """Send probes one at a time until ``stop`` is set, ``interval_s`` apart, adding what they
+    measure to ``results`` as they go."""
+    results = results if results is not None else ProbeResults()
     while not stop.is_set():
         latency_s = await _probe(client, url, body, response_form, chat)
         if latency_s is None:

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import aiohttp
 
+from loadgen.records.redact import redact_text
 from loadgen.server.errors import (
     NotRetryable,
     ReadinessTimeout,
@@ -96,7 +97,8 @@ def print_waiting(what: str) -> Callable[[str, float, float], None]:
 
     def report(error: str, retry_in_s: float, left_s: float) -> None:
         print(
-            f"Waiting for {what}: {error}; next try in {retry_in_s:.1f} s, {left_s:.1f} s left",
+            f"Waiting for {what}: {redact_text(error)}; "
+            f"next try in {retry_in_s:.1f} s, {left_s:.1f} s left",
             flush=True,
         )
 

@@ -1,0 +1,200 @@
+"""Signals: SIGTERM and SIGHUP stop a run as Ctrl-C does, with the results kept; a coordinator
+killed outright leaves no worker behind; neither a hung server, a stopped worker nor a closed
+stdout holds the exit or loses the result (the real CLI, workers and server processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from helpers import free_port, only_json, start_loadgen, wait_for_t0
+
+SLOW_RUN = [
+    "--mock", "--mock-itl-ms", "20", "--workers", "2", "--num-prompts", "400",
+    "--random-input-len", "32", "--random-output-len", "64", "--max-concurrency", "8",
+    "--save-result",
+]  # fmt: skip
+
+
+def children_of(pid: int) -> list[int]:
+    """The live (not zombie) processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if int(ppid) == pid and state != "Z":
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_stop_the_run_and_keep_its_results(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    proc = start_loadgen(*SLOW_RUN, "--result-dir", str(tmp_path))
+    wait_for_t0(proc)
+    time.sleep(0.5)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    assert f"interrupted by {signal.Signals(signum).name}" in stderr
+    assert "Traceback" not in stderr
+    assert "============ Serving Benchmark Result ============" in stdout
+    result = only_json(tmp_path)
+    assert result["loadgen"]["interrupted"] is True
+    assert result["completed"] + result["failed"] == 400
+    assert list(tmp_path.glob("*.records.arrow"))
+
+
+def test_workers_leave_with_a_killed_coordinator_while_waiting_and_mid_run(
+    tmp_path: Path,
+) -> None:
+    # Waiting for a shard: the coordinator waits for a server that is not there.
+    proc = start_loadgen(
+        "--base-url", f"http://127.0.0.1:{free_port()}", "--model", "loadgen-mock",
+        "--ready-check-timeout-sec", "60", "--ready-check-interval-sec", "0.2",
+        "--num-prompts", "10", "--workers", "2",
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while len(workers := children_of(proc.pid)) < 2:  # the workers are up
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.1)
+    time.sleep(1.0)  # and past their start-up, waiting
+    mid_run = start_loadgen(*SLOW_RUN, "--result-dir", str(tmp_path))
+    wait_for_t0(mid_run)
+    workers += [w for w in children_of(mid_run.pid) if w not in workers]
+    for coordinator in (proc, mid_run):
+        coordinator.kill()
+        coordinator.wait(timeout=10)
+    killed = time.monotonic()
+    while any(alive(w) for w in workers):
+        assert time.monotonic() - killed < 2.0, [w for w in workers if alive(w)]
+        time.sleep(0.05)
+    for coordinator in (proc, mid_run):
+        coordinator.communicate(timeout=10)  # the mock, its child, goes with the pipes
+
+
+def test_a_stopped_worker_does_not_hold_the_exit(tmp_path: Path) -> None:
+    proc = start_loadgen(*SLOW_RUN, "--result-dir", str(tmp_path))
+    wait_for_t0(proc)
+    workers = [w for w in children_of(proc.pid) if "spawn_main" in _cmdline(w)]
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGSTOP)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 15
+    assert proc.returncode == 130, stderr
+    assert not alive(workers[0])
+    result = only_json(tmp_path)
+    assert result["completed"] + result["failed"] == 400
+    assert result["loadgen"]["worker_problems"] == ["worker 0 did not stop within 5 s"]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+@contextmanager
+def hung_server() -> Iterator[int]:
+    """A server on 127.0.0.1 that never answers a completion, and answers anything else 404."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                while (await reader.readline()) not in (b"\r\n", b""):
+                    pass
+                if b"/completions" in line:
+                    await asyncio.sleep(3600)
+                writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+
+    loop = asyncio.new_event_loop()
+    port = free_port()
+    server = loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", port))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def shut_down() -> None:
+        server.close()
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    try:
+        yield port
+    finally:
+        asyncio.run_coroutine_threadsafe(shut_down(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+
+
+def test_ctrl_c_stops_a_probed_run_against_a_hung_server(tmp_path: Path) -> None:
+    with hung_server() as port:
+        proc = start_loadgen(
+            "--base-url", f"http://127.0.0.1:{port}", "--model", "loadgen-mock",
+            "--num-prompts", "20", "--workers", "1", "--probe-request-rate", "5",
+            "--random-input-len", "16", "--random-output-len", "4",
+            "--save-result", "--result-dir", str(tmp_path),
+        )  # fmt: skip
+        wait_for_t0(proc)
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 130, stderr
+    result = only_json(tmp_path)
+    assert (result["completed"], result["failed"]) == (0, 20)
+
+
+def test_ctrl_c_under_tee_still_writes_the_result(tmp_path: Path) -> None:
+    log = tmp_path / "console.txt"
+    with log.open("w") as out:
+        tee = subprocess.Popen(["tee"], stdin=subprocess.PIPE, stdout=out, process_group=0)
+        assert tee.stdin is not None
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen", "run", *SLOW_RUN, "--result-dir", str(tmp_path)],
+            stdout=tee.stdin,
+            stderr=subprocess.PIPE,
+            text=True,
+            process_group=tee.pid,  # one process group, as a shell pipeline is
+        )
+        tee.stdin.close()
+        wait_for_t0(proc)
+        time.sleep(0.5)
+        os.killpg(tee.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+        _, stderr = proc.communicate(timeout=60)
+        tee.wait(timeout=10)
+    assert tee.returncode == -signal.SIGINT
+    assert proc.returncode == 130, stderr
+    assert "BrokenPipe" not in stderr and "Traceback" not in stderr
+    result = only_json(tmp_path)
+    assert result["loadgen"]["interrupted"] is True
