@@ -393,6 +393,15 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="Worker processes (default: one per available core; at most 4 per core).",
     ),
     Flag(
+        "--fail-fast",
+        bool,
+        True,
+        secondary="--no-fail-fast",
+        group=LOADGEN,
+        help="Stop the run when its first 20 requests (or all of a smaller run) fail with the "
+        "same 4xx and message (not 408 or 429), naming the likely fix.",
+    ),
+    Flag(
         "--mock",
         bool,
         False,

@@ -29,6 +29,7 @@ import zmq.asyncio
 from loadgen.records.collected import Collected, assemble_events
 from loadgen.records.redact import redact_url
 from loadgen.run.credit_pool import CreditPool
+from loadgen.run.fail_fast import FirstFailures
 from loadgen.server.retry import READY_CHECK_HINT
 from workers.protocol import (
     RECORD_DTYPE,
@@ -117,6 +118,7 @@ class WorkerPool:
         ]
         self.stop_requested = False
         self.stop_signal = signal.SIGINT  # what asked the run to stop (its exit code)
+        self.failed_fast = False  # stopped because the first requests all failed alike
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.probe.setblocking(False)
         self.probe_ports: dict[int, int] = {}
@@ -196,11 +198,13 @@ class WorkerPool:
         on_start: Callable[[], None] | None = None,
         on_progress: Callable[[int], None] | None = None,
         sink: RecordsSink | None = None,
+        first_failures: FirstFailures | None = None,
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record.
 
         With ``max_concurrency`` the cap is lent out as credits (loadgen/run/credit_pool.py);
-        with ``sink`` every batch is also handed on as it arrives.
+        with ``sink`` every batch is also handed on as it arrives; with ``first_failures`` the
+        run stops (``failed_fast``) when its first requests all fail alike.
         """
         workers = set(range(len(plans)))
         credit_pool = (
@@ -237,7 +241,7 @@ class WorkerPool:
         if on_start is not None:
             on_start()
         collected = await self._collect(
-            workers, owner, t0_ns, connections, on_progress, credit_pool, sink
+            workers, owner, t0_ns, connections, on_progress, credit_pool, sink, first_failures
         )
         collected.t0_wall = t0_wall.isoformat()
         return collected
@@ -251,6 +255,7 @@ class WorkerPool:
         on_progress: Callable[[int], None] | None,
         credit_pool: CreditPool | None,
         sink: RecordsSink | None,
+        first_failures: FirstFailures | None,
     ) -> Collected:
         num_requests = len(owner)
         records = np.zeros(num_requests, dtype=RECORD_DTYPE)
@@ -307,6 +312,10 @@ class WorkerPool:
                 reported_by[batch["index"]] = worker
                 if sink is not None:
                     sink.write(worker, batch, events, batch_errors, batch_texts)
+                if first_failures is not None and first_failures.observe(batch, batch_errors):
+                    first_failures = None
+                    self.failed_fast = True
+                    self.stop_requested = True  # STOP goes out at the top of the loop
                 batches.append((batch["index"].copy(), batch["n_events"].copy(), events.copy()))
                 errors.update(batch_errors)
                 texts.update(batch_texts)

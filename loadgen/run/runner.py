@@ -107,6 +107,12 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
         pool.close(graceful=finished)
         if writer is not None and not finished:
             writer.close()  # what was written stays readable, with no end
+    if pool.failed_fast and timed.first_failures is not None:
+        if writer is not None:
+            writer.close()  # the rows so far stay readable
+        raise RunFailed(
+            timed.first_failures.stop_line(config.backend, config.endpoint, prepared.model_name)
+        )
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from loadgen.config import RunConfig
 from loadgen.records.collected import Collected
 from loadgen.report.probes import ProbeResults
+from loadgen.run.fail_fast import FirstFailures
 from loadgen.run.fanout import RecordsSink, WorkerPool
 from loadgen.run.prepare import Prepared
 from loadgen.run.progress import Progress
@@ -21,6 +22,7 @@ class TimedRun:
 
     collected: Collected
     probes: ProbeResults | None
+    first_failures: FirstFailures | None  # what stopped the run, when it failed fast
 
 
 def active_workers(pool: WorkerPool, prepared: Prepared) -> int:
@@ -40,6 +42,7 @@ async def timed_run(
     records also goes to ``sink`` as it arrives."""
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
     progress = Progress(prepared.num_requests, config.disable_tqdm)
+    first_failures = FirstFailures(prepared.num_requests) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
 
     def on_start() -> None:
@@ -55,10 +58,11 @@ async def timed_run(
             on_start=on_start,
             on_progress=progress.update,
             sink=sink,
+            first_failures=first_failures,
         )
     finally:
         progress.close()
         probe_results = (
             await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
         )
-    return TimedRun(collected, probe_results)
+    return TimedRun(collected, probe_results, first_failures)

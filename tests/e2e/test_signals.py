@@ -16,7 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import free_port, only_json, start_loadgen, wait_for_t0
+from helpers import (
+    free_port,
+    loadgen,
+    mock_server,
+    mock_stats,
+    only_json,
+    start_loadgen,
+    wait_for_t0,
+)
 
 SLOW_RUN = [
     "--mock", "--mock-itl-ms", "20", "--workers", "2", "--num-prompts", "400",
@@ -198,3 +206,22 @@ def test_ctrl_c_under_tee_still_writes_the_result(tmp_path: Path) -> None:
     assert "BrokenPipe" not in stderr and "Traceback" not in stderr
     result = only_json(tmp_path)
     assert result["loadgen"]["interrupted"] is True
+
+
+def test_a_run_whose_first_requests_all_fail_alike_stops_with_the_fix(tmp_path: Path) -> None:
+    common = ["--model", "no-such-model", "--tokenizer", "loadgen-mock", "--num-prompts", "300",
+              "--workers", "2", "--random-input-len", "16", "--random-output-len", "4",
+              "--max-concurrency", "4", "--disable-tqdm"]  # fmt: skip
+    with mock_server() as url:
+        proc = loadgen("--base-url", url, *common)
+        sent = mock_stats(url)["requests"]["POST /v1/completions"]
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: the first 20 requests all failed with 'HTTP 404")
+    assert "Is --model no-such-model served?" in line
+    assert sent < 300  # it stopped early
+    with mock_server() as url:
+        proc = loadgen("--base-url", url, *common, "--no-fail-fast")
+        sent = mock_stats(url)["requests"]["POST /v1/completions"]
+    assert proc.returncode == 1 and "every request failed" in proc.stderr
+    assert sent == 300

@@ -1,0 +1,73 @@
+"""Fail fast: the first requests of a run all failing alike stop it, with the likely fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loadgen.run.fail_fast import FirstFailures, likely_fix
+from workers.protocol import RECORD_DTYPE
+
+
+def rows(statuses: list[int], start: int = 0, success: bool = False) -> np.ndarray:
+    out = np.zeros(len(statuses), dtype=RECORD_DTYPE)
+    out["index"] = np.arange(start, start + len(statuses))
+    out["status"] = statuses
+    out["success"] = success
+    return out
+
+
+def errors(batch: np.ndarray, message: str = "HTTP 404 Not Found: no such model") -> dict:
+    return {int(i): message for i in batch["index"]}
+
+
+def test_twenty_alike_404s_stop_the_run_over_several_batches():
+    watch = FirstFailures(1000)
+    first = rows([404] * 12)
+    assert not watch.observe(first, errors(first))
+    second = rows([404] * 12, start=12)
+    assert watch.observe(second, errors(second))
+    assert watch.seen == 20
+    line = watch.stop_line("openai", "/v1/completions", "m")
+    assert line.startswith("the first 20 requests all failed with 'HTTP 404 Not Found: no such")
+
+
+def test_a_smaller_run_stops_after_all_of_its_requests():
+    watch = FirstFailures(5)
+    batch = rows([401] * 5)
+    assert watch.observe(batch, errors(batch, "HTTP 401 Unauthorized"))
+
+
+@pytest.mark.parametrize(
+    ("statuses", "messages"),
+    [
+        ([404] * 19 + [200], None),  # one success
+        ([404] * 19 + [400], None),  # another status
+        ([429] * 20, None),  # rate limited: the server's load, not a mistake
+        ([408] * 20, None),
+        ([500] * 20, None),  # a server error is not the command's mistake
+        ([404] * 20, ["a"] * 19 + ["b"]),  # another message
+    ],
+)
+def test_failures_that_differ_or_are_not_mistakes_never_stop_a_run(statuses, messages):
+    watch = FirstFailures(1000)
+    batch = rows(statuses)
+    batch["success"] = batch["status"] == 200
+    found = {i: m for i, m in enumerate(messages)} if messages else errors(batch, "HTTP 4xx: same")
+    assert not watch.observe(batch, found)
+    later = rows([404] * 40, start=20)
+    assert not watch.observe(later, errors(later))  # only the first 20 count
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "backend", "hint"),
+    [
+        (401, "HTTP 401", "openai", "OPENAI_API_KEY"),
+        (404, "The model `x` does not exist.", "openai", "Is --model m served?"),
+        (404, "Not Found", "openai", "--backend openai-chat --endpoint /v1/chat/completions"),
+        (404, "Not Found", "openai-chat", "Does the server serve /e?"),
+        (422, "bad field", "openai", "refused the request body"),
+    ],
+)
+def test_the_likely_fix_names_the_flag(status, error, backend, hint):
+    assert hint in likely_fix(status, error, backend, "/e", "m")
