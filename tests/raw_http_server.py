@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MODELS = b'{"object":"list","data":[{"id":"m","object":"model"}]}'
@@ -21,6 +22,9 @@ class Habits:
     close_after_stream_s: float | None = 0.0005  # close this long after a stream; None: keep
     fail_posts_on_fresh: int = 0  # close this many first POSTs of a new connection unanswered
     die_after_status_line: bool = False  # every POST: send a status line, then close
+    # The answer to the k-th POST (from 0) asking for n tokens: (Content-Type, body); None: a
+    # stream of n tokens, usage and [DONE]. The status is 200 either way.
+    answer: Callable[[int, int], tuple[bytes, bytes]] | None = None
     posts: int = 0  # POSTs answered in full
     connections: int = 0
     generation_connections: int = 0  # connections that carried a POST /v1/completions
@@ -99,10 +103,15 @@ class RawServer:
                     writer.close()
                     return
                 n = json.loads(body)["max_tokens"]
-                stream = CHUNK * n + USAGE % (5, n) + b"data: [DONE]\n\n"
-                writer.write(_response(b"text/event-stream", stream))
                 with habits.lock:
+                    k = habits.posts
                     habits.posts += 1
+                if habits.answer is not None:
+                    content_type, stream = habits.answer(k, n)
+                else:
+                    content_type = b"text/event-stream"
+                    stream = CHUNK * n + USAGE % (5, n) + b"data: [DONE]\n\n"
+                writer.write(_response(content_type, stream))
                 if habits.close_after_stream_s is not None:
                     self.loop.call_later(habits.close_after_stream_s, writer.close)
                     return

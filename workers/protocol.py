@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 
 class Kind(str, Enum):
@@ -86,12 +86,13 @@ RECORD_DTYPE = np.dtype(
         ("connect_ns", "<i8"),  # time spent opening a new connection for it; 0 if one was reused
         ("success", "u1"),  # HTTP 200 and at least one token event
         ("resent", "u1"),  # 1: re-sent on a fresh connection after a stale pooled one failed
+        ("truncated", "u1"),  # 1: a 200 stream that ended cleanly without data: [DONE]
         ("server_queue_s", "<f8"),  # the server's metrics.queue_time_ms / 1000, NaN if none
         ("server_ttft_s", "<f8"),  # the server's metrics.time_to_first_token_ms / 1000, or NaN
     ]
 )
 # What a row holds for a request that was never sent or never reported.
-UNSENT_ROW = (-1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, float("nan"), float("nan"))
+UNSENT_ROW = (-1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, False, float("nan"), float("nan"))
 
 
 @dataclass
@@ -122,6 +123,9 @@ class WorkerConfig:
     insecure: bool = False  # --insecure: no TLS certificate checks
     read_bufsize: int = 4 * 1024 * 1024
     flush_interval_s: float = 0.05
+    request_timeout_s: float | None = None  # --request-timeout: sent to last byte
+    idle_timeout_s: float | None = None  # --idle-timeout: no byte on an open request
+    connect_timeout_s: float | None = None  # --connect-timeout: opening a connection
 
 
 PROBE_TOKEN_BYTES = 16

@@ -33,8 +33,39 @@ follow ``vllm bench serve`` 0.33 (reference §2.2-2.3, checked against upstream'
   at its end: one token event when it has a choice with output, and its usage. Upstream parses
   it as one message, which fails every chat answer; loadgen counts it (docs/compat.md).
 
-A ``"choices"``, ``"delta"`` or ``"metrics"`` inside generated text cannot be mistaken for a
-key: JSON escapes the quotes.
+What fails a 200 answer (``SSEStream.failure``; docs/compat.md, "Honest failures"):
+
+- **an error event**, ``data: {"error": ...}`` (vLLM, SGLang, TGI, llama.cpp today),
+  ``{"object": "error", ...}``, or llama.cpp's older ``error: {...}`` field, before or after
+  tokens: failed with the server's message. Deliberately not upstream's chat and completions
+  backends, which skip an event without choices or usage and count the request a success when
+  a token came before (``async_request_openai_chat_completions``); upstream's own Responses
+  backend fails it (``data.get("error")`` in ``async_request_openai_responses``), as does
+  openai-python;
+- **a body that is not SSE** (its first line is no SSE field: an HTML page, a plain-text
+  error) or **a data event that is not a JSON object** (``data: hello``): no token event is
+  counted and the reason says which. Upstream's ``json.loads`` raises on such an event and
+  fails the request with a traceback; a body without a complete message fails as "Never
+  received a valid chunk" there;
+- **a body that ends without ``data: [DONE]``** is not a failure: upstream never looks for
+  ``[DONE]`` and counts the token events that came (a success if one did), and so does
+  loadgen; an event cut short by the end is dropped, as upstream's ``StreamedResponseHandler``
+  drops it. ``SSEStream.truncated`` says so, the worker records it and the report counts
+  such streams (``loadgen.truncated_streams``) and warns.
+
+These are checked once per response: error objects where the bytes ``"error"`` occur (one
+scan per read, as usage), the rest at ``finish`` (a newline count that the events counted
+while streaming must explain; a slower look only at a body it cannot explain).
+
+Cost is linear in the body however it is split into reads: only new bytes are searched for
+a separator, an unfinished event is kept in pieces joined once, and a large one (over
+``SPECULATE_PARSE_MAX``) is JSON-parsed for speculative release only when its braces balance,
+and after a balance that was not its end only once it has doubled
+(``scripts/bench/sse_parser.py`` shows a 20 MB event in 4 KiB reads).
+
+A ``"choices"``, ``"delta"``, ``"metrics"`` or ``"error"`` inside generated text cannot be
+mistaken for a key: JSON escapes the quotes (a token whose whole text is ``error`` is parsed
+and found to be no error).
 """
 
 from __future__ import annotations
@@ -44,6 +75,7 @@ import re
 from array import array
 from typing import Any
 
+import numpy as np
 import orjson
 
 _NONEMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*[^\s\]]')
@@ -154,18 +186,45 @@ def _seconds(value: Any) -> float:
     return math.nan
 
 
+# A held event up to this size is JSON-parsed on every read that may end it (speculative
+# release). Beyond it, only when the tail is "}" and its braces balance (then not again before
+# it has doubled): a 20 MB event arriving in 4 KiB reads is parsed about once, not 5,000 times
+# (scripts/bench/sse_parser.py).
+SPECULATE_PARSE_MAX = 64 * 1024
+# The first line of an SSE body: a comment, or a field (older llama.cpp builds wrote their stream
+# errors as an "error:" field).
+_SSE_START = re.compile(rb"(?:\xef\xbb\xbf)?(?::|(?:data|event|id|retry|error)(?::|\r?\n|$))")
+_USAGE, _METRICS, _ERROR = 1, 2, 4  # why an event is read whole (``_complete``)
+NEVER_RECEIVED = (  # upstream's words for a 200 answer without a token event
+    "Never received a valid chunk to calculate TTFT.This response will be marked as failed!"
+)
+
+
 class SSEStream:
-    """State of one streamed response: token event instants, usage, server metrics, the end."""
+    """State of one streamed response: token event instants, usage, server metrics, the end,
+    and, once ``finish`` has run, whether it failed (``failure``) or ended without ``[DONE]``
+    (``truncated``)."""
 
     __slots__ = (
-        "_buffer",
+        "_choices",
+        "_cr",
+        "_cut_tail",
+        "_depth",
+        "_finished",
+        "_pending",
+        "_pending_len",
+        "_retry_at",
         "_rider",
+        "_side_ok",
+        "_sse",
         "_whole",
         "chat",
+        "chunks",
         "completion_tokens",
         "done",
         "error",
         "event_ns",
+        "invalid",
         "prompt_tokens",
         "server_queue_s",
         "server_ttft_s",
@@ -173,87 +232,264 @@ class SSEStream:
 
     def __init__(self, chat: bool = False) -> None:
         self.chat = chat
-        self._buffer = b""
+        self.chunks: list[bytes] = []  # every read as it came: checked and its text read at the end
+        self._pending: list[bytes] = []  # an event not complete yet (CRLF made LF), in pieces
+        self._pending_len = 0
+        self._depth: int | None = None  # "{" minus "}" of a held event past SPECULATE_PARSE_MAX
+        self._retry_at = 0  # the held size before which such an event is not parsed again
+        self._cr = False  # the last read ended in "\r", held back for the next one
         self._whole: bool | None = None  # a non-SSE JSON answer; known from the first byte
+        self._sse = False  # known to be SSE (the first byte that is not whitespace)
         self._rider: tuple[int, int] | None = None  # (prompt, completion) usage on a token event
+        self._choices = 0  # events with a non-empty choices list: JSON objects by their bytes
+        self._side_ok = 0  # other data events read whole and found JSON objects (usage, errors)
+        self._cut_tail = False  # the body ended inside an event, which is not counted
+        self._finished = False
         self.event_ns: array = array("q")  # arrival instants of token events
         self.prompt_tokens = -1
         self.completion_tokens = -1
         self.server_queue_s = math.nan  # the server's metrics object, when it sends one
         self.server_ttft_s = math.nan
-        self.done = False
-        self.error: str | None = None  # an error object the server sent inside the stream
+        self.done = False  # a data: [DONE] event came
+        self.error: str | None = None  # the message of an error the server sent with its 200
+        self.invalid: str | None = None  # why the body is not SSE of JSON events (at finish)
+
+    @property
+    def failure(self) -> str | None:
+        """Why this 200 answer failed (an error the server sent, a body that is not SSE or whose
+        events are not JSON), or None. Known once ``finish`` has run."""
+        if self.invalid is not None:
+            return self.invalid
+        if self.error is not None:
+            where = "the answer" if self._whole else "the stream"
+            return f"error in {where}: {self.error}"
+        return None
+
+    @property
+    def truncated(self) -> bool:
+        """The body ended (cleanly: the worker saw its end) without a ``data: [DONE]`` event and
+        without a failure. Upstream never looks for ``[DONE]``: it counts such a stream by its
+        token events, a success when one came, and so does loadgen; it is counted apart
+        (``loadgen.truncated_streams``)."""
+        return self._whole is not True and not self.done and self.failure is None
 
     def feed(self, data: bytes, now_ns: int) -> None:
-        """Consume bytes that arrived at ``now_ns``; every event they complete is stamped so."""
-        buffer = self._buffer + data if self._buffer else data
-        if self._whole is None:
-            start = buffer.lstrip()[:1]
-            if not start:
-                self._buffer = buffer
-                return
-            self._whole = start in (b"{", b"[")
-        if self._whole:
-            self._buffer = buffer  # one JSON document: read at finish()
-            return
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n")
-        cut = buffer.rfind(b"\n\n")
-        if cut >= 0:
-            self._complete(buffer[:cut], now_ns)
-            buffer = buffer[cut + 2 :]
-        # A read may end between the two newlines of a separator; the leftover newline would
-        # hide a complete trailing payload from the speculative release below.
-        self._buffer = buffer.lstrip()
-        if self._buffer.startswith(b"data:"):
-            self._speculate(now_ns)
+        """Consume bytes that arrived at ``now_ns``; every event they complete is stamped so.
 
-    def finish(self, now_ns: int) -> None:
-        """End of body: whatever is left in the buffer is the last event."""
-        if self._whole:
-            self._read_whole(self._buffer, now_ns)
-        elif self._buffer.strip():
-            self._complete(self._buffer, now_ns)
-        self._buffer = b""
-        if self._rider is not None and self.completion_tokens < 0 and self.prompt_tokens < 0:
-            self.prompt_tokens, self.completion_tokens = self._rider
+        Only the new bytes are searched for a separator (and the two newlines across the seam
+        with held bytes), so each byte is scanned a bounded number of times however many reads
+        an event spans.
+        """
+        self.chunks.append(data)
+        if not self._sse and (self._whole or not (data := self._begin())):
+            return  # a JSON document (read at finish), or only whitespace so far
+        if self._cr or b"\r" in data:
+            data = self._lf(data)
+            if not data:
+                return
+        cut = data.rfind(b"\n\n")
+        if self._pending:
+            rest = self._join(data, cut, now_ns)
+        elif cut >= 0:
+            self._complete(data[:cut], now_ns)
+            rest = data[cut + 2 :]
+        else:
+            rest = data
+        if rest:
+            # A read may end between the two newlines of a separator; the leftover newline
+            # would hide a complete trailing payload from the speculative release.
+            rest = rest.lstrip()
+            if rest:
+                self._hold(rest)
+                self._speculate(now_ns)
+
+    def _begin(self) -> bytes:
+        """The bytes so far once the first one that is not whitespace says SSE, else none."""
+        data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        start = data.lstrip()[:1]
+        if not start:
+            return b""
+        self._whole = start in (b"{", b"[")
+        self._sse = not self._whole
+        return data if self._sse else b""
+
+    def _lf(self, data: bytes) -> bytes:
+        """``data`` with CRLF made LF; a final "\r" is held back for the next read."""
+        if self._cr:
+            data = b"\r" + data
+            self._cr = False
+        if data.endswith(b"\r"):  # maybe half of a "\r\n" split between reads
+            data = data[:-1]
+            self._cr = True
+        return data.replace(b"\r\n", b"\n")
+
+    def _join(self, data: bytes, cut: int, now_ns: int) -> bytes:
+        """Complete the held event with ``data`` if it holds a separator, or the seam does; the
+        bytes after it, else hold ``data`` too and return nothing."""
+        pending = self._pending
+        seam = data.startswith(b"\n") and pending[-1].endswith(b"\n")
+        if cut >= 0:
+            pending.append(data[:cut])
+            part = b"".join(pending)  # the one copy of the held bytes
+            rest = data[cut + 2 :]
+        elif seam:
+            part = b"".join(pending)[:-1]
+            rest = data[1:]
+        else:
+            self._hold(data)
+            self._speculate(now_ns)
+            return b""
+        self._drop_pending()
+        self._complete(part, now_ns)
+        return rest
+
+    def _hold(self, piece: bytes) -> None:
+        """Keep ``piece`` of an event that is not complete yet."""
+        self._pending.append(piece)
+        self._pending_len += len(piece)
+        if self._depth is not None:
+            self._depth += piece.count(b"{") - piece.count(b"}")
+        elif self._pending_len > SPECULATE_PARSE_MAX:
+            held = b"".join(self._pending)
+            self._pending = [held]
+            self._depth = held.count(b"{") - held.count(b"}")
+
+    def _drop_pending(self) -> None:
+        self._pending = []
+        self._pending_len = 0
+        self._depth = None
+        self._retry_at = 0
 
     def _speculate(self, now_ns: int) -> None:
-        payload = self._buffer[5:].strip()
+        """Release a held ``data:`` payload that is already complete JSON (or ``[DONE]``), so a
+        TCP segment that ends right before ``\\n\\n`` is not stamped late; upstream's
+        ``StreamedResponseHandler.add_chunk`` does the same on every read."""
+        pending = self._pending
+        if len(pending[0]) < 5 and len(pending) > 1:  # "dat" then "a: {...": join the prefix
+            self._pending = pending = [b"".join(pending)]
+        if not pending[0].startswith(b"data:"):
+            return  # a multi-field event or a comment waits for its separator
+        if not pending[-1][-64:].rstrip().endswith((b"}", b"]")):
+            return  # not the end of a JSON object, nor of [DONE]
+        if self._depth is not None and (self._depth or self._pending_len < self._retry_at):
+            # A large event whose braces do not balance yet; or they did at a read that did not
+            # end it (braces in its text): not again before it has doubled, so that however
+            # its reads fall, it is parsed a bounded number of times its size.
+            return
+        event = pending[0] if len(pending) == 1 else b"".join(pending)
+        payload = event[5:].strip()
         if payload != b"[DONE]":
             try:
                 orjson.loads(payload)
             except orjson.JSONDecodeError:
+                if self._depth is not None:
+                    self._retry_at = 2 * self._pending_len
                 return  # incomplete; wait for more bytes
-        self._complete(self._buffer, now_ns)
-        self._buffer = b""
+        self._drop_pending()
+        self._complete(event, now_ns)
+
+    def finish(self, now_ns: int) -> None:
+        """End of body: the last event if it is whole, then the check of the whole body (once
+        per response: is it SSE, are its data events JSON objects, did [DONE] come)."""
+        if self._finished:
+            return
+        self._finished = True
+        if self._whole:
+            self._read_whole(b"".join(self.chunks), now_ns)
+        elif self._whole is False:
+            if self._pending:
+                tail = b"".join(self._pending)
+                self._drop_pending()
+                payload = data_of(tail.strip())
+                if payload is None or payload == b"[DONE]" or _is_json(payload):
+                    self._complete(tail, now_ns)
+                else:  # upstream drops an incomplete last message; so does loadgen
+                    self._cut_tail = True
+            self._check(b"".join(self.chunks) if len(self.chunks) > 1 else self.chunks[0])
+        if self._rider is not None and self.completion_tokens < 0 and self.prompt_tokens < 0:
+            self.prompt_tokens, self.completion_tokens = self._rider
+
+    def _check(self, body: bytes) -> None:
+        """Fail a body that is not SSE or has a data event that is not a JSON object, as
+        upstream's ``json.loads`` fails them; find a ``[DONE]`` that was not last in its read.
+
+        The events counted while streaming account for every data event of a well-formed
+        stream: those with choices (JSON by their bytes), the others read whole (usage, errors),
+        [DONE]. One newline count (numpy: 3 µs for a 128-token stream) confirms it when every
+        event is one line; else one ``data:`` count, and a look for llama.cpp's ``error:``
+        field; only a body they cannot account for (a multi-line event, ``data:`` inside
+        generated text, a stray event) is split and its events parsed.
+        """
+        head = body[:256].lstrip() or body.lstrip()
+        if not _SSE_START.match(head):
+            self._fail(f"the answer is not SSE: it begins {head[:80]!r}")
+            return
+        known = self._choices + self._side_ok + self.done
+        if body.endswith((b"\n\n", b"\r\n\r\n")) and _newlines(body) == 2 * known:
+            return  # every event is one data line and two newlines, all accounted for
+        if body.count(b"data:") == known + self._cut_tail and not (
+            body.startswith(b"error:") or b"\nerror:" in body
+        ):
+            return  # comments, or multi-field events, and every data event accounted for
+        blocks = body.replace(b"\r\n", b"\n").split(b"\n\n")
+        if self._cut_tail:
+            blocks.pop()
+        number = 0
+        for block in blocks:
+            block = block.strip()
+            payload = data_of(block)
+            if payload is None:
+                if block.startswith(b"error:") or b"\nerror:" in block:
+                    self._field_error(block)
+                continue
+            number += 1
+            if payload == b"[DONE]":
+                self.done = True
+            elif not _is_object(payload):
+                self._fail(
+                    f"the stream's data event {number} is not a JSON object: {payload[:80]!r}"
+                )
+                return
+
+    def _fail(self, reason: str) -> None:
+        """A body that is not what it should be counts no token event (upstream fails it)."""
+        self.invalid = reason
+        del self.event_ns[:]
 
     def _complete(self, part: bytes, now_ns: int) -> None:
         """Account for whole events that arrived at ``now_ns``.
 
-        Usage and metrics are looked for only as the last of the part and [DONE] only in its
-        tail, so a part costs a few C-level scans however many events it holds.
+        Usage and metrics are looked for only as the last of the part, errors where the bytes
+        ``"error"`` occur, and [DONE] only in its tail, so a part costs a few C-level scans
+        however many events it holds. (An ``error:`` field is found by ``_check``.)
         """
-        n = self._count(part)
+        n = count_token_events(part)
         if n:
-            self.event_ns.extend([now_ns] * n)
+            self._choices += n
+            tokens = self._count(part, n) if self.chat else n
+            if tokens:
+                self.event_ns.extend([now_ns] * tokens)
         if _ends_stream(part[-16:]):
             self.done = True
+        found: dict[int, list[int]] | None = None  # event start -> [end, why it is read]
         at = part.rfind(b'"usage"')
         if at >= 0 and not part.startswith(b'"usage":null', at):
-            self._side_channel_at(part, at, usage=True)
+            found = _mark(found, part, at, _USAGE)
         at = part.rfind(b'"metrics"')
         if at >= 0:
-            self._side_channel_at(part, at, usage=False)
-        at = part.find(b'"error"')
-        if at >= 0:
-            self._side_channel_at(part, at, usage=True)
+            found = _mark(found, part, at, _METRICS)
+        at = part.find(b'"error"')  # an error object, or a token whose text is "error"
+        while at >= 0:
+            found = _mark(found, part, at, _ERROR)
+            end = found[part.rfind(b"\n\n", 0, at) + 1][0]
+            at = part.find(b'"error"', end) if end < len(part) else -1
+        if found:
+            for start in sorted(found):
+                end, why = found[start]
+                self._read_event(part[start:end].strip(), why)
 
-    def _count(self, part: bytes) -> int:
-        """Token events among the whole events of ``part``."""
-        n = count_token_events(part)
-        if not n or not self.chat:
-            return n
+    def _count(self, part: bytes, n: int) -> int:
+        """Token events among the ``n`` choices-bearing chat events of ``part``."""
         count = _count_chat(part, n)
         if count >= 0:
             return count
@@ -264,69 +500,144 @@ class SSEStream:
                 count += 1
         return count
 
-    def _side_channel_at(self, part: bytes, at: int, usage: bool) -> None:
-        """JSON-parse the event of ``part`` around offset ``at``: for usage and errors only
-        when it is not a token event, for the metrics object always."""
-        start = part.rfind(b"\n\n", 0, at) + 1  # 0 when the event opens the part
-        end = part.find(b"\n\n", at)
-        payload = data_of(part[start : len(part) if end < 0 else end].strip())
-        if not payload:
+    def _read_event(self, block: bytes, why: int) -> None:
+        """JSON-parse one event that carries usage, metrics or an error. Usage on a token event
+        is kept aside (used only if no usage-only event comes, see finish); an error and the
+        metrics object are read from any event."""
+        payload = data_of(block)
+        if payload is None:
             return
-        rider = usage and is_token_event(payload, self.chat)
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            return
+            return  # counted by _check, which fails the response
         if not isinstance(obj, dict):
             return
-        if rider:  # kept aside: used only if no usage-only event comes (see finish)
-            counts = obj.get("usage")
-            if isinstance(counts, dict):
-                prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
-                self._rider = (
-                    prompt if isinstance(prompt, int) else -1,
-                    completion if isinstance(completion, int) else -1,
-                )
-            return
-        self._take(obj, usage)
+        choices = count_token_events(payload) > 0
+        if not choices:
+            self._side_ok += 1
+        if why & _METRICS:
+            self._take_metrics(obj)
+        if why & _USAGE:
+            if choices and is_token_event(payload, self.chat):
+                counts = obj.get("usage")
+                if isinstance(counts, dict):
+                    self._rider = (
+                        _count_of(counts, "prompt_tokens"),
+                        _count_of(counts, "completion_tokens"),
+                    )
+            else:
+                self._take_usage(obj)
+        if why & _ERROR:
+            self._take_error(obj)
 
-    def _take(self, obj: dict[str, Any], usage: bool) -> None:
-        """Read usage and errors (``usage``) or the metrics object from one parsed event."""
-        if not usage:
-            metrics = obj.get("metrics")
-            if isinstance(metrics, dict):
-                self.server_queue_s = _seconds(metrics.get("queue_time_ms"))
-                self.server_ttft_s = _seconds(metrics.get("time_to_first_token_ms"))
-            return
+    def _take_usage(self, obj: dict[str, Any]) -> None:
         counts = obj.get("usage")
         if isinstance(counts, dict):
-            completion = counts.get("completion_tokens")
-            prompt = counts.get("prompt_tokens")
-            if isinstance(completion, int):
+            completion = _count_of(counts, "completion_tokens")
+            prompt = _count_of(counts, "prompt_tokens")
+            if completion >= 0:
                 self.completion_tokens = completion
-            if isinstance(prompt, int):
+            if prompt >= 0:
                 self.prompt_tokens = prompt
-        error = obj.get("error") if "error" in obj else None
-        if error is None and obj.get("object") == "error":
+
+    def _take_metrics(self, obj: dict[str, Any]) -> None:
+        metrics = obj.get("metrics")
+        if isinstance(metrics, dict):
+            self.server_queue_s = _seconds(metrics.get("queue_time_ms"))
+            self.server_ttft_s = _seconds(metrics.get("time_to_first_token_ms"))
+
+    def _take_error(self, obj: dict[str, Any]) -> None:
+        """An event whose ``error`` is set (vLLM, SGLang, llama.cpp, TGI: ``{"error": {...}}``
+        or ``{"error": "..."}``; upstream's Responses backend tests ``data.get("error")``), or a
+        flat ``{"object": "error", ...}``. The first one is kept."""
+        error = obj.get("error")
+        if not error and obj.get("object") == "error":
             error = obj
-        if error is not None:
-            message = error.get("message", error) if isinstance(error, dict) else error
-            self.error = str(message)
+        if error and self.error is None:
+            self.error = _message(error)
+
+    def _field_error(self, block: bytes) -> None:
+        """An ``error: {...}`` field line (older llama.cpp builds' stream error)."""
+        for line in block.split(b"\n"):
+            if line.startswith(b"error:") and self.error is None:
+                value = line[6:].strip()
+                try:
+                    error = orjson.loads(value)
+                except orjson.JSONDecodeError:
+                    error = value.decode("utf-8", "replace")
+                self.error = _message(error) if error else "an empty error field"
 
     def _read_whole(self, body: bytes, now_ns: int) -> None:
         """A non-streamed answer: one token event at its end when it has output, its usage."""
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
-            self.error = "the answer is neither SSE nor JSON"
+            self.invalid = f"the answer is neither SSE nor JSON: it begins {body.lstrip()[:80]!r}"
             return
         if not isinstance(obj, dict):
             return
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and _has_output(choices[0], self.chat):
             self.event_ns.append(now_ns)
-        self._take(obj, usage=True)
-        self._take(obj, usage=False)
+        self._take_usage(obj)
+        self._take_metrics(obj)
+        self._take_error(obj)
+
+
+def _mark(
+    found: dict[int, list[int]] | None, part: bytes, at: int, why: int
+) -> dict[int, list[int]]:
+    """Note that the event of ``part`` around offset ``at`` is to be read, and why."""
+    start = part.rfind(b"\n\n", 0, at) + 1  # 0 when the event opens the part
+    if found is None:
+        found = {}
+    if start in found:
+        found[start][1] |= why
+    else:
+        end = part.find(b"\n\n", at)
+        found[start] = [len(part) if end < 0 else end, why]
+    return found
+
+
+def _count_of(usage: dict[str, Any], key: str) -> int:
+    """A usage count, or -1 when absent or not an integer."""
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _message(error: Any) -> str:
+    """The message of an error object, or the object itself as one line."""
+    if isinstance(error, dict):
+        message = error.get("message")
+        if isinstance(message, str) and message:
+            return message
+        return orjson.dumps(error).decode()
+    return str(error)
+
+
+def _is_json(payload: bytes) -> bool:
+    try:
+        orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _is_object(payload: bytes) -> bool:
+    """Whether ``payload`` is a JSON object (what upstream's ``data.get`` needs)."""
+    try:
+        return isinstance(orjson.loads(payload), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _newlines(body: bytes) -> int:
+    """How many LF bytes ``body`` holds: numpy, 2.5x faster than ``bytes.count`` once the body
+    is a few KiB (a 128-token stream: 3 µs, not 7.6)."""
+    if len(body) < 4096:
+        return body.count(b"\n")
+    return int(np.count_nonzero(np.frombuffer(body, dtype=np.uint8) == 10))
 
 
 def _has_output(choice: Any, chat: bool) -> bool:

@@ -55,7 +55,7 @@ from workers.protocol import (
     records_message,
     worker_identity,
 )
-from workers.sse import SSEStream, generated_text
+from workers.sse import NEVER_RECEIVED, SSEStream, generated_text
 
 NOT_SENT = "not sent: the run was stopped before this request's turn"
 CANCELLED = "cancelled: the run was stopped while this request was in flight"
@@ -324,7 +324,6 @@ class Worker:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
         streamed = config.response_form == "sse"
         stream = SSEStream(config.chat) if streamed else PooledAnswer()
-        chunks: list[bytes] = []
         status = 0
         error: str | None = None
         resent = False
@@ -364,7 +363,8 @@ class Worker:
                         if not data:
                             break
                         stream.feed(data, now)
-                        chunks.append(data)
+                    # The body ended cleanly: the last event, then the check of the whole
+                    # body (is it SSE of JSON events, did [DONE] come), once per response.
                     stream.finish(perf_counter_ns() - t0_ns)
                 else:
                     body = await resp.read()
@@ -377,17 +377,27 @@ class Worker:
             if slots is not None:
                 slots.release()
         end_ns = perf_counter_ns()
+        truncated = False
+        if status == 200 and error is None:
+            # A 200 the server marked failed (an error event, tokens or not), or whose body is
+            # not SSE of JSON events, fails with the reason (workers/sse.py says where upstream
+            # differs); one that ended without [DONE] is counted as upstream counts it, and
+            # recorded as truncated so that the report says how many did.
+            if isinstance(stream, SSEStream):
+                error = stream.failure
+                truncated = stream.truncated
+            else:
+                error = stream.error
+            if error is None and not stream.event_ns:
+                error = NEVER_RECEIVED
         n_events = len(stream.event_ns)
         success = status == 200 and n_events > 0 and error is None
-        if status == 200 and n_events == 0 and error is None:
-            error = stream.error or (
-                "Never received a valid chunk to calculate TTFT."
-                "This response will be marked as failed!"
-            )
         if error is not None:
             self.errors[index] = error
-        if streamed and (config.keep_text == "always" or stream.completion_tokens <= 0):
-            self.texts[index] = generated_text(chunks, config.chat)
+        if isinstance(stream, SSEStream) and (
+            config.keep_text == "always" or stream.completion_tokens <= 0
+        ):
+            self.texts[index] = generated_text(stream.chunks, config.chat)
         self.events.extend(stream.event_ns)
         server_queue_s, server_ttft_s = (
             (stream.server_queue_s, stream.server_ttft_s) if streamed else (math.nan, math.nan)
@@ -405,6 +415,7 @@ class Worker:
                 sum(connect_ns),
                 success,
                 resent,
+                truncated,
                 server_queue_s,
                 server_ttft_s,
             )

@@ -55,6 +55,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("input_sequences", pa.int32()),
     ("connect_ns", pa.int64()),
     ("resent", pa.bool_()),
+    ("truncated", pa.bool_()),
     ("server_queue_s", pa.float64()),
     ("server_ttft_s", pa.float64()),
     ("error", pa.string()),
@@ -70,7 +71,7 @@ _MINUS_ONE_IS_NULL = {
     "completion_tokens": "completion_tokens",
 }
 _NAN_IS_NULL = ("server_queue_s", "server_ttft_s")
-_BOOL = ("success", "resent")
+_BOOL = ("success", "resent", "truncated")
 
 
 class RecordsFileError(Exception):
@@ -350,7 +351,8 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRec
     for column in _NAN_IS_NULL:
         records[column][index] = table[column].to_numpy(zero_copy_only=False)
     for column in _BOOL:
-        records[column][index] = table[column].to_numpy(zero_copy_only=False)
+        if column in table.column_names:  # "truncated" came after format version 1's first files
+            records[column][index] = table[column].to_numpy(zero_copy_only=False)
     worker[index] = table["worker"].fill_null(-1).to_numpy()
     scheduled[index] = table["scheduled_ns"].to_numpy()
     prompt_lens[index] = table["input_tokens"].to_numpy()

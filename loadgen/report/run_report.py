@@ -50,6 +50,7 @@ from loadgen.report.summary import (
     plot_lines,
     reported_metrics,
     summary_lines,
+    truncated_note,
 )
 from loadgen.report.verdict import measure as client_health
 from loadgen.report.verdict import not_judged, verdict
@@ -145,6 +146,8 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         )
     stats = end.connection_stats
     lines += connection_notes(stats)
+    truncated = int(records["truncated"].sum())
+    lines += truncated_note(truncated)
 
     sent = records["arrival_ns"] >= 0
     send_lag_ms = (records["arrival_ns"][sent] - run.scheduled_ns[sent]) / 1e6
@@ -159,6 +162,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         "connections_preopened": stats.preopened_at_t0,
         "connections_closed_before_use": stats.closed_before_use,
         "resent_on_stale_connection": stats.resent,
+        "truncated_streams": truncated,
         "connection_reuse_stopped": stats.reuse_stopped,
         "schedule_sha256": start.schedule_sha256,
         "send_lag_ms": _p50_p99_max(sample_stats(send_lag_ms, [50, 99])),

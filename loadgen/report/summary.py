@@ -161,6 +161,17 @@ def plot_lines(results: RequestResults, timings: Timings) -> list[str]:
     return [fig.get_string()]
 
 
+def truncated_note(count: int) -> list[str]:
+    """The console warning on streams that ended without ``data: [DONE]``, when any did."""
+    if not count:
+        return []
+    streams = "1 stream" if count == 1 else f"{count} streams"
+    return [
+        f"warning: {streams} ended without data: [DONE]; counted as upstream counts them "
+        "(a success when a token event came before the end; an event cut short is dropped)"
+    ]
+
+
 def connection_notes(stats: ConnectionStats) -> list[str]:
     """Console notes on what the server did to the connections, when it did anything."""
     notes = []

@@ -123,6 +123,8 @@ async def _probe(
         for arrived_ns, data in answer.chunks:
             reader.feed(data, arrived_ns)
         reader.finish(answer.ended_ns)
+        if reader.failure is not None:  # an error event, or a body that is not SSE of JSON
+            return None
     else:
         reader.read(response_form, answer.body, answer.headers, answer.ended_ns)
     if not reader.event_ns:

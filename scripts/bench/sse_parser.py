@@ -6,7 +6,12 @@ completions (the floor: one C-level count per read), vLLM chat (content first in
 two more counts), SGLang chat (every delta key written, role first: a regex scan), and tool-call
 deltas (no content: every chunk JSON-parsed, the slow path). Prints microseconds per token event
 when the whole body arrives in one read, in 4 KiB reads, and one event per read (a paced
-stream). Run: python scripts/bench/sse_parser.py
+stream); each stream's cost includes the check of the whole body at its end (workers/sse.py).
+
+Then one huge event (5, 10 and 20 MB of text in one completions chunk) fed in 4 KiB reads,
+beside the same bytes in one read (the floor): milliseconds, which grow linearly with the size
+(before issue 14, the held bytes were concatenated and parsed again on every read: 3.4 s for a
+4 MB event, 20 MB out of reach). Run: python scripts/bench/sse_parser.py
 """
 
 from __future__ import annotations
@@ -79,10 +84,35 @@ def us_per_event(reads: list[bytes], chat: bool, repeat: int) -> float:
     return sorted(rounds)[2]
 
 
+def huge_event(megabytes: int) -> bytes:
+    """One completions chunk whose text is ``megabytes`` MB, with its separator, then [DONE]."""
+    text = "x" * (megabytes * 2**20)
+    chunk = {"id": "cmpl-0", "object": "text_completion", "choices": [{"index": 0, "text": text}]}
+    return _event(chunk) + b"data: [DONE]\n\n"
+
+
+def ms_to_parse(reads: list[bytes]) -> float:
+    """Median over 3 rounds of the time to parse one response that arrives in ``reads``."""
+    rounds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        stream = SSEStream(False)
+        for data in reads:
+            stream.feed(data, 1)
+        stream.finish(2)
+        rounds.append((time.perf_counter() - start) * 1e3)
+        assert len(stream.event_ns) == 1 and stream.done and stream.failure is None
+    return sorted(rounds)[1]
+
+
 def main() -> None:
-    """Print the cost per event for each shape and three ways the bytes can arrive."""
+    """Print the cost per event for each shape and three ways the bytes can arrive, then the
+    cost of one huge event in small reads."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1000, help="streams parsed per round")
+    parser.add_argument(
+        "--huge-mb", type=int, nargs="*", default=[5, 10, 20], help="sizes of the huge event"
+    )
     args = parser.parse_args()
     shapes = ("vLLM completions", "vLLM chat", "SGLang chat", "tool-call deltas")
     print(f"SSE parser, {EVENTS}-token streams; µs per token event, median of 5 rounds")
@@ -96,6 +126,17 @@ def main() -> None:
         floor = floor or costs
         ratio = "/".join(f"{c / f:.1f}" for c, f in zip(costs, floor, strict=True))
         print(f"  {shape:<18} {costs[0]:9.3f} {costs[1]:12.3f} {costs[2]:11.3f}  {ratio}×")
+    if args.huge_mb:
+        print("One huge event; ms, median of 3")
+        print(f"  {'size':>6} {'one read':>9} {'4 KiB reads':>12}  {'per MB':>7}  vs floor")
+    for megabytes in args.huge_mb:
+        body = huge_event(megabytes)
+        floor = ms_to_parse([body])
+        small = ms_to_parse([body[i : i + 4096] for i in range(0, len(body), 4096)])
+        print(
+            f"  {megabytes:>3} MB {floor:9.1f} {small:12.1f}  {small / megabytes:7.2f}"
+            f"  {small / floor:.1f}×"
+        )
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> No
     assert result["request_rate"] == "inf"
     assert result["loadgen"]["workers"] == workers
     assert result["loadgen"]["connections_preopened"] == 60  # one per concurrent request
+    assert result["loadgen"]["truncated_streams"] == 0  # every mock stream ends with [DONE]
     # The summary and the JSON both end with the client's verdict on itself.
     *_, last_line, results_line, records_line = proc.stdout.strip().splitlines()
     assert results_line.startswith("Results written to ")

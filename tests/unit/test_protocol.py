@@ -190,12 +190,13 @@ def test_empty_shard():
 
 def record_rows():
     # (index, arrival_ns, send_ns, end_ns, n_events, status, prompt, completion, connect_ns,
-    #  success, resent, server_queue_s, server_ttft_s)
+    #  success, resent, truncated, server_queue_s, server_ttft_s)
+    ms = 1_000_000
     return [
-        (0, 0, 1_000, 2_000_000_000, 3, 200, 12, 3, 0, True, False, 0.0015, 0.04225),
-        (5, 250_000_000, 260_000_000, 900_000_000, 0, 500, -1, -1, 180_000, False, True, nan, nan),
+        (0, 0, 1_000, 2_000 * ms, 3, 200, 12, 3, 0, True, False, False, 0.0015, 0.04225),
+        (5, 250 * ms, 260 * ms, 900 * ms, 0, 500, -1, -1, 180_000, False, True, False, nan, nan),
         (17, *UNSENT_ROW[1:]),  # never sent
-        (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True, False, nan, 2.5),
+        (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True, False, True, nan, 2.5),
     ]
 
 

@@ -60,6 +60,7 @@ def rows(indices: list[int], n_events: int) -> np.ndarray:
     out["prompt_tokens"] = 10
     out["completion_tokens"] = [-1 if i == 1 else n_events for i in indices]
     out["success"] = True
+    out["truncated"] = [i == 3 for i in indices]  # ended without [DONE]
     out["server_queue_s"] = [np.nan if i % 2 else 0.001 * i for i in indices]
     out["server_ttft_s"] = np.nan
     return out
@@ -163,6 +164,24 @@ def test_pandas_reads_it_in_one_call_with_nulls_for_none(tmp_path: Path) -> None
     assert pd.isna(by_index.loc[2, "sent_ns"]) and pd.isna(by_index.loc[2, "worker"])
     assert by_index.loc[2, "error"] == "lost: worker 1 died"
     assert pd.isna(by_index.loc[1, "server_queue_s"]) and by_index.loc[0, "server_queue_s"] == 0
+    assert by_index["truncated"].tolist() == [False, False, False, True, False, False]
+
+
+def test_a_file_from_before_the_truncated_column_reads_as_none_truncated(tmp_path: Path) -> None:
+    # Adding a column kept the format version: a file written without it still reads.
+    path = tmp_path / "r.records.arrow"
+    write_run(path)
+    reader = ipc.open_file(str(path))
+    batches = [reader.get_batch_with_custom_metadata(i) for i in range(reader.num_record_batches)]
+    schema = reader.schema.remove(reader.schema.get_field_index("truncated"))
+    old = tmp_path / "old.records.arrow"
+    with ipc.new_file(str(old), schema) as out:
+        for batch, custom in batches:
+            columns = [batch.column(name) for name in schema.names]
+            out.write_batch(pa.record_batch(columns, schema=schema), custom_metadata=custom)
+    run = read_records(str(old))
+    assert run.records["truncated"].tolist() == [0] * N
+    assert run.records["success"].tolist() == read_records(str(path)).records["success"].tolist()
 
 
 def test_self_describing_with_a_format_version(tmp_path: Path) -> None:

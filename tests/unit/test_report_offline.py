@@ -194,3 +194,21 @@ def test_a_run_that_did_not_end_is_reported_as_interrupted(tmp_path: Path) -> No
     assert report.result["total_output_tokens"] == (N - 1) * EVENTS  # from the server's usage
     assert report.lines[-1].startswith("client: not judged (the run did not end")
     assert report.result["loadgen"]["verdict"] == report.lines[-1]
+
+
+def test_streams_that_ended_without_done_are_counted_and_warned_about() -> None:
+    cfg = config()
+    run, _ = a_run(cfg)
+    report = build_report(cfg, run, date="d")
+    assert report.result is not None and report.result["loadgen"]["truncated_streams"] == 0
+    assert not any("without data: [DONE]" in line for line in report.lines)
+    run.records["truncated"][:2] = True
+    report = build_report(cfg, run, date="d")
+    assert report.result is not None
+    extra = list(report.result["loadgen"])
+    assert extra[extra.index("resent_on_stale_connection") + 1] == "truncated_streams"
+    assert report.result["loadgen"]["truncated_streams"] == 2
+    assert report.result["completed"] == N - 1  # counted as upstream counts them
+    warning = next(line for line in report.lines if "without data: [DONE]" in line)
+    assert warning.startswith("warning: 2 streams ended without data: [DONE]; counted as upstream")
+    assert report.lines.index(warning) < len(report.lines) - 1  # before the verdict
