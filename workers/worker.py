@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 from array import array
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from time import perf_counter_ns
 
 import aiohttp
@@ -50,6 +50,7 @@ from workers.protocol import (
     Kind,
     ProtocolError,
     Shard,
+    WorkerConfig,
     decode_probe,
     decode_shard,
     records_message,
@@ -67,6 +68,7 @@ STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes afte
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 PARENT_CHECK_S = 0.5  # how often a waiting worker checks that the coordinator is alive
 PARENT_GONE = 3  # exit code of a worker whose coordinator died
+SWEEP_S = 0.25  # how often open requests are checked against the timeouts (at most)
 
 
 def run_worker(endpoint: str, worker_id: int, token: str, parent_pid: int) -> None:
@@ -97,6 +99,22 @@ def _raise_open_file_limit() -> None:
     if hard == resource.RLIM_INFINITY or soft < hard:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+@dataclass
+class OpenRequest:
+    """What the timeout sweep watches of a request in flight (perf_counter_ns instants)."""
+
+    sent_ns: int
+    last_byte_ns: int = 0
+    timed_out: str | None = None  # the reason it was cancelled, when a timeout cancelled it
+
+    def __post_init__(self) -> None:
+        self.last_byte_ns = self.last_byte_ns or self.sent_ns
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1e9)
 
 
 class Worker:
@@ -131,6 +149,7 @@ class Worker:
         self.connections = ConnectionStats()
         self.connector: PoolConnector | None = None
         self.stale_streak = 0  # stale pooled connections in a row, since the last good reuse
+        self.open: dict[asyncio.Task, OpenRequest] = {}  # requests in flight, for the sweep
 
     async def run(self) -> None:
         """Talk to the coordinator until the shard is done or the run is stopped."""
@@ -177,8 +196,10 @@ class Worker:
         )
         session = aiohttp.ClientSession(
             connector=connector,
-            # No deadline (upstream's is 6 h): a per-request timer costs ~10 % of a busy worker.
-            timeout=aiohttp.ClientTimeout(total=None),
+            # No per-request timer (upstream's deadline is 6 h; a timer per request costs ~10 %
+            # of a busy worker): --request-timeout and --idle-timeout are one sweep over the
+            # open requests (_sweep_timeouts). Only opening a connection has a timer of its own.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout_s),
             read_bufsize=config.read_bufsize,
             # trust_env would re-read the proxy variables and ~/.netrc on every request, in a
             # thread: a third of the worker's CPU. The coordinator resolves the proxy once.
@@ -259,6 +280,7 @@ class Worker:
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))
         listener = asyncio.create_task(self._listen(tasks))
+        sweeper = asyncio.create_task(self._sweep_timeouts(config))
         self.cpu_start_ns, self.wall_start_ns = time.process_time_ns(), perf_counter_ns()
         released = 0
         slot_wait_ended_ns = 0  # when the dispatcher last got a slot it had to wait for
@@ -299,11 +321,14 @@ class Worker:
             self.wall_ns = perf_counter_ns() - self.wall_start_ns
             listener.cancel()
             flusher.cancel()
+            sweeper.cancel()
             self.timer.close()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
         self._account_unsent(shard, range(released, len(shard.indices)), NOT_SENT)
 
     async def _request(
@@ -330,6 +355,9 @@ class Worker:
         connect_ns: list[int] = []
         CONNECT_NS.set(connect_ns)  # this task's own context: other requests do not see it
         send_ns = perf_counter_ns()
+        task = asyncio.current_task()
+        assert task is not None
+        watched = self.open[task] = OpenRequest(send_ns)
         try:
             try:
                 resp = await session.post(
@@ -343,13 +371,14 @@ class Worker:
                 resent = True
                 self._on_stale_connection()
                 FRESH_ONLY.set(True)
-                send_ns = perf_counter_ns()
+                send_ns = watched.sent_ns = watched.last_byte_ns = perf_counter_ns()
                 resp = await session.post(
                     url, data=shard.body(k), headers=headers, proxy=config.proxy
                 )
             if not connect_ns and not resent:
                 self.stale_streak = 0  # a pooled connection answered: the server keeps them
             async with resp:
+                watched.last_byte_ns = perf_counter_ns()  # the status line and headers came
                 status = resp.status
                 if status != 200:
                     body = await resp.content.read(MAX_ERROR_BODY)
@@ -359,7 +388,8 @@ class Worker:
                     content = resp.content
                     while True:
                         data = await content.readany()
-                        now = perf_counter_ns() - t0_ns
+                        watched.last_byte_ns = now_ns = perf_counter_ns()
+                        now = now_ns - t0_ns
                         if not data:
                             break
                         stream.feed(data, now)
@@ -370,10 +400,11 @@ class Worker:
                     body = await resp.read()
                     stream.read(config.response_form, body, resp.headers, perf_counter_ns() - t0_ns)
         except asyncio.CancelledError:
-            error = CANCELLED
+            error = watched.timed_out or CANCELLED
         except Exception as exc:  # every failure becomes a failed record, never a lost request
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         finally:
+            del self.open[task]
             if slots is not None:
                 slots.release()
         end_ns = perf_counter_ns()
@@ -420,6 +451,35 @@ class Worker:
                 server_ttft_s,
             )
         )
+
+    async def _sweep_timeouts(self, config: WorkerConfig) -> None:
+        """--request-timeout and --idle-timeout: a few times a second, fail the open requests
+        past either (a task cancelled with its reason), instead of a timer per request."""
+        total_ns = _ns(config.request_timeout_s)
+        idle_ns = _ns(config.idle_timeout_s)
+        if total_ns is None and idle_ns is None:
+            return
+        shortest_s = min(s for s in (config.request_timeout_s, config.idle_timeout_s) if s)
+        interval_s = min(SWEEP_S, shortest_s / 4)
+        while True:
+            await asyncio.sleep(interval_s)
+            now = perf_counter_ns()
+            for task, watched in list(self.open.items()):
+                if watched.timed_out is not None:
+                    continue
+                if total_ns is not None and now - watched.sent_ns > total_ns:
+                    watched.timed_out = (
+                        f"request timeout: not finished {config.request_timeout_s:g} s after it "
+                        "was sent (--request-timeout)"
+                    )
+                elif idle_ns is not None and now - watched.last_byte_ns > idle_ns:
+                    watched.timed_out = (
+                        f"idle timeout: no byte from the server for {config.idle_timeout_s:g} s "
+                        "(--idle-timeout)"
+                    )
+                else:
+                    continue
+                task.cancel()
 
     def _on_stale_connection(self) -> None:
         """Count a re-send; a few in a row without a pooled connection that answered mean the

@@ -393,6 +393,35 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="Worker processes (default: one per available core; at most 4 per core).",
     ),
     Flag(
+        "--request-timeout",
+        float,
+        None,
+        group=LOADGEN,
+        minimum=0,
+        min_open=True,
+        help="Seconds a request may take from sent to its last byte before it fails with "
+        "'request timeout' (default: no limit). Warm-ups and probes obey it too.",
+    ),
+    Flag(
+        "--idle-timeout",
+        float,
+        300.0,
+        group=LOADGEN,
+        minimum=0,
+        min_open=True,
+        help="Seconds an open request may go without a byte from the server before it fails "
+        "with 'idle timeout' (a server that stalls after its headers or mid-stream).",
+    ),
+    Flag(
+        "--connect-timeout",
+        float,
+        30.0,
+        group=LOADGEN,
+        minimum=0,
+        min_open=True,
+        help="Seconds opening a connection (TCP and TLS) may take before its request fails.",
+    ),
+    Flag(
         "--fail-fast",
         bool,
         True,

@@ -62,7 +62,9 @@ def run(config: RunConfig) -> int:
 
 
 async def _run(config: RunConfig) -> int:
-    client = ServerClient(config.server_url, auth_headers(config.headers), config.insecure)
+    client = ServerClient(
+        config.server_url, auth_headers(config.headers), config.insecure, config.connect_timeout
+    )
     try:
         return await _run_with(config, client)
     finally:

@@ -48,6 +48,9 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             response_form=response_form(config),
             proxy=proxy_for(config.api_url),
             insecure=config.insecure,
+            request_timeout_s=config.request_timeout,
+            idle_timeout_s=config.idle_timeout,
+            connect_timeout_s=config.connect_timeout,
         )
         plans.append(
             ShardPlan(

@@ -119,10 +119,17 @@ class Answer:
 class ServerClient:
     """One aiohttp session for every request the coordinator sends the server itself."""
 
-    def __init__(self, server_url: str, headers: dict[str, str], insecure: bool = False) -> None:
+    def __init__(
+        self,
+        server_url: str,
+        headers: dict[str, str],
+        insecure: bool = False,
+        connect_timeout_s: float | None = None,
+    ) -> None:
         self.server_url = server_url
         self.headers = headers
         self.insecure = insecure
+        self.connect_timeout_s = connect_timeout_s  # --connect-timeout: opening a connection
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 limit=0, ssl=not insecure, keepalive_timeout=KEEPALIVE_S
@@ -134,7 +141,7 @@ class ServerClient:
     def fork(self) -> ServerClient:
         """A client with the same server, headers and TLS on its own connections; closed with
         this one."""
-        fork = ServerClient(self.server_url, self.headers, self.insecure)
+        fork = ServerClient(self.server_url, self.headers, self.insecure, self.connect_timeout_s)
         self._forks.append(fork)
         return fork
 
@@ -152,16 +159,20 @@ class ServerClient:
         *,
         headers: dict[str, str] | None = None,
         timeout_s: float | None = 30.0,
+        idle_timeout_s: float | None = None,
     ) -> Answer:
         """Send one request and read its whole answer: a 2xx ``Answer``; otherwise
         ``ServerUnreachable`` (``ConnectionLost`` when an open connection broke),
         ``NotRetryable`` (400, 404, 422) or ``ServerError`` (any other status), each naming
-        the URL."""
+        the URL. ``timeout_s`` bounds the whole request, ``idle_timeout_s`` each wait for a
+        byte, the client's ``connect_timeout_s`` opening a connection."""
         all_headers = {**self.headers, **(headers or {})}
         if body is not None:
             all_headers.setdefault("Content-Type", "application/json")
         proxy = proxy_for(url)
-        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        timeout = aiohttp.ClientTimeout(
+            total=timeout_s, sock_read=idle_timeout_s, sock_connect=self.connect_timeout_s
+        )
         chunks: list[tuple[int, bytes]] = []
         sent_ns = perf_counter_ns()
         try:
@@ -202,7 +213,10 @@ class ServerClient:
         *,
         headers: dict[str, str] | None = None,
         timeout_s: float | None = 30.0,
+        idle_timeout_s: float | None = None,
     ) -> bytes:
         """The body of a 2xx answer to ``send``; its errors as ``send`` raises them."""
-        answer = await self.send(method, url, body, headers=headers, timeout_s=timeout_s)
+        answer = await self.send(
+            method, url, body, headers=headers, timeout_s=timeout_s, idle_timeout_s=idle_timeout_s
+        )
         return answer.body

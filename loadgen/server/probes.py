@@ -81,6 +81,11 @@ def probe_loop(
         interval_s=1 / config.probe_request_rate,
         response_form=response_form,
         chat=config.backend in CHAT_BACKENDS,
+        # --request-timeout and --idle-timeout, as for the run's requests
+        timeouts=(
+            min(config.request_timeout or PROBE_TIMEOUT_S, PROBE_TIMEOUT_S),
+            config.idle_timeout,
+        ),
     )
 
 
@@ -93,12 +98,13 @@ async def run_probes(
     response_form: str,
     chat: bool = False,
     results: ProbeResults | None = None,
+    timeouts: tuple[float | None, float | None] = (PROBE_TIMEOUT_S, None),
 ) -> ProbeResults:
     """Send probes one at a time until ``stop`` is set, ``interval_s`` apart, adding what they
     measure to ``results`` as they go."""
     results = results if results is not None else ProbeResults()
     while not stop.is_set():
-        latency_s = await _probe(client, url, body, response_form, chat)
+        latency_s = await _probe(client, url, body, response_form, chat, timeouts)
         if latency_s is None:
             results.failures += 1
         else:
@@ -109,11 +115,17 @@ async def run_probes(
 
 
 async def _probe(
-    client: ServerClient, url: str, body: bytes, response_form: str, chat: bool
+    client: ServerClient,
+    url: str,
+    body: bytes,
+    response_form: str,
+    chat: bool,
+    timeouts: tuple[float | None, float | None] = (PROBE_TIMEOUT_S, None),
 ) -> float | None:
     """One probe's E2EL in seconds (send to its last token event), or None if it failed."""
     try:
-        answer = await client.send("POST", url, body, timeout_s=PROBE_TIMEOUT_S)
+        total_s, idle_s = timeouts
+        answer = await client.send("POST", url, body, timeout_s=total_s, idle_timeout_s=idle_s)
     except ServerError:
         return None
     if answer.status != 200:  # as a worker judges it: a 200 with a token event succeeded

@@ -15,14 +15,23 @@ if TYPE_CHECKING:
     from loadgen.config import RunConfig
 
 
-async def generate(client: ServerClient, url: str, body: bytes) -> None:
-    """Send one generation request and read its answer to the end; raise if it failed.
+async def generate(
+    client: ServerClient, url: str, body: bytes, config: RunConfig | None = None
+) -> None:
+    """Send one generation request and read its answer to the end; raise if it failed. With
+    ``config``, the run's --request-timeout and --idle-timeout bound it as they bound the run's.
 
     As upstream's request functions judge it: a 200 stream needs at least one event with
     a non-empty ``choices`` list, and one that carries an error event fails like an error
     status would.
     """
-    payload = await client.request("POST", url, body, timeout_s=None)
+    payload = await client.request(
+        "POST",
+        url,
+        body,
+        timeout_s=config.request_timeout if config is not None else None,
+        idle_timeout_s=config.idle_timeout if config is not None else None,
+    )
     if not payload.lstrip().startswith(b"data:"):
         return  # a whole JSON answer (not streamed): its 200 is the verdict
     has_choices = False
@@ -50,7 +59,7 @@ async def check_ready(config: RunConfig, client: ServerClient, first_body: bytes
     print("Starting initial single prompt test run...")
     try:
         await wait_for_server(
-            lambda: generate(client, config.api_url, first_body),
+            lambda: generate(client, config.api_url, first_body, config),
             "a first request like the run's",
             config.ready_check_timeout_sec,
             config.ready_check_interval_sec,
@@ -70,7 +79,7 @@ async def warm_up(config: RunConfig, client: ServerClient, first_body: bytes) ->
 
     async def one() -> None:
         async with slots:
-            await generate(client, config.api_url, first_body)
+            await generate(client, config.api_url, first_body, config)
 
     outcomes = await asyncio.gather(
         *(one() for _ in range(config.num_warmups)), return_exceptions=True
