@@ -14,7 +14,7 @@ and dropped by whoever received it, never acted on.
 |---------|--------|-----------------------------------------|--------------------------------|
 | HELLO   | w -> c | probe_port                              | -                              |
 | SHARD   | c -> w | config (WorkerConfig as a dict)         | bodies, body_offsets, indices, |
-|         |        |                                         | scheduled_ns                   |
+|         |        |                                         | scheduled_ns, max_events       |
 | READY   | w -> c | connections, connect_error              | -                              |
 | START   | c -> w | t0_ns (perf_counter_ns of offset 0),    | -                              |
 |         |        | credits (initial share of the cap)      |                                |
@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 
 class Kind(str, Enum):
@@ -156,7 +156,7 @@ class ProtocolError(ValueError):
 _NONE = type(None)
 SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
     Kind.HELLO: ({"probe_port": int}, 0),
-    Kind.SHARD: ({"config": dict}, 4),
+    Kind.SHARD: ({"config": dict}, 5),
     Kind.READY: ({"connections": int, "connect_error": (str, _NONE)}, 0),
     Kind.START: ({"t0_ns": int, "credits": int}, 0),
     Kind.CREDITS: ({"grant": int, "lend": bool}, 0),
@@ -237,8 +237,10 @@ def shard_message(
     bodies: list[bytes],
     indices: np.ndarray,
     scheduled_ns: np.ndarray,
+    max_events: np.ndarray | None = None,
 ) -> list:
-    """Frames of a SHARD: request bodies ready to send, their indices and scheduled offsets."""
+    """Frames of a SHARD: request bodies ready to send, their indices, scheduled offsets and
+    output guards (the most token events each may stream; 0: no guard)."""
     lengths = np.fromiter((len(b) for b in bodies), dtype=np.int64, count=len(bodies))
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype("<i8")
     frames = [
@@ -246,6 +248,9 @@ def shard_message(
         offsets.tobytes(),
         np.ascontiguousarray(indices, dtype="<i8").tobytes(),
         np.ascontiguousarray(scheduled_ns, dtype="<i8").tobytes(),
+        np.ascontiguousarray(
+            max_events if max_events is not None else np.zeros(len(bodies)), dtype="<i8"
+        ).tobytes(),
     ]
     return codec.encode(Kind.SHARD, frames, config=asdict(config))
 
@@ -259,6 +264,7 @@ class Shard:
     offsets: np.ndarray
     indices: np.ndarray
     scheduled_ns: np.ndarray
+    max_events: np.ndarray  # the output guard of each request; 0: none
 
     def body(self, k: int) -> bytes:
         """The ready-to-send body of the shard's k-th request."""
@@ -267,13 +273,14 @@ class Shard:
 
 def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
     """Rebuild a Shard from a SHARD message's header fields and frames."""
-    bodies, offsets, indices, scheduled = frames
+    bodies, offsets, indices, scheduled, max_events = frames
     return Shard(
         config=WorkerConfig(**fields["config"]),
         bodies=bytes(bodies),
         offsets=np.frombuffer(offsets, dtype="<i8"),
         indices=np.frombuffer(indices, dtype="<i8"),
         scheduled_ns=np.frombuffer(scheduled, dtype="<i8"),
+        max_events=np.frombuffer(max_events, dtype="<i8"),
     )
 
 

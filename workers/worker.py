@@ -348,6 +348,7 @@ class Worker:
         if config.request_id_prefix is not None:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
         streamed = config.response_form == "sse"
+        guard = int(shard.max_events[k])  # 0: none
         stream = SSEStream(config.chat) if streamed else PooledAnswer()
         status = 0
         error: str | None = None
@@ -393,9 +394,16 @@ class Worker:
                         if not data:
                             break
                         stream.feed(data, now)
-                    # The body ended cleanly: the last event, then the check of the whole
-                    # body (is it SSE of JSON events, did [DONE] come), once per response.
-                    stream.finish(perf_counter_ns() - t0_ns)
+                        if guard and len(stream.event_ns) > guard:
+                            error = (
+                                f"output guard: more than {guard} token events (twice max_tokens "
+                                "and 64): the server does not end this stream"
+                            )
+                            break
+                    if error is None:
+                        # The body ended cleanly: the last event, then the check of the whole
+                        # body (is it SSE of JSON events, did [DONE] come), once per response.
+                        stream.finish(perf_counter_ns() - t0_ns)
                 else:
                     body = await resp.read()
                     stream.read(config.response_form, body, resp.headers, perf_counter_ns() - t0_ns)

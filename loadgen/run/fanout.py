@@ -83,6 +83,7 @@ class ShardPlan:
     bodies: list[bytes]
     indices: np.ndarray
     scheduled_ns: np.ndarray
+    max_events: np.ndarray | None = None  # each request's output guard (0: none)
 
 
 class WorkerPool:
@@ -220,7 +221,12 @@ class WorkerPool:
             await self._send(
                 w,
                 shard_message(
-                    self.codec, plan.config, plan.bodies, plan.indices, plan.scheduled_ns
+                    self.codec,
+                    plan.config,
+                    plan.bodies,
+                    plan.indices,
+                    plan.scheduled_ns,
+                    plan.max_events,
                 ),
             )
         ready = await self._await_all(Kind.READY, workers, timeout_s=600)

@@ -14,6 +14,7 @@ from workers.pooling import JSON_BODY, POOLING_FORMS
 from workers.protocol import WorkerConfig
 
 PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
+GUARD_SLACK = 64  # token events past twice max_tokens before a stream counts as endless
 
 
 def planned_workers(config: RunConfig) -> int:
@@ -58,6 +59,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
                 bodies=[prepared.bodies[i] for i in indices],
                 indices=indices,
                 scheduled_ns=prepared.scheduled_ns[indices],
+                max_events=output_guard(config, prepared.dataset.output_lens[indices]),
             )
         )
     return plans
@@ -70,3 +72,14 @@ def response_form(config: RunConfig) -> str:
         return "sse"
     encoding_format = (config.extra_body or {}).get("encoding_format")
     return encoding_format if encoding_format in POOLING_FORMS else JSON_BODY
+
+
+def output_guard(config: RunConfig, output_lens: np.ndarray) -> np.ndarray:
+    """The most token events each request may stream before it fails as endless: twice its
+    max_tokens and 64 more (a server may split or repeat a little; one that ignores max_tokens
+    goes far past), so a stream that never ends cannot grow a worker's memory without bound.
+    0 (no guard) for pooling answers and requests without a max_tokens."""
+    if config.pooling:
+        return np.zeros(len(output_lens), dtype=np.int64)
+    lens = np.asarray(output_lens, dtype=np.int64)
+    return np.where(lens > 0, 2 * lens + GUARD_SLACK, 0)

@@ -1,6 +1,7 @@
 """Every run ends by itself: a server that stalls after its headers or mid-stream, or streams
-without end, fails its requests with the reason at --idle-timeout or --request-timeout, and
-warm-ups obey them too (the real CLI and workers against a misbehaving server on 127.0.0.1)."""
+without end, fails its requests with the reason at --idle-timeout, --request-timeout or the
+output guard, and warm-ups obey them too (the real CLI and workers against a misbehaving server
+on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,13 @@ def misbehaving(mode: str) -> Iterator[str]:
     [
         ("headers", ["--idle-timeout", "1"], "idle timeout: no byte from the server for 1 s"),
         ("stall", ["--idle-timeout", "1"], "idle timeout: no byte from the server for 1 s"),
-        ("endless", ["--request-timeout", "1.5"], "request timeout: not finished 1.5 s after"),
+        (
+            "endless",
+            ["--request-timeout", "1.5", "--random-output-len", "4000"],
+            "request timeout: not finished 1.5 s after",
+        ),
+        # Without a request timeout, the output guard cuts it: 2 x max_tokens (8) + 64 events.
+        ("endless", [], "output guard: more than 80 token events"),
     ],
 )
 def test_a_misbehaving_stream_fails_with_its_reason_and_the_run_ends(

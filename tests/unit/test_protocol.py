@@ -59,7 +59,7 @@ def make_config(**overrides) -> WorkerConfig:
 CODEC = Codec.new()
 VALID = [  # one conforming message of every kind, and who sends it
     (Kind.HELLO, {"probe_port": 41234}, 0, True),
-    (Kind.SHARD, {"config": {}}, 4, False),
+    (Kind.SHARD, {"config": {}}, 5, False),
     (Kind.READY, {"connections": 16, "connect_error": None}, 0, True),
     (Kind.READY, {"connections": 0, "connect_error": "Connection refused"}, 0, True),
     (Kind.START, {"t0_ns": 9_876_543_210_123_456, "credits": 3}, 0, False),
@@ -264,3 +264,12 @@ def test_records_errors_keyed_by_something_else_are_refused():
     _, fields, frames = from_worker(parts)
     with pytest.raises(ProtocolError, match="keyed"):
         decode_records({**fields, "errors": {"zero": "boom"}}, frames)
+
+
+def test_shard_carries_each_requests_output_guard():
+    config = make_config()
+    guards = np.array([80, 0, 2**33], dtype=np.int64)
+    parts = shard_message(CODEC, config, [b"a", b"b", b"c"], [0, 1, 2], [0, 0, 0], guards)
+    assert decode_shard(*from_coordinator(parts)[1:]).max_events.tolist() == [80, 0, 2**33]
+    parts = shard_message(CODEC, config, [b"a"], [0], [0])  # no guards given: none
+    assert decode_shard(*from_coordinator(parts)[1:]).max_events.tolist() == [0]
