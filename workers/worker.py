@@ -387,6 +387,7 @@ class Worker:
                     error = f"HTTP {status} {resp.reason or ''}: {text}".strip()
                 elif isinstance(stream, SSEStream):
                     content = resp.content
+                    ends = 0
                     while True:
                         data = await content.readany()
                         watched.last_byte_ns = now_ns = perf_counter_ns()
@@ -394,10 +395,14 @@ class Worker:
                         if not data:
                             break
                         stream.feed(data, now)
-                        if guard and len(stream.event_ns) > guard:
+                        # Reads that end an SSE message: pings and empty events count too (a
+                        # stream of them never ends either), the 4 KiB pieces of one event not.
+                        if b"\n\n" in data or b"\n\r\n" in data:
+                            ends += 1
+                        if guard and (len(stream.event_ns) > guard or ends > guard):
                             error = (
-                                f"output guard: more than {guard} token events (twice max_tokens "
-                                "and 64): the server does not end this stream"
+                                f"output guard: more than {guard} token events or SSE messages "
+                                "(twice max_tokens and 64): the server does not end this stream"
                             )
                             break
                     if error is None:
@@ -409,6 +414,11 @@ class Worker:
                     stream.read(config.response_form, body, resp.headers, perf_counter_ns() - t0_ns)
         except asyncio.CancelledError:
             error = watched.timed_out or CANCELLED
+        except aiohttp.ConnectionTimeoutError:
+            error = (
+                f"connect timeout: no connection within {config.connect_timeout_s:g} s "
+                "(--connect-timeout)"
+            )
         except Exception as exc:  # every failure becomes a failed record, never a lost request
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         finally:

@@ -27,6 +27,7 @@ from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.payloads import lora_assignment, serialize_bodies
+from loadgen.run.threads import in_daemon_thread
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
@@ -112,9 +113,9 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         template = None
         if config.uses_chat_template:  # from the tokenizer's files, also for a server codec
             assert tokenizer_id is not None  # no template with --skip-tokenizer-init
-            template = await asyncio.to_thread(load_chat_template, tokenizer_id)
+            template = await in_daemon_thread(load_chat_template, tokenizer_id)
         try:
-            dataset = await asyncio.to_thread(sample_dataset, config, tokenizer, template)
+            dataset = await in_daemon_thread(sample_dataset, config, tokenizer, template)
         except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
             raise ConfigError(str(exc)) from None
         except ChatTemplateError:
@@ -228,7 +229,7 @@ async def _load_codec(
 ) -> TokenCodec:
     """The local or hub tokenizer; failing that, for a hub id, the server's tokenizer."""
     try:
-        return LocalTokenizer(await asyncio.to_thread(load_tokenizer, tokenizer_id))
+        return LocalTokenizer(await in_daemon_thread(load_tokenizer, tokenizer_id))
     except TokenizerLoadError as exc:
         if is_local_path(tokenizer_id):
             raise

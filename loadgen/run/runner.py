@@ -8,13 +8,17 @@ the report (built from the run's records, which are saved as they come), the exi
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 from datetime import datetime
 
 from loadgen.config import InputError, RunConfig
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.payloads import check_endpoint
+from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
+from loadgen.records.model import RunStart
 from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
@@ -23,7 +27,7 @@ from loadgen.run.prepare import Prepared, align, check_before_start, prepare
 from loadgen.run.progress import print_traffic
 from loadgen.run.records import finish_records, records_writer, run_end, run_records, run_start
 from loadgen.run.shards import planned_workers
-from loadgen.run.timed_run import active_workers, timed_run
+from loadgen.run.timed_run import TimedRun, active_workers, timed_run
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
@@ -88,6 +92,7 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
         loop.add_signal_handler(signum, on_stop_signal, signum)
     finished = False
     writer = None
+    late: LateSignals | None = None
     try:
         prepared = await _get_ready(config, client, pool)
         timed_run_started = True
@@ -104,11 +109,40 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
         if config.profile:
             await profile(client, "stop")
     finally:
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
+        if finished:
+            late = LateSignals(loop)  # from here on a signal lets the report finish first
+        else:
+            for signum in STOP_SIGNALS:
+                loop.remove_signal_handler(signum)
         pool.close(graceful=finished)
         if writer is not None and not finished:
             writer.close()  # what was written stays readable, with no end
+    assert late is not None
+    try:
+        code = await _report(config, client, pool, prepared, start, timed, writer, counters_after)
+    finally:
+        late.remove()
+    if late.signum is not None and not pool.stop_requested:
+        # The run had ended and its results above are complete; say what stopped the process.
+        raise RunFailed(
+            f"interrupted by {signal.Signals(late.signum).name} while the report was written; "
+            "the results above are complete",
+            128 + late.signum,
+        )
+    return code
+
+
+async def _report(
+    config: RunConfig,
+    client: ServerClient,
+    pool: WorkerPool,
+    prepared: Prepared,
+    start: RunStart,
+    timed: TimedRun,
+    writer: RecordsWriter | None,
+    counters_after: str | None,
+) -> int:
+    """Output lengths, the report, the records file's end, the result file and the exit code."""
     if pool.failed_fast and timed.first_failures is not None:
         if writer is not None:
             writer.close()  # the rows so far stay readable
@@ -128,6 +162,32 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
     if records_file is not None:
         print(f"Records written to {records_file}")
     return _exit_code(collected, report, pool)
+
+
+class LateSignals:
+    """Stop signals once the timed run is over: the first lets the report finish (its records
+    are already saved) and is told, a second one exits at once."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.signum: int | None = None
+        for signum in STOP_SIGNALS:  # replaces the run's own handlers
+            loop.add_signal_handler(signum, self._on_signal, signum)
+
+    def _on_signal(self, signum: int) -> None:
+        if self.signum is not None:
+            os._exit(128 + signum)  # asked twice: no report is worth the wait
+        self.signum = signum
+        name = signal.Signals(signum).name
+        print(
+            f"note: {name}: finishing the report of the run; {name} again exits at once",
+            file=sys.stderr,
+        )
+
+    def remove(self) -> None:
+        """Back to the default handlers."""
+        for signum in STOP_SIGNALS:
+            self.loop.remove_signal_handler(signum)
 
 
 def _unwritten(path: str, exc: OSError, records_file: str | None) -> str:
