@@ -222,6 +222,7 @@ class SSEStream:
         "chunks",
         "completion_tokens",
         "done",
+        "ends",
         "error",
         "event_ns",
         "invalid",
@@ -246,6 +247,7 @@ class SSEStream:
         self._cut_tail = False  # the body ended inside an event, which is not counted
         self._finished = False
         self.event_ns: array = array("q")  # arrival instants of token events
+        self.ends = 0  # reads that ended at least one SSE message (pings and empty events too)
         self.prompt_tokens = -1
         self.completion_tokens = -1
         self.server_queue_s = math.nan  # the server's metrics object, when it sends one
@@ -288,6 +290,8 @@ class SSEStream:
             if not data:
                 return
         cut = data.rfind(b"\n\n")
+        if cut >= 0:
+            self.ends += 1  # reads that end an SSE message (the output guard counts them)
         if self._pending:
             rest = self._join(data, cut, now_ns)
         elif cut >= 0:

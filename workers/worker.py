@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 from array import array
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from time import perf_counter_ns
 
 import aiohttp
@@ -101,16 +101,25 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-@dataclass
 class OpenRequest:
-    """What the timeout sweep watches of a request in flight (perf_counter_ns instants)."""
+    """What the sweep watches of a request in flight (perf_counter_ns instants): the sweep
+    reads the stream's own counts, so reading a stream costs nothing more per read."""
 
-    sent_ns: int
-    last_byte_ns: int = 0
-    timed_out: str | None = None  # the reason it was cancelled, when a timeout cancelled it
+    __slots__ = ("guard", "last_byte_ns", "reads_seen", "sent_ns", "stream", "timed_out")
 
-    def __post_init__(self) -> None:
-        self.last_byte_ns = self.last_byte_ns or self.sent_ns
+    def __init__(self, sent_ns: int, stream: SSEStream | PooledAnswer, guard: int) -> None:
+        self.sent_ns = sent_ns
+        self.stream = stream
+        self.guard = guard  # the most SSE messages it may bring (the output guard)
+        self.last_byte_ns = sent_ns  # when bytes were last seen coming (the sweep's view)
+        self.reads_seen = 0
+        self.timed_out: str | None = None  # why a sweep cancelled it, if one did
+
+    def progress(self, now_ns: int) -> None:
+        """Note the time if the stream has read anything since the last look."""
+        reads = len(self.stream.chunks) if isinstance(self.stream, SSEStream) else 0
+        if reads != self.reads_seen:
+            self.reads_seen, self.last_byte_ns = reads, now_ns
 
 
 def _ns(seconds: float | None) -> int | None:
@@ -172,11 +181,12 @@ class Worker:
     async def _send(self, parts: list) -> None:
         await self.sock.send_multipart(parts, copy=False)
 
-    async def _receive(self) -> tuple[Kind, dict, list[bytes]]:
+    async def _receive(self, watch_parent: bool = True) -> tuple[Kind, dict, list[bytes]]:
         """The coordinator's next message; one that is not this run's is logged and dropped.
-        While waiting, the worker exits if the coordinator is gone."""
+        While waiting, the worker exits if the coordinator is gone (``watch_parent``; during the
+        run the flusher checks instead, so a message costs no poll and no timer)."""
         while True:
-            if not await self.sock.poll(int(PARENT_CHECK_S * 1000)):
+            if watch_parent and not await self.sock.poll(int(PARENT_CHECK_S * 1000)):
                 self._exit_if_orphaned()
                 continue
             try:
@@ -348,7 +358,7 @@ class Worker:
         if config.request_id_prefix is not None:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
         streamed = config.response_form == "sse"
-        guard = int(shard.max_events[k])  # 0: none
+
         stream = SSEStream(config.chat) if streamed else PooledAnswer()
         status = 0
         error: str | None = None
@@ -358,7 +368,9 @@ class Worker:
         send_ns = perf_counter_ns()
         task = asyncio.current_task()
         assert task is not None
-        watched = self.open[task] = OpenRequest(send_ns)
+        # The output guard (0: none): more SSE messages than this and the stream is endless.
+        guard = int(shard.max_events[k]) or sys.maxsize
+        watched = self.open[task] = OpenRequest(send_ns, stream, guard)
         try:
             try:
                 resp = await session.post(
@@ -387,24 +399,12 @@ class Worker:
                     error = f"HTTP {status} {resp.reason or ''}: {text}".strip()
                 elif isinstance(stream, SSEStream):
                     content = resp.content
-                    ends = 0
                     while True:
                         data = await content.readany()
-                        watched.last_byte_ns = now_ns = perf_counter_ns()
-                        now = now_ns - t0_ns
+                        now = perf_counter_ns() - t0_ns
                         if not data:
                             break
                         stream.feed(data, now)
-                        # Reads that end an SSE message: pings and empty events count too (a
-                        # stream of them never ends either), the 4 KiB pieces of one event not.
-                        if b"\n\n" in data or b"\n\r\n" in data:
-                            ends += 1
-                        if guard and (len(stream.event_ns) > guard or ends > guard):
-                            error = (
-                                f"output guard: more than {guard} token events or SSE messages "
-                                "(twice max_tokens and 64): the server does not end this stream"
-                            )
-                            break
                     if error is None:
                         # The body ended cleanly: the last event, then the check of the whole
                         # body (is it SSE of JSON events, did [DONE] come), once per response.
@@ -471,21 +471,27 @@ class Worker:
         )
 
     async def _sweep_timeouts(self, config: WorkerConfig) -> None:
-        """--request-timeout and --idle-timeout: a few times a second, fail the open requests
-        past either (a task cancelled with its reason), instead of a timer per request."""
+        """--request-timeout, --idle-timeout and the output guard: a few times a second, fail
+        the open requests past one (a task cancelled with its reason), instead of a timer or a
+        check per request and read."""
         total_ns = _ns(config.request_timeout_s)
         idle_ns = _ns(config.idle_timeout_s)
-        if total_ns is None and idle_ns is None:
-            return
-        shortest_s = min(s for s in (config.request_timeout_s, config.idle_timeout_s) if s)
-        interval_s = min(SWEEP_S, shortest_s / 4)
+        given = [t for t in (config.request_timeout_s, config.idle_timeout_s) if t]
+        interval_s = min(SWEEP_S, *(t / 4 for t in given))
         while True:
             await asyncio.sleep(interval_s)
             now = perf_counter_ns()
             for task, watched in list(self.open.items()):
                 if watched.timed_out is not None:
                     continue
-                if total_ns is not None and now - watched.sent_ns > total_ns:
+                watched.progress(now)
+                ends = watched.stream.ends if isinstance(watched.stream, SSEStream) else 0
+                if ends > watched.guard:
+                    watched.timed_out = (
+                        f"output guard: more than {watched.guard} SSE messages (twice "
+                        "max_tokens and 64): the server does not end this stream"
+                    )
+                elif total_ns is not None and now - watched.sent_ns > total_ns:
                     watched.timed_out = (
                         f"request timeout: not finished {config.request_timeout_s:g} s after it "
                         "was sent (--request-timeout)"
@@ -577,7 +583,7 @@ class Worker:
 
     async def _listen_for_stop(self, tasks: set[asyncio.Task]) -> None:
         while True:
-            kind, fields, _ = await self._receive()
+            kind, fields, _ = await self._receive(watch_parent=False)
             if kind is Kind.CREDITS and self.gate is not None:
                 self.gate.set_lend(fields["lend"])
                 self.gate.grant(fields["grant"])

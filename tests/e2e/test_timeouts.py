@@ -90,7 +90,7 @@ def misbehaving(mode: str) -> Iterator[str]:
             "request timeout: not finished 1.5 s after",
         ),
         # Without a request timeout, the output guard cuts it: 2 x max_tokens (8) + 64 events.
-        ("endless", [], "output guard: more than 80 token events"),
+        ("endless", [], "output guard: more than 80 SSE messages"),
     ],
 )
 def test_a_misbehaving_stream_fails_with_its_reason_and_the_run_ends(
