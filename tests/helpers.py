@@ -12,9 +12,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,3 +220,32 @@ def config_given(**fields: Any):  # -> loadgen.config.RunConfig
 
     flag_of = {flag.field: flag.name for flag in RUN_FLAGS}
     return RunConfig(**fields, given=frozenset(flag_of[name] for name in fields))
+
+
+# --- a misbehaving server of a test's own, in a thread ----------------------------------------
+
+
+@contextmanager
+def asyncio_server(
+    serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> Iterator[int]:
+    """An asyncio server on 127.0.0.1 that runs ``serve`` for each connection, in a thread of
+    its own; yields its port, and stops it after, its open connections cancelled."""
+    loop = asyncio.new_event_loop()
+    port = free_port()
+    server = loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", port))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def shut_down() -> None:
+        server.close()
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    try:
+        yield port
+    finally:
+        asyncio.run_coroutine_threadsafe(shut_down(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    asyncio_server,
     free_port,
     loadgen,
     mock_server,
@@ -144,24 +144,8 @@ def hung_server() -> Iterator[int]:
         except (ConnectionError, asyncio.CancelledError):
             pass
 
-    loop = asyncio.new_event_loop()
-    port = free_port()
-    server = loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", port))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    async def shut_down() -> None:
-        server.close()
-        for task in asyncio.all_tasks():
-            if task is not asyncio.current_task():
-                task.cancel()
-
-    try:
+    with asyncio_server(serve) as port:
         yield port
-    finally:
-        asyncio.run_coroutine_threadsafe(shut_down(), loop).result(timeout=5)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
 
 
 def test_ctrl_c_stops_a_probed_run_against_a_hung_server(tmp_path: Path) -> None:

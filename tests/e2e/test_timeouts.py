@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import free_port, loadgen, only_json
+from helpers import asyncio_server, loadgen, only_json
 
 EVENT = b'data: {"choices":[{"index":0,"text":"a","finish_reason":null}]}\n\n'
 HEADERS = (
@@ -59,24 +58,8 @@ def misbehaving(mode: str) -> Iterator[str]:
         except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError):
             pass
 
-    loop = asyncio.new_event_loop()
-    port = free_port()
-    server = loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", port))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    async def shut_down() -> None:
-        server.close()
-        for task in asyncio.all_tasks():
-            if task is not asyncio.current_task():
-                task.cancel()
-
-    try:
+    with asyncio_server(serve) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        asyncio.run_coroutine_threadsafe(shut_down(), loop).result(timeout=5)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
 
 
 @pytest.mark.parametrize(
