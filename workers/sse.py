@@ -66,6 +66,11 @@ and after a balance that was not its end only once it has doubled
 A ``"choices"``, ``"delta"``, ``"metrics"`` or ``"error"`` inside generated text cannot be
 mistaken for a key: JSON escapes the quotes (a token whose whole text is ``error`` is parsed
 and found to be no error).
+
+Over 500 lines because it is one state machine over bytes: the streaming path (``feed``,
+``_complete``), the end-of-body check (``finish``, ``_check``) and the chat rule read the same
+counters of what was seen; split, each read would pay a call across modules, and the
+check could drift from the counting it verifies.
 """
 
 from __future__ import annotations

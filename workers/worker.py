@@ -5,18 +5,22 @@ READY -> receive START(t0) -> send every request at t0 + its scheduled offset, s
 RECORDS batches back -> DONE (with the loop-lag samples and CPU time of the run). During the
 run the coordinator sends a UDP probe every 10 ms; its delivery delay is a loop-lag sample. A STOP
 at any time cancels what is in flight; every request of the shard is still reported, as failed
-when it never finished.
+when it never finished. The timeout sweep is workers/timeouts.py, the process's life around the
+run workers/lifecycle.py.
+
+A little over 500 lines because ``Worker`` is one object on purpose: the dispatcher, the request
+path, the credit gate's callbacks and the listener share its hot-path state (open requests,
+pending rows, the stale-connection streak) without indirection; split further, every request
+would cross a module boundary for state it owns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import math
 import os
-import resource
 import signal
 import socket
 import sys
@@ -33,6 +37,7 @@ import zmq.asyncio
 from yarl import URL
 
 from workers.credits import CreditGate
+from workers.lifecycle import PARENT_CHECK_S, PARENT_GONE, die_with, raise_open_file_limit
 from workers.pool import (
     CONNECT_NS,
     FRESH_ONLY,
@@ -50,13 +55,13 @@ from workers.protocol import (
     Kind,
     ProtocolError,
     Shard,
-    WorkerConfig,
     decode_probe,
     decode_shard,
     records_message,
     worker_identity,
 )
 from workers.sse import NEVER_RECEIVED, SSEStream, generated_text
+from workers.timeouts import OpenRequest, sweep_timeouts
 
 NOT_SENT = "not sent: the run was stopped before this request's turn"
 CANCELLED = "cancelled: the run was stopped while this request was in flight"
@@ -65,10 +70,6 @@ BURST_YIELD = 4  # requests released back to back before the loop serves open st
 
 
 STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes after each answer
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
-PARENT_CHECK_S = 0.5  # how often a waiting worker checks that the coordinator is alive
-PARENT_GONE = 3  # exit code of a worker whose coordinator died
-SWEEP_S = 0.25  # how often open requests are checked against the timeouts (at most)
 
 
 def run_worker(endpoint: str, worker_id: int, token: str, parent_pid: int) -> None:
@@ -78,52 +79,9 @@ def run_worker(endpoint: str, worker_id: int, token: str, parent_pid: int) -> No
     # coordinator alone decides how to stop (it sends STOP, and SIGKILL to a worker that hangs).
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
-    _die_with(parent_pid)
-    _raise_open_file_limit()
+    die_with(parent_pid)
+    raise_open_file_limit()
     uvloop.run(Worker(endpoint, worker_id, Codec(token)).run())
-
-
-def _die_with(parent_pid: int) -> None:
-    """Exit when the coordinator dies, even by SIGKILL: Linux's parent-death signal, plus the
-    parent checks while waiting for a message and during the run (PARENT_CHECK_S)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # it died before the signal was armed
-        os._exit(PARENT_GONE)
-
-
-def _raise_open_file_limit() -> None:
-    # Each connection is a file descriptor; the common soft limit of 1024 is too low.
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-class OpenRequest:
-    """What the sweep watches of a request in flight (perf_counter_ns instants): the sweep
-    reads the stream's own counts, so reading a stream costs nothing more per read."""
-
-    __slots__ = ("guard", "last_byte_ns", "reads_seen", "sent_ns", "stream", "timed_out")
-
-    def __init__(self, sent_ns: int, stream: SSEStream | PooledAnswer, guard: int) -> None:
-        self.sent_ns = sent_ns
-        self.stream = stream
-        self.guard = guard  # the most SSE messages it may bring (the output guard)
-        self.last_byte_ns = sent_ns  # when bytes were last seen coming (the sweep's view)
-        self.reads_seen = 0
-        self.timed_out: str | None = None  # why a sweep cancelled it, if one did
-
-    def progress(self, now_ns: int) -> None:
-        """Note the time if the stream has read anything since the last look."""
-        reads = len(self.stream.chunks) if isinstance(self.stream, SSEStream) else 0
-        if reads != self.reads_seen:
-            self.reads_seen, self.last_byte_ns = reads, now_ns
-
-
-def _ns(seconds: float | None) -> int | None:
-    return None if seconds is None else int(seconds * 1e9)
 
 
 class Worker:
@@ -290,7 +248,7 @@ class Worker:
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))
         listener = asyncio.create_task(self._listen(tasks))
-        sweeper = asyncio.create_task(self._sweep_timeouts(config))
+        sweeper = asyncio.create_task(sweep_timeouts(self.open, config))
         self.cpu_start_ns, self.wall_start_ns = time.process_time_ns(), perf_counter_ns()
         released = 0
         slot_wait_ended_ns = 0  # when the dispatcher last got a slot it had to wait for
@@ -469,41 +427,6 @@ class Worker:
                 server_ttft_s,
             )
         )
-
-    async def _sweep_timeouts(self, config: WorkerConfig) -> None:
-        """--request-timeout, --idle-timeout and the output guard: a few times a second, fail
-        the open requests past one (a task cancelled with its reason), instead of a timer or a
-        check per request and read."""
-        total_ns = _ns(config.request_timeout_s)
-        idle_ns = _ns(config.idle_timeout_s)
-        given = [t for t in (config.request_timeout_s, config.idle_timeout_s) if t]
-        interval_s = min(SWEEP_S, *(t / 4 for t in given))
-        while True:
-            await asyncio.sleep(interval_s)
-            now = perf_counter_ns()
-            for task, watched in list(self.open.items()):
-                if watched.timed_out is not None:
-                    continue
-                watched.progress(now)
-                ends = watched.stream.ends if isinstance(watched.stream, SSEStream) else 0
-                if ends > watched.guard:
-                    watched.timed_out = (
-                        f"output guard: more than {watched.guard} SSE messages (twice "
-                        "max_tokens and 64): the server does not end this stream"
-                    )
-                elif total_ns is not None and now - watched.sent_ns > total_ns:
-                    watched.timed_out = (
-                        f"request timeout: not finished {config.request_timeout_s:g} s after it "
-                        "was sent (--request-timeout)"
-                    )
-                elif idle_ns is not None and now - watched.last_byte_ns > idle_ns:
-                    watched.timed_out = (
-                        f"idle timeout: no byte from the server for {config.idle_timeout_s:g} s "
-                        "(--idle-timeout)"
-                    )
-                else:
-                    continue
-                task.cancel()
 
     def _on_stale_connection(self) -> None:
         """Count a re-send; a few in a row without a pooled connection that answered mean the
