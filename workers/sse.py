@@ -2,8 +2,9 @@
 
 It does the least the metrics need, per read rather than per event: cut the bytes after the
 last complete event, count the token events in them (C-level ``bytes.count`` scans in the
-common case) and stamp them all with the read's instant. Only an event that carries ``usage``,
-``metrics`` or ``error`` is split out and JSON-parsed (about once per response). Semantics
+common case) and stamp them all with the read's instant. Only an event that carries ``usage``
+or ``metrics`` is split out and JSON-parsed (about once per response); an error event is found
+when the body is checked at its end. Semantics
 follow ``vllm bench serve`` 0.33 (reference §2.2-2.3, checked against upstream's
 ``endpoint_request_func.py``):
 
@@ -27,8 +28,11 @@ follow ``vllm bench serve`` 0.33 (reference §2.2-2.3, checked against upstream'
   brings no such event: llama.cpp's and TGI's completions put it on their last token chunk
   and send no other (upstream's Python client then re-tokenises the text; its Rust client
   reads this usage);
-- a ``metrics`` object (vLLM's ``queue_time_ms`` and ``time_to_first_token_ms``) is read from
-  any event, the last one winning, as upstream's ``_update_server_metrics``;
+- a ``metrics`` object (vLLM's ``queue_time_ms`` and ``time_to_first_token_ms``) is read, the
+  last one winning, as upstream's ``_update_server_metrics``, from the events where a server
+  puts it: vLLM sends it on the final usage chunk. It is read from every event read whole
+  (usage, or no choices) and from the last event of each read; upstream also reads one from a
+  token event in the middle of a read, which no server sends;
 - an answer that is not SSE at all (a ``stream: false`` body, one JSON object) is read whole
   at its end: one token event when it has a choice with output, and its usage. Upstream parses
   it as one message, which fails every chat answer; loadgen counts it (docs/compat.md).
@@ -53,9 +57,12 @@ What fails a 200 answer (``SSEStream.failure``; docs/compat.md, "Honest failures
   drops it. ``SSEStream.truncated`` says so, the worker records it and the report counts
   such streams (``loadgen.truncated_streams``) and warns.
 
-These are checked once per response: error objects where the bytes ``"error"`` occur (one
-scan per read, as usage), the rest at ``finish`` (a newline count that the events counted
-while streaming must explain; a slower look only at a body it cannot explain).
+These are checked once per response, at ``finish``: a newline count that the events counted
+while streaming must explain (token events, the events read whole for usage or metrics,
+``[DONE]``). An error event is none of these, so a body that holds one is not explained and
+gets the slower look, which parses its events and finds the error. (Hence an ``error`` key on
+a token event, which no server sends, is not looked for: a per-read scan for ``"error"``
+cost more than a third of the parser's time on a 128-token stream.)
 
 Cost is linear in the body however it is split into reads: only new bytes are searched for
 a separator, an unfinished event is kept in pieces joined once, and a large one (over
@@ -63,9 +70,8 @@ a separator, an unfinished event is kept in pieces joined once, and a large one 
 and after a balance that was not its end only once it has doubled
 (``scripts/bench/sse_parser.py`` shows a 20 MB event in 4 KiB reads).
 
-A ``"choices"``, ``"delta"``, ``"metrics"`` or ``"error"`` inside generated text cannot be
-mistaken for a key: JSON escapes the quotes (a token whose whole text is ``error`` is parsed
-and found to be no error).
+A ``"choices"``, ``"delta"`` or ``"metrics"`` inside generated text cannot be mistaken for a
+key: JSON escapes the quotes.
 
 Over 500 lines because it is one state machine over bytes: the streaming path (``feed``,
 ``_complete``), the end-of-body check (``finish``, ``_check``) and the chat rule read the same
@@ -199,7 +205,7 @@ SPECULATE_PARSE_MAX = 64 * 1024
 # The first line of an SSE body: a comment, or a field (older llama.cpp builds wrote their stream
 # errors as an "error:" field).
 _SSE_START = re.compile(rb"(?:\xef\xbb\xbf)?(?::|(?:data|event|id|retry|error)(?::|\r?\n|$))")
-_USAGE, _METRICS, _ERROR = 1, 2, 4  # why an event is read whole (``_complete``)
+_USAGE, _METRICS = 1, 2  # why an event is read whole (``_complete``)
 NEVER_RECEIVED = (  # upstream's words for a 200 answer without a token event
     "Never received a valid chunk to calculate TTFT.This response will be marked as failed!"
 )
@@ -423,11 +429,12 @@ class SSEStream:
         upstream's ``json.loads`` fails them; find a ``[DONE]`` that was not last in its read.
 
         The events counted while streaming account for every data event of a well-formed
-        stream: those with choices (JSON by their bytes), the others read whole (usage, errors),
-        [DONE]. One newline count (numpy: 3 µs for a 128-token stream) confirms it when every
-        event is one line; else one ``data:`` count, and a look for llama.cpp's ``error:``
-        field; only a body they cannot account for (a multi-line event, ``data:`` inside
-        generated text, a stray event) is split and its events parsed.
+        stream: those with choices (JSON by their bytes), the others read whole (usage,
+        metrics), [DONE]; an error event is not among them. One newline count (numpy: 3 µs
+        for a 128-token stream) confirms it when every event is one line; else one ``data:``
+        count, and a look for llama.cpp's ``error:`` field; only a body they cannot account
+        for (a multi-line event, ``data:`` inside generated text, a stray event, an error
+        event) is split and its events parsed, and its errors read.
         """
         head = body[:256].lstrip() or body.lstrip()
         if not _SSE_START.match(head):
@@ -454,11 +461,14 @@ class SSEStream:
             number += 1
             if payload == b"[DONE]":
                 self.done = True
-            elif not _is_object(payload):
+                continue
+            obj = _json_object(payload)
+            if obj is None:
                 self._fail(
                     f"the stream's data event {number} is not a JSON object: {payload[:80]!r}"
                 )
                 return
+            self._take_error(obj)
 
     def _fail(self, reason: str) -> None:
         """A body that is not what it should be counts no token event (upstream fails it)."""
@@ -468,9 +478,9 @@ class SSEStream:
     def _complete(self, part: bytes, now_ns: int) -> None:
         """Account for whole events that arrived at ``now_ns``.
 
-        Usage and metrics are looked for only as the last of the part, errors where the bytes
-        ``"error"`` occur, and [DONE] only in its tail, so a part costs a few C-level scans
-        however many events it holds. (An ``error:`` field is found by ``_check``.)
+        Usage is looked for only as the last of the part, metrics in its last event and [DONE]
+        only in its tail, so a part costs a few C-level scans however many events it holds.
+        (Error events are found by ``_check``.)
         """
         n = count_token_events(part)
         if n:
@@ -478,20 +488,20 @@ class SSEStream:
             tokens = self._count(part, n) if self.chat else n
             if tokens:
                 self.event_ns.extend([now_ns] * tokens)
+        end = len(part)  # of the events before a [DONE] that ends the part
         if _ends_stream(part[-16:]):
             self.done = True
+            end = part.rfind(b"\n\n")
         found: dict[int, list[int]] | None = None  # event start -> [end, why it is read]
         at = part.rfind(b'"usage"')
         if at >= 0 and not part.startswith(b'"usage":null', at):
             found = _mark(found, part, at, _USAGE)
-        at = part.rfind(b'"metrics"')
+        # vLLM sends its metrics object on the final (usage) chunk: looked for in the last
+        # event of the part, and read from every event read whole. Scanning every token event
+        # for it cost a tenth of the parser's time on streams that have none.
+        at = part.find(b'"metrics"', part.rfind(b"\n\n", 0, end) + 1, end) if end > 0 else -1
         if at >= 0:
             found = _mark(found, part, at, _METRICS)
-        at = part.find(b'"error"')  # an error object, or a token whose text is "error"
-        while at >= 0:
-            found = _mark(found, part, at, _ERROR)
-            end = found[part.rfind(b"\n\n", 0, at) + 1][0]
-            at = part.find(b'"error"', end) if end < len(part) else -1
         if found:
             for start in sorted(found):
                 end, why = found[start]
@@ -510,9 +520,9 @@ class SSEStream:
         return count
 
     def _read_event(self, block: bytes, why: int) -> None:
-        """JSON-parse one event that carries usage, metrics or an error. Usage on a token event
-        is kept aside (used only if no usage-only event comes, see finish); an error and the
-        metrics object are read from any event."""
+        """JSON-parse one event that carries usage or metrics. Usage on a token event is kept
+        aside (used only if no usage-only event comes, see finish); the metrics object is read
+        from any event, and an error on it is kept."""
         payload = data_of(block)
         if payload is None:
             return
@@ -525,8 +535,7 @@ class SSEStream:
         choices = count_token_events(payload) > 0
         if not choices:
             self._side_ok += 1
-        if why & _METRICS:
-            self._take_metrics(obj)
+        self._take_metrics(obj)
         if why & _USAGE:
             if choices and is_token_event(payload, self.chat):
                 counts = obj.get("usage")
@@ -537,8 +546,7 @@ class SSEStream:
                     )
             else:
                 self._take_usage(obj)
-        if why & _ERROR:
-            self._take_error(obj)
+        self._take_error(obj)
 
     def _take_usage(self, obj: dict[str, Any]) -> None:
         counts = obj.get("usage")
@@ -633,12 +641,13 @@ def _is_json(payload: bytes) -> bool:
     return True
 
 
-def _is_object(payload: bytes) -> bool:
-    """Whether ``payload`` is a JSON object (what upstream's ``data.get`` needs)."""
+def _json_object(payload: bytes) -> dict[str, Any] | None:
+    """``payload`` parsed when it is a JSON object (what upstream's ``data.get`` needs)."""
     try:
-        return isinstance(orjson.loads(payload), dict)
+        obj = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        return False
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def _newlines(body: bytes) -> int:

@@ -373,6 +373,7 @@ def test_in_stream_error_object():
     }
     s = SSEStream()
     s.feed(sse(cmpl_chunk("a")) + sse(orjson.dumps(err)) + DONE, 3)
+    s.finish(4)  # error events are found when the body is checked at its end
     assert s.error == "boom"
     assert list(s.event_ns) == [3]
     assert s.done
@@ -383,6 +384,7 @@ def test_in_stream_flat_error_response():
     payload = b'{"object":"error","message":"context too long","type":"BadRequestError","code":400}'
     s = SSEStream()
     s.feed(sse(payload), 3)
+    s.finish(4)
     assert s.error == "context too long"
     assert list(s.event_ns) == []
 
@@ -390,6 +392,7 @@ def test_in_stream_flat_error_response():
 def test_error_as_string():
     s = SSEStream()
     s.feed(sse(b'{"error":"overloaded"}'), 3)
+    s.finish(4)
     assert s.error == "overloaded"
 
 

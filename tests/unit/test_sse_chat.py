@@ -202,6 +202,18 @@ def test_vllm_metrics_object_becomes_server_queue_time_and_ttft():
     assert (stream.prompt_tokens, stream.completion_tokens) == (9, 2)
 
 
+def test_metrics_on_the_last_token_event_without_usage_are_read_however_the_reads_fall():
+    token = b'{"choices":[{"index":0,"text":"a"}]}'
+    metrics = b'"metrics":{"queue_time_ms":3,"time_to_first_token_ms":7}'
+    last = b'{"choices":[{"index":0,"text":"b"}],' + metrics + b"}"
+    raw = sse([token, token, last])
+    for cut in range(1, len(raw)):
+        stream = feed_all(reads(raw, [cut]), chat=False)
+        assert stream.server_queue_s == pytest.approx(0.003), cut
+        assert stream.server_ttft_s == pytest.approx(0.007), cut
+        assert len(stream.event_ns) == 3
+
+
 def test_no_metrics_object_leaves_nan_and_a_partial_one_nan_for_the_missing_key():
     stream = feed_all([sse(LLAMA_CPP_CHAT)], chat=True)
     assert math.isnan(stream.server_queue_s) and math.isnan(stream.server_ttft_s)

@@ -190,7 +190,7 @@ def test_data_colon_inside_generated_text_is_no_event():
 
 def test_real_chat_streams_pass_the_check_without_the_slow_path(monkeypatch):
     slow = []
-    monkeypatch.setattr(sse, "_is_object", lambda payload: slow.append(payload) or True)
+    monkeypatch.setattr(sse, "_json_object", lambda payload: slow.append(payload) or {})
     role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
     token = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
     finish = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n'
