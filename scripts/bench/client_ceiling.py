@@ -10,6 +10,12 @@ the loadgen(workers=2)/vllm ratio and whether the targets hold.
 
     python scripts/bench/client_ceiling.py                  # everything, 3 repetitions
     python scripts/bench/client_ceiling.py --repeat 1 --concurrency 64 --no-vllm
+    python scripts/bench/client_ceiling.py --baseline 67b5180 --no-vllm --workers 2
+
+``--baseline REF`` also runs loadgen as it was at git commit REF (a temporary worktree, the
+same interpreter and packages) beside the working tree, run for run, and prints the tree/REF
+ratios: the check that a change costs nothing at the ceiling. On 2 shared cores a run's
+absolute figures drift; ratios of interleaved runs do not, so use --repeat 5 or more.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -70,12 +77,23 @@ class Client:
     name: str
     workers: int  # 0 for vllm
     extra: tuple[str, ...] = ()  # loadgen flags of this configuration
+    source: Path | None = None  # a checkout of another commit to run instead (--baseline)
 
     def command(self, vllm_python: Path) -> list[str]:
         """The command line up to the shared benchmark flags."""
-        if self.workers:
-            return [*loadgen_command(), "run", "--workers", str(self.workers), *self.extra]
-        return [str(vllm_python), str(VLLM_DRIVER)]
+        if not self.workers:
+            return [str(vllm_python), str(VLLM_DRIVER)]
+        loadgen = [sys.executable, "-m", "loadgen"] if self.source else loadgen_command()
+        return [*loadgen, "run", "--workers", str(self.workers), *self.extra]
+
+    def environment(self) -> dict[str, str]:
+        """The client's environment: offline, and the baseline's sources first on the path."""
+        env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        if self.source:
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(self.source), env.get("PYTHONPATH")])
+            )
+        return env
 
 
 @dataclass
@@ -287,13 +305,15 @@ def run_client(
         "--result-dir", str(out_dir),
         "--result-filename", f"{stem}.json",
     ]  # fmt: skip
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = client.environment()
     log_path = out_dir / f"{stem}.log"
     status = NginxStatus(port)
     try:
         with log_path.open("w") as log:
             before, start = children_cpu_seconds(), time.monotonic()
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            # Not run from the repository: `python -m` puts the working directory first on the
+            # path, ahead of a baseline's PYTHONPATH.
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out_dir)
             with Sampler(status, nginx, proc.pid) as sampler:
                 rc = proc.wait()
             total_cpu, wall = children_cpu_seconds() - before, time.monotonic() - start
@@ -413,6 +433,11 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="also run each loadgen configuration with --no-save-records, and print the ratio",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run loadgen at git commit REF (a temporary worktree), and print the ratios",
+    )
     parser.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     parser.add_argument("--port", type=int, default=0, help="nginx port (default: a free one)")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
@@ -426,6 +451,33 @@ def main() -> None:
     clients = [Client(f"loadgen-w{w}", w) for w in args.workers]
     if args.records_cost:  # the same runs without the records file --save-result writes
         clients += [Client(f"loadgen-w{w}-norec", w, ("--no-save-records",)) for w in args.workers]
+    baseline = baseline_checkout(args.baseline) if args.baseline else nullcontext(None)
+    with baseline as source:
+        if source is not None:
+            ref = args.baseline
+            clients += [Client(f"loadgen-w{w}@{ref}", w, source=source) for w in args.workers]
+        measure(args, clients)
+
+
+@contextmanager
+def baseline_checkout(ref: str) -> Iterator[Path]:
+    """A temporary git worktree of the repository at ``ref``; removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="client-ceiling-baseline-") as tmp:
+        path = Path(tmp) / "src"
+        git = ["git", "-C", str(REPO)]
+        add = subprocess.run(
+            [*git, "worktree", "add", "--detach", str(path), ref], capture_output=True, text=True
+        )
+        if add.returncode != 0:
+            raise SystemExit(f"--baseline {ref}: {add.stderr.strip()}")
+        try:
+            yield path
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(path)], capture_output=True)
+
+
+def measure(args: argparse.Namespace, clients: list[Client]) -> None:
+    """Run every client configuration, print the medians, the summary and the ratios."""
     have_vllm = not args.no_vllm and args.vllm_python.exists()
     if have_vllm:
         clients.append(Client("vllm", 0))
@@ -480,6 +532,16 @@ def main() -> None:
                     f"records file, workers={w} c{concurrency}: req/s with/without "
                     f"{on.req_per_s / off.req_per_s:.2f}, client CPU per event with/without "
                     f"{on.steady_us_per_event / off.steady_us_per_event:.2f}"
+                )
+    if args.baseline:
+        for concurrency in args.concurrency:
+            for w in args.workers:
+                tree = medians[(f"loadgen-w{w}", concurrency)]
+                then = medians[(f"loadgen-w{w}@{args.baseline}", concurrency)]
+                print(
+                    f"working tree / {args.baseline}, workers={w} c{concurrency}: req/s "
+                    f"{tree.req_per_s / then.req_per_s:.3f}, steady client CPU per event "
+                    f"{tree.steady_us_per_event / then.steady_us_per_event:.3f}"
                 )
     if args.json:
         dump = {f"{name} c{c}": [asdict(m) for m in ms] for (name, c), ms in runs.items()}
