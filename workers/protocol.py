@@ -126,6 +126,9 @@ class WorkerConfig:
     request_timeout_s: float | None = None  # --request-timeout: sent to last byte
     idle_timeout_s: float | None = None  # --idle-timeout: no byte on an open request
     connect_timeout_s: float | None = None  # --connect-timeout: opening a connection
+    # The first this many finished requests, while they fail, are reported one by one rather
+    # than with the next flush: the coordinator's fail fast judges the run on them (0: off).
+    report_first: int = 0
 
 
 PROBE_TOKEN_BYTES = 16

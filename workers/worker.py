@@ -116,6 +116,7 @@ class Worker:
         self.connections = ConnectionStats()
         self.connector: PoolConnector | None = None
         self.stale_streak = 0  # stale pooled connections in a row, since the last good reuse
+        self.report_first = 0  # finished requests still to report one by one (fail fast)
         self.open: dict[asyncio.Task, OpenRequest] = {}  # requests in flight, for the sweep
 
     async def run(self) -> None:
@@ -154,6 +155,7 @@ class Worker:
 
     async def _serve(self, shard: Shard) -> None:
         config = shard.config
+        self.report_first = config.report_first
         connector = self.connector = PoolConnector(
             ssl=not config.insecure,  # True: verify (aiohttp's default); False: --insecure
             limit=config.max_concurrency,
@@ -427,6 +429,13 @@ class Worker:
                 server_ttft_s,
             )
         )
+        if self.report_first:
+            # Fail fast judges the run on its first finished requests: while they fail, report
+            # each at once (queued, nothing to wait for), so a run of failures stops within
+            # milliseconds. A success means the run will not stop so: no more of this.
+            self.report_first = self.report_first - 1 if not success else 0
+            if not success:
+                self.sock.send_multipart(self._records_message(), copy=False)
 
     def _on_stale_connection(self) -> None:
         """Count a re-send; a few in a row without a pooled connection that answered mean the
@@ -467,11 +476,14 @@ class Worker:
             self.rows.append((index, *UNSENT_ROW[1:]))
 
     async def _flush(self) -> None:
-        if not self.rows:
-            return
+        if self.rows:
+            await self._send(self._records_message())
+
+    def _records_message(self) -> list:
+        """The RECORDS message of the requests finished since the last one."""
         rows, events, errors, texts = self.rows, self.events, self.errors, self.texts
         self.rows, self.events, self.errors, self.texts = [], array("q"), {}, {}
-        await self._send(records_message(self.codec, rows, events.tobytes(), errors, texts))
+        return records_message(self.codec, rows, events.tobytes(), errors, texts)
 
     async def _flush_periodically(self, interval_s: float) -> None:
         while True:

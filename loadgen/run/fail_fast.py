@@ -38,6 +38,11 @@ class FirstFailures:
             self.same = failure
         return self.alike and self.seen >= self.needed > 0
 
+    @property
+    def judged(self) -> bool:
+        """Whether the run's first requests have been judged: all seen, or one unlike the rest."""
+        return not self.alike or self.seen >= self.needed
+
     def stop_line(self, backend: str, endpoint: str, model: str) -> str:
         """The one line of a stopped run: what failed, how often, and the likely fix."""
         assert self.same is not None

@@ -278,6 +278,7 @@ class WorkerPool:
         wall_ns = dict.fromkeys(workers, 0)
         stats: list[ConnectionStats] = []
         next_ping_ns = perf_counter_ns()
+        held: list[tuple] = []  # batches not yet in the records file while fail fast judges
         while pending:
             if self.stop_requested and stop_deadline is None:
                 stop_deadline = time.monotonic() + STOP_GRACE_S
@@ -316,12 +317,18 @@ class WorkerPool:
                 records[batch["index"]] = batch
                 received[batch["index"]] = True
                 reported_by[batch["index"]] = worker
-                if sink is not None:
+                if first_failures is not None:
+                    # Judged before the records file is written (a batch costs it about a
+                    # millisecond): a run of failures stops within milliseconds of the 20th.
+                    held.append((worker, batch, events, batch_errors, batch_texts))
+                    if first_failures.observe(batch, batch_errors):
+                        self.failed_fast = True
+                        self.stop_requested = True  # STOP goes out at the top of the loop
+                    if first_failures.judged:
+                        first_failures = None
+                        _write_held(sink, held)
+                elif sink is not None:
                     sink.write(worker, batch, events, batch_errors, batch_texts)
-                if first_failures is not None and first_failures.observe(batch, batch_errors):
-                    first_failures = None
-                    self.failed_fast = True
-                    self.stop_requested = True  # STOP goes out at the top of the loop
                 batches.append((batch["index"].copy(), batch["n_events"].copy(), events.copy()))
                 errors.update(batch_errors)
                 texts.update(batch_texts)
@@ -353,6 +360,7 @@ class WorkerPool:
                 pending.discard(worker)
                 problems.append(f"worker {worker} failed: {fields['message']}")
 
+        _write_held(sink, held)
         missing = np.flatnonzero(~received)
         if len(missing):
             reason = "; ".join(problems) or "no record arrived for this request"
@@ -410,6 +418,14 @@ def _private_directory() -> str:
     path = tempfile.mkdtemp(prefix="loadgen-", dir=parent)
     os.chmod(path, 0o700)
     return path
+
+
+def _write_held(sink: RecordsSink | None, held: list[tuple]) -> None:
+    """Write the batches held back while fail fast judged the run's first requests."""
+    if sink is not None:
+        for worker, batch, events, errors, texts in held:
+            sink.write(worker, batch, events, errors, texts)
+    held.clear()
 
 
 def _check_owned(indices: np.ndarray, owner: np.ndarray, worker: int) -> None:

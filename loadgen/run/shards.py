@@ -6,6 +6,7 @@ import numpy as np
 
 from loadgen.config import RunConfig
 from loadgen.payloads import CHAT_BACKENDS
+from loadgen.run.fail_fast import FIRST
 from loadgen.run.fanout import ShardPlan
 from loadgen.run.prepare import Prepared
 from loadgen.schedule import assign_workers
@@ -52,6 +53,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             request_timeout_s=config.request_timeout,
             idle_timeout_s=config.idle_timeout,
             connect_timeout_s=config.connect_timeout,
+            report_first=FIRST if config.fail_fast else 0,
         )
         plans.append(
             ShardPlan(

@@ -32,6 +32,19 @@ def test_twenty_alike_404s_stop_the_run_over_several_batches():
     assert line.startswith("the first 20 requests all failed with 'HTTP 404 Not Found: no such")
 
 
+def test_the_run_is_judged_at_its_first_success_or_once_the_first_twenty_are_in():
+    watch = FirstFailures(1000)
+    batch = rows([404] * 3)
+    watch.observe(batch, errors(batch))
+    assert not watch.judged  # the records file waits while the first requests fail alike
+    ok = rows([200], start=3, success=True)
+    watch.observe(ok, {})
+    assert watch.judged  # a success: the run will not stop so
+    watch = FirstFailures(1000)
+    batch = rows([404] * 20)
+    assert watch.observe(batch, errors(batch)) and watch.judged
+
+
 def test_a_smaller_run_stops_after_all_of_its_requests():
     watch = FirstFailures(5)
     batch = rows([401] * 5)
