@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 
 class Kind(str, Enum):

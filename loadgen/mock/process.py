@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 LISTENING = re.compile(r"listening on (http://\S+)")
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
@@ -25,7 +27,7 @@ class MockServerError(RuntimeError):
 class EmbeddedMockServer:
     """Start ``loadgen mock-server --port 0`` and learn its URL from the line it prints.
 
-    Its stderr goes to ``stderr_path`` (a temporary file by default), never to a pipe that
+    Its stderr goes to ``stderr_path`` (an unnamed temporary file by default), never to a pipe that
     nobody drains during a long run.
     """
 
@@ -42,17 +44,20 @@ class EmbeddedMockServer:
             *extra_args,
         ]
         self.stderr_path = stderr_path
-        self.owns_stderr = stderr_path is None  # a temporary file, removed on stop
+        # Without a path: a file with no name (unlinked at once), so that even a run killed
+        # by SIGKILL leaves nothing behind on disk.
+        self.stderr_file: IO[bytes] | None = None
         self.process: subprocess.Popen | None = None
         self.url = ""
 
     def start(self, timeout_s: float = 60.0) -> str:
         """Launch the server and return its base URL once it listens."""
-        if self.stderr_path is None:
-            fd, name = tempfile.mkstemp(prefix="loadgen-mock-", suffix=".err")
-            os.close(fd)
-            self.stderr_path = Path(name)
-        with self.stderr_path.open("w") as stderr:
+        with contextlib.ExitStack() as stack:
+            if self.stderr_path is None:
+                # Kept open for last_error(); closed with this object.
+                self.stderr_file = stderr = tempfile.TemporaryFile(prefix="loadgen-mock-")  # noqa: SIM115
+            else:
+                stderr = stack.enter_context(self.stderr_path.open("wb"))
             self.process = subprocess.Popen(
                 self.args,
                 stdout=subprocess.PIPE,
@@ -72,14 +77,19 @@ class EmbeddedMockServer:
                         return self.url
         self.kill()
         error = self.last_error()
-        self._remove_stderr()
         raise MockServerError(f"the mock server did not start: {error}")
 
     def last_error(self) -> str:
         """The last non-empty line the server wrote to stderr."""
-        if self.stderr_path is None or not self.stderr_path.exists():
+        if self.stderr_file is not None:
+            # pread: the server shares this file's offset, which must not move.
+            fd = self.stderr_file.fileno()
+            text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+        elif self.stderr_path is not None and self.stderr_path.exists():
+            text = self.stderr_path.read_text(errors="replace")
+        else:
             return "no output"
-        lines = [ln.strip() for ln in self.stderr_path.read_text(errors="replace").splitlines()]
+        lines = [ln.strip() for ln in text.splitlines()]
         lines = [ln for ln in lines if ln]
         return lines[-1] if lines else "no output"
 
@@ -93,12 +103,7 @@ class EmbeddedMockServer:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 self.kill()
-        self._remove_stderr()
         return self.process.returncode
-
-    def _remove_stderr(self) -> None:
-        if self.owns_stderr and self.stderr_path is not None:
-            self.stderr_path.unlink(missing_ok=True)
 
     def kill(self) -> None:
         """End the server process at once, if it runs."""

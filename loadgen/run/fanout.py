@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from time import perf_counter_ns
 from typing import Protocol
 
@@ -51,6 +52,7 @@ POLL_MS = 100
 PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 5.0  # after STOP, how long a worker may take to report before it is killed
 MAX_DROP_WARNINGS = 5
+OWNER_FILE = "coordinator.pid"  # in a run directory: whose it is, so an abandoned one can go
 
 
 class RecordsSink(Protocol):
@@ -415,9 +417,38 @@ def _private_directory() -> str:
     parent = tempfile.gettempdir()
     if len(parent) > 64:
         parent = "/tmp"
+    _remove_abandoned(parent)
     path = tempfile.mkdtemp(prefix="loadgen-", dir=parent)
     os.chmod(path, 0o700)
+    Path(path, OWNER_FILE).write_text(str(os.getpid()))
     return path
+
+
+def _remove_abandoned(parent: str) -> None:
+    """Remove this user's run directories whose coordinator no longer runs: a run removes its
+    own, unless it was killed by SIGKILL (its workers die with it and clean nothing)."""
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            if not entry.name.startswith("loadgen-"):
+                continue
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != os.getuid() or entry.is_symlink():
+                    continue
+                pid = int(Path(entry.path, OWNER_FILE).read_text())
+            except (OSError, ValueError):
+                continue  # not a run directory (or not ours to judge)
+            if not _running(pid):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process has that pid now
+    return True
 
 
 def _write_held(sink: RecordsSink | None, held: list[tuple]) -> None:

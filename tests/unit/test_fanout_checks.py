@@ -4,12 +4,16 @@ its own shard's requests, and the channel lives in a directory only this user ca
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from loadgen.run.fanout import _check_owned, _private_directory
+from loadgen.run.fanout import OWNER_FILE, _check_owned, _private_directory
 from workers.protocol import ProtocolError
 
 OWNER = np.array([0, 1, 0, 1, -1], dtype=np.int16)
@@ -32,4 +36,25 @@ def test_the_channel_directory_is_private():
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
         assert len(f"{path}/coordinator") < 100
     finally:
-        os.rmdir(path)
+        shutil.rmtree(path)
+
+
+def test_a_run_directory_whose_coordinator_died_is_removed_by_the_next_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs: a coordinator killed by SIGKILL
+    abandoned, live, other = (
+        tmp_path / "loadgen-abc",
+        tmp_path / "loadgen-def",
+        tmp_path / "loadgen-x",
+    )
+    for path, pid in ((abandoned, gone.pid), (live, os.getpid())):
+        path.mkdir()
+        (path / OWNER_FILE).write_text(str(pid))
+        (path / "channel").touch()
+    other.mkdir()  # not a run directory (no owner file): never touched
+    mine = _private_directory()
+    assert not abandoned.exists()
+    assert live.exists() and other.exists()
+    assert (tmp_path / mine).parent == tmp_path
+    assert (Path(mine) / OWNER_FILE).read_text() == str(os.getpid())
