@@ -1,17 +1,21 @@
 """Helpers the tests import (fixtures live in conftest.py): a free port, the real CLI in its own
-process, the result JSON it wrote, the mock server as a process, and a run against one."""
+process, the result JSON it wrote, the mock server as a process, and a run against one; a
+server of a test's own; and checks run as another local user."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import pickle
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -249,3 +253,72 @@ def asyncio_server(
         asyncio.run_coroutine_threadsafe(shut_down(), loop).result(timeout=5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
+
+
+# --- another local user ----------------------------------------------------------------------
+
+NOBODY = 65534  # the uid and gid of `nobody`: another local user, for tests run as root
+
+
+@contextmanager
+def locked_directory(tmp_path: Path) -> Iterator[Path]:
+    """A 0500 directory that nobody but root can write into, and a way to be that somebody else:
+    run as root, it belongs to ``NOBODY`` (who can reach it but not write into it), so the test
+    runs its check through ``as_nobody``; run as another user, it is that user's own."""
+    if os.geteuid() == 0:
+        parent = Path(tempfile.mkdtemp(prefix="loadgen-test-", dir="/tmp"))
+        parent.chmod(0o755)  # tmp_path's parents are 0700: the other user could not reach it
+        locked = parent / "locked"
+        locked.mkdir()
+        os.chown(locked, NOBODY, NOBODY)
+    else:
+        parent, locked = tmp_path, tmp_path / "locked"
+        locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        yield locked
+    finally:
+        locked.chmod(0o700)
+        if parent != tmp_path:
+            shutil.rmtree(parent)
+
+
+def as_nobody(check: Callable[[], Any]) -> Any:
+    """``check()`` in a forked child as ``NOBODY`` when run as root (so that permissions bind),
+    else here; its (picklable) result. The child has this process's modules: it execs nothing."""
+    if os.geteuid() != 0:
+        return check()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            os.close(read_end)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            with os.fdopen(write_end, "wb") as out:
+                pickle.dump(check(), out)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and data, "the check failed as the other user"
+    return pickle.loads(data)
+
+
+def cli_as_nobody(*args: str) -> tuple[int, str]:
+    """The real CLI, in process, as ``NOBODY`` when run as root (``as_nobody``): its exit code
+    and what it wrote to stderr. For refusals that come before anything starts."""
+
+    def invoke() -> tuple[int, str]:
+        from click.testing import CliRunner
+
+        from loadgen.cli import cli
+
+        result = CliRunner().invoke(cli, list(args))
+        return result.exit_code, result.stderr
+
+    return as_nobody(invoke)

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 from helpers import loadgen
 from raw_http_server import Habits, RawServer
+from stream_errors import ERROR_TAILS
 
 N = 6
 SSE = b"text/event-stream"
@@ -63,19 +65,18 @@ def every_other(bad: Callable[[int], bytes]) -> Callable[[int, int], tuple[bytes
     return lambda k, n: (SSE, bad(n) if k % 2 else good(n))
 
 
-def test_an_error_event_after_tokens_fails_the_request_with_the_servers_message(tmp_path):
-    # vLLM 0.33's mid-stream error (create_streaming_error_response), then [DONE]. Upstream's
-    # completions backend would count these requests as successes with 2 tokens.
-    error = (
-        b'data: {"error": {"message": "Internal server error", "type": "InternalServerError", '
-        b'"param": null, "code": 500}}\n\n'
-    )
-    proc, result = run(tmp_path, every_other(lambda n: tokens(2) + error + DONE))
+@pytest.mark.parametrize(("tail", "message"), ERROR_TAILS.values(), ids=ERROR_TAILS.keys())
+def test_an_error_event_after_tokens_fails_the_request_with_the_servers_message(
+    tmp_path, tail, message
+):
+    # Each server's mid-stream error. Upstream's completions backend would count these requests
+    # as successes with 2 tokens.
+    proc, result = run(tmp_path, every_other(lambda n: tokens(2) + tail))
     assert proc.returncode == 0, proc.stderr
     assert (result["completed"], result["failed"]) == (N // 2, N // 2)
     failed = [e for e in result["errors"] if e]
-    assert failed == ["error in the stream: Internal server error"] * (N // 2)
-    assert "error in the stream: Internal server error" in proc.stdout  # the failure preamble
+    assert failed == [f"error in the stream: {message}"] * (N // 2)
+    assert f"error in the stream: {message}" in proc.stdout  # the failure preamble
     assert result["loadgen"]["truncated_streams"] == 0
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import as_nobody, locked_directory
 
 from loadgen.config import ConfigError, InputError, RunConfig, available_cores
 from loadgen.config.urls import check_server_url, path_hint, url_problem
@@ -75,19 +76,18 @@ def test_a_missing_result_dir_that_can_be_created_passes_and_is_not_created(
 
 
 def test_a_directory_that_cannot_be_written(tmp_path: Path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    if os.access(locked, os.W_OK):
-        pytest.skip("this user writes into a 0500 directory (root)")
-    try:
-        config = RunConfig(save_result=True, result_dir=str(locked))
-        assert output_path_problem(config) == f"--result-dir {locked}: {locked} is not writable"
-        config = RunConfig(save_result=True, result_dir=str(locked / "new"))
-        assert output_path_problem(config) == (
-            f"--result-dir {locked / 'new'}: {locked} is not writable"
+    with locked_directory(tmp_path) as locked:
+        # As root the check runs as another user: root writes anywhere.
+        problems = as_nobody(
+            lambda: [
+                output_path_problem(RunConfig(save_result=True, result_dir=str(path)))
+                for path in (locked, locked / "new")
+            ]
         )
-    finally:
-        locked.chmod(0o700)
+    assert problems == [
+        f"--result-dir {locked}: {locked} is not writable",
+        f"--result-dir {locked / 'new'}: {locked} is not writable",
+    ]
 
 
 def test_result_filename_that_is_a_directory(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import time
 
 import orjson
 import pytest
+from stream_errors import ERROR_TAILS, VLLM_ERROR
 
 from workers import sse
 from workers.sse import SPECULATE_PARSE_MAX, SSEStream, generated_text
@@ -56,36 +57,8 @@ def assert_every_split(raw: bytes, expected: tuple, chat: bool = False, pairs: b
 
 # --- an error event in a 200 stream ----------------------------------------------------------
 
-# vLLM 0.33 (create_streaming_error_response: json.dumps, so with spaces) and SGLang (the same
-# shape with "object": "error" inside) send the error, then [DONE].
-VLLM_ERROR = (
-    b'data: {"error": {"message": "Internal server error", "type": "InternalServerError", '
-    b'"param": null, "code": 500}}\n\n'
-)
-SGLANG_ERROR = (
-    b'data: {"error": {"object": "error", "message": "Request aborted", "type": '
-    b'"BadRequestError", "param": null, "code": 400}}\n\n'
-)
-# llama.cpp today: format_oai_sse({"error": ...}), and the stream stops without [DONE].
-LLAMACPP_ERROR = b'data: {"error":{"code":500,"message":"slot died","type":"server_error"}}\n\n'
-# Older llama.cpp builds: an "error:" SSE field, then [DONE].
-LLAMACPP_FIELD = b'error: {"code":500,"message":"slot died","type":"server_error"}\n\n'
-# TGI: data: without a space.
-TGI_ERROR = b'data:{"error":"Request failed during generation: overloaded","error_type":"x"}\n\n'
 
-
-@pytest.mark.parametrize(
-    ("tail", "message"),
-    [
-        (VLLM_ERROR + DONE, "Internal server error"),
-        (SGLANG_ERROR + DONE, "Request aborted"),
-        (LLAMACPP_ERROR, "slot died"),
-        (LLAMACPP_FIELD + DONE, "slot died"),
-        (TGI_ERROR + b"data:[DONE]\n\n", "Request failed during generation: overloaded"),
-        (b'data: {"object":"error","message":"flat","code":400}\n\n' + DONE, "flat"),
-    ],
-    ids=["vllm", "sglang", "llamacpp", "llamacpp-field", "tgi", "flat"],
-)
+@pytest.mark.parametrize(("tail", "message"), ERROR_TAILS.values(), ids=ERROR_TAILS.keys())
 def test_an_error_event_after_tokens_fails_with_the_servers_message(tail, message):
     # Upstream's chat and completions backends skip this event and count the request a success;
     # loadgen fails it, as upstream's own Responses backend and openai-python do.
