@@ -459,6 +459,24 @@ def main() -> None:
         measure(args, clients)
 
 
+def ratios(
+    medians: dict[tuple[str, int], Measurement], args: argparse.Namespace, other: str, title: str
+) -> list[str]:
+    """Each loadgen configuration over its variant named with the suffix ``other``: requests/s
+    and steady client CPU per event."""
+    lines = []
+    for concurrency in args.concurrency:
+        for w in args.workers:
+            ours = medians[(f"loadgen-w{w}", concurrency)]
+            theirs = medians[(f"loadgen-w{w}{other}", concurrency)]
+            lines.append(
+                f"{title}, workers={w} c{concurrency}: req/s "
+                f"{ours.req_per_s / theirs.req_per_s:.3f}, steady client CPU per event "
+                f"{ours.steady_us_per_event / theirs.steady_us_per_event:.3f}"
+            )
+    return lines
+
+
 @contextmanager
 def baseline_checkout(ref: str) -> Iterator[Path]:
     """A temporary git worktree of the repository at ``ref``; removed afterwards."""
@@ -524,25 +542,9 @@ def measure(args: argparse.Namespace, clients: list[Client]) -> None:
     print(NOTES.format(**notes, events=EVENTS, full=100 * cpus))
     print("\n".join(summary(medians, args.concurrency, have_vllm)))
     if args.records_cost:
-        for concurrency in args.concurrency:
-            for w in args.workers:
-                on = medians[(f"loadgen-w{w}", concurrency)]
-                off = medians[(f"loadgen-w{w}-norec", concurrency)]
-                print(
-                    f"records file, workers={w} c{concurrency}: req/s with/without "
-                    f"{on.req_per_s / off.req_per_s:.2f}, client CPU per event with/without "
-                    f"{on.steady_us_per_event / off.steady_us_per_event:.2f}"
-                )
+        print("\n".join(ratios(medians, args, "-norec", "with/without the records file")))
     if args.baseline:
-        for concurrency in args.concurrency:
-            for w in args.workers:
-                tree = medians[(f"loadgen-w{w}", concurrency)]
-                then = medians[(f"loadgen-w{w}@{args.baseline}", concurrency)]
-                print(
-                    f"working tree / {args.baseline}, workers={w} c{concurrency}: req/s "
-                    f"{tree.req_per_s / then.req_per_s:.3f}, steady client CPU per event "
-                    f"{tree.steady_us_per_event / then.steady_us_per_event:.3f}"
-                )
+        print("\n".join(ratios(medians, args, f"@{args.baseline}", f"tree/{args.baseline}")))
     if args.json:
         dump = {f"{name} c{c}": [asdict(m) for m in ms] for (name, c), ms in runs.items()}
         args.json.write_text(json.dumps(dump, indent=2))
