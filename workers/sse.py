@@ -482,14 +482,17 @@ class SSEStream:
         only in its tail, so a part costs a few C-level scans however many events it holds.
         (Error events are found by ``_check``.)
         """
-        n = count_token_events(part)
+        # Inlined for the paced stream's one event per read: each call costs there.
+        n = part.count(b'"choices":[{') or count_token_events(part)
         if n:
             self._choices += n
             tokens = self._count(part, n) if self.chat else n
-            if tokens:
+            if tokens == 1:
+                self.event_ns.append(now_ns)
+            elif tokens:
                 self.event_ns.extend([now_ns] * tokens)
         end = len(part)  # of the events before a [DONE] that ends the part
-        if _ends_stream(part[-16:]):
+        if (part.endswith(b"]") or part[-1:].isspace()) and _ends_stream(part[-16:]):
             self.done = True
             end = part.rfind(b"\n\n")
         found: dict[int, list[int]] | None = None  # event start -> [end, why it is read]

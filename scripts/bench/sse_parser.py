@@ -12,12 +12,20 @@ Then one huge event (5, 10 and 20 MB of text in one completions chunk) fed in 4 
 beside the same bytes in one read (the floor): milliseconds, which grow linearly with the size
 (before issue 14, the held bytes were concatenated and parsed again on every read: 3.4 s for a
 4 MB event, 20 MB out of reach). Run: python scripts/bench/sse_parser.py
+
+``--baseline REF`` also times the parser as it was at git commit REF (its workers/sse.py, loaded
+from git) on the same streams, in the same rounds, and prints the tree/REF ratio of each figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -69,19 +77,37 @@ def stream_events(shape: str) -> list[bytes]:
     return [*body, _event(_chat({}, "length")), _event(usage), *tail]
 
 
-def us_per_event(reads: list[bytes], chat: bool, repeat: int) -> float:
+def us_per_event(reads: list[bytes], chat: bool, repeat: int, parser: type = SSEStream) -> float:
     """Median over 5 rounds of the parser's time per token event for this split into reads."""
     rounds = []
     for _ in range(5):
         start = time.perf_counter()
         for _ in range(repeat):
-            stream = SSEStream(chat)
+            stream = parser(chat)
             for data in reads:
                 stream.feed(data, 1)
             stream.finish(2)
         rounds.append((time.perf_counter() - start) / repeat / EVENTS * 1e6)
         assert len(stream.event_ns) == EVENTS and stream.completion_tokens == EVENTS
     return sorted(rounds)[2]
+
+
+def parser_at(ref: str) -> type:
+    """``SSEStream`` as workers/sse.py was at git commit ``ref``."""
+    repo = Path(__file__).resolve().parents[2]
+    show = ["git", "-C", str(repo), "show", f"{ref}:workers/sse.py"]
+    found = subprocess.run(show, capture_output=True, text=True)
+    if found.returncode != 0:
+        raise SystemExit(f"--baseline {ref}: {found.stderr.strip()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "sse_baseline.py"
+        path.write_text(found.stdout)
+        spec = importlib.util.spec_from_file_location("sse_baseline", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sse_baseline"] = module  # dataclasses and the like look modules up
+        spec.loader.exec_module(module)
+    return module.SSEStream
 
 
 def huge_event(megabytes: int) -> bytes:
@@ -113,7 +139,9 @@ def main() -> None:
     parser.add_argument(
         "--huge-mb", type=int, nargs="*", default=[5, 10, 20], help="sizes of the huge event"
     )
+    parser.add_argument("--baseline", metavar="REF", help="also time the parser at commit REF")
     args = parser.parse_args()
+    baseline = parser_at(args.baseline) if args.baseline else None
     shapes = ("vLLM completions", "vLLM chat", "SGLang chat", "tool-call deltas")
     print(f"SSE parser, {EVENTS}-token streams; µs per token event, median of 5 rounds")
     print(f"  {'shape':<18} {'one read':>9} {'4 KiB reads':>12} {'event/read':>11}  vs floor")
@@ -126,6 +154,15 @@ def main() -> None:
         floor = floor or costs
         ratio = "/".join(f"{c / f:.1f}" for c, f in zip(costs, floor, strict=True))
         print(f"  {shape:<18} {costs[0]:9.3f} {costs[1]:12.3f} {costs[2]:11.3f}  {ratio}×")
+        if baseline is not None:
+            chat = shape != "vLLM completions"
+            then = [us_per_event(reads, chat, args.repeat, baseline) for reads in splits]
+            label = f"  at {args.baseline}"
+            print(f"{label:<20} {then[0]:9.3f} {then[1]:12.3f} {then[2]:11.3f}", end="")
+            print(
+                f"  tree/{args.baseline} "
+                + "/".join(f"{c / t:.2f}" for c, t in zip(costs, then, strict=True))
+            )
     if args.huge_mb:
         print("One huge event; ms, median of 3")
         print(f"  {'size':>6} {'one read':>9} {'4 KiB reads':>12}  {'per MB':>7}  vs floor")
