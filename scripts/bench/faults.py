@@ -516,7 +516,7 @@ server_case(
     "status_401",
     "HTTP 401 for every request: fail-fast",
     Expect(1, 25, json=False, stderr=("error: the first 20 requests all failed with 'HTTP 401",),
-           records=True, posts=lambda p: p < 100, posts_text="< 100 (stopped early)"),
+           records=True, posts=lambda p: p < 150, posts_text="< 150 (stopped early)"),
     fs.status(401, "Unauthorized", "Invalid API key"), 300, "--max-concurrency", "2",
 )  # fmt: skip
 server_case(
