@@ -406,7 +406,7 @@ class Worker:
         if isinstance(stream, SSEStream) and (
             config.keep_text == "always" or stream.completion_tokens <= 0
         ):
-            self.texts[index] = generated_text(stream.chunks, config.chat)
+            self.texts[index] = generated_text(stream.chunks, config.chat, stream.choice_events)
         self.events.extend(stream.event_ns)
         server_queue_s, server_ttft_s = (
             (stream.server_queue_s, stream.server_ttft_s) if streamed else (math.nan, math.nan)

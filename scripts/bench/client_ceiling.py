@@ -1,8 +1,9 @@
 """Client ceiling: loadgen vs `vllm bench serve` against nginx serving a pre-baked SSE stream.
 
-nginx (one worker, loopback) answers every POST /v1/completions with the same static file: 128
-completion events, a usage event and `data: [DONE]`. The server does almost no work per event,
-so the client is what limits requests/s. For each client configuration (loadgen `--workers 1`
+nginx (one worker, loopback) answers every POST with the same static file of a stream shape
+(scripts/bench/ceiling_streams.py; by default vLLM's: 128 completion events, a usage event and
+`data: [DONE]`). The server does almost no work per event, so the client is what limits
+requests/s. For each client configuration (loadgen `--workers 1`
 and `--workers 2`, `vllm bench serve` through scripts/bench/vllm_bench_serve.py when
 /work/vllm-venv exists) at each concurrency, the script runs the client a few times and prints
 medians of requests/s, SSE events/s, client CPU per SSE event, nginx CPU and mean TTFT, then
@@ -11,6 +12,12 @@ the loadgen(workers=2)/vllm ratio and whether the targets hold.
     python scripts/bench/client_ceiling.py                  # everything, 3 repetitions
     python scripts/bench/client_ceiling.py --repeat 1 --concurrency 64 --no-vllm
     python scripts/bench/client_ceiling.py --baseline 67b5180 --no-vllm --workers 2
+    python scripts/bench/client_ceiling.py --shape all --workers 2 --concurrency 64
+
+``--shape`` runs each client on each of the servers' stream shapes (vllm, usage-on-choices,
+spaced, chat) and prints each shape's loadgen --workers 2 requests/s against the vllm shape's
+in the same run (target: within 15 %), and whether every client counted exactly 128 output
+tokens per request, as upstream's rule gives for each shape.
 
 ``--baseline REF`` also runs loadgen as it was at git commit REF (a temporary worktree, the
 same interpreter and packages) beside the working tree, run for run, and prints the tree/REF
@@ -38,10 +45,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass
+from itertools import product
 from pathlib import Path
 from typing import NamedTuple
 
 import psutil
+from ceiling_streams import SHAPES, backend, endpoint, models_json, stream
 from common import (
     PeriodicSampler,
     ProcessTreeCpu,
@@ -57,7 +66,7 @@ TEMPLATE = REPO / "scripts" / "nginx" / "ceiling.conf.template"
 VLLM_DRIVER = REPO / "scripts" / "bench" / "vllm_bench_serve.py"
 DEFAULT_VLLM_PYTHON = Path("/work/vllm-venv/bin/python")
 
-MODEL = "loadgen-mock"
+MODEL = "loadgen-mock"  # ceiling_streams.MODEL
 EVENTS = 128  # completion events per response; one token each
 PROMPT_TOKENS = 128
 SAMPLE_S = 0.05  # CPU and request-counter sampling period
@@ -66,6 +75,7 @@ MAX_GAP_SAMPLES = 2  # idle periods tolerated inside one measured phase
 
 TARGET_RATIO = 8.0  # loadgen --workers 2 requests/s over vllm's
 TARGET_US_PER_EVENT = 3.0  # loadgen --workers 2 steady-state client CPU per SSE event
+TARGET_SHAPE_RATIO = 0.85  # each shape's loadgen --workers 2 req/s over the vllm shape's
 
 STUB_STATUS = re.compile(rb"\s(\d+)\s+(\d+)\s+(\d+)\s")
 
@@ -113,6 +123,7 @@ class Measurement:
     nginx_us_per_event: float
     other_cpu_pct: float  # the rest of the machine in the measured phase (steal included)
     mean_ttft_ms: float
+    tokens_per_request: float  # output tokens counted per completed request (128 expected)
 
 
 class Sample(NamedTuple):
@@ -199,37 +210,16 @@ def loadgen_commit() -> str:
     return "unknown"
 
 
-def completion_stream(events: int = EVENTS, prompt_tokens: int = PROMPT_TOKENS) -> bytes:
-    """A vLLM-style /v1/completions SSE stream: `events` one-token chunks, usage, [DONE]."""
-    head = {"id": "cmpl-" + "0123456789abcdef" * 2, "object": "text_completion"}
-    head |= {"created": int(time.time()), "model": MODEL}
-    lines = []
-    for i in range(events):
-        choice = {"index": 0, "text": " tok", "logprobs": None}
-        choice |= {"finish_reason": "length" if i == events - 1 else None, "stop_reason": None}
-        lines.append(head | {"choices": [choice]})
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + events,
-        "completion_tokens": events,
-    }
-    lines.append(head | {"choices": [], "usage": usage})
-    data = [f"data: {json.dumps(line, separators=(',', ':'))}\n\n" for line in lines]
-    return ("".join(data) + "data: [DONE]\n\n").encode()
-
-
-def models_json() -> bytes:
-    """A static /v1/models reply listing the one model."""
-    model = {"id": MODEL, "object": "model", "created": int(time.time()), "owned_by": "loadgen"}
-    return json.dumps({"object": "list", "data": [model | {"root": MODEL}]}).encode()
-
-
 def write_site(prefix: Path, port: int) -> Path:
     """Write the static files and nginx.conf under `prefix`; return the config's path."""
     root = prefix / "html"
-    (root / "v1").mkdir(parents=True)
-    (root / "v1" / "completions").write_bytes(completion_stream())
-    (root / "v1" / "models").write_bytes(models_json())
+    for shape in SHAPES:
+        api = root / shape / "v1"
+        (api / "chat").mkdir(parents=True)
+        (api / endpoint(shape).removeprefix("/v1/")).write_bytes(
+            stream(shape, EVENTS, PROMPT_TOKENS)
+        )
+        (api / "models").write_bytes(models_json())
     (prefix / "tmp").mkdir()
     conf = TEMPLATE.read_text()
     for key, value in {"@PREFIX@": str(prefix), "@ROOT@": str(root), "@PORT@": str(port)}.items():
@@ -266,7 +256,7 @@ def wait_nginx(proc: subprocess.Popen, args: list[str], port: int, prefix: Path)
     while time.monotonic() < deadline and proc.poll() is None:
         with suppress(OSError):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/v1/models")
+            conn.request("GET", f"/{SHAPES[0]}/v1/models")
             if conn.getresponse().status == 200:
                 conn.close()
                 workers = psutil.Process(proc.pid).children()
@@ -279,6 +269,7 @@ def wait_nginx(proc: subprocess.Popen, args: list[str], port: int, prefix: Path)
 
 def run_client(
     client: Client,
+    shape: str,
     concurrency: int,
     rep: int,
     args: argparse.Namespace,
@@ -287,11 +278,13 @@ def run_client(
     nginx: psutil.Process,
     out_dir: Path,
 ) -> Measurement:
-    """Run one client once against nginx and measure it."""
-    stem = f"{client.name}-c{concurrency}-{rep}"
+    """Run one client once against nginx serving ``shape`` and measure it."""
+    stem = f"{client.name}-{shape}-c{concurrency}-{rep}"
     cmd = [
         *client.command(args.vllm_python),
-        "--base-url", f"http://127.0.0.1:{port}",
+        "--base-url", f"http://127.0.0.1:{port}/{shape}",
+        "--backend", backend(shape),
+        "--endpoint", endpoint(shape),
         "--model", MODEL,
         "--tokenizer", str(tokenizer),
         "--dataset-name", "random",
@@ -345,6 +338,7 @@ def run_client(
         nginx_us_per_event=1e6 * (last.nginx - first.nginx) / phase_events,
         other_cpu_pct=max(100 * (last.other - first.other) / span, 0.0),  # tick rounding
         mean_ttft_ms=result["mean_ttft_ms"],
+        tokens_per_request=result["total_output_tokens"] / max(completed, 1),
     )
 
 
@@ -355,20 +349,20 @@ def median(runs: list[Measurement]) -> Measurement:
 
 
 HEADER = (
-    f"{'client':<17}{'conc':>5}{'wall s':>7}{'dur s':>6}{'ok':>6}{'fail':>5}{'req/s':>8}"
-    f"{'events/s':>10}{'cli µs/ev':>10}{'steady µs/ev':>13}{'cli CPU%':>9}{'nginx CPU%':>11}"
-    f"{'nginx µs/ev':>12}{'other%':>7}{'TTFT ms':>9}"
+    f"{'client':<17}{'shape':>17}{'conc':>5}{'wall s':>7}{'dur s':>6}{'ok':>6}{'fail':>5}"
+    f"{'req/s':>8}{'events/s':>10}{'cli µs/ev':>10}{'steady µs/ev':>13}{'cli CPU%':>9}"
+    f"{'nginx CPU%':>11}{'nginx µs/ev':>12}{'other%':>7}{'TTFT ms':>9}{'tok/req':>8}"
 )
 
 
-def row(client: Client, concurrency: int, m: Measurement) -> str:
+def row(client: Client, shape: str, concurrency: int, m: Measurement) -> str:
     """One table line."""
     return (
-        f"{client.name:<17}{concurrency:>5}{m.wall_s:>7.1f}{m.duration_s:>6.2f}"
+        f"{client.name:<17}{shape:>17}{concurrency:>5}{m.wall_s:>7.1f}{m.duration_s:>6.2f}"
         f"{m.completed:>6.0f}{m.failed:>5.0f}{m.req_per_s:>8.0f}{m.events_per_s:>10.0f}"
         f"{m.total_us_per_event:>10.2f}{m.steady_us_per_event:>13.2f}{m.steady_cpu_pct:>9.0f}"
         f"{m.nginx_cpu_pct:>11.0f}{m.nginx_us_per_event:>12.3f}{m.other_cpu_pct:>7.0f}"
-        f"{m.mean_ttft_ms:>9.2f}"
+        f"{m.mean_ttft_ms:>9.2f}{m.tokens_per_request:>8.1f}"
     )
 
 
@@ -383,39 +377,80 @@ steady µs/ev: the measured phase only. This script polls nginx's request counte
   sample before the first to the sample after the last period with >= {busy} requests at nginx
   (readiness probes and test requests excluded). Client CPU in that phase / (requests nginx
   served in it x {events} events). cli CPU% and nginx CPU% are over the same phase.
+tok/req: output tokens the client counted per completed request ({events} by upstream's rule on
+  every shape: usage where upstream reads it, else the re-tokenised text).
 nginx CPU%: its one worker process; near 100 % would mean the server, not the client, was the limit.
 other%: the rest of the machine (this script excluded) plus hypervisor steal, same phase; cli +
   nginx + other near {full:g} % means the client had no idle core left to use.
 """
 
 
+Key = tuple[str, str, int]  # client name, stream shape, concurrency
+
+
 def summary(
-    medians: dict[tuple[str, int], Measurement], concurrencies: list[int], have_vllm: bool
+    medians: dict[Key, Measurement], args: argparse.Namespace, have_vllm: bool
 ) -> list[str]:
     """Lines comparing loadgen --workers 2 with vllm and checking the targets."""
     lines = [
         f"Target: loadgen --workers 2 >= {TARGET_RATIO:g}x vllm bench serve's requests/s, and <= "
         f"{TARGET_US_PER_EVENT:g} µs client CPU per SSE event (steady state)."
     ]
-    for c in concurrencies:
-        lg = medians.get(("loadgen-w2", c))
-        if lg is None:
-            continue
-        us_ok = lg.steady_us_per_event <= TARGET_US_PER_EVENT
-        cpu = (
-            f"steady {lg.steady_us_per_event:.2f} µs/ev ({'ok' if us_ok else 'MISSED'}), "
-            f"whole run {lg.total_us_per_event:.2f} µs/ev"
-        )
-        vl = medians.get(("vllm", c))
-        if have_vllm and vl is not None:
-            ratio = lg.req_per_s / vl.req_per_s
-            verdict = "ok" if ratio >= TARGET_RATIO else "MISSED"
-            lines.append(
-                f"  conc {c:>4}: loadgen(w2)/vllm = {lg.req_per_s:.0f}/{vl.req_per_s:.0f} req/s "
-                f"= {ratio:.1f}x ({verdict}); {cpu}"
+    for shape in args.shape:
+        for c in args.concurrency:
+            lg = medians.get(("loadgen-w2", shape, c))
+            if lg is None:
+                continue
+            us_ok = lg.steady_us_per_event <= TARGET_US_PER_EVENT
+            cpu = (
+                f"steady {lg.steady_us_per_event:.2f} µs/ev ({'ok' if us_ok else 'MISSED'}), "
+                f"whole run {lg.total_us_per_event:.2f} µs/ev"
             )
-        else:
-            lines.append(f"  conc {c:>4}: loadgen(w2) {lg.req_per_s:.0f} req/s (no vllm); {cpu}")
+            vl = medians.get(("vllm", shape, c))
+            where = f"{shape} conc {c:>4}"
+            if have_vllm and vl is not None:
+                ratio = lg.req_per_s / vl.req_per_s
+                verdict = "ok" if ratio >= TARGET_RATIO else "MISSED"
+                lines.append(
+                    f"  {where}: loadgen(w2)/vllm = {lg.req_per_s:.0f}/{vl.req_per_s:.0f} "
+                    f"req/s = {ratio:.1f}x ({verdict}); {cpu}"
+                )
+            else:
+                lines.append(f"  {where}: loadgen(w2) {lg.req_per_s:.0f} req/s (no vllm); {cpu}")
+    return lines + shape_lines(medians, args)
+
+
+def shape_lines(medians: dict[Key, Measurement], args: argparse.Namespace) -> list[str]:
+    """Each shape's loadgen --workers 2 requests/s against the vllm shape's, and whether every
+    client counted the output tokens upstream's rule gives."""
+    lines = []
+    if len(args.shape) > 1 and "vllm" in args.shape:
+        lines.append(
+            f"Target: each shape's loadgen --workers 2 req/s >= {TARGET_SHAPE_RATIO:g} x the vllm "
+            "shape's, same run."
+        )
+        for c in args.concurrency:
+            base = medians.get(("loadgen-w2", "vllm", c))
+            for shape in args.shape:
+                lg = medians.get(("loadgen-w2", shape, c))
+                if base is None or lg is None or shape == "vllm":
+                    continue
+                ratio = lg.req_per_s / base.req_per_s
+                verdict = "ok" if ratio >= TARGET_SHAPE_RATIO else "MISSED"
+                lines.append(
+                    f"  conc {c:>4} {shape:<17} {lg.req_per_s:.0f} / {base.req_per_s:.0f} req/s "
+                    f"= {ratio:.2f} ({verdict})"
+                )
+    wrong = [
+        f"{name} {shape} c{c}: {m.tokens_per_request:.2f}"
+        for (name, shape, c), m in medians.items()
+        if m.tokens_per_request != EVENTS
+    ]
+    lines.append(
+        f"Output tokens per request: {EVENTS} for every client and shape"
+        if not wrong
+        else f"Output tokens per request differ from {EVENTS}: " + "; ".join(wrong)
+    )
     return lines
 
 
@@ -426,6 +461,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--num-prompts", type=int, default=5000, help="requests per run")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="loadgen workers")
+    parser.add_argument(
+        "--shape",
+        nargs="+",
+        default=["vllm"],
+        choices=[*SHAPES, "all"],
+        help="the servers' stream shapes to serve (scripts/bench/ceiling_streams.py); default vllm",
+    )
     parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON)
     parser.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
     parser.add_argument(
@@ -442,7 +484,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0, help="nginx port (default: a free one)")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     parser.add_argument("--keep", type=Path, help="keep result JSONs, logs and nginx files here")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if "all" in args.shape:
+        args.shape = list(SHAPES)
+    return args
 
 
 def main() -> None:
@@ -460,20 +505,21 @@ def main() -> None:
 
 
 def ratios(
-    medians: dict[tuple[str, int], Measurement], args: argparse.Namespace, other: str, title: str
+    medians: dict[Key, Measurement], args: argparse.Namespace, other: str, title: str
 ) -> list[str]:
     """Each loadgen configuration over its variant named with the suffix ``other``: requests/s
     and steady client CPU per event."""
     lines = []
-    for concurrency in args.concurrency:
-        for w in args.workers:
-            ours = medians[(f"loadgen-w{w}", concurrency)]
-            theirs = medians[(f"loadgen-w{w}{other}", concurrency)]
-            lines.append(
-                f"{title}, workers={w} c{concurrency}: req/s "
-                f"{ours.req_per_s / theirs.req_per_s:.3f}, steady client CPU per event "
-                f"{ours.steady_us_per_event / theirs.steady_us_per_event:.3f}"
-            )
+    for shape in args.shape:
+        for concurrency in args.concurrency:
+            for w in args.workers:
+                ours = medians[(f"loadgen-w{w}", shape, concurrency)]
+                theirs = medians[(f"loadgen-w{w}{other}", shape, concurrency)]
+                lines.append(
+                    f"{title}, {shape}, workers={w} c{concurrency}: req/s "
+                    f"{ours.req_per_s / theirs.req_per_s:.3f}, steady client CPU per event "
+                    f"{ours.steady_us_per_event / theirs.steady_us_per_event:.3f}"
+                )
     return lines
 
 
@@ -511,7 +557,7 @@ def measure(args: argparse.Namespace, clients: list[Client]) -> None:
         f"commit {loadgen_commit()}",
         flush=True,
     )
-    runs: dict[tuple[str, int], list[Measurement]] = {}
+    runs: dict[Key, list[Measurement]] = {}
     with tempfile.TemporaryDirectory(prefix="client-ceiling-") as tmp:
         out_dir = args.keep or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -523,30 +569,30 @@ def measure(args: argparse.Namespace, clients: list[Client]) -> None:
         with nginx_server(args.nginx, prefix, port) as nginx:
             print(f"nginx on 127.0.0.1:{port}, tokenizer {tokenizer}\n{HEADER}", flush=True)
             for rep in range(args.repeat):  # repetitions outermost: noise spreads over all
-                for concurrency in args.concurrency:
-                    for client in clients:
-                        m = run_client(
-                            client, concurrency, rep, args, port, tokenizer, nginx, out_dir
-                        )
-                        runs.setdefault((client.name, concurrency), []).append(m)
-                        print(f"{row(client, concurrency, m)}  (run {rep + 1})", flush=True)
-                        if m.failed:
-                            print(f"  warning: {m.failed} requests failed", flush=True)
+                for shape, concurrency, client in product(args.shape, args.concurrency, clients):
+                    m = run_client(
+                        client, shape, concurrency, rep, args, port, tokenizer, nginx, out_dir
+                    )
+                    runs.setdefault((client.name, shape, concurrency), []).append(m)
+                    print(f"{row(client, shape, concurrency, m)}  (run {rep + 1})", flush=True)
+                    if m.failed:
+                        print(f"  warning: {m.failed} requests failed", flush=True)
     medians = {key: median(ms) for key, ms in runs.items()}
     print(f"\nMedians of {args.repeat} runs:\n{HEADER}")
-    for concurrency in args.concurrency:
-        for client in clients:
-            print(row(client, concurrency, medians[(client.name, concurrency)]))
+    for shape, concurrency, client in product(args.shape, args.concurrency, clients):
+        print(row(client, shape, concurrency, medians[(client.name, shape, concurrency)]))
     cpus = os.cpu_count() or 1
     notes = {"cpus": cpus, "sample_ms": 1000 * SAMPLE_S, "busy": MIN_BUSY_REQUESTS}
     print(NOTES.format(**notes, events=EVENTS, full=100 * cpus))
-    print("\n".join(summary(medians, args.concurrency, have_vllm)))
+    print("\n".join(summary(medians, args, have_vllm)))
     if args.records_cost:
         print("\n".join(ratios(medians, args, "-norec", "with/without the records file")))
     if args.baseline:
         print("\n".join(ratios(medians, args, f"@{args.baseline}", f"tree/{args.baseline}")))
     if args.json:
-        dump = {f"{name} c{c}": [asdict(m) for m in ms] for (name, c), ms in runs.items()}
+        dump = {
+            f"{name} {shape} c{c}": [asdict(m) for m in ms] for (name, shape, c), ms in runs.items()
+        }
         args.json.write_text(json.dumps(dump, indent=2))
 
 

@@ -218,17 +218,18 @@ def test_usage_only_chunk_whitespace_variants(choices):
     assert (s.prompt_tokens, s.completion_tokens) == (7, 3)
 
 
-def test_usage_riding_on_a_choices_chunk_counts_only_without_a_usage_only_chunk():
-    # continuous_usage_stats / Dynamo style: upstream's elif never reads this usage; loadgen
-    # keeps the last one for a stream that brings no usage-only chunk (llama.cpp, TGI)
+def test_usage_riding_on_a_choices_chunk_is_never_read_as_upstreams_elif():
+    # llama.cpp's and TGI's completions, continuous_usage_stats, Dynamo: upstream's elif never
+    # reads this usage, keeps the dataset's prompt length and re-tokenises the text; so does
+    # loadgen (the worker sends the text back, as the count is -1)
     chunk = orjson.loads(cmpl_chunk(" a"))
     chunk["usage"] = {"prompt_tokens": 12, "total_tokens": 13, "completion_tokens": 1}
     s = SSEStream()
     s.feed(sse(orjson.dumps(chunk)), 4)
-    assert list(s.event_ns) == [4]
-    assert (s.prompt_tokens, s.completion_tokens) == (-1, -1)  # not before the stream ends
     s.finish(5)
-    assert (s.prompt_tokens, s.completion_tokens) == (12, 1)
+    assert list(s.event_ns) == [4]
+    assert (s.prompt_tokens, s.completion_tokens) == (-1, -1)
+    assert generated_text(s.chunks, False, s.choice_events) == " a"
     s = SSEStream()
     s.feed(sse(orjson.dumps(chunk)) + sse(usage_chunk(12, 2)), 4)
     s.finish(5)

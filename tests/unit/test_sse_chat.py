@@ -180,10 +180,10 @@ def test_usage_on_a_chat_chunk_without_output_is_read_as_upstreams_elif():
     assert (stream.prompt_tokens, stream.completion_tokens) == (3, 4)
 
 
-def test_usage_on_llamacpps_last_completions_chunk_is_used_as_no_other_comes():
+def test_usage_on_llamacpps_last_completions_chunk_is_not_read_as_upstreams_elif():
     stream = feed_all([sse(LLAMA_CPP_COMPLETIONS)], chat=False)
     assert len(stream.event_ns) == 2
-    assert (stream.prompt_tokens, stream.completion_tokens) == (5, 2)
+    assert (stream.prompt_tokens, stream.completion_tokens) == (-1, -1)  # text re-tokenised
 
 
 def test_chat_text_skips_role_and_finish_chunks():
