@@ -25,9 +25,14 @@ from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.mock.recorder import TimingRecords
 from loadgen.report.stats import sample_stats
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
+from loadgen.wake_floor import WakeFloor, measure_floor
 
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
+# How far a trusted step's p99 errors may exceed the machine's wake-up floor: room for a second
+# wake-up (a TTFT error spans the mock waking for the request and the client for the first
+# event) and for the work between the stamps (aiohttp writing the request, reading the reply).
+MARGIN_MS = 1.0
 
 
 # --- the data of both sides ---
@@ -150,58 +155,116 @@ def error_stats(comparison: Comparison) -> tuple[Stats, Stats]:
     return stats_ms(comparison.ttft_error_s), stats_ms(np.abs(comparison.gap_error_s))
 
 
-def passes(comparison: Comparison, threshold_ms: float) -> bool:
-    """Whether a step is trustworthy: every request accounted for, both p99 errors in bounds."""
-    ttft, gap = error_stats(comparison)
-    clean = comparison.failed == 0 and comparison.unrecorded == 0
-    # NaN compares false, so a step without measurements does not pass.
-    return clean and ttft.p99_ms <= threshold_ms and gap.p99_ms <= threshold_ms
+@dataclass(frozen=True)
+class StepVerdict:
+    """Whether one step's timings can be trusted, and the figures that decided it (ms)."""
 
+    concurrency: int
+    ttft_p99_ms: float
+    gap_p99_ms: float
+    bound_ms: float  # the most either p99 may be: the step's floor + a margin, or a fixed one
+    lost: int  # requests that failed, or succeeded without a server record
 
-def conclusion(results: list[tuple[int, bool]], threshold_ms: float) -> str:
-    """The verdict line from (concurrency, passed) per step, lowest concurrency first."""
-    passed = [c for c, ok in results if ok]
-    if not passed:
+    @property
+    def trusted(self) -> bool:
+        """No request lost and both p99 errors within the bound (NaN is never within)."""
         return (
-            f"Conclusion: not trustworthy at any tested concurrency on this machine "
-            f"(p99 TTFT or event-gap error above {threshold_ms:g} ms, or failed requests, "
-            f"at every step)."
+            self.lost == 0
+            and self.ttft_p99_ms <= self.bound_ms
+            and self.gap_p99_ms <= self.bound_ms
         )
-    best = max(passed)
-    line = (
-        f"Conclusion: trustworthy up to concurrency {best} on this machine "
-        f"(p99 TTFT and event-gap errors ≤ {threshold_ms:g} ms)"
+
+
+def judge(concurrency: int, comparison: Comparison, bound_ms: float) -> StepVerdict:
+    """The verdict on one step against ``bound_ms``."""
+    ttft, gap = error_stats(comparison)
+    lost = comparison.failed + comparison.unrecorded
+    return StepVerdict(concurrency, ttft.p99_ms, gap.p99_ms, bound_ms, lost)
+
+
+def bound_of(floor: WakeFloor, threshold_ms: float | None, margin_ms: float = MARGIN_MS) -> float:
+    """A step's bound: ``threshold_ms`` when given, else the step's floor p99 plus ``margin_ms``."""
+    return threshold_ms if threshold_ms is not None else floor.p99_ms() + margin_ms
+
+
+def _why_not(step: StepVerdict) -> str:
+    if step.lost:
+        return f"at {step.concurrency} streams {step.lost} requests failed or went unrecorded"
+    return (
+        f"at {step.concurrency} streams the p99 errors were {step.ttft_p99_ms:.2f} ms (TTFT) "
+        f"and {step.gap_p99_ms:.2f} ms (event gap) against {step.bound_ms:.2f} ms allowed"
     )
-    below = [str(c) for c, ok in results if not ok and c < best]
-    if below:
-        line += f", though not at concurrency {', '.join(below)}"
-    return line + "."
+
+
+def conclusion(steps: list[StepVerdict]) -> str:
+    """The last line: up to how many streams the timings can be trusted, and what to do beyond."""
+    ordered = sorted(steps, key=lambda step: step.concurrency)
+    trusted = 0
+    while trusted < len(ordered) and ordered[trusted].trusted:
+        trusted += 1
+    if not ordered:
+        return "Conclusion: no step was measured."
+    if trusted == len(ordered):
+        return (
+            f"Conclusion: trustworthy up to {ordered[-1].concurrency} streams on this machine, "
+            f"the most tested; give --concurrency higher steps to find where it stops."
+        )
+    first_bad = ordered[trusted]
+    again = [str(step.concurrency) for step in ordered[trusted + 1 :] if step.trusted]
+    noise = f"; {', '.join(again)} passed again, so rerun to confirm" if again else ""
+    if first_bad.lost:
+        remedy = "see the mock server's stderr (--work-dir keeps it)"
+    else:
+        remedy = "add --workers or cores"
+    if not trusted:
+        return (
+            f"Conclusion: not trustworthy at any tested step on this machine "
+            f"({_why_not(first_bad)}{noise}); {remedy}, or test fewer streams."
+        )
+    return (
+        f"Conclusion: trustworthy up to {ordered[trusted - 1].concurrency} streams on this "
+        f"machine; beyond, {remedy} ({_why_not(first_bad)}{noise})."
+    )
 
 
 # --- the table ---
 
 HEADER = (
     f"{'concurrency':>11} {'requests':>8} {'failed':>6} {'events/s':>9}   "
-    f"{'TTFT error (ms)':^26}   {'event-gap |error| (ms)':^26}   "
-    f"{'send leg (ms)':^17}   {'delivery (ms)':^17}".rstrip()
+    f"{'TTFT error':^17}   {'gap |error|':^17}   {'send leg':^17}   {'delivery':^17}   "
+    f"{'floor p99':^17}   {'bound':>6} {'trusted':>7}"
     + f"\n{'':>11} {'':>8} {'':>6} {'':>9}   "
-    f"{'p50':>8} {'p99':>8} {'max':>8}   {'p50':>8} {'p99':>8} {'max':>8}   "
-    f"{'p50':>8} {'p99':>8}   {'p50':>8} {'p99':>8}"
+    + "   ".join([f"{'p50':>8} {'p99':>8}"] * 4)
+    + f"   {'timer':>8} {'datagram':>8}   {'(ms)':>6}"
 )
 
+LEGEND = f"""\
+columns (ms; client − server on one clock, time.perf_counter_ns):
+  TTFT error   client TTFT − server TTFT (from the request reaching the handler to the first
+               event's write)
+  gap |error|  |client gap − server gap| for each pair of consecutive token events
+  send leg     server arrival − client send stamp: writing the request, the kernel, the mock
+               reading it (with delivery, the two halves of the TTFT error)
+  delivery     client read − server write, for every event
+  floor p99    how late an idle process on this machine wakes for a timer and for a datagram,
+               measured just before the step: no client's stamps are finer than this
+  bound        the most a trusted step's p99 TTFT and gap errors may be: the larger floor p99
+               + {MARGIN_MS:g} ms, or --threshold-ms
+  trusted      no request failed or went unrecorded, and both p99 errors are within the bound"""
 
-def _columns(stats: Stats) -> str:
-    return f"{stats.p50_ms:8.3f} {stats.p99_ms:8.3f} {stats.max_ms:8.3f}"
 
-
-def format_row(concurrency: int, comparison: Comparison) -> str:
-    """One table row: the step's size, throughput and error statistics."""
+def format_row(
+    concurrency: int, comparison: Comparison, floor: WakeFloor, verdict: StepVerdict
+) -> str:
+    """One table row: the step's size, throughput, error statistics, floor and verdict."""
     ttft, gap = error_stats(comparison)
     send, delivery = stats_ms(comparison.send_leg_s), stats_ms(comparison.delivery_s)
+    columns = "   ".join(f"{x.p50_ms:8.3f} {x.p99_ms:8.3f}" for x in (ttft, gap, send, delivery))
     return (
         f"{concurrency:>11} {comparison.requests:>8} {comparison.failed:>6} "
-        f"{comparison.events_per_s:>9,.0f}   {_columns(ttft)}   {_columns(gap)}   "
-        f"{send.p50_ms:8.3f} {send.p99_ms:8.3f}   {delivery.p50_ms:8.3f} {delivery.p99_ms:8.3f}"
+        f"{comparison.events_per_s:>9,.0f}   {columns}   "
+        f"{floor.timer_p99_ms():8.3f} {floor.datagram_p99_ms():8.3f}   "
+        f"{verdict.bound_ms:6.2f} {'yes' if verdict.trusted else 'no':>7}"
     )
 
 
@@ -332,6 +395,21 @@ def parse_concurrencies(value: str) -> list[int]:
     return steps
 
 
+def step_load(
+    concurrency: int, rounds: float, ttft_ms: float, itl_ms: float, output_len: int
+) -> tuple[int, float, float]:
+    """A step's requests, Poisson request rate (req/s) and a client time limit (s)."""
+    stream_s = (ttft_ms + output_len * itl_ms) / 1000
+    num_prompts = max(1, round(rounds * concurrency))
+    # Poisson arrivals at concurrency / stream length hold about `concurrency` streams open in
+    # the steady state. A burst at t0 would only measure the server's queue, and evenly spaced
+    # arrivals would line every stream's events up on one ITL grid, so each tick would be a
+    # burst of writes. The concurrency cap keeps it from overshooting.
+    request_rate = concurrency / stream_s if stream_s > 0 else math.inf
+    timeout_s = 120 + 10 * stream_s * math.ceil(num_prompts / concurrency)
+    return num_prompts, request_rate, timeout_s
+
+
 def calibrate(
     concurrencies: list[int],
     workers: int,
@@ -340,10 +418,11 @@ def calibrate(
     input_len: int,
     output_len: int,
     rounds: float,
-    threshold_ms: float,
+    threshold_ms: float | None,
+    floor_seconds: float,
     work_dir: Path | None,
 ) -> None:
-    """Run the steps and print a row per step, then the conclusion (``loadgen calibrate``)."""
+    """Run the steps and print a row per step, the legend, then the conclusion."""
     temporary = work_dir is None
     folder = Path(tempfile.mkdtemp(prefix="loadgen-calibrate-")) if temporary else work_dir
     folder.mkdir(parents=True, exist_ok=True)
@@ -356,16 +435,13 @@ def calibrate(
         )
         _say("errors are client − server on the same clock; events/s as the server wrote")
         _say(HEADER)
-        results: list[tuple[int, bool]] = []
-        stream_s = (ttft_ms + output_len * itl_ms) / 1000
+        verdicts: list[StepVerdict] = []
         for step, concurrency in enumerate(concurrencies):
-            num_prompts = max(1, round(rounds * concurrency))
-            # Poisson arrivals at concurrency / stream length hold about `concurrency` streams
-            # open in the steady state. A burst at t0 would only measure the server's queue,
-            # and evenly spaced arrivals would line every stream's events up on one ITL grid,
-            # so each tick would be a burst of writes. The cap keeps it from overshooting.
-            request_rate = concurrency / stream_s if stream_s > 0 else math.inf
-            timeout_s = 120 + 10 * stream_s * math.ceil(num_prompts / concurrency)
+            num_prompts, request_rate, timeout_s = step_load(
+                concurrency, rounds, ttft_ms, itl_ms, output_len
+            )
+            # Measured while the mock and the client are idle, as close to the step as can be.
+            floor = measure_floor(floor_seconds)
             result, prefix = run_client(
                 url,
                 step,
@@ -380,12 +456,14 @@ def calibrate(
             )
             server.check_alive()
             comparison = compare(ClientRun.from_result(result), server.records(), prefix)
-            _say(format_row(concurrency, comparison))
+            verdict = judge(concurrency, comparison, bound_of(floor, threshold_ms))
+            _say(format_row(concurrency, comparison, floor, verdict))
             for line in notes(concurrency, comparison):
                 _say(line)
-            results.append((concurrency, passes(comparison, threshold_ms)))
+            verdicts.append(verdict)
         server.stop()
-        _say(conclusion(results, threshold_ms))
+        _say(LEGEND)
+        _say(conclusion(verdicts))
     finally:
         server.kill()
         if temporary:

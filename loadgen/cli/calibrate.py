@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from loadgen.calibrate import CalibrationError, calibrate, parse_concurrencies
+from loadgen.calibrate import MARGIN_MS, CalibrationError, calibrate, parse_concurrencies
 
 
 def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
@@ -61,10 +61,17 @@ def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> li
 )
 @click.option(
     "--threshold-ms",
-    default=0.5,
-    show_default=True,
+    default=None,
     type=click.FloatRange(min=0),
-    help="Largest p99 TTFT and event-gap error a trustworthy step may have.",
+    help="Largest p99 TTFT and event-gap error a trustworthy step may have  [default: the "
+    f"machine's wake-up floor measured before the step + {MARGIN_MS:g} ms].",
+)
+@click.option(
+    "--floor-seconds",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0.5),
+    help="How long the machine's wake-up floor is measured before each step.",
 )
 @click.option(
     "--work-dir",
@@ -79,8 +86,10 @@ def calibrate_command(**settings: object) -> None:
     Starts `loadgen mock-server --record-timings`, runs `loadgen run` against it at each
     concurrency, and compares the client's per-request timings with the server's write instants
     (same clock, time.perf_counter_ns). Errors are client − server: positive means the client
-    saw it later; event-gap errors are summarized by their absolute size. A step is trustworthy
-    when no request failed and both p99 errors are within --threshold-ms.
+    saw it later; event-gap errors are summarized by their absolute size. Before each step it
+    measures the machine's floor (how late an idle process wakes for a timer and a datagram,
+    at p99). A step is trustworthy when no request failed and both p99 errors are within the
+    floor + 1 ms (or --threshold-ms); the last line says up to how many streams that holds.
     """
     try:
         calibrate(**settings)

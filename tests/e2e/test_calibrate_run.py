@@ -73,5 +73,13 @@ def test_calibrate_command(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[:3] for line in lines[4:6]] == [["4", "12", "0"], ["8", "24", "0"]]
+    for row in lines[4:6]:
+        # The floor measured before the step: timer and datagram p99, then the bound.
+        timer, datagram, bound, trusted = row.split()[-4:]
+        assert 0 < float(timer) < float(bound) and 0 < float(datagram) < float(bound)
+        assert abs(float(bound) - max(float(timer), float(datagram)) - 1.0) < 0.006
+        assert trusted in ("yes", "no")
+    assert lines[6].startswith("columns (ms; client − server")
     assert lines[-1].startswith("Conclusion: ")
+    assert "on this machine" in lines[-1]
     assert (tmp_path / "server-timings.npz").exists()

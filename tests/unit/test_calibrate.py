@@ -13,13 +13,17 @@ import pytest
 from loadgen.calibrate import (
     ClientRun,
     Comparison,
+    StepVerdict,
+    bound_of,
     compare,
     conclusion,
     error_stats,
-    passes,
+    judge,
     stats_ms,
+    step_load,
 )
 from loadgen.mock.recorder import TimingRecorder, TimingRecords, TimingsSaveError
+from loadgen.wake_floor import WakeFloor
 
 MS = 1_000_000  # ns
 
@@ -139,18 +143,74 @@ def test_stats_and_verdicts() -> None:
     ttft, gap = error_stats(good)
     assert gap.max_ms == pytest.approx(0.3)  # gap errors count by their size
     assert ttft.max_ms == pytest.approx(0.2)
-    assert passes(good, 0.5)
-    assert not passes(comparison([0.1], [-0.6]), 0.5)
-    assert not passes(comparison([0.6], [0.0]), 0.5)
-    assert not passes(comparison([0.1], [0.1], failed=1), 0.5)
-    assert not passes(comparison([], []), 0.5)
+    assert judge(64, good, 0.5).trusted
+    verdict = judge(64, good, 0.5)
+    assert (verdict.concurrency, verdict.bound_ms, verdict.lost) == (64, 0.5, 0)
+    assert (verdict.ttft_p99_ms, verdict.gap_p99_ms) == pytest.approx((0.199, 0.3))
+    assert not judge(64, comparison([0.1], [-0.6]), 0.5).trusted
+    assert not judge(64, comparison([0.6], [0.0]), 0.5).trusted
+    failed = judge(64, comparison([0.1], [0.1], failed=1), 0.5)
+    assert (failed.lost, failed.trusted) == (1, False)
+    assert not judge(64, comparison([], []), 0.5).trusted  # NaN p99s are never within
     assert math.isnan(comparison([], []).events_per_s)
 
-    assert conclusion([(64, True), (256, True), (1024, False)], 0.5) == (
-        "Conclusion: trustworthy up to concurrency 256 on this machine "
-        "(p99 TTFT and event-gap errors ≤ 0.5 ms)."
+
+def test_the_bound_is_the_floor_plus_a_margin_unless_given() -> None:
+    floor = WakeFloor(timer_ms=np.linspace(0, 1, 101), datagram_ms=np.linspace(0, 2, 101))
+    assert (floor.timer_p99_ms(), floor.datagram_p99_ms()) == pytest.approx((0.99, 1.98))
+    assert floor.p99_ms() == pytest.approx(1.98)  # the larger of the two
+    assert bound_of(floor, None) == pytest.approx(2.98)
+    assert bound_of(floor, 0.5) == 0.5
+    empty = WakeFloor(np.zeros(0), np.zeros(0))
+    assert math.isnan(empty.p99_ms()) and math.isnan(bound_of(empty, None))
+    half = WakeFloor(np.zeros(0), np.array([1.0, 1.0]))
+    assert half.p99_ms() == 1.0  # one kind of sample is enough
+
+
+def test_step_load_holds_about_concurrency_streams_open() -> None:
+    # 64 events 50 ms apart: 3.2 s streams, so 64 / 3.2 s arrivals keep 64 open.
+    assert step_load(64, 3.0, 0.0, 50.0, 64)[:2] == (192, pytest.approx(20.0))
+    assert step_load(1, 0.1, 0.0, 0.0, 8)[:2] == (1, math.inf)
+
+
+def step(concurrency: int, ttft: float, gap: float = 0.5, bound: float = 3.0, lost: int = 0):
+    """A step's verdict from its p99 figures (ms)."""
+    return StepVerdict(concurrency, ttft, gap, bound, lost)
+
+
+def test_conclusion_names_the_last_trusted_step_and_the_remedy() -> None:
+    line = conclusion([step(64, 1.0), step(256, 2.5), step(1024, 86.5, gap=24.0)])
+    assert line == (
+        "Conclusion: trustworthy up to 256 streams on this machine; beyond, add --workers or "
+        "cores (at 1024 streams the p99 errors were 86.50 ms (TTFT) and 24.00 ms (event gap) "
+        "against 3.00 ms allowed)."
     )
-    assert conclusion([(64, False), (256, True)], 0.5).endswith(", though not at concurrency 64.")
-    assert conclusion([(64, False)], 0.5).startswith(
-        "Conclusion: not trustworthy at any tested concurrency"
+    # Steps may come in any order; the gap error alone can fail a step.
+    assert conclusion([step(256, 1.0, gap=4.0), step(64, 1.0)]).startswith(
+        "Conclusion: trustworthy up to 64 streams on this machine; beyond, add --workers or cores"
+    )
+
+
+def test_conclusion_when_every_or_no_step_is_trusted() -> None:
+    assert conclusion([step(64, 1.0), step(256, 2.0)]) == (
+        "Conclusion: trustworthy up to 256 streams on this machine, the most tested; give "
+        "--concurrency higher steps to find where it stops."
+    )
+    line = conclusion([step(64, 9.0), step(256, 12.0)])
+    assert line.startswith("Conclusion: not trustworthy at any tested step on this machine (at 64")
+    assert line.endswith("; add --workers or cores, or test fewer streams.")
+    assert conclusion([]) == "Conclusion: no step was measured."
+
+
+def test_conclusion_stops_at_the_first_untrusted_step() -> None:
+    # A higher step that passes after a failing one is noise to recheck, not trust.
+    line = conclusion([step(64, 1.0), step(256, 5.0), step(1024, 1.0)])
+    assert line.startswith("Conclusion: trustworthy up to 64 streams on this machine; beyond,")
+    assert line.endswith("; 1024 passed again, so rerun to confirm).")
+    # Lost requests are the server's or the run's problem, not the client's speed.
+    line = conclusion([step(64, 1.0), step(256, 1.0, lost=3)])
+    assert line == (
+        "Conclusion: trustworthy up to 64 streams on this machine; beyond, see the mock "
+        "server's stderr (--work-dir keeps it) (at 256 streams 3 requests failed or went "
+        "unrecorded)."
     )
