@@ -25,7 +25,7 @@ from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.mock.recorder import TimingRecords
 from loadgen.report.stats import sample_stats
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
-from loadgen.wake_floor import WakeFloor, measure_floor
+from loadgen.wake_floor import FloorError, WakeFloor, measure_floor
 
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
@@ -441,7 +441,10 @@ def calibrate(
                 concurrency, rounds, ttft_ms, itl_ms, output_len
             )
             # Measured while the mock and the client are idle, as close to the step as can be.
-            floor = measure_floor(floor_seconds)
+            try:
+                floor = measure_floor(floor_seconds)
+            except FloorError as exc:
+                raise CalibrationError(str(exc)) from None
             result, prefix = run_client(
                 url,
                 step,

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import multiprocessing
+import select
 import socket
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 
 import numpy as np
 import uvloop
@@ -30,6 +31,7 @@ from workers.precise_timer import PreciseTimer
 PERIOD_NS = 10_000_000
 # The receiver's loop starts before the first deadline, so its own start-up is not measured.
 LEAD_NS = 100_000_000
+START_TIMEOUT_S = 30.0  # for the receiver to start, and to answer after its measurement
 
 
 @dataclass
@@ -57,29 +59,40 @@ def _p99(values_ms: np.ndarray) -> float:
     return sample_stats(values_ms, [99], empty=math.nan).at(99)
 
 
+class FloorError(RuntimeError):
+    """The receiver process did not deliver its measurement."""
+
+
 def measure_floor(seconds: float) -> WakeFloor:
     """Measure the floor for ``seconds`` with a fresh idle receiver process."""
-    context = multiprocessing.get_context("spawn")
-    # A pipe, not a Queue: a Queue's lock would start multiprocessing's resource tracker, a
-    # process that outlives the measurement.
-    ours, theirs = context.Pipe()
-    receiver = context.Process(target=_receive, args=(theirs, seconds), daemon=True)
-    receiver.start()
-    theirs.close()
-    try:
-        port, start_ns, end_ns = ours.recv()
-        _send_stamps(port, start_ns, end_ns)
-        timer_ns, datagram_ns = ours.recv_bytes(), ours.recv_bytes()
-    finally:
-        receiver.join(timeout=5)
-        if receiver.is_alive():
+    # A fresh interpreter (not multiprocessing): nothing of the caller's state or main module
+    # comes along, and the caller needs no ``if __name__ == "__main__"`` guard.
+    command = [sys.executable, "-m", "loadgen.wake_floor", repr(float(seconds))]
+    # Unbuffered: the first line is read alone, and communicate() reads the rest from the pipe.
+    with subprocess.Popen(
+        command, bufsize=0, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as receiver:
+        assert receiver.stdout is not None
+        try:
+            ready, _, _ = select.select([receiver.stdout], [], [], START_TIMEOUT_S)
+            first = receiver.stdout.readline() if ready else b""
+            if first:
+                port, start_ns, end_ns = (int(x) for x in first.split())
+                _send_stamps(port, start_ns, end_ns)
+            rest, err = receiver.communicate(timeout=START_TIMEOUT_S + seconds)
+        except subprocess.TimeoutExpired:
             receiver.kill()
-            receiver.join()
-        ours.close()
-    return WakeFloor(
-        np.frombuffer(timer_ns, dtype=np.int64) / 1e6,
-        np.frombuffer(datagram_ns, dtype=np.int64) / 1e6,
-    )
+            rest, err = b"", receiver.communicate()[1] + b"\nno answer in time"
+    header, _, data = rest.partition(b"\n")
+    try:
+        timers, datagrams = (int(x) for x in header.split())
+        lags = np.frombuffer(data, dtype=np.int64, count=timers + datagrams) / 1e6
+    except ValueError:
+        last = (err.decode(errors="replace").strip().splitlines() or ["no error output"])[-1]
+        raise FloorError(
+            f"the wake-up floor's receiver process failed (exit {receiver.returncode}): {last}"
+        ) from None
+    return WakeFloor(lags[:timers], lags[timers:])
 
 
 def _send_stamps(port: int, start_ns: int, end_ns: int) -> None:
@@ -97,12 +110,8 @@ def _send_stamps(port: int, start_ns: int, end_ns: int) -> None:
         sender.close()
 
 
-def _receive(pipe: Connection, seconds: float) -> None:
-    """The receiver process: idle but for its timer and its socket."""
-    uvloop.run(_receiver_loop(pipe, seconds))
-
-
-async def _receiver_loop(pipe: Connection, seconds: float) -> None:
+async def _receiver_loop(seconds: float) -> None:
+    """The receiver process: idle but for its timer and its socket; answers on stdout."""
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
@@ -121,7 +130,8 @@ async def _receiver_loop(pipe: Connection, seconds: float) -> None:
     loop.add_reader(sock.fileno(), on_readable)
     start_ns = time.perf_counter_ns() + LEAD_NS
     end_ns = start_ns + int(seconds * 1e9)
-    pipe.send((sock.getsockname()[1], start_ns, end_ns))
+    sys.stdout.buffer.write(f"{sock.getsockname()[1]} {start_ns} {end_ns}\n".encode())
+    sys.stdout.buffer.flush()
     timer = PreciseTimer(loop)
     timer_lags: list[int] = []
     deadline = start_ns
@@ -138,6 +148,11 @@ async def _receiver_loop(pipe: Connection, seconds: float) -> None:
     loop.remove_reader(sock.fileno())
     on_readable()
     sock.close()
-    pipe.send_bytes(np.array(timer_lags, dtype=np.int64).tobytes())
-    pipe.send_bytes(np.array(datagram_lags, dtype=np.int64).tobytes())
-    pipe.close()
+    out = sys.stdout.buffer
+    out.write(f"{len(timer_lags)} {len(datagram_lags)}\n".encode())
+    out.write(np.array(timer_lags + datagram_lags, dtype=np.int64).tobytes())
+    out.flush()
+
+
+if __name__ == "__main__":
+    uvloop.run(_receiver_loop(float(sys.argv[1])))

@@ -50,7 +50,7 @@ from loadgen.calibrate import (
     step_load,
 )
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
-from loadgen.wake_floor import WakeFloor, measure_floor
+from loadgen.wake_floor import FloorError, WakeFloor, measure_floor
 
 VLLM_DRIVER = REPO / "scripts" / "bench" / "vllm_bench_serve.py"
 DEFAULT_VLLM_PYTHON = Path("/work/vllm-venv/bin/python")
@@ -235,11 +235,11 @@ def _ratio(ours: float, theirs: float | None) -> str:
 
 
 def format_rows(rows: list[Row]) -> list[str]:
-    """The table's lines for one concurrency: one per client, loadgen's p99s over vllm's."""
-    vllm = next((row for row in rows if row.client == VLLM), None)
+    """The table's lines: one per row, with loadgen's p99s over vllm's at the same concurrency."""
+    vllm = {row.concurrency: row for row in rows if row.client == VLLM}
     lines = []
     for row in rows:
-        theirs = vllm if row is not vllm else None
+        theirs = vllm.get(row.concurrency) if row.client != VLLM else None
         ttft_ratio = _ratio(row.ttft_p99, theirs.ttft_p99 if theirs else None)
         gap_ratio = _ratio(row.gap_p99, theirs.gap_p99 if theirs else None)
         lines.append(
@@ -351,7 +351,7 @@ def main() -> None:
                 print("\n".join(format_rows(runs)), flush=True)
                 rows += runs
         server.stop()
-    except CalibrationError as exc:
+    except (CalibrationError, FloorError) as exc:
         raise SystemExit(str(exc)) from None
     finally:
         server.kill()
