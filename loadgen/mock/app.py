@@ -163,7 +163,14 @@ async def serve(config: MockConfig) -> None:
     state.connections.install(runner.server)
     host = config.host
     try:
-        site = web.TCPSite(runner, host, config.port, backlog=LISTEN_BACKLOG, reuse_address=True)
+        site = web.TCPSite(
+            runner,
+            host,
+            config.port,
+            backlog=LISTEN_BACKLOG,
+            reuse_address=True,
+            reuse_port=config.reuse_port or None,
+        )
         await site.start()
         state.mark_open()
         collector = asyncio.create_task(_collect_garbage_when_idle(state))

@@ -109,6 +109,14 @@ MOCK_FLAGS: tuple[Flag, ...] = (
         "8 for llamacpp, unbounded for the others.",
     ),
     Flag(
+        "--reuse-port",
+        bool,
+        False,
+        help="Listen with SO_REUSEPORT, so that several mock-server processes can share one "
+        "port (give the port the first one picked): the kernel spreads connections over them, "
+        "for more connections than one process's open-file limit allows or more cores.",
+    ),
+    Flag(
         "--lora",
         default=(),
         field="lora_names",
