@@ -22,6 +22,10 @@ class Habits:
     close_after_stream_s: float | None = 0.0005  # close this long after a stream; None: keep
     fail_posts_on_fresh: int = 0  # close this many first POSTs of a new connection unanswered
     die_after_status_line: bool = False  # every POST: send a status line, then close
+    # A connection that answered a GET closes on its first POST unanswered, as a server does
+    # when its keep-alive timeout closes an idle pre-opened connection just as a request goes.
+    fail_post_after_get: bool = False
+    close_after_get: bool = False  # close every connection right after answering a GET
     # The answer to the k-th POST (from 0) asking for n tokens: (Content-Type, body); None: a
     # stream of n tokens, usage and [DONE]. The status is 200 either way.
     answer: Callable[[int, int], tuple[bytes, bytes]] | None = None
@@ -74,6 +78,7 @@ class RawServer:
         with habits.lock:
             habits.connections += 1
         posts_here = 0
+        served_get = False
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -84,6 +89,11 @@ class RawServer:
                 body = await reader.readexactly(length)
                 if head.startswith(b"GET"):
                     writer.write(_response(b"application/json", MODELS))
+                    served_get = True
+                    if habits.close_after_get:
+                        await writer.drain()
+                        writer.close()
+                        return
                     continue
                 if not head.startswith(b"POST /v1/completions "):  # /tokenize and the like
                     writer.write(_response(b"text/plain", b"not found", b"404 Not Found"))
@@ -92,7 +102,9 @@ class RawServer:
                 if posts_here == 1:
                     with habits.lock:
                         habits.generation_connections += 1
-                if posts_here <= habits.fail_posts_on_fresh:
+                if posts_here <= habits.fail_posts_on_fresh or (
+                    habits.fail_post_after_get and served_get and posts_here == 1
+                ):
                     with habits.lock:
                         habits.closed_unanswered += 1
                     writer.close()

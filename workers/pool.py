@@ -16,9 +16,17 @@ CONNECT_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
 )
 # True in a task that must not take a pooled connection: a re-send, a pre-opening GET.
 FRESH_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("fresh_only", default=False)
+# True in a request's task that took a pre-opened connection no request had used before.
+TOOK_PREOPENED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "took_preopened", default=False
+)
 # Errors of a pooled connection that the server had closed before it read the request.
 STALE_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError)
-PREOPEN_BUDGET_S = 1.0  # pre-opening never delays t0 by more than about this
+PREOPEN_BUDGET_S = 1.0  # pre-opening never delays t0 by more than about this, plus:
+# per connection: a worker opens about 4,000 a second on a free core, but past about 14,000
+# connections to one server each connect() costs ~1.5 ms in the kernel's search for a local
+# port (scripts/bench/connect_floor.py)
+PREOPEN_EACH_S = 0.002
 PREOPEN_AT_ONCE = 32  # connections being opened at the same time
 PREOPEN_SLOW_S = 0.25  # a pre-opening GET unanswered this long: the server serves no more
 PREOPEN_POLL_S = 0.05  # how often pre-opening looks for GETs the server does not serve
@@ -32,7 +40,8 @@ class PoolConnector(aiohttp.TCPConnector):
     - the time spent opening a new connection is added to the current request's CONNECT_NS;
     - a task with FRESH_ONLY set never takes a pooled connection;
     - connections released while ``preopening`` are remembered, so the run can tell how many
-      were open at t0 and how many the server closed before any request took them;
+      were open at t0 and how many the server closed before any request took them, and a
+      request that takes one has TOOK_PREOPENED set;
     - with ``reuse`` off, every connection is closed after its response instead of pooled.
     """
 
@@ -54,8 +63,9 @@ class PoolConnector(aiohttp.TCPConnector):
         if FRESH_ONLY.get():
             return None
         connection = await super()._get(key, traces)
-        if connection is not None and self.preopened:
+        if connection is not None and self.preopened and connection.protocol in self.preopened:
             self.preopened.discard(connection.protocol)
+            TOOK_PREOPENED.set(True)
         return connection
 
     def _release(self, key, protocol, *, should_close=False):  # type: ignore[no-untyped-def]
@@ -67,6 +77,10 @@ class PoolConnector(aiohttp.TCPConnector):
         """Forget the pre-opened connections that are closed already; how many are open."""
         self.preopened = {p for p in self.preopened if p.is_connected()}  # type: ignore[attr-defined]
         return len(self.preopened)
+
+    def some_preopened_closed(self) -> bool:
+        """Whether the server has closed a pre-opened connection already."""
+        return not all(p.is_connected() for p in self.preopened)  # type: ignore[attr-defined]
 
     def closed_before_use(self) -> int:
         """Pre-opened connections open at t0 that the server closed before any request."""
@@ -88,29 +102,34 @@ async def preopen(
     headers: dict[str, str],
     proxy: str | None,
     count: int,
-) -> tuple[int, str]:
+) -> tuple[int, str, str]:
     """Open the pool's connections before t0, so no handshake lands in a measured TTFT.
 
     Each connection is opened by a GET that may take no pooled connection (FRESH_ONLY), so
-    it goes back to the pool as soon as its answer is read. At most PREOPEN_AT_ONCE are
-    opened at a time and all within PREOPEN_BUDGET_S. Opening stops early when a GET has
-    waited PREOPEN_SLOW_S while one sent after it was answered (the server serves no more
-    connections at once, as llama.cpp's fixed pool of HTTP threads where an idle
-    connection holds a thread), or when one opened earlier is closed already (the server
-    keeps no idle connections). Returns how many are open, and the first error.
+    it goes back to the pool as soon as its answer is read. PREOPEN_AT_ONCE openers each send
+    one GET after another, within a budget of PREOPEN_BUDGET_S plus PREOPEN_EACH_S per
+    connection. Opening stops early when a GET has waited PREOPEN_SLOW_S while one sent after
+    it was answered (the server serves no more connections at once, as llama.cpp's fixed pool
+    of HTTP threads where an idle connection holds a thread), or when one opened earlier is
+    closed already (the server keeps no idle connections, or not for as long as opening them
+    all takes). Returns how many are open, the first error, and why fewer than ``count``
+    are open ("" when all are), for the coordinator to say before t0.
+
+    The checks on the whole pool run once per PREOPEN_POLL_S, not once per answer: per answer
+    they made opening n connections cost O(n^2) (10,000 took seconds of CPU).
     """
-    slots = asyncio.Semaphore(PREOPEN_AT_ONCE)
     enough = False
     failures: list[BaseException] = []
     sent_ns: dict[int, int] = {}  # GETs not answered yet: when each was sent
     last_answer_ns = 0
+    next_key = 0
 
-    async def touch(key: int) -> None:
-        nonlocal enough, last_answer_ns
+    async def opener() -> None:
+        nonlocal enough, last_answer_ns, next_key
         FRESH_ONLY.set(True)  # this task's own context
-        async with slots:
-            if enough:
-                return
+        while not enough and next_key < count:
+            key = next_key
+            next_key += 1
             sent_ns[key] = perf_counter_ns()
             try:
                 async with session.get(url, headers=headers, proxy=proxy) as resp:
@@ -122,8 +141,6 @@ async def preopen(
             finally:
                 del sent_ns[key]
             last_answer_ns = perf_counter_ns()
-            if len(connector.preopened) > connector.open_preopened():
-                enough = True
 
     def stuck() -> bool:
         now = perf_counter_ns()
@@ -132,18 +149,40 @@ async def preopen(
         )
 
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + PREOPEN_BUDGET_S
+    started = loop.time()
+    budget_s = PREOPEN_BUDGET_S + PREOPEN_EACH_S * count
+    why = ""
     connector.preopening = True
-    pending = {asyncio.ensure_future(touch(key)) for key in range(count)}
+    pending = {asyncio.ensure_future(opener()) for _ in range(min(PREOPEN_AT_ONCE, count))}
     try:
-        while pending and not enough and not stuck() and loop.time() < deadline:
+        while pending and not enough and loop.time() < started + budget_s:
             _, pending = await asyncio.wait(
-                pending, timeout=min(PREOPEN_POLL_S, deadline - loop.time())
+                pending, timeout=min(PREOPEN_POLL_S, started + budget_s - loop.time())
             )
+            if stuck():
+                why = "the server served no more connections at once"
+                break
+            if connector.some_preopened_closed():
+                why = (
+                    f"the server closed idle ones {loop.time() - started:.1f} s into opening "
+                    "them (its keep-alive timeout is shorter than opening them all takes)"
+                )
+                break
+        else:
+            if pending and not enough:
+                why = f"opening them took longer than its {budget_s:.1f} s budget"
     finally:
+        enough = True
         connector.preopening = False
         for task in pending:
             task.cancel()  # a GET still waiting is not worth a later t0
         await asyncio.gather(*pending, return_exceptions=True)
     first = f"{type(failures[0]).__name__}: {failures[0]}" if failures else ""
-    return connector.open_preopened(), first
+    opened = connector.open_preopened()
+    if opened >= count:
+        why = ""
+    elif failures:
+        why = f"a GET failed: {first}"
+    elif not why:
+        why = f"the server closed {count - opened} of them already"
+    return opened, first, why

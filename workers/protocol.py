@@ -15,7 +15,8 @@ and dropped by whoever received it, never acted on.
 | HELLO   | w -> c | probe_port                              | -                              |
 | SHARD   | c -> w | config (WorkerConfig as a dict)         | bodies, body_offsets, indices, |
 |         |        |                                         | scheduled_ns, max_events       |
-| READY   | w -> c | connections, connect_error              | -                              |
+| READY   | w -> c | connections, connect_error,             | -                              |
+|         |        | preopen_short (why fewer than planned)  |                                |
 | START   | c -> w | t0_ns (perf_counter_ns of offset 0),    | -                              |
 |         |        | credits (initial share of the cap)      |                                |
 | CREDITS | c -> w | grant (credits added), lend (bool)      | -                              |
@@ -53,7 +54,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 
 
 class Kind(str, Enum):
@@ -160,7 +161,7 @@ _NONE = type(None)
 SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
     Kind.HELLO: ({"probe_port": int}, 0),
     Kind.SHARD: ({"config": dict}, 5),
-    Kind.READY: ({"connections": int, "connect_error": (str, _NONE)}, 0),
+    Kind.READY: ({"connections": int, "connect_error": (str, _NONE), "preopen_short": str}, 0),
     Kind.START: ({"t0_ns": int, "credits": int}, 0),
     Kind.CREDITS: ({"grant": int, "lend": bool}, 0),
     Kind.DEMAND: ({"returned": int, "waiting": int}, 0),

@@ -42,6 +42,7 @@ from workers.pool import (
     CONNECT_NS,
     FRESH_ONLY,
     STALE_ERRORS,
+    TOOK_PREOPENED,
     PoolConnector,
     before_any_byte,
     preopen,
@@ -176,7 +177,7 @@ class Worker:
             trust_env=False,
         )
         try:
-            opened, connect_error = await preopen(
+            opened, connect_error, preopen_short = await preopen(
                 session,
                 connector,
                 config.preopen_url,
@@ -194,7 +195,12 @@ class Worker:
             gc.freeze()
             gc.disable()
             await self._send(
-                self.codec.encode(Kind.READY, connections=opened, connect_error=connect_error)
+                self.codec.encode(
+                    Kind.READY,
+                    connections=opened,
+                    connect_error=connect_error,
+                    preopen_short=preopen_short,
+                )
             )
             kind, fields, _ = await self._receive()
             if kind is not Kind.START:
@@ -439,8 +445,12 @@ class Worker:
 
     def _on_stale_connection(self) -> None:
         """Count a re-send; a few in a row without a pooled connection that answered mean the
-        server closes after every response, so connections are no longer pooled."""
+        server closes after every response, so connections are no longer pooled. A pre-opened
+        connection that had never carried a request says nothing of that: the server closed it
+        idle (its keep-alive timeout ran out before t0 or as the run began)."""
         self.connections.resent += 1
+        if TOOK_PREOPENED.get():
+            return
         self.stale_streak += 1
         if self.stale_streak >= STALE_STREAK_LIMIT and self.connector is not None:
             self.connector.reuse = False

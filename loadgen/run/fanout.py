@@ -239,6 +239,8 @@ class WorkerPool:
             raise FanoutError(
                 f"cannot connect to the server at {url}: {error}; is it up? {READY_CHECK_HINT}"
             )
+        if short := preopen_shortfall(plans, ready):
+            print(f"warning: {short}", flush=True)
         t0_ns = perf_counter_ns() + START_LEAD_NS
         t0_wall = datetime.now() + timedelta(microseconds=(t0_ns - perf_counter_ns()) / 1e3)
         for w in workers:
@@ -409,6 +411,22 @@ class WorkerPool:
         self.ctx.term()
         self.probe.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def preopen_shortfall(plans: list[ShardPlan], ready: dict[int, dict]) -> str:
+    """One line when the workers opened fewer connections before t0 than planned (each
+    READY's ``connections`` against its plan's ``preopen_connections``), with their reasons;
+    "" when every one opened its plan."""
+    planned = sum(plan.config.preopen_connections for plan in plans)
+    opened = sum(r["connections"] for r in ready.values())
+    if opened >= planned:
+        return ""
+    reasons = sorted({r["preopen_short"] for r in ready.values() if r["preopen_short"]})
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    return (
+        f"{opened} of the {planned} connections planned were opened before t0{why}; requests "
+        "beyond them may open theirs during the run, the handshake inside their TTFT"
+    )
 
 
 def _private_directory() -> str:

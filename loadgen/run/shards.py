@@ -9,7 +9,7 @@ from loadgen.payloads import CHAT_BACKENDS
 from loadgen.run.fail_fast import FIRST
 from loadgen.run.fanout import ShardPlan
 from loadgen.run.prepare import Prepared
-from loadgen.schedule import assign_workers
+from loadgen.schedule import assign_workers, split_concurrency
 from loadgen.server.client import auth_headers, proxy_for
 from workers.pooling import JSON_BODY, POOLING_FORMS
 from workers.protocol import WorkerConfig
@@ -30,6 +30,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
     """One plan per worker: its requests, their bodies and schedule, and its configuration."""
     owner = assign_workers(prepared.num_requests, num_workers, config.max_concurrency)
     cap = config.max_concurrency or 0
+    shares = split_concurrency(cap, num_workers)
     headers = auth_headers(config.headers)
     plans = []
     for w in range(num_workers):
@@ -41,10 +42,9 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             request_id_prefix=None
             if config.dataset_name == "prefix_repetition"
             else config.request_id_prefix,
-            # Credits can gather at one worker (up to the whole cap), so each pre-opens that many.
             max_concurrency=cap,
             preopen_url=f"{config.server_url}/v1/models",
-            preopen_connections=min(cap or len(indices), len(indices), PREOPEN_LIMIT),
+            preopen_connections=preopen_count(cap, shares[w], len(indices)),
             keep_text="always" if config.save_detailed else "when_no_usage",
             chat=config.backend in CHAT_BACKENDS,
             response_form=response_form(config),
@@ -65,6 +65,14 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             )
         )
     return plans
+
+
+def preopen_count(cap: int, share: int, num_requests: int) -> int:
+    """Connections a worker opens before t0: credits can gather at one worker (up to the whole
+    cap), so each opens the cap, up to PREOPEN_LIMIT; and never fewer than its share of the
+    cap, the credits it starts with, so that a burst at t0 opens none (20,000 streams over two
+    workers: 10,000 each, not 4,096). Never more than its requests (0 = no cap)."""
+    return min(num_requests, max(min(cap or num_requests, PREOPEN_LIMIT), share))
 
 
 def response_form(config: RunConfig) -> str:

@@ -60,8 +60,13 @@ CODEC = Codec.new()
 VALID = [  # one conforming message of every kind, and who sends it
     (Kind.HELLO, {"probe_port": 41234}, 0, True),
     (Kind.SHARD, {"config": {}}, 5, False),
-    (Kind.READY, {"connections": 16, "connect_error": None}, 0, True),
-    (Kind.READY, {"connections": 0, "connect_error": "Connection refused"}, 0, True),
+    (Kind.READY, {"connections": 16, "connect_error": None, "preopen_short": ""}, 0, True),
+    (
+        Kind.READY,
+        {"connections": 0, "connect_error": "Connection refused", "preopen_short": ""},
+        0,
+        True,
+    ),
     (Kind.START, {"t0_ns": 9_876_543_210_123_456, "credits": 3}, 0, False),
     (Kind.CREDITS, {"grant": 2, "lend": True}, 0, False),
     (Kind.DEMAND, {"returned": 1, "waiting": 0}, 0, True),
@@ -90,6 +95,7 @@ def test_every_kind_has_a_schema_and_a_direction():
 def header(**changes) -> list[bytes]:
     fields = {"v": PROTOCOL_VERSION, "t": CODEC.token, "kind": "ready", "connections": 1}
     fields["connect_error"] = None
+    fields["preopen_short"] = ""
     fields.update(changes)
     return [orjson.dumps({k: v for k, v in fields.items() if v is not ...})]
 
