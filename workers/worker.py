@@ -36,6 +36,7 @@ import zmq
 import zmq.asyncio
 from yarl import URL
 
+from workers.busy_hook import start_spinning
 from workers.credits import CreditGate
 from workers.lifecycle import PARENT_CHECK_S, PARENT_GONE, die_with, raise_open_file_limit
 from workers.pool import (
@@ -257,6 +258,7 @@ class Worker:
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))
         listener = asyncio.create_task(self._listen(tasks))
         sweeper = asyncio.create_task(sweep_timeouts(self.open, config))
+        spinner = start_spinning()  # None unless a test asks (workers/busy_hook.py)
         self.cpu_start_ns, self.wall_start_ns = time.process_time_ns(), perf_counter_ns()
         released = 0
         slot_wait_ended_ns = 0  # when the dispatcher last got a slot it had to wait for
@@ -298,6 +300,8 @@ class Worker:
             listener.cancel()
             flusher.cancel()
             sweeper.cancel()
+            if spinner is not None:
+                spinner.cancel()
             self.timer.close()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from loadgen.records.collected import Collected, assemble_events
-from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
 FORMAT = "loadgen-records"
@@ -398,6 +398,8 @@ def _end_from_json(data: dict[str, Any]) -> RunEnd:
     data["loop_lag_ns"] = _b64_array(data["loop_lag_ns"], "<i8")
     data["output_lens"] = _b64_array(data["output_lens"], "<i8")
     data["connection_stats"] = ConnectionStats(**data["connection_stats"])
+    if data.get("host") is not None:
+        data["host"] = HostUsage(**data["host"])
     return RunEnd(**data)
 
 

@@ -34,6 +34,29 @@ class RunStart:
 
 
 @dataclass
+class HostUsage:
+    """Where the host's CPUs went during the timed run (loadgen/run/host_cpu.py). Shares are
+    percentages of all CPUs' time over the run; worker figures are of each worker's loop thread,
+    in worker order."""
+
+    cpus: int
+    wall_s: float
+    loadgen_pct: float  # the coordinator and the workers
+    started_pct: float  # other processes loadgen started: the --mock server
+    other_pct: float  # every other process, the kernel's threads included
+    steal_pct: float  # taken by the hypervisor
+    idle_pct: float
+    busiest_name: str  # the process outside loadgen that used the most CPU ("" if none did)
+    busiest_pid: int
+    busiest_pct: float
+    busiest_started: bool  # it is one loadgen started (the --mock server)
+    worker_demand_pct: list[float]  # on a CPU or waiting for one, % of the run
+    worker_wait_pct: list[float]  # runnable but waiting for a CPU, % of the run
+    worker_peak_demand_pct: list[float]  # the demand of the busiest 100 ms
+    worker_peak_cpu_pct: list[float]  # the part of it on a CPU
+
+
+@dataclass
 class RunEnd:
     """What the run knew when it ended: the client's own figures and the output counts."""
 
@@ -47,6 +70,7 @@ class RunEnd:
     counters_after: str | None  # the server's /metrics page after the run
     probe_latencies_s: list[float] | None  # --probe-request-rate: each successful probe's E2EL
     probe_failures: int = 0
+    host: HostUsage | None = None  # None where it was not measured (not Linux, older records)
 
 
 @dataclass

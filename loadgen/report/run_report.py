@@ -52,8 +52,8 @@ from loadgen.report.summary import (
     summary_lines,
     truncated_note,
 )
+from loadgen.report.verdict import RunScale, not_judged, verdict
 from loadgen.report.verdict import measure as client_health
-from loadgen.report.verdict import not_judged, verdict
 from loadgen.schedule import rps_change_events
 from workers.protocol import ConnectionStats
 
@@ -152,7 +152,15 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
     sent = records["arrival_ns"] >= 0
     send_lag_ms = (records["arrival_ns"][sent] - run.scheduled_ns[sent]) / 1e6
     health = client_health(
-        send_lag_ms, end.loop_lag_ns, end.worker_cpu_ns, end.worker_wall_ns, rate or math.inf
+        send_lag_ms,
+        end.loop_lag_ns,
+        end.worker_cpu_ns,
+        end.worker_wall_ns,
+        rate or math.inf,
+        scale=run_scale(
+            results, timings, run.scheduled_ns, pooling=config.pooling, paced=rate is not None
+        ),
+        host=end.host,
     )
     client_verdict = verdict(health) if run.end is not None else not_judged(health)
     lines.append(client_verdict)
@@ -311,6 +319,34 @@ def _rps_change_events(
         scheduled_ns / 1e9,
         t0_wall,
     )
+
+
+def run_scale(
+    results: RequestResults,
+    timings: Timings,
+    scheduled_ns: np.ndarray,
+    *,
+    pooling: bool,
+    paced: bool,
+) -> RunScale:
+    """The medians the verdict weighs the client's delay against, in ms: ITL and TTFT of the
+    successful requests (E2EL for pooling, whose answer has one instant), and a paced run's
+    median gap between scheduled arrivals."""
+    ok = results.success
+    counts = np.diff(results.event_offsets)
+    itl_s = timings.itl_s[np.repeat(ok, np.maximum(counts - 1, 0))]
+    first_s = (timings.latency_s if pooling else timings.ttft_s)[ok & (counts > 0)]
+    gaps_s = np.diff(np.sort(scheduled_ns)) / 1e9 if paced else np.zeros(0)
+    return RunScale(
+        itl_ms=_median_ms(itl_s) if not pooling else None,
+        ttft_ms=_median_ms(first_s),
+        ttft_name="E2EL" if pooling else "TTFT",
+        arrival_gap_ms=_median_ms(gaps_s),
+    )
+
+
+def _median_ms(values_s: np.ndarray) -> float | None:
+    return float(np.median(values_s)) * 1000 if len(values_s) else None
 
 
 def _p50_p99_max(stats: SampleStats) -> dict[str, float]:

@@ -17,7 +17,7 @@ from loadgen.config import RunConfig
 from loadgen.payloads import input_sequences
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
 from loadgen.records.collected import Collected
-from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.records.redact import redact_argv, redact_config
 from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
@@ -74,6 +74,7 @@ def run_end(
     output_lens: np.ndarray,
     counters_after: str | None,
     probes: ProbeResults | None,
+    host: HostUsage | None = None,
 ) -> RunEnd:
     """What the run knows when it has ended."""
     return RunEnd(
@@ -87,6 +88,7 @@ def run_end(
         counters_after=counters_after,
         probe_latencies_s=probes.latencies_s if probes is not None else None,
         probe_failures=probes.failures if probes is not None else 0,
+        host=host,
     )
 
 

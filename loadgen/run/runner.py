@@ -152,7 +152,7 @@ async def _report(
         )
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
-    end = run_end(collected, output_lens, counters_after, timed.probes)
+    end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
     date = _now()
     report = build_report(config, run_records(config, prepared, start, collected, end), date=date)
     records_file = finish_records(writer, collected, end, report.path) if writer else None

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from loadgen.config import RunConfig
 from loadgen.records.collected import Collected
+from loadgen.records.model import HostUsage
 from loadgen.report.probes import ProbeResults
 from loadgen.run.fail_fast import FirstFailures
 from loadgen.run.fanout import RecordsSink, WorkerPool
+from loadgen.run.host_cpu import HostSampler
 from loadgen.run.prepare import Prepared
 from loadgen.run.progress import Progress
 from loadgen.run.shards import plan_shards, response_form
@@ -18,11 +20,12 @@ from loadgen.server.probes import probe_loop
 
 @dataclass
 class TimedRun:
-    """What the timed run gave: the workers' records and the probes'."""
+    """What the timed run gave: the workers' records, the probes' and the host's CPU use."""
 
     collected: Collected
     probes: ProbeResults | None
     first_failures: FirstFailures | None  # what stopped the run, when it failed fast
+    host: HostUsage | None = None  # None where it cannot be measured (not Linux)
 
 
 def active_workers(pool: WorkerPool, prepared: Prepared) -> int:
@@ -44,8 +47,10 @@ async def timed_run(
     progress = Progress(prepared.num_requests, config.disable_tqdm)
     first_failures = FirstFailures(prepared.num_requests) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
+    host = HostSampler([process.pid or 0 for process in pool.processes[: len(plans)]])
 
     def on_start() -> None:
+        host.start()
         progress.start()
         if probes is not None:
             probes.start()  # at t0, as upstream starts its probes with the run
@@ -61,8 +66,9 @@ async def timed_run(
             first_failures=first_failures,
         )
     finally:
+        host_usage = await host.stop()
         progress.close()
         probe_results = (
             await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
         )
-    return TimedRun(collected, probe_results, first_failures)
+    return TimedRun(collected, probe_results, first_failures, host_usage)

@@ -137,7 +137,7 @@ def test_a_crashed_runs_records_still_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "============ Serving Benchmark Result ============" in proc.stdout
     assert "the run did not end" in proc.stderr
-    assert "client: not judged (the run did not end" in proc.stdout
+    assert "client: not judged: the run did not end" in proc.stdout
 
 
 def test_a_file_that_is_not_records_is_one_line_and_exit_1(tmp_path: Path) -> None:

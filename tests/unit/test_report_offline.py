@@ -192,7 +192,7 @@ def test_a_run_that_did_not_end_is_reported_as_interrupted(tmp_path: Path) -> No
         "the run did not end: its records file stops before the end"
     ]
     assert report.result["total_output_tokens"] == (N - 1) * EVENTS  # from the server's usage
-    assert report.lines[-1].startswith("client: not judged (the run did not end")
+    assert report.lines[-1].startswith("client: not judged: the run did not end")
     assert report.result["loadgen"]["verdict"] == report.lines[-1]
 
 
