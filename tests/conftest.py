@@ -3,6 +3,7 @@ by the directory it lives in (``pytest -m "not e2e"`` is the fast loop)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 f"{item.nodeid}: a test belongs in tests/unit, integration or e2e"
             )
         item.add_marker(kind)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs under test (and the processes they start) keep their dataset cache in a temporary
+    directory, not the user's $XDG_CACHE_HOME."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    yield
+    patch.undo()
 
 
 @pytest.fixture(scope="module")

@@ -431,6 +431,17 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "same 4xx and message (not 408 or 429), naming the likely fix.",
     ),
     Flag(
+        "--dataset-cache",
+        bool,
+        True,
+        secondary="--no-dataset-cache",
+        group=LOADGEN,
+        readers=names(lambda dataset: dataset.cached),
+        help="Keep random, random-rerank and prefix_repetition datasets built with a local "
+        "tokenizer in $XDG_CACHE_HOME/loadgen/datasets (~/.cache/...), keyed by the tokenizer, "
+        "the dataset's flags and --seed, and read them back when a run asks for the same one.",
+    ),
+    Flag(
         "--mock",
         bool,
         False,

@@ -13,15 +13,13 @@ with target ``prefix_len + input_len_i``, where ``allowed`` is the base vocabula
 ids and the prefix (shared by every prompt) is ``prefix_len`` random allowed ids.
 
 Decoding then re-encoding ids is not injective, so each token list goes through vLLM's
-decode -> encode loop: encode(decode(ids)); stop if the length is the target, else pad with random
-ids from the full base vocabulary or truncate, at most 10 times. The prompt is the last decoded
-text, and ``prompt_len`` is the length of its encoding, which may still miss the target.
-
-Unlike vLLM, which runs that loop prompt by prompt, the loop runs in batch rounds over all unsettled
-prompts (``decode_batch`` / ``encode_batch``, which release the GIL and use every core). Padding
-draws come from the same generator, but in round order rather than prompt order, so for a given
-seed the prompts that needed padding are not byte-identical to vLLM's; lengths, targets and the
-semantics are.
+decode -> encode loop (loadgen/datasets/to_target.py): encode(decode(ids)); stop if the length is
+the target, else pad with random ids from the full base vocabulary or truncate, at most 10 times.
+The prompt is the last decoded text, and ``prompt_len`` is the length of its encoding, which may
+still miss the target. The loop runs in batch rounds over all unsettled prompts rather than
+prompt by prompt: padding draws come from the same generator, but in round order rather than
+prompt order, so for a given seed the prompts that needed padding are not byte-identical to
+vLLM's; lengths, targets and the semantics are.
 
 ``--random-batch-size`` b > 1 (pooling backends) groups consecutive prompts into requests of b
 texts whose ``prompt_len`` is the sum, as upstream. ``random-rerank`` draws one query and N
@@ -37,9 +35,8 @@ import numpy as np
 
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.datasets.to_target import TokenWindows, decode_encode_to_target
 from loadgen.text.tokenizer import TokenCodec
-
-MAX_RETRY = 10
 
 
 def parse_range_ratio(value: str) -> tuple[float, float]:
@@ -79,7 +76,7 @@ def sample_random_requests(
         tokenizer, num_requests, input_len, output_len, prefix_len, range_ratio, rng
     )
     input_lens, output_lens, offsets, allowed, prefix = plan
-    token_lists = _initial_token_lists(prefix, allowed, offsets, input_lens)
+    token_lists = TokenWindows(prefix, allowed, offsets + np.arange(num_requests), input_lens)
     targets = prefix_len + input_lens
     prompts, prompt_lens = decode_encode_to_target(tokenizer, token_lists, targets, rng)
     return SampledPrompts(
@@ -221,7 +218,9 @@ def sample_random_rerank_requests(
     # The query is sequence 0 and document i sequence i + 1 of upstream's generator.
     lens = np.concatenate((query_lens, doc_lens))
     offsets = np.concatenate((query_offsets, doc_offsets))
-    token_lists = _initial_token_lists(np.empty(0, dtype=np.int64), allowed, offsets, lens)
+    token_lists = TokenWindows(
+        np.empty(0, dtype=np.int64), allowed, offsets + np.arange(len(lens)), lens
+    )
     texts, counts = decode_encode_to_target(tokenizer, token_lists, lens, rng)
     query, query_count = texts[0], int(counts[0])
     prompts, prompt_lens = [], []
@@ -294,54 +293,3 @@ def _validate(num_requests: int, input_len: int, output_len: int, prefix_len: in
     for flag, value, minimum in checks:
         if value < minimum:
             raise ValueError(f"{flag} must be >= {minimum}, got {value}")
-
-
-def _initial_token_lists(
-    prefix: np.ndarray, allowed: np.ndarray, offsets: np.ndarray, input_lens: np.ndarray
-) -> list[np.ndarray]:
-    """Token list i = prefix + allowed[(offsets[i] + i + arange(input_lens[i])) % len(allowed)]."""
-    ends = np.cumsum(input_lens)
-    # Position of every flat element within its own request: arange(total) - start of its request.
-    within = np.arange(ends[-1]) - np.repeat(ends - input_lens, input_lens)
-    starts = np.repeat(offsets + np.arange(len(offsets)), input_lens)
-    inner = allowed[(starts + within) % len(allowed)]
-    return [np.concatenate((prefix, part)) for part in np.split(inner, ends[:-1])]
-
-
-def decode_encode_to_target(
-    tokenizer: TokenCodec,
-    token_lists: list[np.ndarray] | list[list[int]],
-    targets: np.ndarray,
-    rng: np.random.Generator,
-) -> tuple[list[str], np.ndarray]:
-    """vLLM's ``gen_prompt_decode_to_target_len`` over a batch: returns (texts, token counts).
-
-    Each round decodes and re-encodes every unsettled list. A list settles when its encoding has
-    ``target`` tokens or after MAX_RETRY adjustments; otherwise it is truncated to ``target`` or
-    padded with ``target - len`` ids drawn from ``U[0, vocab_size)``, special ids included.
-    """
-    vocab_size = tokenizer.vocab_size
-    texts: list[str] = [""] * len(token_lists)
-    lengths = np.zeros(len(token_lists), dtype=np.int64)
-    pending = np.arange(len(token_lists))
-    batch = list(token_lists)
-    for attempt in range(MAX_RETRY + 1):
-        decoded = tokenizer.decode_batch(batch)
-        encoded = tokenizer.encode_batch(decoded)
-        got = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        want = targets[pending]
-        settled = (got == want) | (attempt == MAX_RETRY)
-        for j in np.flatnonzero(settled):
-            texts[pending[j]] = decoded[j]
-        lengths[pending[settled]] = got[settled]
-
-        unsettled = np.flatnonzero(~settled)
-        if len(unsettled) == 0:
-            break
-        deficits = np.maximum(want[unsettled] - got[unsettled], 0)
-        pads = np.split(rng.integers(0, vocab_size, size=deficits.sum()), np.cumsum(deficits)[:-1])
-        batch = [
-            encoded[j][: want[j]] + pad.tolist() for j, pad in zip(unsettled, pads, strict=True)
-        ]
-        pending = pending[unsettled]
-    return texts, lengths

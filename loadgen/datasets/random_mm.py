@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from loadgen.datasets.errors import flag_errors
-from loadgen.datasets.random import decode_encode_to_target, parse_range_ratio, plan_random_text
+from loadgen.datasets.random import parse_range_ratio, plan_random_text
 from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.datasets.to_target import decode_encode_to_target
 from loadgen.text.tokenizer import TokenCodec
 
 Bucket = tuple[int, int, int]  # (height, width, frames)

@@ -53,6 +53,9 @@ class Dataset:
     every_row: bool = False  # --num-prompts 0 or less: every row of the file, as upstream
     aligned: bool = False  # prompts re-aligned to the server's tokenizer (/tokenize), as upstream
     path_is_file: bool = True  # --dataset-path names a file (hf: a hub id or a directory)
+    # Kept in the dataset cache (loadgen/datasets/cache.py): built from the tokenizer, its flags
+    # and --seed alone, at the cost of a decode -> encode pass over every prompt.
+    cached: bool = False
 
     @property
     def synthetic(self) -> bool:
@@ -73,6 +76,7 @@ DATASETS: dict[str, Dataset] = {
         sample=sample_random,
         forces_ignore_eos="unless pooling",
         aligned=True,
+        cached=True,
     ),
     "random-mm": Dataset(
         load=None,
@@ -82,11 +86,13 @@ DATASETS: dict[str, Dataset] = {
     "random-rerank": Dataset(
         load=None,
         sample=sample_random_rerank,
+        cached=True,
     ),
     "prefix_repetition": Dataset(
         load=None,
         sample=sample_prefix_repetition,
         aligned=True,
+        cached=True,
     ),
     "custom": Dataset(
         load=load_custom_rows,

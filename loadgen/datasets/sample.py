@@ -1,12 +1,22 @@
 """Build the dataset the flags ask for: the registry's loader and sampler, given the flags they
-name (blocking; the runner calls it in a thread while the server is waited for)."""
+name (blocking; the runner calls it in a thread while the server is waited for), or read it from
+the dataset cache."""
 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from loadgen.datasets.cache import (
+    CacheOutcome,
+    cache_dir,
+    cache_key,
+    cached_build,
+    tokenizer_digest,
+)
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.text.chat_template import ChatTemplate
@@ -33,6 +43,29 @@ def sample_dataset(
         assert config.dataset_path is not None  # validate() checked
         context["rows"] = _call(dataset.load, config, context)
     return _call(dataset.sample, config, context)
+
+
+def sample_dataset_cached(
+    config: Any,
+    tokenizer: TokenCodec,
+    chat_template: ChatTemplate | None = None,
+    directory: Path | None = None,
+) -> CacheOutcome:
+    """``sample_dataset``, through the dataset cache (``directory``, by default the user's)
+    for a dataset the registry marks ``cached`` built with a local tokenizer, unless
+    ``config.dataset_cache`` is off; the outcome's notes say what happened."""
+    dataset = DATASETS[config.dataset_name]
+    digest = tokenizer_digest(tokenizer) if config.dataset_cache and dataset.cached else None
+    if digest is None:
+        started = time.perf_counter()
+        built = sample_dataset(config, tokenizer, chat_template)
+        return CacheOutcome(built, [], seconds=time.perf_counter() - started)
+    key = cache_key(
+        config.dataset_name, {name: getattr(config, name) for name in dataset.reads}, digest
+    )
+    return cached_build(
+        directory or cache_dir(), key, lambda: sample_dataset(config, tokenizer, chat_template)
+    )
 
 
 def _call(step: Callable[..., Any], config: Any, context: dict[str, Any]) -> Any:

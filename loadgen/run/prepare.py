@@ -24,7 +24,7 @@ from loadgen.config import (
 )
 from loadgen.datasets.errors import FlagError
 from loadgen.datasets.registry import DATASETS
-from loadgen.datasets.sample import sample_dataset
+from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.payloads import lora_assignment, serialize_bodies
 from loadgen.run.threads import in_daemon_thread
@@ -115,14 +115,16 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
             assert tokenizer_id is not None  # no template with --skip-tokenizer-init
             template = await in_daemon_thread(load_chat_template, tokenizer_id)
         try:
-            dataset = await in_daemon_thread(sample_dataset, config, tokenizer, template)
+            built = await in_daemon_thread(sample_dataset_cached, config, tokenizer, template)
         except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
             raise ConfigError(str(exc)) from None
         except ChatTemplateError:
             raise
         except ValueError as exc:  # the dataset modules name the file whose contents are bad
             raise InputError(str(exc)) from None
-        return tokenizer_id, tokenizer, dataset
+        for note in built.notes:  # read from or stored in the dataset cache, or why not
+            print(note)
+        return tokenizer_id, tokenizer, built.dataset
 
     (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
         model_task, tokenizer_and_dataset()
