@@ -253,7 +253,8 @@ def _delay_text(health: ClientHealth, judged: Judgement) -> str:
         return f"{said}, against a {quantity}"
     if judged.share >= 10:
         return f"{said}, {judged.share:.0f}× the {quantity}"
-    return f"{said}, {100 * judged.share:.0f} % of the {quantity}"
+    percent = f"{100 * judged.share:.1f}" if judged.share < 0.01 else f"{100 * judged.share:.0f}"
+    return f"{said}, {percent} % of the {quantity}"
 
 
 def _resources_text(health: ClientHealth) -> str:

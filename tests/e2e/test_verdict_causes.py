@@ -35,6 +35,7 @@ PACED = ["--request-rate", "20", "--num-prompts", "40", "--random-input-len", "3
          "--random-output-len", "16", "--disable-tqdm"]  # fmt: skip
 QUIET = ["--mock-ttft-ms", "100", "--mock-itl-ms", "50"]
 HOG_NAME = "cpu-hog"
+CPUS = os.cpu_count() or 1
 HOG_MAX_S = 120  # it stops by itself even if the test cannot stop it
 # One spinning process per CPU, each named HOG_NAME (its comm, as /proc shows it).
 HOG = """
@@ -69,7 +70,7 @@ def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[
 def cpu_hog() -> Iterator[None]:
     """Processes spinning on every CPU for the block (their own session, killed after)."""
     hog = subprocess.Popen(
-        [sys.executable, "-c", HOG, str(os.cpu_count() or 1), str(HOG_MAX_S), HOG_NAME],
+        [sys.executable, "-c", HOG, str(CPUS), str(HOG_MAX_S), HOG_NAME],
         start_new_session=True,
     )
     try:
@@ -91,7 +92,7 @@ def test_a_busy_worker_reads_workers_saturated(tmp_path: Path) -> None:
     assert verdict.startswith("client-bound: "), verdict
     assert SATURATED in client["causes"]
     assert max(client["host"]["worker_demand_pct"]) >= 90
-    remedy = "add --workers, 1 worker on" if (os.cpu_count() or 1) > 1 else "lower the rate"
+    remedy = "add --workers, 1 worker on" if CPUS > 1 else "lower the rate"
     assert f"; workers saturated: {remedy}" in verdict
 
 
@@ -104,8 +105,11 @@ def test_a_cpu_hog_beside_a_quiet_run_reads_host_busy(tmp_path: Path) -> None:
     assert SATURATED not in client["causes"]
     host = client["host"]
     assert host["other_pct"] >= 25
-    assert f"; host busy, most by {HOG_NAME} pid " in verdict
-    assert ": stop it or run loadgen on another machine" in verdict
+    # The busiest process is named: one of the hog's, unless another user's process beat each
+    # of them (the hog's share is split between its processes and whatever else runs).
+    who = f"{host['busiest_name']} pid {host['busiest_pid']} {host['busiest_pct']:.0f} %"
+    assert f"; host busy, most by {who}: stop it or run loadgen on another machine" in verdict
+    assert host["busiest_name"] == HOG_NAME or host["busiest_pct"] >= 100 / (2 * CPUS)
 
 
 def test_tokens_back_to_back_read_too_fast_for_this_machine(tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_quiet_run_is_ok_and_says_how_much_delay_its_timings_carry() -> None:
     assert h.worker_cpu_pct == [4.0, 5.0]
     assert math.isclose(h.loop_lag_max_ms, 0.9)
     assert verdict(h) == (
-        "client: OK: timings carry ≤ 0.11 ms of client delay at p99, 1 % of the median ITL "
+        "client: OK: timings carry ≤ 0.11 ms of client delay at p99, 0.5 % of the median ITL "
         "20.00 ms; worker CPU max 5 %, other processes 3 % of the CPUs"
     )
 
