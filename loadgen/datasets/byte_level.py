@@ -14,10 +14,11 @@ on its first ``c`` characters. Let ``e`` be where a piece of E ends. The pattern
 at ``q`` and ending at ``m`` is decided by the characters up to ``m + 1`` and, when the
 characters after ``m`` are whitespace, up to the first character that is not (the alternatives
 of these patterns scan runs of letters, digits, symbols or whitespace and look one character
-past them; the contractions look at most 3 characters from ``q``). So if T has a non-whitespace
-character at some position in ``[e, c')`` and ``e + 1 < c'``, every match ending by ``e`` reads
-only characters P shares, and P's pieces up to ``e`` are T's; the patterns look nowhere before
-a match's start, so P's pieces from ``e`` on are those of ``P[e:]`` alone. ``c'`` is ``c`` less
+past them; the contractions look at most 3 characters from ``q``). So if T has a character
+outside ``WHITESPACE`` (every character any engine takes for whitespace) in ``[e, c')`` and
+``e + 1 < c'``, every match ending by ``e`` reads only characters P shares, and P's pieces up
+to ``e`` are T's; the patterns look nowhere before a match's start, so P's pieces from ``e`` on
+are those of ``P[e:]`` alone. ``c'`` is ``c`` less
 the longest added token: an added token found in P but not in T reaches past ``c``, so it starts
 after ``c'`` (and T must have none after ``e``). Then ``encode(P) = E[:k] + encode(P[e:])``
 where token ``k`` starts at ``e``, and because the ByteLevel decoder joins the tokens' bytes

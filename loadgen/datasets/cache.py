@@ -120,7 +120,7 @@ def cached_build(directory: Path, key: str, build: Callable[[], SampledPrompts])
     try:
         write_dataset(path, key, dataset)
         prune(directory, keep=path)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a dataset the format cannot hold
         notes.append(f"warning: cannot store the dataset in the cache {directory}: {exc}")
     else:
         notes.append(f"Dataset: built in {built_s:.2f} s, cached as {path}")
