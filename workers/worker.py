@@ -62,7 +62,8 @@ from workers.protocol import (
     records_message,
     worker_identity,
 )
-from workers.sse import NEVER_RECEIVED, SSEStream, generated_text
+from workers.sse import NEVER_RECEIVED, SSEStream
+from workers.stream_text import generated_text
 from workers.timeouts import OpenRequest, sweep_timeouts
 
 NOT_SENT = "not sent: the run was stopped before this request's turn"

@@ -8,7 +8,8 @@ import itertools
 import orjson
 import pytest
 
-from workers.sse import SSEStream, choices_nonempty, data_of, generated_text
+from workers.sse import SSEStream, choices_nonempty, data_of
+from workers.stream_text import generated_text
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 

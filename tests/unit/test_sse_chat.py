@@ -9,7 +9,8 @@ import math
 import orjson
 import pytest
 
-from workers.sse import SSEStream, generated_text, has_streamed_output, is_token_event
+from workers.sse import SSEStream, has_streamed_output, is_token_event
+from workers.stream_text import generated_text
 
 # --- real chunk sequences, as the servers write them -------------------------------------
 

@@ -15,7 +15,8 @@ import pytest
 from stream_errors import ERROR_TAILS, VLLM_ERROR
 
 from workers import sse
-from workers.sse import SPECULATE_PARSE_MAX, SSEStream, generated_text
+from workers.sse import SPECULATE_PARSE_MAX, SSEStream
+from workers.stream_text import generated_text
 
 
 def tok(text: str, space: bytes = b" ") -> bytes:

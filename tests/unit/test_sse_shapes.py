@@ -9,7 +9,8 @@ import json
 import orjson
 import pytest
 
-from workers.sse import SSEStream, _text_event_by_event, generated_text, is_token_event
+from workers.sse import SSEStream, is_token_event
+from workers.stream_text import _text_event_by_event, generated_text
 
 ROLE = {"role": "assistant", "content": ""}
 FINISH: dict = {}
