@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,7 +88,9 @@ def test_a_quiet_paced_run_reads_ok(tmp_path: Path) -> None:
         # say so, and blame neither the workers nor the run's pace.
         assert "; host busy, most by " in verdict, verdict
         return
-    assert verdict.startswith("client: OK: timings carry ≤ "), verdict
+    # The worst of the loop's delay against the ITL and the send lag against the TTFT leads:
+    # either may be the larger on a given run.
+    assert re.match(r"client: OK: (timings carry|requests left) ≤ \d", verdict), verdict
     assert client["causes"] == []
     assert client["delay_share"] <= 0.1
 
