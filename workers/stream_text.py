@@ -23,28 +23,60 @@ def generated_text(chunks: list[bytes], chat: bool, choice_events: int = -1) -> 
 
 
 def _plain_text(body: bytes, chat: bool, choice_events: int) -> str | None:
-    """The text by splitting the body at its ``"text":"`` (chat: ``"content":"``) keys, when
-    that is exact: no escape in the body (so every such key is a key, and its string ends at the
-    next quote), and for completions one key per event with choices (upstream reads
-    ``choices[0].text`` of each). A chat delta's content outside a token event is the empty
-    string, so every content string is the text's. Else None.
+    """The text by the body's ``"text":"`` (chat: ``"content":"``) keys, when that is exact:
+    no escape in the body (so every such key is a key, and its string ends at the next quote),
+    and for completions one key per event with choices (upstream reads ``choices[0].text`` of
+    each). A chat delta's content outside a token event is the empty string, so every content
+    string is the text's. Else None.
 
-    Parsing each event cost ~250 µs for a 128-token stream, more than the rest of the request.
-    StringZilla's split is a SIMD scan that returns views, not copies; what is left is a slice
-    per event (client_ceiling.py --shape usage-on-choices measures it).
+    Parsing each event cost ~250 µs for a 128-token stream, more than the rest of the request;
+    a slice per event after StringZilla's split costs about 18, and ``_regular_text`` about 7
+    where it applies (timed ad hoc; client_ceiling.py --shape usage-on-choices measures the run).
     """
     if b"\\" in body:
         return None  # escapes (newlines, quotes, \u sequences): JSON-decode them
     key = b'"content":' if chat else b'"text":'
     key += b'"' if sz.contains(body, key + b'"') else b' "'  # compact, or a space after ":"
-    parts = sz.Str(body).split(key)  # views into the body; the first holds no text
-    if not chat and len(parts) - 1 != choice_events:
+    keys = sz.count(body, key)
+    if not chat and keys != choice_events:
         return None
+    if keys >= 2 and (text := _regular_text(body, key, keys)) is not None:
+        return text
+    parts = sz.Str(body).split(key)  # the first holds no text
     texts = [part[:end] for part in parts[1:] if (end := part.find('"')) >= 0]
-    if len(texts) != len(parts) - 1:
+    if len(texts) != keys:
         return None
     try:
         return b"".join(texts).decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _regular_text(body: bytes, key: bytes, keys: int) -> str | None:
+    """The text when the bytes between one text and the next are the same for every pair (a
+    server's token chunks differ only in their text: vLLM's, llama.cpp's within a second), else
+    None. Split at that filler, the body is its head, the texts end to end, and its tail.
+
+    Exact: every text key ends a match of the filler (any match does, no text holding a quote),
+    so when there are ``keys - 1`` matches, the head is intact and the first quote after it
+    starts the tail, no filler was left between two texts.
+    """
+    start = body.find(key) + len(key)
+    end = body.find(b'"', start)
+    second = body.find(key, end) if end >= 0 else -1
+    if second < 0:
+        return None
+    last = body.rfind(key) + len(key)
+    tail = len(body) - body.find(b'"', last)
+    pieces = sz.Str(body).split(body[end : second + len(key)])
+    if len(pieces) != keys:
+        return None
+    joined = b"".join(pieces)
+    stop = joined.find(b'"', start)
+    if stop != len(joined) - tail or joined[:start] != body[:start]:
+        return None
+    try:
+        return joined[start:stop].decode()
     except UnicodeDecodeError:
         return None
 

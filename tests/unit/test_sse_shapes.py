@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from workers.sse import SSEStream, is_token_event
-from workers.stream_text import _text_event_by_event, generated_text
+from workers.stream_text import _regular_text, _text_event_by_event, generated_text
 
 ROLE = {"role": "assistant", "content": ""}
 FINISH: dict = {}
@@ -26,7 +26,9 @@ def chat(delta: dict) -> dict:
 
 def body(events: list[dict], spaced: bool = False) -> bytes:
     separators = (", ", ": ") if spaced else (",", ":")
-    lines = [f"data: {json.dumps(e, separators=separators)}\n\n" for e in events]
+    # Raw UTF-8, as vLLM and llama.cpp write it (json.dumps would escape non-ASCII).
+    dumps = [json.dumps(e, separators=separators, ensure_ascii=False) for e in events]
+    lines = [f"data: {d}\n\n" for d in dumps]
     return ("".join(lines) + "data: [DONE]\n\n").encode()
 
 
@@ -46,6 +48,8 @@ def parsed(raw: bytes, chat_: bool, reads: int = 1) -> SSEStream:
 
 
 LONG = 200  # token events: parts well over twice the edge the role and finish are sought in
+# Texts that differ (lengths, empty, non-ASCII, braces, "text" itself), none escaped in JSON.
+VARIED = [" a", "", " the", "é", " {x}", "text", " 東京", ",", " :"] * 10
 
 COMPLETIONS = {
     "compact": body([completion(" a")] * LONG),
@@ -56,6 +60,14 @@ COMPLETIONS = {
     "escapes": body([completion('say "hi"\n'), completion(" é\u2028x")] * 30),
     "null text": body([completion(" a"), completion(None), completion(" b")] * 30),
     "text key in logprobs": body([completion(" a", logprobs={"text": "x"})] * 30),
+    "varied texts": body([completion(t) for t in VARIED]),
+    "a field that changes mid-stream": body(
+        [completion(t, created=1) for t in VARIED[:40]]
+        + [completion(t, created=2) for t in VARIED[40:]]
+    ),
+    "llama.cpp's key order": body(
+        [{"choices": [{"text": t, "index": 0}], "created": 1, "object": "x"} for t in VARIED]
+    ),
 }
 
 CHATS = {
@@ -70,6 +82,7 @@ CHATS = {
     "spaced": body([chat(ROLE)] + [chat({"content": " a"})] * 40 + [chat(FINISH)], spaced=True),
     "escapes": body([chat(ROLE)] + [chat({"content": 'a "q"\n'})] * 40 + [chat(FINISH)]),
     "null content": body([chat({"content": None, "tool_calls": [{"index": 0}]})] * 40),
+    "varied contents": body([chat(ROLE)] + [chat({"content": t}) for t in VARIED] + [chat(FINISH)]),
 }
 
 
@@ -103,3 +116,20 @@ def test_the_text_of_a_stream_with_escapes_is_decoded_as_json():
     raw = COMPLETIONS["escapes"]
     expected = "".join(orjson.loads(b[6:])["choices"][0]["text"] for b in raw.split(b"\n\n")[:2])
     assert generated_text([raw], False, 60).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "regular"),
+    [("varied texts", True), ("llama.cpp's key order", True), ("compact", True),
+     ("a field that changes mid-stream", False), ("usage on the last choices chunk", True)],
+)  # fmt: skip
+def test_the_text_between_identical_fillers_is_read_in_one_split_or_left_to_the_slices(
+    name, regular
+):
+    """Token chunks that differ only in their text give it in one split (the last may carry
+    more: it ends the texts); one filler that differs leaves the stream to a slice per event,
+    which tests above check."""
+    raw = COMPLETIONS[name]
+    key = b'"text":"'
+    text = _regular_text(raw, key, raw.count(key))
+    assert (text == _text_event_by_event(raw, False)) if regular else text is None
