@@ -36,6 +36,7 @@ import zmq
 import zmq.asyncio
 from yarl import URL
 
+from workers import eager_send
 from workers.busy_hook import start_spinning
 from workers.credits import CreditGate
 from workers.lifecycle import PARENT_CHECK_S, PARENT_GONE, die_with, raise_open_file_limit
@@ -124,6 +125,7 @@ class Worker:
 
     async def run(self) -> None:
         """Talk to the coordinator until the shard is done or the run is stopped."""
+        eager_send.install(asyncio.get_running_loop())
         self.sock.connect(self.endpoint)
         try:
             await self._send(self.codec.encode(Kind.HELLO, probe_port=self.probe.getsockname()[1]))
