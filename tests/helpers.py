@@ -5,9 +5,12 @@ server of a test's own; and checks run as another local user."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import json
 import os
 import pickle
+import pkgutil
 import re
 import select
 import shutil
@@ -309,9 +312,25 @@ def as_nobody(check: Callable[[], Any]) -> Any:
     return pickle.loads(data)
 
 
+@functools.cache
+def import_all_of_loadgen() -> None:
+    """Import every module of loadgen and workers here, before a fork drops to ``NOBODY``: that
+    user may not read this Python's standard library (under root's home), and an extension
+    module half-loaded there crashed the child (orjson: SIGSEGV) when no earlier test of the
+    session had imported it."""
+    import loadgen
+    import workers
+
+    for package in (loadgen, workers):
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
+
+
 def cli_as_nobody(*args: str) -> tuple[int, str]:
     """The real CLI, in process, as ``NOBODY`` when run as root (``as_nobody``): its exit code
     and what it wrote to stderr. For refusals that come before anything starts."""
+    import_all_of_loadgen()
 
     def invoke() -> tuple[int, str]:
         from click.testing import CliRunner
