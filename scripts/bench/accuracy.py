@@ -1,20 +1,22 @@
 """Accuracy side by side: loadgen and `vllm bench serve` timed against the server's own records.
 
-One recording mock (`loadgen mock-server --record-timings`, its own process, ITL 50 ms) serves,
-in turn, loadgen `--workers 1`, loadgen `--workers 2` and `vllm bench serve` (through
-scripts/bench/vllm_bench_serve.py, when /work/vllm-venv exists) at each concurrency, with the load
-`loadgen calibrate` uses: Poisson arrivals at concurrency / stream length (3.2 s), 3 x concurrency
-requests, the concurrency as the cap. Each client's detailed result JSON (`--save-detailed`:
-start times, TTFTs, ITLs) is joined with the mock's records by `x-request-id` (both clients send
-`--request-id-prefix` + index), and the script prints per client TTFT error and event-gap error
-(client − server, same clock) at p50 and p99, loadgen's p99s as a fraction of vllm's, the
-two halves of the TTFT error at p99 (send leg: the client's send stamp to the mock's handler;
-delivery: the mock's write to the client's read, every event), and the machine's floor
-measured just before each client: how late an idle process wakes for a timer and for a
-datagram, at p99 (loadgen/wake_floor.py). Then the targets: below 1,024 streams loadgen
-`--workers 2`'s p99 errors within the floor + 1 ms, from 1,024 streams at most a tenth of
-vllm's. With `--repeat N` every client runs N times per step (the clients in turn, so they
-share the machine's conditions) and the targets are judged on the medians.
+One recording mock (`loadgen mock-server --record-timings`, its own process, ITL 50 ms) serves, in
+turn, loadgen `--workers 1`, loadgen `--workers 2`, `vllm bench serve` (through
+scripts/bench/vllm_bench_serve.py, when /work/vllm-venv exists) and the bare floor client
+(scripts/bench/bare_client.py: pre-built requests on pre-opened raw connections, one byte count per
+read; what no client can go under with this mock on this machine) at each concurrency, with the
+load `loadgen calibrate` uses: Poisson arrivals at concurrency / stream length (3.2 s), 3 x
+concurrency requests, the concurrency as the cap. Each client's detailed result JSON
+(`--save-detailed`: start times, TTFTs, ITLs) is joined with the mock's records by `x-request-id`
+(both clients send `--request-id-prefix` + index), and the script prints per client TTFT error and
+event-gap error (client − server, same clock) at p50 and p99, loadgen's p99s as a fraction of
+vllm's, the two halves of the TTFT error at p99 (send leg: the client's send stamp to the mock's
+handler; delivery: the mock's write to the client's read, every event), and the machine's floor
+measured just before each client: how late an idle process wakes for a timer and for a datagram, at
+p99 (loadgen/wake_floor.py). Then the targets: below 1,024 streams loadgen `--workers 2`'s p99
+errors within the floor + 1 ms, from 1,024 streams at most a tenth of vllm's. With `--repeat N`
+every client runs N times per step (the clients in turn, so they share the machine's conditions)
+and the targets are judged on the medians.
 
     flock /tmp/loadgen-bench.lock .venv/bin/python scripts/bench/accuracy.py
     .venv/bin/python scripts/bench/accuracy.py --concurrency 64 --skip-vllm   # a quick look
@@ -29,6 +31,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +56,8 @@ from loadgen.text.tokenizer import MOCK_MODEL_NAME
 from loadgen.wake_floor import FloorError, WakeFloor, measure_floor
 
 VLLM_DRIVER = REPO / "scripts" / "bench" / "vllm_bench_serve.py"
+BARE_CLIENT = REPO / "scripts" / "bench" / "bare_client.py"
+BARE = "bare client (floor)"
 DEFAULT_VLLM_PYTHON = Path("/work/vllm-venv/bin/python")
 VLLM = "vllm bench serve"
 RATIO_TARGET = 0.1  # loadgen --workers 2's p99 over vllm's, from RATIO_FROM streams
@@ -63,10 +68,11 @@ TARGET_CLIENT = "loadgen --workers 2"
 
 @dataclass(frozen=True)
 class Client:
-    """One client: loadgen with a worker count, or vllm bench serve (workers 0)."""
+    """One client: loadgen with a worker count, vllm bench serve, or the bare floor client."""
 
     name: str
-    workers: int
+    workers: int = 0  # loadgen's
+    kind: str = "loadgen"  # "loadgen", "vllm" or "bare"
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,36 @@ def run_vllm(
     return json.loads((result_dir / "step.json").read_text()), prefix
 
 
+def run_bare(
+    url: str,
+    step: int,
+    concurrency: int,
+    request_rate: float,
+    num_prompts: int,
+    args: argparse.Namespace,
+    work_dir: Path,
+    timeout_s: float,
+) -> tuple[dict, str]:
+    """Run the bare floor client (bare_client.py) once; its result and request-id prefix."""
+    prefix = f"bare-{step}-"
+    result_path = work_dir / f"step-{step}-bare.json"
+    command = [
+        sys.executable, str(BARE_CLIENT), url, str(concurrency), str(request_rate),
+        str(num_prompts), str(args.input_len), str(args.output_len), prefix, str(result_path),
+        MOCK_MODEL_NAME,
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise CalibrationError(
+            f"{BARE} at concurrency {concurrency} did not finish in {timeout_s:.0f} s"
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CalibrationError(f"{BARE} at concurrency {concurrency} failed: {last}")
+    return json.loads(result_path.read_text()), prefix
+
+
 def measure_step(
     concurrency: int,
     clients: list[Client],
@@ -202,11 +238,15 @@ def measure_step(
     for offset, client in enumerate(clients):
         step = first_step + offset
         floor = measure_floor(args.floor_seconds)
-        if client.workers:
+        if client.kind == "loadgen":
             result, prefix = run_client(
                 url, step, concurrency, request_rate, num_prompts, client.workers,
                 args.input_len, args.output_len, work_dir, timeout_s,
             )  # fmt: skip
+        elif client.kind == "bare":
+            result, prefix = run_bare(
+                url, step, concurrency, request_rate, num_prompts, args, work_dir, timeout_s
+            )
         else:
             result, prefix = run_vllm(
                 args.vllm_python, url, tokenizer, step, concurrency, request_rate, num_prompts,
@@ -282,6 +322,14 @@ def target_lines(rows: list[Row]) -> list[str]:
             f"{ttft} {_verdict(ours.ttft_p99 <= ttft_bound)}, "
             f"{gaps} {_verdict(ours.gap_p99 <= gap_bound)}{lost}"
         )
+        bare = next((row for row in step if row.client == BARE), None)
+        if bare is not None:
+            lines.append(
+                f"    the {BARE} in the same step: TTFT p99 {bare.ttft_p99:.2f} ms "
+                f"(send leg {bare.send_leg_p99:.2f}), gaps p99 {bare.gap_p99:.2f} ms; "
+                f"{TARGET_CLIENT} - bare: TTFT {ours.ttft_p99 - bare.ttft_p99:+.2f}, "
+                f"gaps {ours.gap_p99 - bare.gap_p99:+.2f} ms"
+            )
     return lines
 
 
@@ -294,7 +342,10 @@ def parse_args() -> argparse.Namespace:
         default=parse_concurrencies("64,256,1024"),
         help="comma list of concurrent streams (default 64,256,1024)",
     )
-    parser.add_argument("--skip-vllm", action="store_true", help="run loadgen only")
+    parser.add_argument("--skip-vllm", action="store_true", help="no vllm bench serve")
+    parser.add_argument(
+        "--skip-bare", action="store_true", help="no bare floor client (bare_client.py)"
+    )
     parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON)
     parser.add_argument("--itl-ms", type=float, default=50.0, help="the mock's ITL")
     parser.add_argument("--input-len", type=int, default=64)
@@ -322,7 +373,9 @@ def main() -> None:
                 f"{args.vllm_python} not found: install vllm bench serve as "
                 "scripts/bench/README.md says, or pass --skip-vllm"
             )
-        clients.append(Client(VLLM, 0))
+        clients.append(Client(VLLM, kind="vllm"))
+    if not args.skip_bare:
+        clients.append(Client(BARE, kind="bare"))
     work_dir = args.keep or Path(tempfile.mkdtemp(prefix="loadgen-accuracy-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = make_tokenizer_dir(work_dir / "tokenizer")
