@@ -1,6 +1,6 @@
 """The `loadgen` command line: `loadgen run` (a drop-in for `vllm bench serve`),
-`loadgen report` (a run's report rebuilt from its records file), `loadgen mock-server` and
-`loadgen calibrate`, one module each.
+`loadgen report` (a run's report rebuilt from its records file), `loadgen compare` (runs side
+by side), `loadgen mock-server` and `loadgen calibrate`, one module each.
 
 The only package that imports click. The options of `run` and `mock-server` are made from their
 flag tables (loadgen/config/flags.py, loadgen/mock/config.py) by options.py; vllm_compat.py
@@ -14,7 +14,7 @@ import click
 
 from loadgen import __version__
 
-COMMANDS = ("calibrate", "mock-server", "report", "run")
+COMMANDS = ("calibrate", "compare", "mock-server", "report", "run")
 
 
 class Commands(click.Group):
@@ -36,6 +36,10 @@ class Commands(click.Group):
             from loadgen.cli.report import report_command
 
             return report_command
+        if name == "compare":
+            from loadgen.cli.compare import compare_command
+
+            return compare_command
         if name == "calibrate":
             from loadgen.cli.calibrate import calibrate_command
 

@@ -1,0 +1,80 @@
+"""``loadgen compare BASE OTHER...``: runs side by side from their records files
+(loadgen/report/compare.py says how the differences and their intervals are computed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from loadgen.records.arrow_file import RecordsFileError, read_records, records_path
+from loadgen.records.model import RunRecords
+from loadgen.report.compare import (
+    DEFAULT_RESAMPLES,
+    compare,
+    rows_json,
+    samples_of,
+    table_lines,
+)
+
+RECORDS_SUFFIX = ".records.arrow"
+
+
+def runs_of(argument: str) -> list[RunRecords]:
+    """The runs one argument names: a records file, a result JSON (its records beside it), or
+    a folder whose records files are pooled (a campaign's repeats)."""
+    path = Path(argument)
+    if path.is_dir():
+        files = sorted(path.glob(f"*{RECORDS_SUFFIX}"))
+        if not files:
+            raise RecordsFileError(f"{argument}: a folder with no *{RECORDS_SUFFIX} file")
+    elif path.suffix == ".json":
+        files = [Path(records_path(argument))]
+        if not files[0].exists():
+            raise RecordsFileError(
+                f"{argument}: no records file beside it ({files[0].name}); "
+                "runs save one with --save-result"
+            )
+    else:
+        files = [path]
+    return [read_records(str(file)) for file in files]
+
+
+@click.command(
+    "compare",
+    help="Compare runs: each OTHER against BASE, every latency metric's difference with a "
+    "bootstrap 95 % interval from the runs' records, flagged (*) where it leaves out 0. A run "
+    "is its records file (NAME.records.arrow), its result JSON (the records beside it), or a "
+    "folder whose records files are pooled.",
+)
+@click.argument("base")
+@click.argument("others", nargs=-1, required=True)
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=0),
+    default=DEFAULT_RESAMPLES,
+    show_default=True,
+    help="Bootstrap draws per metric; 0 shows the differences without intervals.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write the comparison to this JSON file.",
+)
+def compare_command(base: str, others: tuple[str, ...], resamples: int, json_path: str | None):
+    """Compare OTHER runs with BASE."""
+    try:
+        base_samples = samples_of(base, runs_of(base))
+        compared = []
+        for other in others:
+            samples = samples_of(other, runs_of(other))
+            compared.append((samples, compare(base_samples, samples, resamples)))
+    except (RecordsFileError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    click.echo("\n".join(table_lines(base_samples, compared)))
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows_json(base_samples, compared), indent=2) + "\n")

@@ -1,0 +1,276 @@
+"""``loadgen compare``: runs side by side, each metric's difference with a bootstrap confidence
+interval from the runs' records, flagged where it is larger than the noise.
+
+A side is one run's records, or several runs pooled (a folder of repeats). Every later side is
+compared with the first. For each latency metric (TTFT, TPOT, ITL, E2EL: mean, median, p99) the
+difference (side − first) is resampled: the requests of each side are drawn with replacement
+(a request's ITLs travel together, so gaps of one stream are never split: a cluster bootstrap),
+the statistic is recomputed on both, and the 2.5th and 97.5th percentiles of the differences
+are the 95 % interval. A difference whose interval leaves out 0 is flagged: the two runs'
+requests could not have produced it by chance alone. Throughputs are one figure per run: with a
+single run a side there is nothing to resample, so they are shown without an interval.
+
+Pure functions: the samples of a run, the bootstrap and the table, tested without sockets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadgen.records.model import RunRecords
+from loadgen.report.metrics import RequestResults, derive_timings
+
+CONFIDENCE = 0.95
+DEFAULT_RESAMPLES = 1000
+SEED = 0
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATISTICS = ("mean", "median", "p99")
+
+
+@dataclass
+class Samples:
+    """One side's per-request figures (seconds), successful requests only."""
+
+    name: str
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray  # requests with more than one output token
+    e2el_s: np.ndarray
+    itl_s: np.ndarray  # every gap, request-major
+    itl_offsets: np.ndarray  # [R+1] request r owns itl_s[off[r]:off[r+1]]
+    request_throughput: float
+    output_throughput: float
+    runs: int
+
+
+@dataclass
+class Row:
+    """One metric compared: the first side's value, another's, the difference and its interval."""
+
+    metric: str
+    base: float
+    other: float
+    low: float  # the difference's interval; NaN where not resampled
+    high: float
+
+    @property
+    def delta(self) -> float:
+        """other − base."""
+        return self.other - self.base
+
+    @property
+    def flagged(self) -> bool:
+        """The interval leaves out 0: larger than the noise."""
+        return not math.isnan(self.low) and (self.low > 0 or self.high < 0)
+
+
+def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
+    """The figures of one side: its runs' successful requests pooled."""
+    ttft, tpot, e2el, itls, counts = [], [], [], [], []
+    completed = output = 0
+    duration = 0.0
+    for run in runs:
+        records = run.records
+        output_lens = (
+            run.end.output_lens
+            if run.end is not None
+            else np.maximum(records["completion_tokens"], 1).astype(np.int64)
+        )
+        results = RequestResults(
+            success=records["success"].astype(bool),
+            arrival_s=records["arrival_ns"] / 1e9,
+            send_s=records["send_ns"] / 1e9,
+            event_s=run.event_ns / 1e9,
+            event_offsets=run.event_offsets,
+            prompt_lens=run.prompt_lens.astype(np.int64),
+            output_lens=output_lens,
+        )
+        timings = derive_timings(results)
+        ok = results.success & (np.diff(run.event_offsets) > 0)
+        ttft.append(timings.ttft_s[ok])
+        e2el.append(timings.latency_s[ok])
+        out = output_lens[ok]
+        many = out > 1
+        tpot.append((timings.latency_s[ok] - timings.ttft_s[ok])[many] / (out[many] - 1))
+        picked = np.flatnonzero(ok)
+        itls.append(gather(timings.itl_s, timings.itl_offsets, picked))
+        counts.append(np.diff(timings.itl_offsets)[picked])
+        completed += int(ok.sum())
+        output += int(out.sum())
+        ends = records["end_ns"]
+        duration += float(ends.max()) / 1e9 if len(ends) else 0.0
+    sizes = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    return Samples(
+        name=name,
+        ttft_s=np.concatenate(ttft) if ttft else np.zeros(0),
+        tpot_s=np.concatenate(tpot) if tpot else np.zeros(0),
+        e2el_s=np.concatenate(e2el) if e2el else np.zeros(0),
+        itl_s=np.concatenate(itls) if itls else np.zeros(0),
+        itl_offsets=offsets,
+        request_throughput=completed / duration if duration > 0 else 0.0,
+        output_throughput=output / duration if duration > 0 else 0.0,
+        runs=len(runs),
+    )
+
+
+def statistic(name: str) -> Callable[[np.ndarray], float]:
+    """``mean``, ``median`` or ``p99`` of a sample (NaN for an empty one)."""
+    if name == "mean":
+        return lambda x: float(np.mean(x)) if len(x) else math.nan
+    if name == "median":
+        return lambda x: float(np.median(x)) if len(x) else math.nan
+    if name == "p99":
+        return lambda x: float(np.percentile(x, 99)) if len(x) else math.nan
+    raise ValueError(f"unknown statistic {name!r}")
+
+
+def bootstrap_differences(
+    base: np.ndarray,
+    other: np.ndarray,
+    stats: Sequence[Callable[[np.ndarray], float]],
+    *,
+    base_offsets: np.ndarray | None = None,
+    other_offsets: np.ndarray | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = SEED,
+) -> list[tuple[float, float]]:
+    """For each of ``stats``, the 95 % percentile interval of ``stat(other) − stat(base)`` over
+    ``resamples`` draws (each draw serves every statistic).
+
+    With offsets, a sample is clusters (``x[off[r]:off[r+1]]`` is request r's) and requests are
+    drawn, not values. NaN, NaN when a side is empty or ``resamples`` is 0.
+    """
+    if resamples <= 0 or not len(base) or not len(other):
+        return [(math.nan, math.nan)] * len(stats)
+    rng = np.random.default_rng(seed)
+    draw_base = _drawer(base, base_offsets, rng)
+    draw_other = _drawer(other, other_offsets, rng)
+    diffs = np.empty((resamples, len(stats)))
+    for k in range(resamples):
+        a, b = draw_base(), draw_other()
+        diffs[k] = [stat(b) - stat(a) for stat in stats]
+    tail = 100 * (1 - CONFIDENCE) / 2
+    intervals = []
+    for column in diffs.T:
+        column = column[~np.isnan(column)]
+        if not len(column):
+            intervals.append((math.nan, math.nan))
+            continue
+        low, high = np.percentile(column, [tail, 100 - tail])
+        intervals.append((float(low), float(high)))
+    return intervals
+
+
+def gather(values: np.ndarray, offsets: np.ndarray, picked: np.ndarray) -> np.ndarray:
+    """The clusters ``picked`` (request r owns ``values[off[r]:off[r+1]]``), end to end."""
+    starts = offsets[:-1][picked]
+    sizes = np.diff(offsets)[picked]
+    total = int(sizes.sum())
+    # Each cluster's start repeated over its values, plus the position within it.
+    begin = np.repeat(starts, sizes)
+    within = np.arange(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return values[begin + within]
+
+
+def _drawer(
+    values: np.ndarray, offsets: np.ndarray | None, rng: np.random.Generator
+) -> Callable[[], np.ndarray]:
+    """A function returning one resample of ``values`` (by value, or by cluster)."""
+    if offsets is None:
+        return lambda: values[rng.integers(0, len(values), len(values))]
+    clusters = len(offsets) - 1
+    return lambda: gather(values, offsets, rng.integers(0, clusters, clusters))
+
+
+def compare(base: Samples, other: Samples, resamples: int = DEFAULT_RESAMPLES) -> list[Row]:
+    """Every metric of ``other`` against ``base``, latencies in ms."""
+    rows = []
+    stats = [statistic(name) for name in STATISTICS]
+    for metric in LATENCIES:
+        a, b = _sample(base, metric), _sample(other, metric)
+        offsets = (base.itl_offsets, other.itl_offsets) if metric == "itl" else (None, None)
+        intervals = bootstrap_differences(
+            a, b, stats, base_offsets=offsets[0], other_offsets=offsets[1], resamples=resamples
+        )
+        for name, stat, (low, high) in zip(STATISTICS, stats, intervals, strict=True):
+            rows.append(
+                Row(f"{name} {metric} (ms)", 1000 * stat(a), 1000 * stat(b),
+                    1000 * low, 1000 * high)
+            )  # fmt: skip
+    rows.append(
+        Row("request throughput (req/s)", base.request_throughput, other.request_throughput,
+            math.nan, math.nan)
+    )  # fmt: skip
+    rows.append(
+        Row("output throughput (tok/s)", base.output_throughput, other.output_throughput,
+            math.nan, math.nan)
+    )  # fmt: skip
+    return rows
+
+
+def _sample(samples: Samples, metric: str) -> np.ndarray:
+    return {
+        "ttft": samples.ttft_s,
+        "tpot": samples.tpot_s,
+        "itl": samples.itl_s,
+        "e2el": samples.e2el_s,
+    }[metric]
+
+
+def table_lines(base: Samples, others: list[tuple[Samples, list[Row]]]) -> list[str]:
+    """The console table: one block per compared side."""
+    lines = []
+    for other, rows in others:
+        lines.append(
+            f"{other.name} against {base.name} ({other.runs} and {base.runs} run(s); "
+            f"difference = {other.name} − {base.name}, {100 * CONFIDENCE:.0f} % bootstrap "
+            "interval; * where it leaves out 0)"
+        )
+        lines.append(
+            f"  {'metric':<28}{'base':>11}{'other':>11}{'delta':>11}{'delta %':>9}"
+            f"{'interval of delta':>24}"
+        )
+        for row in rows:
+            share = 100 * row.delta / row.base if row.base else math.nan
+            interval = "-" if math.isnan(row.low) else f"[{row.low:.3g}, {row.high:.3g}]"
+            mark = " *" if row.flagged else ""
+            lines.append(
+                f"  {row.metric:<28}{row.base:>11.3f}{row.other:>11.3f}{row.delta:>+11.3f}"
+                f"{share:>+8.1f}%{interval:>24}{mark}"
+            )
+    return lines
+
+
+def rows_json(base: Samples, others: list[tuple[Samples, list[Row]]]) -> dict:
+    """The comparison as JSON: per compared side, each metric's figures."""
+    return {
+        "base": base.name,
+        "confidence": CONFIDENCE,
+        "comparisons": [
+            {
+                "name": other.name,
+                "metrics": [
+                    {
+                        "metric": row.metric,
+                        "base": _finite(row.base),
+                        "other": _finite(row.other),
+                        "delta": _finite(row.delta),
+                        "interval": None
+                        if math.isnan(row.low)
+                        else [_finite(row.low), _finite(row.high)],
+                        "flagged": row.flagged,
+                    }
+                    for row in rows
+                ],
+            }
+            for other, rows in others
+        ],
+    }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None

@@ -1,0 +1,77 @@
+"""`loadgen compare`: real runs of the real CLI against the embedded mock, compared from their
+records files by the real compare CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import loadgen, only_json_path
+
+PACED = ["--num-prompts", "120", "--request-rate", "60", "--random-input-len", "16",
+         "--random-output-len", "8", "--mock-itl-ms", "5", "--disable-tqdm"]  # fmt: skip
+
+
+def run_into(directory: Path, ttft_ms: int) -> Path:
+    """A paced run whose mock answers after ``ttft_ms``; its result JSON."""
+    proc = loadgen(
+        "--mock", "--mock-ttft-ms", str(ttft_ms), *PACED,
+        "--save-result", "--result-dir", str(directory),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return only_json_path(directory)
+
+
+def compare(*args: str) -> subprocess.CompletedProcess[str]:
+    """``loadgen compare ARGS`` in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", "compare", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def metric_line(stdout: str, metric: str) -> str:
+    (line,) = [line for line in stdout.splitlines() if line.strip().startswith(metric)]
+    return line
+
+
+def test_a_slower_server_is_flagged_and_a_run_against_itself_is_not(tmp_path: Path) -> None:
+    fast = run_into(tmp_path / "fast", 20)
+    slow = run_into(tmp_path / "slow", 60)
+    records = str(fast).replace(".json", ".records.arrow")
+    proc = compare(records, str(slow), str(fast), "--resamples", "300", "--json",
+                   str(tmp_path / "cmp.json"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    slow_block = proc.stdout.split(f"{fast} against ")[0]
+    assert metric_line(slow_block, "median ttft (ms)").endswith(" *")
+    data = json.loads((tmp_path / "cmp.json").read_text())
+    slow_rows, same_rows = ({m["metric"]: m for m in c["metrics"]} for c in data["comparisons"])
+    assert 30 < slow_rows["median ttft (ms)"]["delta"] < 50
+    assert slow_rows["median ttft (ms)"]["flagged"]
+    assert not any(row["flagged"] for row in same_rows.values())
+    assert same_rows["request throughput (req/s)"]["interval"] is None
+
+
+def test_a_folder_pools_its_runs(tmp_path: Path) -> None:
+    repeats = tmp_path / "repeats"
+    repeats.mkdir()
+    for name in ("first", "second"):
+        run_into(tmp_path / name, 20)
+        for path in (tmp_path / name).iterdir():
+            path.rename(repeats / path.name)
+    proc = compare(str(repeats), str(repeats), "--resamples", "50")
+    assert proc.returncode == 0, proc.stderr
+    assert "(2 and 2 run(s);" in proc.stdout
+
+
+def test_a_run_without_records_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    lonely = tmp_path / "lonely.json"
+    lonely.write_text("{}")
+    proc = compare(str(lonely), str(lonely))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {lonely}: no records file beside it (lonely.records.arrow); "
+        "runs save one with --save-result"
+    ]
