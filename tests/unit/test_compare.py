@@ -14,6 +14,7 @@ from loadgen.report.compare import (
     bootstrap_differences,
     compare,
     gather,
+    requests_within,
     statistic,
     table_lines,
 )
@@ -102,3 +103,15 @@ def test_no_resamples_or_an_empty_side_gives_no_interval():
     ]
     (interval,) = bootstrap_differences(np.zeros(0), np.ones(5), [statistic("mean")])
     assert all(math.isnan(x) for x in interval)
+
+
+def test_a_large_itl_sample_is_drawn_from_whole_requests_within_the_limit():
+    values = np.arange(1000)
+    offsets = np.arange(0, 1001, 10)  # 100 requests of 10 gaps: request r holds 10r..10r+9
+    kept, kept_offsets = requests_within(values, offsets, 95)
+    assert len(kept) == 90 and kept_offsets.tolist() == list(range(0, 91, 10))
+    for r in range(9):  # each kept request whole, in one piece
+        chunk = kept[kept_offsets[r] : kept_offsets[r + 1]]
+        assert chunk.tolist() == list(range(chunk[0], chunk[0] + 10)) and chunk[0] % 10 == 0
+    same, same_offsets = requests_within(values, offsets, 1000)
+    assert same is values and same_offsets is offsets
