@@ -31,6 +31,7 @@ from loadgen.records.collected import Collected, assemble_events
 from loadgen.records.redact import redact_url
 from loadgen.run.credit_pool import CreditPool
 from loadgen.run.fail_fast import FirstFailures
+from loadgen.run.worker_spawn import start_without_main
 from loadgen.server.retry import READY_CHECK_HINT
 from workers.protocol import (
     RECORD_DTYPE,
@@ -128,8 +129,7 @@ class WorkerPool:
 
     def start(self) -> None:
         """Launch the worker processes (they import and connect while the caller goes on)."""
-        for process in self.processes:
-            process.start()
+        start_without_main(self.processes)  # a script without a __main__ guard, stdin, a notebook
 
     def request_stop(self, signum: int = signal.SIGINT) -> None:
         """Ask the run to stop (signal ``signum`` came): in-flight requests are cancelled and

@@ -8,10 +8,13 @@ the report (built from the run's records, which are saved as they come), the exi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from loadgen.config import InputError, RunConfig
@@ -19,7 +22,7 @@ from loadgen.mock.process import EmbeddedMockServer
 from loadgen.payloads import check_endpoint
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
-from loadgen.records.model import RunStart
+from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
@@ -47,10 +50,68 @@ class RunFailed(Exception):
         self.exit_code = exit_code
 
 
+@dataclass
+class RunOutcome:
+    """What a finished run hands back: its exit code, report, records and files."""
+
+    exit_code: int
+    report: Report
+    records: RunRecords
+    records_file: str | None  # None unless records were saved
+    result_file: str | None  # None unless the flags asked for a result file
+
+
+class StopSwitch:
+    """Stops a run from another thread as a stop signal would: a run outside the main thread
+    (the Python API under a notebook's event loop) can install no signal handlers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._target: tuple[asyncio.AbstractEventLoop, Callable[[int], None]] | None = None
+        self._pending: int | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop, on_stop: Callable[[int], None]) -> None:
+        """Route stop requests to ``on_stop`` on ``loop`` (one made before is passed on now)."""
+        with self._lock:
+            self._target = (loop, on_stop)
+            if self._pending is not None:
+                loop.call_soon_threadsafe(on_stop, self._pending)
+
+    def detach(self) -> None:
+        """The run is past stopping: requests from now on are ignored."""
+        with self._lock:
+            self._target = None
+
+    def request_stop(self, signum: int = signal.SIGINT) -> None:
+        """Ask the run to stop as ``signum`` would (safe from any thread)."""
+        with self._lock:
+            self._pending = signum
+            if self._target is not None:
+                loop, on_stop = self._target
+                loop.call_soon_threadsafe(on_stop, signum)
+
+
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured; return the process exit code."""
+    return run_outcome(config).exit_code
+
+
+def run_outcome(
+    config: RunConfig, *, result_in_memory: bool = False, stop: StopSwitch | None = None
+) -> RunOutcome:
+    """Run a benchmark as configured; return its outcome (RunFailed when it failed).
+
+    ``result_in_memory``: build the result JSON even when no flag asks for a result file (none
+    is written then, nor a records file unless --save-records). ``stop``: a way to stop the run
+    from another thread, besides the stop signals (which only the main thread can handle).
+    """
     check_before_start(config)
     preflight(config)  # the output paths and the open-file limit, before anything starts
+    write_result = config.save_result or config.append_result
+    if result_in_memory and not write_result:
+        config = dataclasses.replace(
+            config, save_result=True, save_records=bool(config.save_records)
+        )
     mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
     try:
         if mock is not None:
@@ -60,24 +121,26 @@ def run(config: RunConfig) -> int:
             check_endpoint(config.backend, config.api_url)
         except ValueError as exc:
             raise InputError(str(exc)) from None
-        return asyncio.run(_run(config))
+        return asyncio.run(_run(config, write_result, stop))
     finally:
         if mock is not None:
             mock.stop()
 
 
-async def _run(config: RunConfig) -> int:
+async def _run(config: RunConfig, write_result: bool, stop: StopSwitch | None) -> RunOutcome:
     client = ServerClient(
         config.server_url, auth_headers(config.headers), config.insecure, config.connect_timeout
     )
     try:
-        return await _run_with(config, client)
+        return await _run_with(config, client, write_result, stop)
     finally:
         # Last of all: reporting may still re-tokenize output through the server's tokenizer.
         await client.close()
 
 
-async def _run_with(config: RunConfig, client: ServerClient) -> int:
+async def _run_with(
+    config: RunConfig, client: ServerClient, write_result: bool, stop: StopSwitch | None
+) -> RunOutcome:
     pool = WorkerPool(planned_workers(config))
     pool.start()  # workers import and connect while the dataset is built and the server awaited
     loop = asyncio.get_running_loop()
@@ -89,8 +152,11 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
         if preparing is not None:  # waiting for a server or building a dataset: stop at once
             cancel_until_done(preparing, lambda: not timed_run_started)
 
-    for signum in STOP_SIGNALS:  # each stops the run as Ctrl-C does; the results are kept
-        loop.add_signal_handler(signum, on_stop_signal, signum)
+    handles_signals = threading.current_thread() is threading.main_thread()
+    for signum in STOP_SIGNALS if handles_signals else ():  # each stops it as Ctrl-C does
+        loop.add_signal_handler(signum, on_stop_signal, signum)  # and the results are kept
+    if stop is not None:
+        stop.attach(loop, on_stop_signal)
     finished = False
     writer = None
     late: LateSignals | None = None
@@ -110,8 +176,10 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
         if config.profile:
             await profile(client, "stop")
     finally:
+        if stop is not None:
+            stop.detach()
         if finished:
-            late = LateSignals(loop)  # from here on a signal lets the report finish first
+            late = LateSignals(loop, handles_signals)  # a signal lets the report finish first
         else:
             for signum in STOP_SIGNALS:
                 loop.remove_signal_handler(signum)
@@ -120,7 +188,9 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
             writer.close()  # what was written stays readable, with no end
     assert late is not None
     try:
-        code = await _report(config, client, pool, prepared, start, timed, writer, counters_after)
+        outcome = await _report(
+            config, client, pool, prepared, start, timed, writer, counters_after, write_result
+        )
     finally:
         late.remove()
     if late.signum is not None and not pool.stop_requested:
@@ -130,7 +200,7 @@ async def _run_with(config: RunConfig, client: ServerClient) -> int:
             "the results above are complete",
             128 + late.signum,
         )
-    return code
+    return outcome
 
 
 async def _report(
@@ -142,7 +212,8 @@ async def _report(
     timed: TimedRun,
     writer: RecordsWriter | None,
     counters_after: str | None,
-) -> int:
+    write_result: bool,
+) -> RunOutcome:
     """Output lengths, the report, the records file's end, the result file and the exit code."""
     if pool.failed_fast and timed.first_failures is not None:
         if writer is not None:
@@ -154,25 +225,27 @@ async def _report(
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
     date = _now()
-    report = build_report(config, run_records(config, prepared, start, collected, end), date=date)
+    records = run_records(config, prepared, start, collected, end)
+    report = build_report(config, records, date=date)
     records_file = finish_records(writer, collected, end, report.path) if writer else None
     try:
-        write_report(config, report)
+        write_report(config, report if write_result else dataclasses.replace(report, result=None))
     except OSError as exc:  # a full disk: the summary is printed, the records file is kept
         raise RunFailed(_unwritten(report.path, exc, records_file)) from None
     if records_file is not None:
         print(f"Records written to {records_file}")
-    return _exit_code(collected, report, pool)
+    code = _exit_code(collected, report, pool)
+    return RunOutcome(code, report, records, records_file, report.path if write_result else None)
 
 
 class LateSignals:
     """Stop signals once the timed run is over: the first lets the report finish (its records
     are already saved) and is told, a second one exits at once."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, listen: bool = True) -> None:
         self.loop = loop
         self.signum: int | None = None
-        for signum in STOP_SIGNALS:  # replaces the run's own handlers
+        for signum in STOP_SIGNALS if listen else ():  # replaces the run's own handlers
             loop.add_signal_handler(signum, self._on_signal, signum)
 
     def _on_signal(self, signum: int) -> None:

@@ -1,0 +1,106 @@
+"""The Python API against the embedded mock: ``loadgen.run(...)`` from a script without a
+``__main__`` guard, from stdin and under a running event loop (a notebook's cell), each in a
+process of its own; its metrics are the result JSON the same run saved."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from helpers import only_json_path
+
+import loadgen
+
+SMALL_RUN = (
+    "mock=True, num_prompts=20, max_concurrency=4, random_input_len=32, random_output_len=8, "
+    "disable_tqdm=True"
+)
+# No __main__ guard: with multiprocessing's spawn, each worker would run this file again.
+SCRIPT = f"""
+import json
+import loadgen
+
+result = loadgen.run({SMALL_RUN})
+print("RESULT " + json.dumps([result.completed, result["failed"], result.exit_code]))
+"""
+NOTEBOOK_CELL = f"""
+import asyncio
+import json
+import loadgen
+
+async def cell():  # a notebook runs each cell under its event loop
+    result = loadgen.run({SMALL_RUN})
+    print("RESULT " + json.dumps([result.completed, result["failed"], result.exit_code]))
+
+asyncio.run(cell())
+"""
+
+
+def result_line(proc: subprocess.CompletedProcess[str]) -> list[int]:
+    """The script's RESULT line, after checking that it exited cleanly."""
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "died before" not in proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(lines) == 1, proc.stdout[-2000:]  # the workers ran none of the script again
+    return json.loads(lines[0].removeprefix("RESULT "))
+
+
+def test_a_script_without_a_main_guard(tmp_path: Path) -> None:
+    script = tmp_path / "bench.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=90
+    )
+    assert result_line(proc) == [20, 0, 0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.py"]  # no result file unasked
+
+
+def test_a_script_from_stdin(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-"],
+        input=SCRIPT,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert result_line(proc) == [20, 0, 0]
+
+
+def test_under_a_running_event_loop_as_in_a_notebook(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(NOTEBOOK_CELL)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert result_line(proc) == [20, 0, 0]
+
+
+def test_the_metrics_are_the_saved_result_json_and_the_records_its_records_file(
+    tmp_path: Path,
+) -> None:
+    result = loadgen.run(
+        mock=True,
+        num_prompts=30,
+        max_concurrency=4,
+        random_input_len=32,
+        random_output_len=8,
+        disable_tqdm=True,
+        save_result=True,
+        result_dir=tmp_path,
+    )
+    saved = only_json_path(tmp_path)
+    assert result.result_file == str(saved)
+    assert result.metrics == json.loads(saved.read_text())
+    assert result.completed == result["completed"] == 30
+    assert result.verdict == result.metrics["loadgen"]["verdict"] == result.summary[-1]
+    assert result.records_file is not None
+    from_file = loadgen.read_records(result.records_file)
+    assert np.array_equal(from_file.records, result.records.records)
+    assert np.array_equal(from_file.event_ns, result.records.event_ns)
