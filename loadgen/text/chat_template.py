@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loadgen.text.hub import HubError, hub_file
 from loadgen.text.tokenizer import MOCK_MODEL_NAME, PACKAGED_TOKENIZER, is_local_path
 
 SPECIAL_TOKEN_KEYS = (
@@ -83,18 +84,12 @@ def _from_directory(directory: Path, tokenizer_id: str) -> ChatTemplate:
 
 
 def _from_hub(repo_id: str) -> ChatTemplate:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
-
     def fetch(name: str) -> Path | None:
         try:
-            return Path(hf_hub_download(repo_id, name))
-        except EntryNotFoundError:
-            return None
-        except (HfHubHTTPError, OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return hub_file(repo_id, name)
+        except HubError as exc:
             raise ChatTemplateError(
-                f"cannot fetch the chat template of '{repo_id}': {first}; pass --tokenizer with "
+                f"cannot fetch the chat template of '{repo_id}': {exc}; pass --tokenizer with "
                 "a local directory, or --skip-chat-template"
             ) from None
 

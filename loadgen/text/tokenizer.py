@@ -7,12 +7,13 @@ server's ``/tokenize`` and ``/detokenize``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from tokenizers import Tokenizer
+
+from loadgen.text.hub import HubError, hub_file
 
 PACKAGED_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "tokenizer.json"
 # The model name the mock server serves; as a tokenizer name it means the packaged tokenizer.
@@ -92,25 +93,15 @@ def _from_file(path: Path) -> Tokenizer:
 
 
 def _from_hub(repo_id: str) -> Tokenizer:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
     try:
-        file = hf_hub_download(repo_id, "tokenizer.json")
-    except LocalEntryNotFoundError:
-        how = (
-            "HF_HUB_OFFLINE is set and it is not in the cache"
-            if offline
-            else ("it is not in the Hugging Face cache and the hub cannot be reached")
-        )
+        file = hub_file(repo_id, "tokenizer.json")
+    except HubError as exc:
         raise TokenizerLoadError(
-            f"cannot load tokenizer '{repo_id}': {how}; pass --tokenizer with a local path"
+            f"cannot load tokenizer '{repo_id}': {exc}; pass --tokenizer with a local path"
         ) from None
-    except (HfHubHTTPError, OSError, ValueError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TokenizerLoadError(f"cannot load tokenizer '{repo_id}': {first_line}") from None
-    return _from_file(Path(file))
+    if file is None:
+        raise TokenizerLoadError(f"cannot load tokenizer '{repo_id}': it has no tokenizer.json")
+    return _from_file(file)
 
 
 def num_special_tokens_to_add(tokenizer: Tokenizer) -> int:
