@@ -1,15 +1,18 @@
 """``loadgen report RECORDS``: a run's summary and result JSON, rebuilt offline from its records.
 
 Its options are `run`'s reporting flags (the table's ``reporting`` ones: the output flags,
-``--percentile-metrics``, ``--metric-percentiles``, ``--goodput``, the plots, ...); given
-again, they replace the run's own. Nothing else of the run can change: the records are what
-was measured.
+``--percentile-metrics``, ``--metric-percentiles``, ``--goodput``, the plots, ``--fail-on``...);
+given again, they replace the run's own. Nothing else of the run can change: the records are
+what was measured. Its own: ``--format csv|jsonl`` writes one row per request instead of the
+summary (loadgen/report/exports.py), to ``--output`` or standard output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from datetime import datetime
+from pathlib import Path
 
 import click
 
@@ -17,11 +20,30 @@ from loadgen.cli.options import click_option, given_values
 from loadgen.cli.vllm_compat import normalize_argv
 from loadgen.config import RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS, ConfigError
 from loadgen.flag import Flag
-from loadgen.records.arrow_file import RecordsFileError
-from loadgen.report.offline import rebuild_report
-from loadgen.report.run_report import write_report
+from loadgen.records.arrow_file import RecordsFileError, read_records
+from loadgen.report.exports import FORMATS, request_rows, write_rows
+from loadgen.report.gate_keys import check_gates
+from loadgen.report.gates import report_breaches
+from loadgen.report.offline import report_config
+from loadgen.report.run_report import build_report, write_report
 
 REPORT_FLAGS = tuple(flag for flag in RUN_FLAGS if flag.reporting)
+# `report`'s own options: what it writes.
+FORMAT_FLAG = Flag(
+    "--format",
+    default="summary",
+    field="export_format",
+    choices=("summary", *FORMATS),
+    help="summary: the console summary (and the files the flags ask for); csv or jsonl: one "
+    "row per request (docs/records.md lists the columns), to --output or standard output, "
+    "and the summary on standard error.",
+)
+OUTPUT_FLAG = Flag(
+    "--output",
+    Path,
+    help="With --format csv|jsonl: the file the rows go to (default: standard output); the "
+    "summary then stays on standard output.",
+)
 
 
 def report_option(flag: Flag) -> click.Option:
@@ -40,19 +62,39 @@ class ReportCommand(click.Command):
 
 
 @click.pass_context
-def report_records(ctx: click.Context, records: str, **_: object) -> None:
-    """Rebuild the report of the run whose records file is RECORDS."""
+def report_records(
+    ctx: click.Context, records: str, export_format: str, output: Path | None, **_: object
+) -> None:
+    """Rebuild the report of the run whose records file is RECORDS; exit 3 when it breaches a
+    --fail-on gate."""
+    if output is not None and export_format == "summary":
+        raise click.UsageError("--output needs --format csv or --format jsonl")
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
-        report, config = rebuild_report(records, given_values(ctx, REPORT_FLAGS), date=date)
+        run = read_records(records)
+        config = report_config(run, records, given_values(ctx, REPORT_FLAGS))
+        check_gates(config)  # an unknown key is refused before anything is printed
+        report = build_report(config, run, date=date)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     except RecordsFileError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    write_report(config, report)
+    rows_to_stdout = export_format != "summary" and output is None
+    # Rows on standard output keep it clean: the summary and the paths go to standard error.
+    with contextlib.redirect_stdout(sys.stderr) if rows_to_stdout else contextlib.nullcontext():
+        write_report(config, report)
+    if export_format != "summary":
+        rows = request_rows(run, report.results.output_lens, config.request_id_prefix)
+        if output is None:
+            write_rows(rows, export_format, sys.stdout)
+        else:
+            with open(output, "w", encoding="utf-8", newline="") as out:
+                write_rows(rows, export_format, out)
+            print(f"{len(rows)} request rows written to {output}")
     if report.caveat:
         click.echo(f"note: {report.caveat}", err=True)
+    sys.exit(report_breaches(report.breaches))
 
 
 report_command = ReportCommand(
@@ -60,9 +102,12 @@ report_command = ReportCommand(
     params=[
         click.Argument(["records"], type=click.Path(dir_okay=False)),
         *(report_option(flag) for flag in REPORT_FLAGS),
+        click_option(FORMAT_FLAG),
+        click_option(OUTPUT_FLAG),
     ],
     callback=report_records,
     help="Rebuild a run's console summary and result JSON from its records file "
-    "(NAME.records.arrow, written beside the result by --save-result), offline. Reporting "
-    "flags given again replace the run's own; those not given keep the run's values.",
+    "(NAME.records.arrow, written beside the result by --save-result), offline, or export its "
+    "requests (--format csv|jsonl). Reporting flags given again replace the run's own; those "
+    "not given keep the run's values.",
 )

@@ -16,6 +16,7 @@ import math
 import os
 from typing import Any
 
+from loadgen.config.gates import parse_fail_on
 from loadgen.config.parsers import (
     parse_goodput,
     parse_headers,
@@ -440,6 +441,18 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="Keep random, random-rerank and prefix_repetition datasets built with a local "
         "tokenizer in $XDG_CACHE_HOME/loadgen/datasets (~/.cache/...), keyed by the tokenizer, "
         "the dataset's flags and --seed, and read them back when a run asks for the same one.",
+    ),
+    Flag(
+        "--fail-on",
+        default=(),
+        parse=parse_fail_on,
+        multiple=True,
+        metavar="CONDITION",
+        group=LOADGEN,
+        reporting=True,
+        help="An SLO gate, e.g. 'p99_ttft_ms>500' or 'failed>0': KEY OP NUMBER on a numeric "
+        "key of the result JSON (nested: loadgen.send_lag_ms.p99). Repeatable; a run that "
+        "breaches any exits 3 and prints the breached ones last.",
     ),
     Flag(
         "--mock",

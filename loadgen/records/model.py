@@ -31,6 +31,9 @@ class RunStart:
     t0_ns: int  # perf_counter_ns of t0 (every instant in a row is ns after it)
     t0_wall: str  # t0 as local wall-clock time, ISO 8601
     counters_before: str | None  # the server's /metrics page before the run
+    # loadgen_version, python, platform, cpu_count... (records/environment.py); None in
+    # files written before it was recorded
+    environment: dict[str, Any] | None = None
 
 
 @dataclass

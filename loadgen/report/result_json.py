@@ -184,10 +184,17 @@ def result_path(config: RunConfig, model_id: str, date: str) -> str:
 
 def write_result(path: str, result: dict[str, Any], append: bool = False) -> None:
     """Write the JSON as upstream does (plain json.dump: inf becomes Infinity, no indent); with
-    ``append`` (--append-result), add it as one more line, after a newline if the file has any.
-    The file's directory (--result-dir) is created if need be."""
+    ``append`` (--append-result), add it as one more whole line, newline-terminated, so the
+    file is JSON Lines (a file whose last line lacks its newline, as upstream leaves it, gets
+    one first). The file's directory (--result-dir) is created if need be."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "a+" if append else "w", encoding="utf-8") as out:
-        if append and out.tell() > 0:
-            out.write("\n")
-        json.dump(result, out)
+    if not append:
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(result, out)
+        return
+    with open(path, "a+b") as out:
+        if out.tell() > 0:
+            out.seek(-1, os.SEEK_END)
+            if out.read(1) != b"\n":
+                out.write(b"\n")
+        out.write(json.dumps(result).encode() + b"\n")

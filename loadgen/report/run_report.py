@@ -23,6 +23,7 @@ from loadgen.report.decoding import (
     parse_spec_decode,
     spec_decode_stats,
 )
+from loadgen.report.gates import breaches
 from loadgen.report.metrics import (
     BenchmarkMetrics,
     PoolingMetrics,
@@ -42,6 +43,7 @@ from loadgen.report.plots import (
 )
 from loadgen.report.probes import ProbeResults, probe_stats
 from loadgen.report.result_json import build_result, result_path, stats_json, write_result
+from loadgen.report.run_context import run_context
 from loadgen.report.stats import SampleStats, sample_stats
 from loadgen.report.summary import (
     connection_notes,
@@ -71,6 +73,7 @@ class Report:
     completed: int
     first_error: str
     caveat: str | None  # why the report covers only part of the run, if it does
+    breaches: list[str]  # the --fail-on gates the result breaches, one line each
 
 
 def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
@@ -182,11 +185,12 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         "worker_problems": end.worker_problems,
         "interrupted": end.interrupted,
         "client": health.to_json(),
+        **run_context(start),
         "verdict": client_verdict,  # last, so the result JSON ends with it
     }
     path = result_path(config, start.model_id, date)
     result = None
-    if config.save_result or config.append_result:
+    if config.save_result or config.append_result or config.fail_on:
         result = build_result(
             config=config,
             date=date,
@@ -208,15 +212,17 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
             decoding=decoding,
             server_metrics=(records["server_queue_s"], records["server_ttft_s"]),
         )
+    breached = breaches(config.fail_on, result) if result is not None else []
     return Report(
         lines=lines,
-        result=result,
+        result=result if config.save_result or config.append_result else None,
         path=path,
         results=results,
         timings=timings,
         completed=metrics.completed,
         first_error=next((e for e in errors if e), ""),
         caveat=_caveat(end),
+        breaches=breached,
     )
 
 

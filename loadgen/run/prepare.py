@@ -27,6 +27,7 @@ from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.payloads import lora_assignment, serialize_bodies
+from loadgen.report.gate_keys import check_gates
 from loadgen.run.threads import in_daemon_thread
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
@@ -74,6 +75,7 @@ class Prepared:
 def check_before_start(config: RunConfig) -> None:
     """Validate the flags and print their warnings; a missing dataset file is found now."""
     config.validate()
+    check_gates(config)  # a --fail-on key the result will not hold
     for warning in config.ignored_flag_warnings():
         print(f"warning: {warning}")
     if (

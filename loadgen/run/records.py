@@ -17,6 +17,7 @@ from loadgen.config import RunConfig
 from loadgen.payloads import input_sequences
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
 from loadgen.records.collected import Collected
+from loadgen.records.environment import environment
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.records.redact import redact_argv, redact_config
 from loadgen.report.probes import ProbeResults
@@ -49,6 +50,7 @@ def run_start(
         t0_ns=0,
         t0_wall="",
         counters_before=counters_before,
+        environment=environment(__version__),
     )
 
 

@@ -23,6 +23,7 @@ from loadgen.payloads import check_endpoint
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunRecords, RunStart
+from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
@@ -316,7 +317,8 @@ async def _get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) 
 
 
 def _exit_code(collected: Collected, report: Report, pool: WorkerPool) -> int:
-    """0, or RunFailed for an interrupted run, lost workers, or no request that completed."""
+    """0, or RunFailed for an interrupted run, lost workers, or no request that completed; 3
+    when a --fail-on gate was breached (the breaches are printed, last)."""
     if collected.interrupted:
         by = (
             ""
@@ -331,4 +333,4 @@ def _exit_code(collected: Collected, report: Report, pool: WorkerPool) -> int:
     if report.completed == 0:
         first = report.first_error
         raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
-    return 0
+    return report_breaches(report.breaches)

@@ -56,6 +56,7 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--idle-timeout",
         "--connect-timeout",
         "--dataset-cache",
+        "--fail-on",
     }
     options = {opt for p in run.params for opt in getattr(p, "opts", []) if opt.startswith("--")}
     assert options - own <= VLLM_BENCH_SERVE_FLAGS

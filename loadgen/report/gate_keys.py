@@ -1,0 +1,137 @@
+"""Whether each ``--fail-on`` key is one the run's result JSON will hold, asked before the run.
+
+The keys of a result depend on the flags (``--metric-percentiles``, ``--percentile-metrics``,
+``--max-concurrency``, a paced rate, pooling, probes...). Rather than keep a second list of
+them, the real report is built over a two-request sample run with the same configuration; the
+keys that only a server's answer brings (speculative decoding, diffusion, the host's CPU use)
+are added from their own builders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from loadgen.config import ConfigError, RunConfig
+from loadgen.config.gates import parse_gate
+from loadgen.records.environment import environment
+from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
+from loadgen.report.decoding import result_keys as decoding_keys
+from loadgen.report.gates import MISSING, lookup, numeric_keys
+from loadgen.report.run_report import build_report
+from workers.protocol import RECORD_DTYPE, ConnectionStats
+
+_STAT_KEY = re.compile(r"^(mean|median|std|p[0-9.]+)_[a-z0-9_]+_ms$")
+SAMPLE_EVENTS = 3
+
+
+def check_gates(config: RunConfig) -> None:
+    """ConfigError naming the first ``--fail-on`` condition whose key the run's result will not
+    hold as a number."""
+    if not config.fail_on:
+        return
+    result = sample_result(config)
+    known = set(numeric_keys(result))
+    for text in config.fail_on:
+        key = parse_gate(text).key
+        if key in known:
+            continue
+        value = lookup(result, key)
+        if value is None:
+            raise ConfigError(f"--fail-on {text!r}: {key} has no value (null) in this run's result")
+        if value is not MISSING:
+            raise ConfigError(f"--fail-on {text!r}: {key} is not a number in the result JSON")
+        raise ConfigError(
+            f"--fail-on {text!r}: no key {key} in this run's result JSON{_hint(key, known)}"
+        )
+
+
+def _hint(key: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=3)
+    hint = f" (close: {', '.join(close)})" if close else ""
+    if _STAT_KEY.match(key):
+        hint += "; --percentile-metrics and --metric-percentiles choose the pNN_METRIC_ms keys"
+    return hint
+
+
+def sample_result(config: RunConfig) -> dict[str, Any]:
+    """The result JSON a run with ``config`` would write, over two made-up successful requests,
+    with every key a server's answer may add."""
+    config = dataclasses.replace(config, save_result=True, append_result=False, fail_on=())
+    report = build_report(config, sample_run(config), date="19700101-000000")
+    assert report.result is not None  # save_result is on
+    zeros: defaultdict[str, Any] = defaultdict(float, per_position_acceptance_rates=[])
+    return {**report.result, **decoding_keys(zeros, zeros)}
+
+
+def sample_run(config: RunConfig) -> RunRecords:
+    """Two requests 10 ms apart, each answered with SAMPLE_EVENTS token events."""
+    n = 2
+    records = np.zeros(n, dtype=RECORD_DTYPE)
+    records["index"] = np.arange(n)
+    records["arrival_ns"] = np.arange(n) * 10_000_000
+    records["send_ns"] = records["arrival_ns"]
+    records["end_ns"] = records["send_ns"] + 50_000_000
+    records["n_events"] = SAMPLE_EVENTS
+    records["status"] = 200
+    records["prompt_tokens"] = 8
+    records["completion_tokens"] = SAMPLE_EVENTS
+    records["success"] = True
+    records["server_queue_s"] = np.nan
+    records["server_ttft_s"] = np.nan
+    event_ns = (records["send_ns"][:, None] + 10_000_000 * (1 + np.arange(SAMPLE_EVENTS))).ravel()
+    start = RunStart(
+        loadgen_version="",
+        command_line=[],
+        config=dataclasses.asdict(config),
+        model_id="model",
+        tokenizer_id="model",
+        num_requests=n,
+        num_workers=1,
+        connections=n,
+        schedule_sha256="",
+        t0_ns=0,
+        t0_wall="1970-01-01T00:00:00",
+        counters_before=None,
+        environment=environment(""),
+    )
+    end = RunEnd(
+        interrupted=False,
+        worker_problems=[],
+        worker_cpu_ns=[1_000_000],
+        worker_wall_ns=[100_000_000],
+        connection_stats=ConnectionStats(),
+        loop_lag_ns=np.full(2, 100_000, dtype=np.int64),
+        output_lens=np.full(n, SAMPLE_EVENTS, dtype=np.int64),
+        counters_after=None,
+        probe_latencies_s=[0.01] if config.probe_request_rate > 0 else None,
+        host=_sample_host(),
+    )
+    return RunRecords(
+        start=start,
+        end=end,
+        records=records,
+        worker=np.zeros(n, dtype=np.int16),
+        scheduled_ns=records["arrival_ns"].astype(np.int64),
+        prompt_lens=np.full(n, 8, dtype=np.int64),
+        input_sequences=np.ones(n, dtype=np.int64),
+        event_ns=event_ns.astype(np.int64),
+        event_offsets=np.arange(n + 1, dtype=np.int64) * SAMPLE_EVENTS,
+        errors={},
+        texts={},
+    )
+
+
+def _sample_host() -> HostUsage:
+    """A HostUsage of zeros, whatever its fields are (lists of one zero, empty names)."""
+    zero = {"int": 0, "float": 0.0, "bool": False, "str": ""}
+    values = {
+        field.name: [0.0] if str(field.type).startswith("list") else zero[str(field.type)]
+        for field in dataclasses.fields(HostUsage)
+    }
+    return HostUsage(**values)
