@@ -44,18 +44,42 @@ COLUMNS = (
 FORMATS = ("csv", "jsonl")
 
 
-def _ms(ns: float) -> float:
-    """Nanoseconds as milliseconds, to the microsecond."""
-    return round(ns / 1e6, 3)
+def itl_stats_ns(event_ns: np.ndarray, event_offsets: np.ndarray) -> dict[str, np.ndarray]:
+    """Each request's mean, p50, p99 and max gap between consecutive token events, in ns;
+    NaN for a request with fewer than two events. Percentiles interpolate linearly, as
+    numpy's default (and the report's)."""
+    counts = np.diff(event_offsets)
+    n = len(counts)
+    gap_counts = np.maximum(counts - 1, 0)
+    owner = np.repeat(np.arange(n), counts)
+    within = owner[1:] == owner[:-1]  # gaps that do not straddle two requests
+    gaps = np.diff(event_ns).astype(np.float64)[within]
+    gaps = gaps[np.lexsort((gaps, owner[1:][within]))]  # sorted within each request
+    starts = np.concatenate(([0], np.cumsum(gap_counts)[:-1])).astype(np.int64)
+    has = gap_counts > 0
+    out = {name: np.full(n, np.nan) for name in ("mean", "p50", "p99", "max")}
+    if not has.any():
+        return out
+    first, count = starts[has], gap_counts[has]
+    out["mean"][has] = np.add.reduceat(gaps, first) / count
+    out["max"][has] = gaps[first + count - 1]
+    for name, q in (("p50", 50), ("p99", 99)):
+        position = (count - 1) * (q / 100)
+        low = np.floor(position).astype(np.int64)
+        high = np.minimum(low + 1, count - 1)
+        below, above = gaps[first + low], gaps[first + high]
+        out[name][has] = below + (above - below) * (position - low)
+    return out
 
 
-def _ms_or_none(ns: int | None) -> float | None:
-    return None if ns is None else _ms(ns)
+def _ms(ns: np.ndarray) -> list[float | None]:
+    """Nanoseconds as milliseconds to the microsecond; None where NaN (no such value)."""
+    values = np.round(np.asarray(ns, dtype=np.float64) / 1e6, 3)
+    return [None if v != v else v for v in values.tolist()]  # v != v: NaN
 
 
-def _instant(ns: int) -> int | None:
-    """A row's instant, or None where the records hold -1 (it never happened)."""
-    return ns if ns >= 0 else None
+def _where(valid: np.ndarray, ns: np.ndarray) -> np.ndarray:
+    return np.where(valid, ns, np.nan)
 
 
 def request_rows(
@@ -63,50 +87,47 @@ def request_rows(
 ) -> list[dict[str, Any]]:
     """One row per request (keys: COLUMNS); None where the request has no such value (never
     sent, no token event, failed)."""
-    records = run.records
-    offsets = run.event_offsets.tolist()
-    events = run.event_ns
-    rows = []
-    for i, record in enumerate(records.tolist()):
-        row = dict(zip(records.dtype.names, record, strict=True))
-        sent = _instant(row["send_ns"])
-        released = _instant(row["arrival_ns"])
-        own = events[offsets[i] : offsets[i + 1]]
-        gaps = np.diff(own)
-        ok = bool(row["success"])
-        timed = sent is not None and len(own) > 0
-        ttft = _ms(int(own[0]) - sent) if timed else None
-        e2el = _ms(int(own[-1]) - sent) if timed and ok else None
-        queue = _ms(sent - released) if sent is not None and released is not None else None
-        prompt = row["prompt_tokens"] if row["prompt_tokens"] >= 0 else int(run.prompt_lens[i])
-        rows.append(
-            {
-                "index": i,
-                "request_id": None if request_id_prefix is None else f"{request_id_prefix}{i}",
-                "worker": int(run.worker[i]) if run.worker[i] >= 0 else None,
-                "status": row["status"],
-                "success": ok,
-                "scheduled_ms": _ms(int(run.scheduled_ns[i])),
-                "released_ms": _ms_or_none(released),
-                "sent_ms": _ms_or_none(sent),
-                "end_ms": _ms_or_none(_instant(row["end_ns"])),
-                "client_queue_ms": queue,
-                "connect_ms": _ms(row["connect_ns"]) if sent is not None else None,
-                "ttft_ms": ttft,
-                "e2el_ms": e2el,
-                "events": len(own),
-                "itl_mean_ms": _ms(float(gaps.mean())) if len(gaps) else None,
-                "itl_p50_ms": _ms(float(np.percentile(gaps, 50))) if len(gaps) else None,
-                "itl_p99_ms": _ms(float(np.percentile(gaps, 99))) if len(gaps) else None,
-                "itl_max_ms": _ms(int(gaps.max())) if len(gaps) else None,
-                "prompt_tokens": prompt,
-                "output_tokens": int(output_lens[i]),
-                "resent": bool(row["resent"]),
-                "truncated": bool(row["truncated"]),
-                "error": run.errors.get(i) or None,
-            }
-        )
-    return rows
+    records, offsets, n = run.records, run.event_offsets, run.num_requests
+    counts = np.diff(offsets)
+    sent_ns, released_ns = records["send_ns"], records["arrival_ns"]
+    sent, released = sent_ns >= 0, released_ns >= 0
+    ok = records["success"].astype(bool)
+    timed = sent & (counts > 0)
+    last_event = len(run.event_ns) - 1
+    events = run.event_ns if len(run.event_ns) else np.zeros(1, np.int64)
+    first_ns = events[np.clip(offsets[:-1], 0, max(last_event, 0))]
+    last_ns = events[np.clip(offsets[1:] - 1, 0, max(last_event, 0))]
+    itl = itl_stats_ns(run.event_ns, offsets)
+    prompt = np.where(records["prompt_tokens"] >= 0, records["prompt_tokens"], run.prompt_lens)
+    columns: dict[str, list[Any]] = {
+        "index": list(range(n)),
+        "request_id": [
+            None if request_id_prefix is None else f"{request_id_prefix}{i}" for i in range(n)
+        ],
+        "worker": [w if w >= 0 else None for w in run.worker.tolist()],
+        "status": records["status"].tolist(),
+        "success": ok.tolist(),
+        "scheduled_ms": _ms(run.scheduled_ns),
+        "released_ms": _ms(_where(released, released_ns)),
+        "sent_ms": _ms(_where(sent, sent_ns)),
+        "end_ms": _ms(_where(records["end_ns"] >= 0, records["end_ns"])),
+        "client_queue_ms": _ms(_where(sent & released, sent_ns - released_ns)),
+        "connect_ms": _ms(_where(sent, records["connect_ns"])),
+        "ttft_ms": _ms(_where(timed, first_ns - sent_ns)),
+        "e2el_ms": _ms(_where(timed & ok, last_ns - sent_ns)),
+        "events": counts.tolist(),
+        "itl_mean_ms": _ms(itl["mean"]),
+        "itl_p50_ms": _ms(itl["p50"]),
+        "itl_p99_ms": _ms(itl["p99"]),
+        "itl_max_ms": _ms(itl["max"]),
+        "prompt_tokens": prompt.tolist(),
+        "output_tokens": np.asarray(output_lens).tolist(),
+        "resent": records["resent"].astype(bool).tolist(),
+        "truncated": records["truncated"].astype(bool).tolist(),
+        "error": [run.errors.get(i) or None for i in range(n)],
+    }
+    table = zip(*(columns[name] for name in COLUMNS), strict=True)
+    return [dict(zip(COLUMNS, values, strict=True)) for values in table]
 
 
 def write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> None:

@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from loadgen.config import RunConfig
 from loadgen.records.model import RunEnd, RunRecords, RunStart
-from loadgen.report.exports import COLUMNS, request_rows, write_csv, write_jsonl
+from loadgen.report.exports import COLUMNS, itl_stats_ns, request_rows, write_csv, write_jsonl
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import build_report
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
@@ -148,3 +149,23 @@ def test_an_append_after_a_file_without_its_last_newline_starts_a_new_line(
     write_result(str(path), {"run": 2}, append=True)
     assert [json.loads(line) for line in path.read_text().splitlines()] == [{"run": 1}, {"run": 2}]
     assert path.read_text().endswith("}\n")
+
+
+def test_itl_statistics_are_numpys_per_request() -> None:
+    """The vectorised per-request gaps agree with np.percentile/mean/max request by request,
+    for requests of 0, 1, 2 and many events."""
+    rng = np.random.default_rng(7)
+    counts = np.array([0, 1, 2, 5, 0, 40, 3, 1, 17])
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    event_ns = np.concatenate(
+        [i * 10**9 + np.cumsum(rng.integers(1, 10**7, size=c)) for i, c in enumerate(counts)]
+    ).astype(np.int64)
+    stats = itl_stats_ns(event_ns, offsets)
+    for i, count in enumerate(counts):
+        gaps = np.diff(event_ns[offsets[i] : offsets[i + 1]]).astype(float)
+        if count < 2:
+            assert all(np.isnan(stats[name][i]) for name in ("mean", "p50", "p99", "max"))
+            continue
+        expected = (gaps.mean(), np.percentile(gaps, 50), np.percentile(gaps, 99), gaps.max())
+        got = tuple(stats[name][i] for name in ("mean", "p50", "p99", "max"))
+        assert got == pytest.approx(expected, rel=1e-12)
