@@ -5,8 +5,10 @@ READY -> receive START(t0) -> send every request at t0 + its scheduled offset, s
 RECORDS batches back -> DONE (with the loop-lag samples and CPU time of the run). During the
 run the coordinator sends a UDP probe every 10 ms; its delivery delay is a loop-lag sample. A STOP
 at any time cancels what is in flight; every request of the shard is still reported, as failed
-when it never finished. The timeout sweep is workers/timeouts.py, the process's life around the
-run workers/lifecycle.py.
+when it never finished. A reusable worker (a campaign's, loadgen/run/campaign.py) then waits
+for its next SHARD, with fresh run state, until a STOP whose reason is ``dismissed`` comes
+between runs. The timeout sweep is workers/timeouts.py, the process's life around the run
+workers/lifecycle.py.
 
 A little over 500 lines because ``Worker`` is one object on purpose: the dispatcher, the request
 path, the credit gate's callbacks and the listener share its hot-path state (open requests,
@@ -76,39 +78,50 @@ BURST_YIELD = 4  # requests released back to back before the loop serves open st
 STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes after each answer
 
 
-def run_worker(endpoint: str, worker_id: int, token: str, parent_pid: int) -> None:
-    """Process entry point: serve one shard for the coordinator at ``endpoint``; ``token`` is
-    the run's secret (workers/protocol.py's Codec), ``parent_pid`` the coordinator's pid."""
+DISMISSED = "dismissed"  # a STOP's reason that ends a reusable worker between runs
+
+
+def run_worker(
+    endpoint: str, worker_id: int, token: str, parent_pid: int, reusable: bool = False
+) -> None:
+    """Process entry point: serve one shard for the coordinator at ``endpoint`` (``reusable``:
+    one shard after another, until a STOP dismisses it between them); ``token`` is the run's
+    secret (workers/protocol.py's Codec), ``parent_pid`` the coordinator's pid."""
     # Ctrl-C, or a SIGTERM or SIGHUP sent to the process group, reaches every worker too; the
     # coordinator alone decides how to stop (it sends STOP, and SIGKILL to a worker that hangs).
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     die_with(parent_pid)
     raise_open_file_limit()
-    uvloop.run(Worker(endpoint, worker_id, Codec(token)).run())
+    uvloop.run(Worker(endpoint, worker_id, Codec(token), reusable).run())
 
 
 class Worker:
     """Sends one shard on schedule and reports a record per request."""
 
-    def __init__(self, endpoint: str, worker_id: int, codec: Codec) -> None:
+    def __init__(self, endpoint: str, worker_id: int, codec: Codec, reusable: bool = False) -> None:
         self.endpoint = endpoint
         self.worker_id = worker_id
         self.codec = codec
+        self.reusable = reusable
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.IDENTITY, worker_identity(worker_id))
         self.sock.setsockopt(zmq.LINGER, 5000)
+        self.parent_pid = os.getppid()
+        self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.probe.bind(("127.0.0.1", 0))
+        self.probe.setblocking(False)
+        self._reset_run_state()
+
+    def _reset_run_state(self) -> None:
+        """Everything one shard's run keeps, fresh (a reusable worker serves several)."""
         self.rows: list[tuple] = []
         self.events = array("q")
         self.errors: dict[int, str] = {}
         self.texts: dict[int, str] = {}
         self.stopping = False
-        self.parent_pid = os.getppid()
         self.loop_lag_ns = array("q")  # probe delivery delays during the run
-        self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.probe.bind(("127.0.0.1", 0))
-        self.probe.setblocking(False)
         self.cpu_ns = 0
         self.wall_ns = 0
         self.timer: PreciseTimer | None = None  # the dispatcher's sleeps; a STOP wakes it
@@ -124,16 +137,23 @@ class Worker:
         self.open: dict[asyncio.Task, OpenRequest] = {}  # requests in flight, for the sweep
 
     async def run(self) -> None:
-        """Talk to the coordinator until the shard is done or the run is stopped."""
+        """Talk to the coordinator until the shard is done or the run is stopped (a reusable
+        worker: until it is dismissed)."""
         eager_send.install(asyncio.get_running_loop())
         self.sock.connect(self.endpoint)
         try:
             await self._send(self.codec.encode(Kind.HELLO, probe_port=self.probe.getsockname()[1]))
-            kind, fields, frames = await self._receive()
-            if kind is not Kind.SHARD:
-                return
-            shard = decode_shard(fields, frames)
-            await self._serve(shard)
+            while True:
+                kind, fields, frames = await self._receive()
+                if kind is Kind.SHARD:
+                    await self._serve(decode_shard(fields, frames))
+                    if not self.reusable:
+                        return
+                    gc.unfreeze()  # the last shard's objects may go now
+                    self._reset_run_state()
+                elif not self.reusable or (kind is Kind.STOP and fields.get("reason") == DISMISSED):
+                    return
+                # Else a STOP or CREDITS sent for the run that has just ended: nothing to do.
         except Exception as exc:
             await self._send(self.codec.encode(Kind.FATAL, message=f"{type(exc).__name__}: {exc}"))
             raise

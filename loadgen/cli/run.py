@@ -13,6 +13,8 @@ from loadgen.cli.vllm_compat import VllmCompatibleCommand
 from loadgen.config import RUN_FLAGS, ConfigError, InputError, RunConfig
 from loadgen.mock.process import MockServerError
 from loadgen.records.redact import redact_text
+from loadgen.run.campaign import is_campaign
+from loadgen.run.campaign_run import run_campaign
 from loadgen.run.fanout import FanoutError
 from loadgen.run.runner import RunFailed, run
 from loadgen.server.errors import ServerError
@@ -36,7 +38,7 @@ def run_benchmark(ctx: click.Context, **values: object) -> None:
     if not isinstance(sys.stdout, SurvivingStdout):
         sys.stdout = SurvivingStdout(sys.stdout)  # | tee killed by Ctrl-C loses no result
     try:
-        code = run(config)
+        code = run_campaign(config) if is_campaign(config) else run(config)
     except ConfigError as exc:
         raise click.UsageError(redact_text(str(exc))) from None
     except (

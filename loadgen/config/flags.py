@@ -12,7 +12,6 @@ split, the flags would no longer be in one table to read.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -24,6 +23,7 @@ from loadgen.config.parsers import (
     parse_metadata,
     parse_names,
 )
+from loadgen.config.sweep_lists import parse_concurrency, parse_rate
 from loadgen.config.upstream import UPSTREAM_DATASETS
 from loadgen.datasets.registry import names
 from loadgen.flag import Flag, by_name, flag_name
@@ -208,9 +208,22 @@ RUN_FLAGS: tuple[Flag, ...] = (
     # --- the schedule ---
     Flag("--num-prompts", int, 1000),
     Flag("--seed", int, 0),
-    Flag("--request-rate", float, math.inf, help="Requests per second; inf sends all at t0."),
+    Flag(
+        "--request-rate",
+        default="inf",
+        value_type=float | tuple[float, ...],
+        parse=parse_rate,
+        help="Requests per second; inf sends all at t0. A comma list (1,2,inf) runs each in turn "
+        "(a campaign).",
+    ),
     Flag("--burstiness", float, 1.0, help="Gamma shape of the arrival gaps; 1 is Poisson."),
-    Flag("--max-concurrency", int, help="Most requests in flight at once, across all workers."),
+    Flag(
+        "--max-concurrency",
+        value_type=int | tuple[int, ...] | None,
+        parse=parse_concurrency,
+        help="Most requests in flight at once, across all workers. A comma list (1,4,16) runs "
+        "each in turn (a campaign; with a --request-rate list, every pair).",
+    ),
     Flag(
         "--ramp-up-strategy",
         choices=RAMP_UP_STRATEGIES,
@@ -474,6 +487,24 @@ RUN_FLAGS: tuple[Flag, ...] = (
         0.0,
         group=LOADGEN,
         help="With --mock: the mock's gap between tokens.",
+    ),
+    Flag(
+        "--num-runs",
+        int,
+        1,
+        group=LOADGEN,
+        minimum=1,
+        help="Runs of each point (each --max-concurrency and --request-rate pair); more than 1 "
+        "makes a campaign, whose summary.csv gives each metric's mean and 95 % interval.",
+    ),
+    Flag(
+        "--steady-state",
+        bool,
+        False,
+        group=LOADGEN,
+        help="Run as a campaign whose summary.csv counts only each run's requests sent after "
+        "its first request ended and ended before its last one was sent, and says how many "
+        "it trimmed.",
     ),
     # --- dataset groups, in upstream's order ---
     Flag(

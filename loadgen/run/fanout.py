@@ -46,7 +46,7 @@ from workers.protocol import (
     shard_message,
     worker_identity,
 )
-from workers.worker import run_worker
+from workers.worker import DISMISSED, run_worker
 
 START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
 POLL_MS = 100
@@ -78,6 +78,11 @@ class FanoutError(Exception):
     """The run could not start or continue; the message says why."""
 
 
+class UnreachableServer(FanoutError):
+    """No worker could open a connection to the server: it is down or not where it was said."""
+
+
+
 @dataclass
 class ShardPlan:
     """One worker's part of the run."""
@@ -98,8 +103,9 @@ class WorkerPool:
     warning, never acted on.
     """
 
-    def __init__(self, num_workers: int) -> None:
+    def __init__(self, num_workers: int, reusable: bool = False) -> None:
         self.num_workers = num_workers
+        self.hellos: dict[int, dict] = {}  # each worker's HELLO, kept: it says it once
         self.codec = Codec.new()
         self.run_dir = _private_directory()
         self.ctx = zmq.asyncio.Context()
@@ -114,7 +120,7 @@ class WorkerPool:
         self.processes = [
             spawn.Process(
                 target=run_worker,
-                args=(self.endpoint, w, self.codec.token, os.getpid()),
+                args=(self.endpoint, w, self.codec.token, os.getpid(), reusable),
                 name=f"loadgen-worker-{w}",
                 daemon=True,
             )
@@ -157,6 +163,8 @@ class WorkerPool:
         except ProtocolError as exc:
             self._drop(f"a message {exc}")
             return None
+        if kind is Kind.HELLO:  # may come during another run (a reusable worker left idle)
+            self.hellos[worker] = fields
         return worker, kind, fields, frames
 
     def _drop(self, why: str) -> None:
@@ -215,8 +223,8 @@ class WorkerPool:
             if max_concurrency
             else None
         )
-        hellos = await self._await_all(Kind.HELLO, workers, timeout_s=120)
-        self.probe_ports = {w: hello["probe_port"] for w, hello in hellos.items()}
+        await self._await_all(Kind.HELLO, workers - self.hellos.keys(), timeout_s=120)
+        self.probe_ports = {w: hello["probe_port"] for w, hello in self.hellos.items()}
         owner = np.full(num_requests, -1, dtype=np.int16)  # which worker sends each request
         for w, plan in enumerate(plans):
             owner[plan.indices] = w
@@ -236,7 +244,7 @@ class WorkerPool:
         if connections == 0 and any(r["connect_error"] for r in ready.values()):
             error = next(r["connect_error"] for r in ready.values() if r["connect_error"])
             url = redact_url(plans[0].config.url)
-            raise FanoutError(
+            raise UnreachableServer(
                 f"cannot connect to the server at {url}: {error}; is it up? {READY_CHECK_HINT}"
             )
         if short := preopen_shortfall(plans, ready):
@@ -394,6 +402,23 @@ class WorkerPool:
                 reuse_stopped=any(s.reuse_stopped for s in stats),
             ),
         )
+
+    def alive(self) -> bool:
+        """Whether every worker process still runs (a reusable pool can serve another run)."""
+        return all(process.is_alive() for process in self.processes)
+
+    def next_run(self, workers: int) -> None:
+        """Make a reusable pool ready for its next run, after one that may have failed fast,
+        which uses its first ``workers`` processes (as many as that run alone would start)."""
+        self.failed_fast = False
+        self.stop_requested = False
+        self.num_workers = min(workers, len(self.processes))
+
+    async def dismiss(self) -> None:
+        """Tell reusable workers there is no next run: they exit (``close`` waits for them)."""
+        for w in self.hellos:
+            with contextlib.suppress(zmq.ZMQError):
+                await self._send(w, self.codec.encode(Kind.STOP, reason=DISMISSED))
 
     def close(self, graceful: bool = True) -> None:
         """Stop the processes and release the socket.

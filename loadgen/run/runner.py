@@ -2,7 +2,9 @@
 
 ``run`` reads as the run's phases: check the flags, start the mock if asked, start the workers,
 get ready (preparation, the ready check, alignment, warm-ups), the timed run, output lengths,
-the report (built from the run's records, which are saved as they come), the exit code.
+the report (built from the run's records, which are saved as they come), the exit code. A
+campaign (loadgen/run/campaign_run.py) is one more loop level around the timed run and the
+report, with the same phases from here.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypeVar
 
-from loadgen.config import InputError, RunConfig
+from loadgen.config import ConfigError, InputError, RunConfig
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.payloads import check_endpoint
 from loadgen.records.arrow_file import RecordsWriter
@@ -25,6 +28,7 @@ from loadgen.records.collected import Collected
 from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
+from loadgen.run.campaign import is_campaign
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
 from loadgen.run.preflight import preflight
@@ -106,6 +110,12 @@ def run_outcome(
     is written then, nor a records file unless --save-records). ``stop``: a way to stop the run
     from another thread, besides the stop signals (which only the main thread can handle).
     """
+    if is_campaign(config):
+        raise ConfigError(
+            "a campaign (a list in --max-concurrency or --request-rate, --num-runs, "
+            "--steady-state) runs with loadgen.run.campaign_run.run_campaign, as `loadgen run` "
+            "does; here give one value of each"
+        )
     check_before_start(config)
     preflight(config)  # the output paths and the open-file limit, before anything starts
     write_result = config.save_result or config.append_result
@@ -113,6 +123,14 @@ def run_outcome(
         config = dataclasses.replace(
             config, save_result=True, save_records=bool(config.save_records)
         )
+    return against_server(config, lambda: _run(config, write_result, stop))
+
+
+Outcome = TypeVar("Outcome")
+
+
+def against_server(config: RunConfig, main: Callable[[], Coroutine[Any, Any, Outcome]]) -> Outcome:
+    """Start the mock if asked, check the endpoint, and run ``main`` in a new event loop."""
     mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
     try:
         if mock is not None:
@@ -122,7 +140,7 @@ def run_outcome(
             check_endpoint(config.backend, config.api_url)
         except ValueError as exc:
             raise InputError(str(exc)) from None
-        return asyncio.run(_run(config, write_result, stop))
+        return asyncio.run(main())
     finally:
         if mock is not None:
             mock.stop()
@@ -162,14 +180,14 @@ async def _run_with(
     writer = None
     late: LateSignals | None = None
     try:
-        prepared = await _get_ready(config, client, pool)
+        prepared = await get_ready(config, client, pool)
         timed_run_started = True
         print_traffic(config)
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", pool.exit_code)
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
-        writer = records_writer(config, prepared, start, _now())
+        writer = records_writer(config, prepared, start, now())
         timed = await timed_run(config, client, pool, prepared, writer)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
@@ -216,6 +234,31 @@ async def _report(
     write_result: bool,
 ) -> RunOutcome:
     """Output lengths, the report, the records file's end, the result file and the exit code."""
+    report, records, records_file = await finish(
+        config, pool, prepared, start, timed, writer, counters_after
+    )
+    collected = timed.collected
+    try:
+        write_report(config, report if write_result else dataclasses.replace(report, result=None))
+    except OSError as exc:  # a full disk: the summary is printed, the records file is kept
+        raise RunFailed(_unwritten(report.path, exc, records_file)) from None
+    if records_file is not None:
+        print(f"Records written to {records_file}")
+    code = _exit_code(collected, report, pool)
+    return RunOutcome(code, report, records, records_file, report.path if write_result else None)
+
+
+async def finish(
+    config: RunConfig,
+    pool: WorkerPool,
+    prepared: Prepared,
+    start: RunStart,
+    timed: TimedRun,
+    writer: RecordsWriter | None,
+    counters_after: str | None,
+) -> tuple[Report, RunRecords, str | None]:
+    """Output lengths, the report and the records file's end (RunFailed when the run failed
+    fast); the report, the run's records and the records file."""
     if pool.failed_fast and timed.first_failures is not None:
         if writer is not None:
             writer.close()  # the rows so far stay readable
@@ -225,18 +268,10 @@ async def _report(
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
-    date = _now()
     records = run_records(config, prepared, start, collected, end)
-    report = build_report(config, records, date=date)
+    report = build_report(config, records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None
-    try:
-        write_report(config, report if write_result else dataclasses.replace(report, result=None))
-    except OSError as exc:  # a full disk: the summary is printed, the records file is kept
-        raise RunFailed(_unwritten(report.path, exc, records_file)) from None
-    if records_file is not None:
-        print(f"Records written to {records_file}")
-    code = _exit_code(collected, report, pool)
-    return RunOutcome(code, report, records, records_file, report.path if write_result else None)
+    return report, records, records_file
 
 
 class LateSignals:
@@ -292,12 +327,12 @@ def cancel_until_done(task: asyncio.Task, still: Callable[[], bool]) -> None:
         asyncio.get_running_loop().call_later(RECANCEL_S, cancel_until_done, task, still)
 
 
-def _now() -> str:
+def now() -> str:
     """Upstream's date stamp of a result: ``%Y%m%d-%H%M%S``, local time."""
     return datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-async def _get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) -> Prepared:
+async def get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) -> Prepared:
     """Preparation, the ready check, alignment, warm-ups and --profile's start."""
     try:
         prepared = await prepare(config, client)

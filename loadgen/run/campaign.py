@@ -1,0 +1,156 @@
+"""A campaign: a grid of --max-concurrency and --request-rate values, --num-runs runs of each,
+in one process start. The workers, the tokenizer and the dataset are made once; each point
+gets its own schedule (the rate's) and each run its own result JSON and records file in the
+campaign's folder, beside summary.csv (loadgen/report/campaign_summary.py).
+
+    campaign-{label}-{rates}qps-concurrency{caps}-{model}-{date}/
+        max_concurrency=4-request_rate=inf/
+            max_concurrency=4-request_rate=inf-run=0.json
+            max_concurrency=4-request_rate=inf-run=0.records.arrow
+            ...
+        summary.csv
+
+One folder per point, as vLLM's sweep lays them out, so that ``loadgen compare A B`` pools a
+point's runs as repeats.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import math
+import os
+from dataclasses import dataclass
+
+from loadgen.config import RunConfig
+from loadgen.report.campaign_summary import PointRuns
+from loadgen.run.prepare import Prepared
+from loadgen.run.shards import planned_workers
+from loadgen.schedule import arrival_offsets_s, to_ns
+
+
+@dataclass(frozen=True)
+class Point:
+    """One pair of the grid."""
+
+    max_concurrency: int | None
+    request_rate: float
+
+    @property
+    def name(self) -> str:
+        """``max_concurrency=4-request_rate=inf``: the point's folder and file names."""
+        cap = "none" if self.max_concurrency is None else str(self.max_concurrency)
+        return f"max_concurrency={cap}-request_rate={float(self.request_rate)}"
+
+
+def _as_list(value: object) -> list:
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+def is_campaign(config: RunConfig) -> bool:
+    """A list in --max-concurrency or --request-rate, --num-runs above 1, or --steady-state."""
+    return (
+        isinstance(config.max_concurrency, tuple)
+        or isinstance(config.request_rate, tuple)
+        or config.num_runs > 1
+        or config.steady_state
+    )
+
+
+def grid(config: RunConfig) -> list[Point]:
+    """Every pair, concurrency first, each list in the order given."""
+    caps, rates = _as_list(config.max_concurrency), _as_list(config.request_rate)
+    return [Point(cap, rate) for cap, rate in itertools.product(caps, rates)]
+
+
+def point_config(config: RunConfig, point: Point) -> RunConfig:
+    """The campaign's flags with the point's values, as one `loadgen run` would have them."""
+    return dataclasses.replace(
+        config, max_concurrency=point.max_concurrency, request_rate=point.request_rate
+    )
+
+
+def run_config(config: RunConfig, point: Point, folder: str, run_number: int) -> RunConfig:
+    """One run's flags: the point's values; its result JSON (and records, unless
+    --no-save-records) in the point's folder, named after the point and the run."""
+    return dataclasses.replace(
+        point_config(config, point),
+        save_result=True,
+        append_result=False,
+        result_dir=os.path.join(folder, point.name),
+        result_filename=f"{point.name}-run={run_number}.json",
+    )
+
+
+def pool_size(config: RunConfig, points: list[Point]) -> int:
+    """Workers for the whole campaign: as many as its largest point would start."""
+    return max(planned_workers(point_config(config, point)) for point in points)
+
+
+def widest(config: RunConfig, points: list[Point]) -> RunConfig:
+    """The point that needs the most open files (no cap, else the largest), for preflight."""
+    point = max(points, key=lambda p: math.inf if p.max_concurrency is None else p.max_concurrency)
+    return point_config(config, point)
+
+
+def preparation_config(config: RunConfig, points: list[Point]) -> RunConfig:
+    """The flags preparation runs with: the first point's, at rate inf when the rate varies,
+    so that the schedule's random draws are left for each point (``with_schedule``)."""
+    first = point_config(config, points[0])
+    if isinstance(config.request_rate, tuple):
+        return dataclasses.replace(first, request_rate=math.inf)
+    return first
+
+
+def with_schedule(config: RunConfig, prepared: Prepared, point: Point) -> Prepared:
+    """The prepared requests with the point's schedule: drawn at its rate from the same
+    generator a single run would use (a ramp-up's or a trace's schedule has no rate to vary)."""
+    if not isinstance(config.request_rate, tuple):
+        return prepared
+    dataset = prepared.dataset
+    offsets = arrival_offsets_s(
+        prepared.num_requests,
+        point.request_rate,
+        config.burstiness,
+        config.seed,
+        copy.deepcopy(dataset.arrival_rng),
+    )
+    return dataclasses.replace(prepared, scheduled_ns=to_ns(offsets))
+
+
+def folder_name(config: RunConfig, model_id: str, date: str) -> str:
+    """The campaign's folder: upstream's result file name, with each list as given, a
+    ``campaign-`` prefix and no ``.json`` (--result-filename's stem when given), under
+    --result-dir."""
+    if config.result_filename:
+        name = "campaign-" + os.path.splitext(os.path.basename(config.result_filename))[0]
+    else:
+        rates = ",".join(str(float(rate)) for rate in _as_list(config.request_rate))
+        caps = [c for c in _as_list(config.max_concurrency) if c is not None]
+        concurrency = f"-concurrency{','.join(map(str, caps))}" if caps else ""
+        model = model_id.split("/")[-1]
+        name = f"campaign-{config.label or config.backend}-{rates}qps{concurrency}-{model}-{date}"
+    return os.path.join(config.result_dir or "", name)
+
+
+def run_line(
+    step: int, total: int, point: Point, run_number: int, metrics: dict, trimmed: int | None
+) -> str:
+    """The console's line for a finished run."""
+    trim = "" if trimmed is None else f", {trimmed} trimmed"
+    return (
+        f"[{step}/{total}] {point.name} run={run_number}: {metrics['completed']:.0f} completed, "
+        f"{metrics['failed']:.0f} failed{trim}, {metrics['request_throughput']:.2f} req/s, "
+        f"{metrics['output_throughput']:.1f} tok/s, TTFT p99 {metrics['p99_ttft_ms']:.2f} ms"
+    )
+
+
+def failed_line(step: int, total: int, point: Point, run_number: int, why: str) -> str:
+    """The console's line for a run that failed."""
+    return f"[{step}/{total}] {point.name} run={run_number}: failed: {why}"
+
+
+def points_of(points: list[Point]) -> list[PointRuns]:
+    """An empty record of runs for each point."""
+    return [PointRuns(p.name, p.max_concurrency, p.request_rate) for p in points]

@@ -1,0 +1,198 @@
+"""A campaign's runs (loadgen/run/campaign.py says what a campaign is): ready once, then each
+point's runs on the same workers, a line per run, summary.csv and its table at the end.
+
+The phases are runner.py's; this is the loop level around the timed run and the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import threading
+
+from loadgen.config import RunConfig
+from loadgen.records.model import RunRecords
+from loadgen.report.campaign_summary import (
+    PointRuns,
+    run_metrics,
+    summary_rows,
+    summary_table,
+    write_summary_csv,
+)
+from loadgen.report.gates import report_breaches
+from loadgen.report.result_json import write_result
+from loadgen.report.run_report import Report
+from loadgen.run.campaign import (
+    Point,
+    failed_line,
+    folder_name,
+    grid,
+    point_config,
+    points_of,
+    pool_size,
+    preparation_config,
+    run_config,
+    run_line,
+    widest,
+    with_schedule,
+)
+from loadgen.run.fanout import FanoutError, UnreachableServer, WorkerPool
+from loadgen.run.preflight import preflight
+from loadgen.run.prepare import Prepared, check_before_start
+from loadgen.run.records import records_writer, run_start
+from loadgen.run.runner import (
+    STOP_SIGNALS,
+    RunFailed,
+    against_server,
+    cancel_until_done,
+    finish,
+    get_ready,
+    now,
+)
+from loadgen.run.shards import planned_workers
+from loadgen.run.timed_run import active_workers, timed_run
+from loadgen.server.client import ServerClient, auth_headers
+from loadgen.server.metrics import metrics_page
+
+
+def run_campaign(config: RunConfig) -> int:
+    """Run every point of the grid --num-runs times in one process start; the exit code (1
+    when a run failed, 3 when one breached a --fail-on gate)."""
+    points = grid(config)
+    for point in points:
+        point_config(config, point).validate()
+    check_before_start(point_config(config, points[0]))  # the warnings, once
+    preflight(dataclasses.replace(widest(config, points), save_result=True))
+    return against_server(config, lambda: _campaign(config, points))
+
+
+async def _campaign(config: RunConfig, points: list[Point]) -> int:
+    client = ServerClient(
+        config.server_url, auth_headers(config.headers), config.insecure, config.connect_timeout
+    )
+    try:
+        return await _campaign_with(config, points, client)
+    finally:
+        await client.close()
+
+
+async def _campaign_with(config: RunConfig, points: list[Point], client: ServerClient) -> int:
+    """Get ready once, then each point's runs on the same workers (a new pool only after one
+    was lost); summary.csv and the table at the end, also when the campaign stops early."""
+    pools = [WorkerPool(pool_size(config, points), reusable=True)]
+    pools[0].start()
+    loop = asyncio.get_running_loop()
+    preparing = asyncio.current_task()
+    runs_started = False
+
+    def on_stop_signal(signum: int) -> None:
+        pools[-1].request_stop(signum)
+        if preparing is not None:
+            cancel_until_done(preparing, lambda: not runs_started)
+
+    handles_signals = threading.current_thread() is threading.main_thread()
+    for signum in STOP_SIGNALS if handles_signals else ():
+        loop.add_signal_handler(signum, on_stop_signal, signum)
+    results = points_of(points)
+    total, step, folder = len(points) * config.num_runs, 0, ""
+    breached: list[str] = []
+    ended = False  # every run done: the workers may exit
+    broken: list[WorkerPool] = []
+    try:
+        prepared = await get_ready(preparation_config(config, points), client, pools[0])
+        runs_started = True
+        folder = folder_name(config, prepared.model_id, now())
+        for point, runs in zip(points, results, strict=True):
+            point_prepared = with_schedule(config, prepared, point)
+            for run_number in range(config.num_runs):
+                step += 1
+                one = run_config(config, point, folder, run_number)
+                if pools[-1] in broken or not pools[-1].alive():  # a new pool for the next runs
+                    pools[-1].close(graceful=False)
+                    pools.append(WorkerPool(pools[0].num_workers, reusable=True))
+                    pools[-1].start()
+                pool = pools[-1]
+                pool.next_run(planned_workers(one))
+                try:
+                    report, records = await _campaign_run(one, client, pool, point_prepared)
+                except UnreachableServer:
+                    raise  # no later run would reach it either
+                except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
+                    if isinstance(exc, FanoutError):
+                        broken.append(pool)  # its workers may be mid-run: none is reused
+                    runs.errors.append(f"run={run_number}: {exc}")
+                    print(failed_line(step, total, point, run_number, str(exc)))
+                    continue
+                if pool.stop_requested:
+                    raise RunFailed("interrupted: the campaign stopped", pool.exit_code)
+                problem = _run_problem(records, report)
+                if problem is not None:
+                    runs.errors.append(f"run={run_number}: {problem}")
+                    print(failed_line(step, total, point, run_number, problem))
+                    continue
+                metrics, trimmed = run_metrics(
+                    report.results,
+                    report.timings,
+                    records.records["end_ns"] / 1e9,
+                    report.result or {},
+                    config.steady_state,
+                )
+                runs.metrics.append(metrics)
+                runs.trimmed.append(trimmed)
+                breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
+                trim = trimmed if config.steady_state else None
+                print(run_line(step, total, point, run_number, metrics, trim), flush=True)
+        ended = True
+    finally:
+        for signum in STOP_SIGNALS if handles_signals else ():
+            loop.remove_signal_handler(signum)
+        if ended:
+            await pools[-1].dismiss()
+        for pool in pools:
+            pool.close(graceful=ended)
+        if folder and step:
+            _write_summary(config, folder, results)
+    failed = sum(len(runs.errors) for runs in results)
+    if failed:
+        raise RunFailed(f"{failed} of {total} runs failed; summary.csv says why")
+    return report_breaches(breached)
+
+
+def _run_problem(records: RunRecords, report: Report) -> str | None:
+    """Why a finished run of a campaign does not count: it lost workers, or none completed."""
+    if records.end is not None and records.end.worker_problems:
+        return "the run lost workers: " + "; ".join(records.end.worker_problems)
+    if report.completed == 0:
+        return f"every request failed; the first error: {report.first_error.splitlines()[0]}"
+    return None
+
+
+def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> None:
+    """summary.csv in the campaign's folder, and its table on the console."""
+    rows = summary_rows(results, config.num_runs)
+    os.makedirs(folder, exist_ok=True)
+    write_summary_csv(os.path.join(folder, "summary.csv"), rows)
+    for line in summary_table(rows, config.num_runs):
+        print(line)
+    print(f"Campaign written to {folder} (summary.csv, and a folder per point)")
+
+
+async def _campaign_run(
+    config: RunConfig, client: ServerClient, pool: WorkerPool, prepared: Prepared
+) -> tuple[Report, RunRecords]:
+    """One run of a campaign: its timed run, its report, its result JSON and records file."""
+    counters_before = await metrics_page(client)
+    start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
+    writer = records_writer(config, prepared, start, now())
+    try:
+        timed = await timed_run(config, client, pool, prepared, writer)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        raise
+    counters_after = None if pool.stop_requested else await metrics_page(client)
+    report, records, _ = await finish(config, pool, prepared, start, timed, writer, counters_after)
+    assert report.result is not None  # a campaign's runs always write their result
+    write_result(report.path, report.result)
+    return report, records

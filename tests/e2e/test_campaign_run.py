@@ -1,0 +1,115 @@
+"""A campaign (issue 16 point 3): a 2x2 grid of --max-concurrency and --request-rate, 2 runs
+each, through the real CLI, real workers and the embedded mock, in one process start."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+# The real CLI, with the worker processes it starts counted (pids, on stderr at exit).
+COUNTING_CLI = """
+import atexit, sys
+import loadgen.run.fanout as fanout
+started = []
+real_start = fanout.start_without_main
+def counting_start(processes):
+    real_start(processes)
+    started.extend(process.pid for process in processes)
+fanout.start_without_main = counting_start
+atexit.register(lambda: print(f"worker pids: {sorted(started)}", file=sys.stderr))
+from loadgen.cli import main
+main()
+"""
+GRID = ["--max-concurrency", "2,4", "--request-rate", "200,inf", "--num-runs", "2"]
+SMALL = ["--num-prompts", "24", "--random-input-len", "16", "--random-output-len", "8",
+         "--mock-ttft-ms", "5", "--mock-itl-ms", "2", "--workers", "2",
+         "--disable-tqdm"]  # fmt: skip
+POINTS = [
+    "max_concurrency=2-request_rate=200.0",
+    "max_concurrency=2-request_rate=inf",
+    "max_concurrency=4-request_rate=200.0",
+    "max_concurrency=4-request_rate=inf",
+]
+
+
+def counted_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``loadgen run --mock ARGS`` in its own process, its workers counted."""
+    return subprocess.run(
+        [sys.executable, "-c", COUNTING_CLI, "run", "--mock", *args],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def worker_pids(stderr: str) -> list[int]:
+    (line,) = [line for line in stderr.splitlines() if line.startswith("worker pids: ")]
+    return json.loads(line.removeprefix("worker pids: "))
+
+
+def test_a_grid_with_repeats_runs_on_workers_started_once(tmp_path: Path) -> None:
+    proc = counted_run(*GRID, *SMALL, "--result-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert len(worker_pids(proc.stderr)) == 2  # one pool, the grid's 8 runs on it
+    (folder,) = tmp_path.iterdir()
+    assert folder.name.startswith("campaign-openai-200.0,infqps-concurrency2,4-loadgen-mock-")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*POINTS, "summary.csv"])
+    for point in POINTS:
+        names = sorted(p.name for p in (folder / point).iterdir())
+        assert names == [
+            f"{point}-run=0.json",
+            f"{point}-run=0.records.arrow",
+            f"{point}-run=1.json",
+            f"{point}-run=1.records.arrow",
+        ]
+    rows = list(csv.DictReader((folder / "summary.csv").open()))
+    assert [row["point"] for row in rows] == POINTS
+    for row, point in zip(rows, POINTS, strict=True):
+        results = [
+            json.loads((folder / point / f"{point}-run={k}.json").read_text()) for k in (0, 1)
+        ]
+        assert [r["max_concurrency"] for r in results] == [int(row["max_concurrency"])] * 2
+        assert row["runs_ok"] == "2" and row["error"] == ""
+        mean = sum(r["mean_ttft_ms"] for r in results) / 2
+        assert abs(float(row["mean_ttft_ms_mean_of_runs"]) - mean) < 1e-3
+        low, high = float(row["mean_ttft_ms_ci95_t_low"]), float(row["mean_ttft_ms_ci95_t_high"])
+        assert low <= mean <= high
+        assert float(row["completed_mean_of_runs"]) == 24
+    rates = [
+        json.loads((folder / p / f"{p}-run=0.json").read_text())["request_rate"] for p in POINTS
+    ]
+    assert rates == [200.0, "inf", 200.0, "inf"]
+    run_lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(run_lines) == 8 and run_lines[-1].startswith(
+        "[8/8] max_concurrency=4-request_rate=inf run=1: 24 completed"
+    )
+    assert "Campaign written to" in proc.stdout
+
+
+def test_steady_state_trims_and_says_how_many(tmp_path: Path) -> None:
+    proc = counted_run("--max-concurrency", "4", "--steady-state", *SMALL,
+                       "--result-dir", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = tmp_path.iterdir()
+    (row,) = csv.DictReader((folder / "summary.csv").open())
+    trimmed = int(row["steady_state_trimmed"])
+    assert 0 < trimmed < 24
+    assert float(row["completed"]) == 24 - trimmed
+    assert f", {trimmed} trimmed," in proc.stdout
+
+
+def test_a_single_value_is_a_plain_run(tmp_path: Path) -> None:
+    proc = counted_run("--max-concurrency", "4", *SMALL, "--save-result",
+                       "--result-dir", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (result,) = tmp_path.glob("*.json")
+    assert result.name.startswith("openai-infqps-concurrency4-loadgen-mock-")
+    assert json.loads(result.read_text())["max_concurrency"] == 4
+    assert "Campaign" not in proc.stdout
+
+
+def test_a_bad_list_is_one_line_naming_the_flag() -> None:
+    proc = counted_run("--max-concurrency", "2,x", *SMALL)
+    assert proc.returncode == 2
+    assert "--max-concurrency" in proc.stderr and "'x' is not an integer" in proc.stderr

@@ -1,0 +1,120 @@
+"""A campaign's pure parts: the flag lists, the grid and its names, the steady-state rule and
+the summary's statistics (loadgen/run/campaign.py, loadgen/report/campaign_summary.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from loadgen.config import RunConfig
+from loadgen.config.sweep_lists import parse_concurrency, parse_rate
+from loadgen.report.campaign_summary import (
+    PointRuns,
+    mean_ci95,
+    steady_window,
+    summary_rows,
+    t_quantile_975,
+)
+from loadgen.run.campaign import (
+    Point,
+    folder_name,
+    grid,
+    is_campaign,
+    preparation_config,
+    run_config,
+)
+
+
+def test_one_value_stays_a_value_and_a_list_becomes_a_tuple() -> None:
+    assert parse_concurrency("8") == 8
+    assert parse_concurrency("1, 4,16") == (1, 4, 16)
+    assert parse_rate("inf") == math.inf
+    assert parse_rate("1,2.5,inf") == (1.0, 2.5, math.inf)
+    with pytest.raises(ValueError, match="'x' is not an integer"):
+        parse_concurrency("1,x")
+    with pytest.raises(ValueError, match="4 is listed twice"):
+        parse_concurrency("4,8,4")
+
+
+def test_the_grid_is_every_pair_concurrency_first() -> None:
+    config = RunConfig(max_concurrency=(1, 4), request_rate=(2.0, math.inf))
+    assert grid(config) == [Point(1, 2.0), Point(1, math.inf), Point(4, 2.0), Point(4, math.inf)]
+    assert [p.name for p in grid(config)][:2] == [
+        "max_concurrency=1-request_rate=2.0",
+        "max_concurrency=1-request_rate=inf",
+    ]
+    assert grid(RunConfig()) == [Point(None, math.inf)]
+    assert Point(None, math.inf).name == "max_concurrency=none-request_rate=inf"
+
+
+def test_what_makes_a_campaign() -> None:
+    assert not is_campaign(RunConfig(max_concurrency=4))
+    assert is_campaign(RunConfig(max_concurrency=(1, 4)))
+    assert is_campaign(RunConfig(request_rate=(1.0, 2.0)))
+    assert is_campaign(RunConfig(num_runs=3))
+    assert is_campaign(RunConfig(steady_state=True))
+
+
+def test_each_run_is_named_after_its_point_and_number() -> None:
+    config = RunConfig(max_concurrency=(1, 4), request_rate=(2.0, math.inf), append_result=True)
+    one = run_config(config, Point(4, 2.0), "out/campaign-x", 1)
+    assert (one.max_concurrency, one.request_rate) == (4, 2.0)
+    assert one.save_result and not one.append_result
+    assert one.result_dir == "out/campaign-x/max_concurrency=4-request_rate=2.0"
+    assert one.result_filename == "max_concurrency=4-request_rate=2.0-run=1.json"
+
+
+def test_the_folder_is_named_like_upstreams_result_file() -> None:
+    config = RunConfig(max_concurrency=(1, 4), request_rate=(2.0, math.inf), result_dir="res")
+    name = folder_name(config, "org/Model-7B", "20260101-000000")
+    assert name == "res/campaign-openai-2.0,infqps-concurrency1,4-Model-7B-20260101-000000"
+    named = RunConfig(num_runs=2, result_filename="mine.json")
+    assert folder_name(named, "m", "d") == "campaign-mine"
+
+
+def test_preparation_leaves_the_rates_draws_to_each_point() -> None:
+    config = RunConfig(max_concurrency=(2, 4), request_rate=(2.0, 4.0))
+    prep = preparation_config(config, grid(config))
+    assert (prep.max_concurrency, prep.request_rate) == (2, math.inf)
+
+
+def test_steady_state_keeps_what_ran_between_the_first_end_and_the_last_send() -> None:
+    send = np.array([0.0, 0.0, 1.0, 2.0, 3.0, 3.5, -1.0])
+    end = np.array([1.0, 1.5, 2.5, 3.0, 4.0, 4.5, -1.0])
+    window = steady_window(send, end, send >= 0)
+    # first end 1.0, last send 3.5: kept are those sent >= 1.0 and ended <= 3.5
+    assert window.kept.tolist() == [False, False, True, True, False, False, False]
+    assert window.trimmed == 5
+    assert window.duration_s == 2.5
+    nothing = steady_window(send[:0], end[:0], send[:0] >= 0)
+    assert nothing.trimmed == 0 and not nothing.kept.any()
+
+
+def test_the_interval_uses_students_t() -> None:
+    assert t_quantile_975(1) == 12.706
+    assert t_quantile_975(30) == 2.042
+    assert abs(t_quantile_975(60) - 2.000) < 0.001  # the expansion beyond the table
+    assert abs(t_quantile_975(120) - 1.980) < 0.001
+    mean, low, high = mean_ci95([10.0, 12.0])
+    # sd = sqrt(2), half width = 12.706 * sqrt(2) / sqrt(2)
+    assert mean == 11.0
+    assert high - mean == pytest.approx(12.706)
+    assert mean - low == pytest.approx(12.706)
+    assert mean_ci95([5.0])[0] == 5.0 and math.isnan(mean_ci95([5.0])[1])
+    assert math.isnan(mean_ci95([])[0])
+
+
+def test_summary_rows_name_the_interval_only_with_repeats() -> None:
+    metrics = {"mean_ttft_ms": 10.0, "completed": 5.0}
+    point = PointRuns("p", 4, math.inf, metrics=[metrics, {**metrics, "mean_ttft_ms": 12.0}])
+    (row,) = summary_rows([point], num_runs=2)
+    assert row["mean_ttft_ms_mean_of_runs"] == 11.0
+    assert row["mean_ttft_ms_ci95_t_low"] == pytest.approx(11.0 - 12.706, abs=1e-3)
+    assert row["completed_ci95_t_high"] == 5.0
+    assert row["p99_itl_ms_mean_of_runs"] == ""  # not measured: an empty cell
+    failed = PointRuns("q", None, 2.0, errors=["run=0: every request failed"])
+    (single,) = summary_rows([failed], num_runs=1)
+    assert single["mean_ttft_ms"] == "" and single["runs_ok"] == 0
+    assert single["max_concurrency"] == "" and single["error"] == "run=0: every request failed"
