@@ -82,7 +82,6 @@ class UnreachableServer(FanoutError):
     """No worker could open a connection to the server: it is down or not where it was said."""
 
 
-
 @dataclass
 class ShardPlan:
     """One worker's part of the run."""
