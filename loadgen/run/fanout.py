@@ -74,6 +74,10 @@ class RecordsSink(Protocol):
         """One batch of a worker's records, as it arrived."""
 
 
+# Each RECORDS batch as it arrives: its rows, their token events, their errors by request index.
+OnBatch = Callable[[np.ndarray, np.ndarray, dict[int, str]], None]
+
+
 class FanoutError(Exception):
     """The run could not start or continue; the message says why."""
 
@@ -205,16 +209,17 @@ class WorkerPool:
         plans: list[ShardPlan],
         num_requests: int,
         max_concurrency: int | None = None,
-        on_start: Callable[[], None] | None = None,
-        on_progress: Callable[[int], None] | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_progress: OnBatch | None = None,
         sink: RecordsSink | None = None,
         first_failures: FirstFailures | None = None,
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record.
 
         With ``max_concurrency`` the cap is lent out as credits (loadgen/run/credit_pool.py);
-        with ``sink`` every batch is also handed on as it arrives; with ``first_failures`` the
-        run stops (``failed_fast``) when its first requests all fail alike.
+        with ``sink`` (and ``on_progress``) every batch is also handed on as it arrives;
+        ``on_start`` is told t0 once START is sent; with ``first_failures`` the run stops
+        (``failed_fast``) when its first requests all fail alike.
         """
         workers = set(range(len(plans)))
         credit_pool = (
@@ -256,7 +261,7 @@ class WorkerPool:
         if sink is not None:
             sink.start(t0_ns, t0_wall.isoformat(), connections)
         if on_start is not None:
-            on_start()
+            on_start(t0_ns)
         collected = await self._collect(
             workers, owner, t0_ns, connections, on_progress, credit_pool, sink, first_failures
         )
@@ -269,7 +274,7 @@ class WorkerPool:
         owner: np.ndarray,
         t0_ns: int,
         connections: int,
-        on_progress: Callable[[int], None] | None,
+        on_progress: OnBatch | None,
         credit_pool: CreditPool | None,
         sink: RecordsSink | None,
         first_failures: FirstFailures | None,
@@ -344,7 +349,7 @@ class WorkerPool:
                 errors.update(batch_errors)
                 texts.update(batch_texts)
                 if on_progress is not None:
-                    on_progress(len(batch))
+                    on_progress(batch, events, batch_errors)
             elif kind is Kind.DEMAND and credit_pool is not None:
                 for message in credit_pool.on_demand(worker, fields["returned"], fields["waiting"]):
                     if message.worker in pending:

@@ -1,8 +1,7 @@
-"""What the console shows as the timed run starts and goes: the pacing lines and the bar."""
+"""What the console shows as the timed run starts: upstream's pacing lines (the live view that
+follows is loadgen/run/live_view.py)."""
 
 from __future__ import annotations
-
-from tqdm import tqdm
 
 from loadgen.config import RunConfig
 
@@ -23,27 +22,3 @@ def print_traffic(config: RunConfig) -> None:
         print(f"Traffic request rate: {config.request_rate}")
     print(f"Burstiness factor: {config.burstiness} ({distribution})")
     print(f"Maximum request concurrency: {config.max_concurrency}")
-
-
-class Progress:
-    """The progress bar, shown from t0 on and advanced as records arrive."""
-
-    def __init__(self, total: int, disabled: bool) -> None:
-        self.total = total
-        self.disabled = disabled
-        self.bar: tqdm | None = None
-
-    def start(self) -> None:
-        """Show the bar at t0."""
-        if not self.disabled:
-            self.bar = tqdm(total=self.total)
-
-    def update(self, finished: int) -> None:
-        """Count requests that finished."""
-        if self.bar is not None:
-            self.bar.update(finished)
-
-    def close(self) -> None:
-        """Close the bar."""
-        if self.bar is not None:
-            self.bar.close()

@@ -1,4 +1,4 @@
-"""The timed run: the shards sent from t0, with the progress bar and the probes beside them."""
+"""The timed run: the shards sent from t0, with the live view and the probes beside them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from loadgen.report.probes import ProbeResults
 from loadgen.run.fail_fast import FirstFailures
 from loadgen.run.fanout import RecordsSink, WorkerPool
 from loadgen.run.host_cpu import HostSampler
+from loadgen.run.live_view import LiveView
 from loadgen.run.prepare import Prepared
-from loadgen.run.progress import Progress
 from loadgen.run.shards import plan_shards, response_form
 from loadgen.server.client import ServerClient
 from loadgen.server.probes import probe_loop
@@ -41,17 +41,23 @@ async def timed_run(
     prepared: Prepared,
     sink: RecordsSink | None,
 ) -> TimedRun:
-    """Plan the shards and run them from t0 with the bar and the probes; every batch of
+    """Plan the shards and run them from t0 with the live view and the probes; every batch of
     records also goes to ``sink`` as it arrives."""
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
-    progress = Progress(prepared.num_requests, config.disable_tqdm)
     first_failures = FirstFailures(prepared.num_requests) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
     host = HostSampler([process.pid or 0 for process in pool.processes[: len(plans)]])
+    view = LiveView(
+        prepared.num_requests,
+        prepared.scheduled_ns,
+        config.max_concurrency,
+        config.disable_tqdm,
+        host,
+    )
 
-    def on_start() -> None:
+    def on_start(t0_ns: int) -> None:
         host.start()
-        progress.start()
+        view.start(t0_ns)
         if probes is not None:
             probes.start()  # at t0, as upstream starts its probes with the run
 
@@ -61,13 +67,13 @@ async def timed_run(
             prepared.num_requests,
             config.max_concurrency,
             on_start=on_start,
-            on_progress=progress.update,
+            on_progress=view.add_batch,
             sink=sink,
             first_failures=first_failures,
         )
     finally:
         host_usage = await host.stop()
-        progress.close()
+        view.close()
         probe_results = (
             await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
         )

@@ -1,0 +1,215 @@
+"""The live view's figures, computed in the coordinator from the record batches it receives
+anyway: nothing new is asked of the workers.
+
+Memory is bounded: recent TTFTs and ITLs sit in fixed numpy rings (value and the instant it was
+seen), throughput comes from running totals sampled at each refresh, errors are counted by
+kind. No per-request Python object is kept. All instants are ns after t0, the records' clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+RATE_WINDOW_NS = 5_000_000_000  # req/s and tok/s "now": over the last 5 s
+LATENCY_WINDOW_NS = 10_000_000_000  # rolling TTFT and ITL percentiles: over the last 10 s
+TTFT_RING = 1 << 14
+ITL_RING = 1 << 16  # at a higher event rate the window is the last 65,536 gaps instead
+ERROR_KIND_WORDS = 5
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """p50 and p99 of a rolling sample, in ms."""
+
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """One worker's loop thread between two samples: % of the time on a CPU, % waiting for one."""
+
+    cpu_pct: float
+    wait_pct: float
+
+
+@dataclass(frozen=True)
+class LiveFigures:
+    """What one refresh of the view shows."""
+
+    elapsed_s: float
+    total: int
+    completed: int
+    failed: int
+    in_flight: int
+    req_per_s: float
+    output_tok_per_s: float
+    ttft: Percentiles | None  # None: no request's first token in the window
+    itl: Percentiles | None
+    errors: list[tuple[str, int]] = field(default_factory=list)  # most common first
+    workers: list[WorkerLoad] = field(default_factory=list)
+    coordinator_cpu_pct: float | None = None
+
+    @property
+    def finished(self) -> int:
+        """Requests that completed or failed."""
+        return self.completed + self.failed
+
+
+class Ring:
+    """The last ``capacity`` values pushed, each with the instant it belongs to."""
+
+    def __init__(self, capacity: int) -> None:
+        self.at_ns = np.zeros(capacity, dtype=np.int64)
+        self.values = np.zeros(capacity, dtype=np.float64)
+        self.pushed = 0
+
+    def push(self, at_ns: np.ndarray, values: np.ndarray) -> None:
+        """Add values (oldest first); the oldest in the ring give way."""
+        capacity = len(self.values)
+        if len(values) > capacity:
+            at_ns, values = at_ns[-capacity:], values[-capacity:]
+        slots = (self.pushed + np.arange(len(values))) % capacity
+        self.at_ns[slots] = at_ns
+        self.values[slots] = values
+        self.pushed += len(values)
+
+    def since(self, start_ns: int) -> np.ndarray:
+        """The values held whose instant is ``start_ns`` or later."""
+        held = min(self.pushed, len(self.values))
+        return self.values[:held][self.at_ns[:held] >= start_ns]
+
+
+def percentiles(values: np.ndarray) -> Percentiles | None:
+    """p50 and p99 of values in seconds, as ms; None for an empty sample."""
+    if len(values) == 0:
+        return None
+    p50, p99 = np.percentile(values, [50, 99])
+    return Percentiles(float(p50) * 1e3, float(p99) * 1e3)
+
+
+def error_kind(error: str) -> str:
+    """The first words of an error, before any colon: its kind for the counts."""
+    head = error.split(":", 1)[0]
+    return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
+
+
+def rate_over(samples: deque[tuple[int, int, int]], window_ns: int) -> tuple[float, float]:
+    """Requests and tokens per second between the newest sample and the oldest one within
+    ``window_ns`` of it (the one before the newest when none is); each sample is (ns after
+    t0, completed so far, tokens so far)."""
+    if len(samples) < 2:
+        return 0.0, 0.0
+    now_ns, completed, tokens = samples[-1]
+    then = samples[-2]
+    for sample in samples:
+        if now_ns - window_ns <= sample[0] < now_ns:
+            then = sample
+            break
+    at_ns, completed_then, tokens_then = then
+    if at_ns >= now_ns:
+        return 0.0, 0.0
+    span_s = (now_ns - at_ns) / 1e9
+    return (completed - completed_then) / span_s, (tokens - tokens_then) / span_s
+
+
+def in_flight(scheduled_ns: np.ndarray, now_ns: int, finished: int, cap: int) -> int:
+    """Requests due by the schedule (sorted) and not finished, never more than the cap: what
+    the workers have sent unless they run behind their schedule."""
+    due = int(np.searchsorted(scheduled_ns, now_ns, side="right"))
+    return max(0, min(due - finished, cap))
+
+
+def load_between(
+    before: dict[int, tuple[int, int, int]], after: dict[int, tuple[int, int, int]]
+) -> list[WorkerLoad]:
+    """Each worker's load between two readings of (ns on a CPU, ns waiting, when), by pid."""
+    loads = []
+    for pid, (run_ns, wait_ns, at_ns) in after.items():
+        if pid not in before or at_ns <= before[pid][2]:
+            continue
+        run0, wait0, at0 = before[pid]
+        span = at_ns - at0
+        loads.append(WorkerLoad(100.0 * (run_ns - run0) / span, 100.0 * (wait_ns - wait0) / span))
+    return loads
+
+
+class LiveFigureState:
+    """What the batches so far say, kept small: counts, totals, rings of recent latencies."""
+
+    def __init__(self, total: int, scheduled_ns: np.ndarray, cap: int | None) -> None:
+        self.total = total
+        self.scheduled_ns = np.sort(scheduled_ns)
+        self.cap = cap or total
+        self.completed = 0
+        self.failed = 0
+        self.tokens = 0
+        self.errors: Counter[str] = Counter()
+        self.ttft = Ring(TTFT_RING)
+        self.itl = Ring(ITL_RING)
+        self.samples: deque[tuple[int, int, int]] = deque([(0, 0, 0)], maxlen=64)
+        self.pending: list[tuple[np.ndarray, np.ndarray, dict[int, str]]] = []
+
+    def add_batch(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
+        """One RECORDS batch (RECORD_DTYPE rows, their token events one request after the
+        other, the errors by request index), kept until the next ``fold``: one numpy pass
+        over many batches costs a fraction of one pass per batch."""
+        self.pending.append((batch, events, errors))
+
+    def fold(self) -> None:
+        """Take in the batches added since the last fold."""
+        if not self.pending:
+            return
+        batches, event_lists, error_dicts = zip(*self.pending, strict=True)
+        self.pending.clear()
+        errors = {k: v for d in error_dicts for k, v in d.items()}
+        self._take(np.concatenate(batches), np.concatenate(event_lists), errors)
+
+    def _take(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
+        ok = batch["success"].astype(bool)
+        counts = batch["n_events"].astype(np.int64)
+        succeeded = int(ok.sum())
+        self.completed += succeeded
+        self.failed += len(batch) - succeeded
+        reported = batch["completion_tokens"]
+        self.tokens += int(np.where(reported >= 0, reported, counts)[ok].sum())
+        self.errors.update(error_kind(message) for message in errors.values())
+        if len(events) == 0:
+            return
+        starts = np.cumsum(counts) - counts
+        first = ok & (counts > 0)
+        first_ns = events[starts[first]]
+        self.ttft.push(first_ns, (first_ns - batch["send_ns"][first]) / 1e9)
+        owner = np.repeat(np.arange(len(batch)), counts)
+        gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
+        self.itl.push(events[1:][gap], np.diff(events)[gap] / 1e9)
+
+    def figures(
+        self,
+        now_ns: int,
+        workers: list[WorkerLoad] | None = None,
+        coordinator_cpu_pct: float | None = None,
+    ) -> LiveFigures:
+        """The view's figures at ``now_ns`` (ns after t0); records a throughput sample."""
+        self.fold()
+        if now_ns > self.samples[-1][0]:
+            self.samples.append((now_ns, self.completed, self.tokens))
+        req_per_s, tok_per_s = rate_over(self.samples, RATE_WINDOW_NS)
+        finished = self.completed + self.failed
+        return LiveFigures(
+            elapsed_s=max(now_ns, 0) / 1e9,
+            total=self.total,
+            completed=self.completed,
+            failed=self.failed,
+            in_flight=in_flight(self.scheduled_ns, now_ns, finished, self.cap),
+            req_per_s=req_per_s,
+            output_tok_per_s=tok_per_s,
+            ttft=percentiles(self.ttft.since(now_ns - LATENCY_WINDOW_NS)),
+            itl=percentiles(self.itl.since(now_ns - LATENCY_WINDOW_NS)),
+            errors=self.errors.most_common(),
+            workers=workers or [],
+            coordinator_cpu_pct=coordinator_cpu_pct,
+        )

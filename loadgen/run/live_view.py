@@ -1,0 +1,211 @@
+"""The live view of a timed run, drawn by the coordinator from the record batches it receives.
+
+On a terminal (stderr, where upstream's bar went) a rich panel redrawn at most REFRESH_S apart;
+otherwise one plain line at t0 and every PLAIN_EVERY_S, with the same figures; nothing with
+--disable-tqdm (and so with -q). Its lines hold ``%|`` as tqdm's bar did: scripts and tests
+wait for that mark to know the run has started. Drawing runs on the coordinator's event loop
+between batches; the workers are asked for nothing new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import TYPE_CHECKING, TextIO
+
+import numpy as np
+
+from loadgen.run.host_cpu import HostSampler
+from loadgen.run.live_figures import (
+    LiveFigures,
+    LiveFigureState,
+    Percentiles,
+    WorkerLoad,
+    load_between,
+)
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.text import Text
+
+REFRESH_S = 0.25  # at most 4 redraws a second
+PLAIN_EVERY_S = 5.0
+SHOWN_ERROR_KINDS = 4
+BAR_WIDTH = 40
+LABEL_WIDTH = 18
+MIN_HEALTH_SPAN_NS = 100_000_000
+
+
+def _pair(figures: Percentiles | None) -> str:
+    return "-" if figures is None else f"{figures.p50_ms:,.1f} / {figures.p99_ms:,.1f} ms"
+
+
+def _errors(figures: LiveFigures) -> str:
+    if not figures.errors:
+        return "none"
+    shown = [f"{kind} ×{count:,}" for kind, count in figures.errors[:SHOWN_ERROR_KINDS]]
+    rest = sum(count for _, count in figures.errors[SHOWN_ERROR_KINDS:])
+    return ", ".join(shown) + (f", other ×{rest:,}" if rest else "")
+
+
+def _health(figures: LiveFigures) -> str:
+    parts = [
+        f"worker {w} CPU {load.cpu_pct:.0f}% (waits {load.wait_pct:.0f}%)"
+        for w, load in enumerate(figures.workers)
+    ]
+    if figures.coordinator_cpu_pct is not None:
+        parts.append(f"coordinator CPU {figures.coordinator_cpu_pct:.0f}%")
+    return ", ".join(parts) or "-"
+
+
+def _done_pct(figures: LiveFigures) -> float:
+    return 100.0 * figures.finished / max(figures.total, 1)
+
+
+def plain_line(figures: LiveFigures) -> str:
+    """One line with the view's figures, for a log."""
+    return (
+        f"[{figures.elapsed_s:6.1f} s] {_done_pct(figures):3.0f}%| {figures.finished:,}/"
+        f"{figures.total:,} finished: {figures.completed:,} completed, {figures.failed:,} failed, "
+        f"{figures.in_flight:,} in flight | now {figures.req_per_s:,.1f} req/s, "
+        f"{figures.output_tok_per_s:,.0f} output tok/s | last 10 s p50/p99: TTFT "
+        f"{_pair(figures.ttft)}, ITL {_pair(figures.itl)} | errors: {_errors(figures)} | "
+        f"{_health(figures)}"
+    )
+
+
+def panel(figures: LiveFigures) -> Text:
+    """The view on a terminal: a bar, then one row per kind of figure (plain styled text: a
+    table of renderables costs rich several times more to draw)."""
+    from rich.text import Text
+
+    view = Text(no_wrap=False)
+    filled = round(BAR_WIDTH * figures.finished / max(figures.total, 1))
+    view.append(f"{'progress':<{LABEL_WIDTH}}", style="bold cyan")
+    view.append("━" * filled, style="magenta")
+    view.append("━" * (BAR_WIDTH - filled), style="grey23")
+    view.append(
+        f" {_done_pct(figures):3.0f}%| {figures.finished:,}/{figures.total:,}  "
+        f"{figures.elapsed_s:.1f} s\n"
+    )
+    rows = [
+        (
+            "requests",
+            f"{figures.completed:,} completed   {figures.failed:,} failed   "
+            f"{figures.in_flight:,} in flight",
+        ),
+        (
+            "now (5 s)",
+            f"{figures.req_per_s:,.1f} req/s   {figures.output_tok_per_s:,.0f} output tok/s",
+        ),
+        ("p50 / p99 (10 s)", f"TTFT {_pair(figures.ttft)}    ITL {_pair(figures.itl)}"),
+        ("errors", _errors(figures)),
+        ("client", _health(figures)),
+    ]
+    for label, value in rows:
+        view.append(f"{label:<{LABEL_WIDTH}}", style="bold cyan")
+        view.append(value, style="red" if label == "errors" and figures.errors else None)
+        view.append("\n")
+    view.rstrip()
+    return view
+
+
+class LiveView:
+    """Figures from each batch (``add_batch``), drawn from ``start`` (at t0) to ``close``."""
+
+    def __init__(
+        self,
+        total: int,
+        scheduled_ns: np.ndarray,
+        cap: int | None,
+        disabled: bool,
+        host: HostSampler | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
+        self.state = LiveFigureState(total, scheduled_ns, cap)
+        self.stream = stream if stream is not None else sys.stderr
+        self.mode = "off" if disabled else "panel" if self.stream.isatty() else "plain"
+        self.host = host
+        self.t0_ns = 0
+        self.live: Live | None = None
+        self.task: asyncio.Task | None = None
+        self.worker_readings: dict[int, tuple[int, int, int]] = {}
+        self.worker_loads: list[WorkerLoad] = []
+        self.cpu_reading = (time.perf_counter_ns(), time.process_time_ns())
+        self.coordinator_cpu_pct: float | None = None
+
+    def add_batch(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
+        """Take one batch of records (called by the fan-out as each arrives)."""
+        if self.mode != "off":
+            self.state.add_batch(batch, events, errors)
+
+    def start(self, t0_ns: int) -> None:
+        """The run starts at ``t0_ns``: draw at once, then on the running loop."""
+        if self.mode == "off":
+            return
+        self.t0_ns = t0_ns
+        self.cpu_reading = (time.perf_counter_ns(), time.process_time_ns())
+        if self.mode == "panel":
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(
+                console=Console(file=self.stream),
+                auto_refresh=False,  # no drawing thread: the loop draws between batches
+                redirect_stdout=sys.stdout.isatty(),  # a piped stdout stays the pipe's
+                redirect_stderr=True,
+            )
+            self.live.start()
+        self.draw()
+        self.task = asyncio.get_running_loop().create_task(self._every_refresh())
+
+    async def _every_refresh(self) -> None:
+        """Fold the batches every REFRESH_S (so few wait at any time); draw the panel each
+        time, a plain line every PLAIN_EVERY_S."""
+        next_line = time.monotonic() + PLAIN_EVERY_S
+        while True:
+            await asyncio.sleep(REFRESH_S)
+            if self.live is not None:
+                self.draw()
+            elif time.monotonic() >= next_line:
+                next_line += PLAIN_EVERY_S
+                self.draw()
+            else:
+                self.state.fold()
+
+    def draw(self) -> None:
+        """Draw the figures as they are now."""
+        workers, coordinator = self._health()
+        figures = self.state.figures(time.perf_counter_ns() - self.t0_ns, workers, coordinator)
+        if self.live is not None:
+            self.live.update(panel(figures), refresh=True)
+        else:
+            print(plain_line(figures), file=self.stream, flush=True)
+
+    def _health(self) -> tuple[list[WorkerLoad], float | None]:
+        """Worker loads since the last call (from the host sampler's readings, no new ones) and
+        the coordinator's CPU %."""
+        now_ns, cpu_ns = time.perf_counter_ns(), time.process_time_ns()
+        wall0, cpu0 = self.cpu_reading
+        if now_ns - wall0 < MIN_HEALTH_SPAN_NS:  # too short to say anything (the first draw)
+            return self.worker_loads, self.coordinator_cpu_pct
+        self.cpu_reading = (now_ns, cpu_ns)
+        coordinator = self.coordinator_cpu_pct = 100.0 * (cpu_ns - cpu0) / (now_ns - wall0)
+        if self.host is None:
+            return [], coordinator
+        readings = {pid: (w.run_ns, w.wait_ns, w.at_ns) for pid, w in self.host.last.items()}
+        loads = load_between(self.worker_readings, readings)
+        if loads or not self.worker_loads:  # no new reading since: the last loads still hold
+            self.worker_readings, self.worker_loads = readings, loads
+        return self.worker_loads, coordinator
+
+    def close(self) -> None:
+        """The run has ended: the panel's last frame stays on screen; the plain lines stop."""
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+        if self.live is not None:
+            self.draw()
+            self.live.stop()
+            self.live = None

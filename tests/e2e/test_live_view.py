@@ -1,0 +1,46 @@
+"""The live view off a terminal: plain lines on stderr at t0 and every few seconds, with the
+run's figures; none with --disable-tqdm. The real CLI, workers and embedded mock."""
+
+from __future__ import annotations
+
+import re
+
+from helpers import loadgen
+
+from loadgen.run.live_view import PLAIN_EVERY_S
+
+SMALL = ["--random-input-len", "16", "--random-output-len", "8", "--workers", "1"]
+LINE = re.compile(
+    r"^\[\s*(\d+\.\d) s\]\s+\d+%\| ([\d,]+)/([\d,]+) finished: ([\d,]+) completed, "
+    r"([\d,]+) failed, ([\d,]+) in flight \| now [\d,.]+ req/s, [\d,]+ output tok/s \| "
+    r"last 10 s p50/p99: TTFT .+, ITL .+ \| errors: .+ \| .+$",
+    re.MULTILINE,
+)
+
+
+def number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_a_run_off_a_terminal_prints_plain_lines_every_few_seconds() -> None:
+    # 42 requests at 6 a second, nearly evenly spaced: 7 s, so a line at t0 and one 5 s later.
+    proc = loadgen(
+        "--mock", "--num-prompts", "42", "--request-rate", "6", "--burstiness", "100", *SMALL
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = list(LINE.finditer(proc.stderr))
+    assert len(lines) >= 2, proc.stderr
+    first, second = lines[0].groups(), lines[1].groups()
+    assert float(first[0]) < 1.0 and number(first[1]) == 0  # at t0, nothing finished yet
+    assert float(second[0]) >= PLAIN_EVERY_S - 0.5
+    finished, total, completed, failed, _ = (number(x) for x in second[1:])
+    assert total == 42 and 0 < finished < 42 and completed + failed == finished
+    assert "TTFT -" not in lines[1].group(0)  # requests finished in the last 10 s: figures
+    assert not LINE.search(proc.stdout)  # stdout keeps upstream's lines and the report
+
+
+def test_disable_tqdm_prints_no_line() -> None:
+    proc = loadgen("--mock", "--num-prompts", "8", "--disable-tqdm", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    assert "%|" not in proc.stderr and "%|" not in proc.stdout
+    assert "Serving Benchmark Result" in proc.stdout
