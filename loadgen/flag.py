@@ -44,6 +44,7 @@ class Flag:
     multiple: bool = False  # may be given several times; the value is a tuple
     nargs: Literal["*", "+"] | None = None  # upstream's: several values may follow one flag
     secondary: str | None = None  # a switch's "off" spelling: --no-self-timed
+    short: str | None = None  # a one-letter spelling: -q
     metavar: str | None = None
     minimum: float | None = None  # a numeric range click checks
     maximum: float | None = None

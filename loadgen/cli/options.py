@@ -34,7 +34,8 @@ def click_option(flag: Flag) -> click.Option:
         kwargs["type"] = click_type(flag)
     if flag.parse is not None:
         kwargs["callback"] = _parse_with(flag)
-    return click.Option([spelling, flag.field], **kwargs)
+    shorts = [flag.short] if flag.short else []
+    return click.Option([spelling, *shorts, flag.field], **kwargs)
 
 
 def click_type(flag: Flag) -> click.ParamType | type:

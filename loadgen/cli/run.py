@@ -8,6 +8,7 @@ import uuid
 import click
 
 from loadgen.cli.options import click_option, given, given_values
+from loadgen.cli.quiet import ReportOnlyStdout
 from loadgen.cli.streams import SurvivingStdout
 from loadgen.cli.vllm_compat import VllmCompatibleCommand
 from loadgen.config import RUN_FLAGS, ConfigError, InputError, RunConfig
@@ -37,6 +38,14 @@ def run_benchmark(ctx: click.Context, **values: object) -> None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     if not isinstance(sys.stdout, SurvivingStdout):
         sys.stdout = SurvivingStdout(sys.stdout)  # | tee killed by Ctrl-C loses no result
+    if config.quiet:
+        if is_campaign(config):  # its lines and table are not one run's report
+            raise click.UsageError(
+                "-q/--quiet prints one run's report; a campaign (lists, --num-runs) prints a "
+                "line per run and a table: drop -q"
+            )
+        config.disable_tqdm = True
+        sys.stdout = ReportOnlyStdout(sys.stdout)
     try:
         code = run_campaign(config) if is_campaign(config) else run(config)
     except ConfigError as exc:

@@ -506,6 +506,15 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "its first request ended and ended before its last one was sent, and says how many "
         "it trimmed.",
     ),
+    Flag(
+        "--quiet",
+        bool,
+        False,
+        short="-q",
+        group=LOADGEN,
+        help="Print only the summary table and the client's verdict (no progress, notes or "
+        "warnings); errors still go to stderr.",
+    ),
     # --- dataset groups, in upstream's order ---
     Flag(
         "--custom-output-len",

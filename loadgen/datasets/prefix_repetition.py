@@ -23,6 +23,7 @@ import random
 import numpy as np
 
 from loadgen.datasets.errors import flag_errors
+from loadgen.datasets.progress import Progress
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.text.tokenizer import TokenCodec
 
@@ -56,6 +57,7 @@ def sample_prefix_repetition_requests(
     output_len: int,
     seed: int,
     disable_shuffle: bool,
+    progress: Progress | None = None,
 ) -> SampledPrompts:
     """Build upstream's ``prefix_repetition`` dataset (see the module docstring)."""
     _validate(num_requests, prefix_len, suffix_len, num_prefixes, output_len)
@@ -76,6 +78,8 @@ def sample_prefix_repetition_requests(
             suffix = random_ids(suffix_len)
             mismatches += len(suffix) != suffix_len
             token_lists.append(prefix + suffix)
+            if progress is not None:
+                progress(len(token_lists), per_prefix * num_prefixes)
     prompts = tokenizer.decode_batch(token_lists)
     rows = list(zip(prompts, map(len, token_lists), strict=True))
     if not disable_shuffle:
@@ -98,6 +102,7 @@ def sample_prefix_repetition(
     prefix_repetition_output_len: int,
     seed: int,
     disable_shuffle: bool,
+    progress: Progress | None = None,
 ) -> SampledPrompts:
     """The ``prefix_repetition`` dataset from its flags."""
     with flag_errors():
@@ -110,6 +115,7 @@ def sample_prefix_repetition(
             prefix_repetition_output_len,
             seed,
             disable_shuffle,
+            progress,
         )
 
 

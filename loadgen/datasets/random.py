@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from loadgen.datasets.errors import flag_errors
+from loadgen.datasets.progress import Progress
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.datasets.to_target import TokenWindows, decode_encode_to_target
 from loadgen.text.tokenizer import TokenCodec
@@ -69,6 +70,7 @@ def sample_random_requests(
     prefix_len: int,
     range_ratio: tuple[float, float],
     seed: int,
+    progress: Progress | None = None,
 ) -> SampledPrompts:
     """Build vLLM's ``random`` dataset (formulas in the module docstring)."""
     rng = np.random.default_rng(seed)
@@ -78,7 +80,7 @@ def sample_random_requests(
     input_lens, output_lens, offsets, allowed, prefix = plan
     token_lists = TokenWindows(prefix, allowed, offsets + np.arange(num_requests), input_lens)
     targets = prefix_len + input_lens
-    prompts, prompt_lens = decode_encode_to_target(tokenizer, token_lists, targets, rng)
+    prompts, prompt_lens = decode_encode_to_target(tokenizer, token_lists, targets, rng, progress)
     return SampledPrompts(
         prompts=prompts,
         prompt_lens=prompt_lens,
@@ -179,6 +181,7 @@ def sample_random_rerank_requests(
     batch_size: int,
     is_reranker: bool,
     seed: int,
+    progress: Progress | None = None,
 ) -> SampledPrompts:
     """Upstream's ``random-rerank``: one random query and ``num_documents`` random documents,
     sent as [query, up to ``batch_size`` documents] per request.
@@ -221,7 +224,7 @@ def sample_random_rerank_requests(
     token_lists = TokenWindows(
         np.empty(0, dtype=np.int64), allowed, offsets + np.arange(len(lens)), lens
     )
-    texts, counts = decode_encode_to_target(tokenizer, token_lists, lens, rng)
+    texts, counts = decode_encode_to_target(tokenizer, token_lists, lens, rng, progress)
     query, query_count = texts[0], int(counts[0])
     prompts, prompt_lens = [], []
     for start in range(0, num_documents, batch_size):
@@ -246,6 +249,7 @@ def sample_random(
     random_range_ratio: str,
     random_batch_size: int,
     seed: int,
+    progress: Progress | None = None,
 ) -> SampledPrompts:
     """The ``random`` dataset from its flags, batched by --random-batch-size."""
     with flag_errors():
@@ -257,6 +261,7 @@ def sample_random(
             random_prefix_len,
             parse_range_ratio(random_range_ratio),
             seed,
+            progress,
         )
     return batch_prompts(sampled, random_batch_size)
 
@@ -269,6 +274,7 @@ def sample_random_rerank(
     random_batch_size: int,
     no_reranker: bool,
     seed: int,
+    progress: Progress | None = None,
 ) -> SampledPrompts:
     """The ``random-rerank`` dataset from its flags (the input range ratio applies)."""
     with flag_errors():
@@ -280,6 +286,7 @@ def sample_random_rerank(
             random_batch_size,
             not no_reranker,
             seed,
+            progress,
         )
 
 

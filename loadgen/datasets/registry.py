@@ -4,9 +4,10 @@ The rest of loadgen asks the registry rather than keeping lists of names: which 
 ``--dataset-path``, which are templated, which read every row for ``--num-prompts 0``, which are
 re-aligned to the server's tokenizer. (Which datasets read a flag is that flag's ``readers`` in
 the flag table, loadgen/config/flags.py.) A loader and a sampler name what they read as keyword
-parameters: ``path``, ``rows`` (the loader's result), ``tokenizer`` and ``chat_template``, and
-otherwise `RunConfig` fields (``num_prompts``, ``seed``, ...), which ``loadgen.datasets.sample``
-passes by name.
+parameters: ``path``, ``rows`` (the loader's result), ``tokenizer``, ``chat_template`` and
+``progress`` (loadgen/datasets/progress.py; None when nobody watches), and otherwise
+`RunConfig` fields (``num_prompts``, ``seed``, ...), which ``loadgen.datasets.sample`` passes by
+name.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from loadgen.datasets.sonnet import load_sonnet_lines, sample_sonnet
 from loadgen.datasets.timed_trace import load_timed_trace, sample_timed_trace
 
 # What the dispatch gives a loader or sampler besides flags.
-CONTEXT = ("path", "rows", "tokenizer", "chat_template")
+CONTEXT = ("path", "rows", "tokenizer", "chat_template", "progress")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from loadgen.datasets.cache import (
     cached_build,
     tokenizer_digest,
 )
+from loadgen.datasets.progress import Progress
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.text.chat_template import ChatTemplate
@@ -24,10 +25,14 @@ from loadgen.text.tokenizer import TokenCodec
 
 
 def sample_dataset(
-    config: Any, tokenizer: TokenCodec, chat_template: ChatTemplate | None = None
+    config: Any,
+    tokenizer: TokenCodec,
+    chat_template: ChatTemplate | None = None,
+    progress: Progress | None = None,
 ) -> SampledPrompts:
     """Read (for a file dataset) and sample the configured dataset, templating its prompts when
-    ``chat_template`` is given; blocking, run in a thread.
+    ``chat_template`` is given; blocking, run in a thread. A dataset that can count its
+    progress tells ``progress``.
 
     ``config`` is the run's RunConfig (any object with the fields the steps name: datasets do
     not import config). Raises FlagError for a flag value the dataset cannot use, and
@@ -38,6 +43,7 @@ def sample_dataset(
         "path": config.dataset_path,
         "tokenizer": tokenizer,
         "chat_template": chat_template,
+        "progress": progress,
     }
     if dataset.load is not None:
         assert config.dataset_path is not None  # validate() checked
@@ -50,6 +56,7 @@ def sample_dataset_cached(
     tokenizer: TokenCodec,
     chat_template: ChatTemplate | None = None,
     directory: Path | None = None,
+    progress: Progress | None = None,
 ) -> CacheOutcome:
     """``sample_dataset``, through the dataset cache (``directory``, by default the user's)
     for a dataset the registry marks ``cached`` built with a local tokenizer, unless
@@ -58,13 +65,15 @@ def sample_dataset_cached(
     digest = tokenizer_digest(tokenizer) if config.dataset_cache and dataset.cached else None
     if digest is None:
         started = time.perf_counter()
-        built = sample_dataset(config, tokenizer, chat_template)
+        built = sample_dataset(config, tokenizer, chat_template, progress)
         return CacheOutcome(built, [], seconds=time.perf_counter() - started)
     key = cache_key(
         config.dataset_name, {name: getattr(config, name) for name in dataset.reads}, digest
     )
     return cached_build(
-        directory or cache_dir(), key, lambda: sample_dataset(config, tokenizer, chat_template)
+        directory or cache_dir(),
+        key,
+        lambda: sample_dataset(config, tokenizer, chat_template, progress),
     )
 
 

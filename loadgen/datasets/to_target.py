@@ -17,17 +17,24 @@ round, which must encode every text, decodes through a byte table. So a build co
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from tokenizers import Encoding
 
 from loadgen.datasets.byte_level import WHITESPACE, ByteLevelBPE
+from loadgen.datasets.progress import Progress
 from loadgen.text.tokenizer import TokenCodec
 
 MAX_RETRY = 10
 # Tokens re-encoded at least before a truncation or padding point (more when a piece is longer).
 TAIL_TOKENS = 16
+# With a progress to report to, the first round is encoded in about this many steps, each of at
+# least PROGRESS_MIN_CHUNK lists (fewer, larger batches keep encode_batch's threads busy).
+PROGRESS_STEPS = 50
+PROGRESS_MIN_CHUNK = 64
 
 
 @dataclass(frozen=True)
@@ -64,13 +71,14 @@ def decode_encode_to_target(
     token_lists: TokenLists,
     targets: np.ndarray,
     rng: np.random.Generator,
+    progress: Progress | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """vLLM's ``gen_prompt_decode_to_target_len`` over a batch: returns (texts, token counts)
-    (the loop in the module docstring)."""
+    (the loop in the module docstring). ``progress`` is told how many lists have settled."""
     local = ByteLevelBPE.of(tokenizer)
     if local is None:
-        return whole_rounds(tokenizer, token_lists, targets, rng)
-    return tail_rounds(local, token_lists, targets, rng)
+        return whole_rounds(tokenizer, token_lists, targets, rng, progress)
+    return tail_rounds(local, token_lists, targets, rng, progress)
 
 
 def whole_rounds(
@@ -78,6 +86,7 @@ def whole_rounds(
     token_lists: TokenLists,
     targets: np.ndarray,
     rng: np.random.Generator,
+    progress: Progress | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """The loop for any tokenizer: every round decodes and re-encodes whole lists."""
     if isinstance(token_lists, TokenWindows):
@@ -88,7 +97,10 @@ def whole_rounds(
     batch = list(token_lists)
     for attempt in range(MAX_RETRY + 1):
         decoded = tokenizer.decode_batch(batch)
-        encoded = tokenizer.encode_batch(decoded)
+        if attempt == 0:
+            encoded = first_encodings(tokenizer.encode_batch, decoded, progress)
+        else:
+            encoded = tokenizer.encode_batch(decoded)
         got = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         want = targets[pending]
         settled = (got == want) | (attempt == MAX_RETRY)
@@ -127,6 +139,7 @@ def tail_rounds(
     token_lists: TokenLists,
     targets: np.ndarray,
     rng: np.random.Generator,
+    progress: Progress | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """The loop for a local byte-level BPE tokenizer: after the first round only the ends of
     the lists are decoded and re-encoded (module docstring); same texts and counts."""
@@ -137,7 +150,8 @@ def tail_rounds(
     if first is None:
         lists = token_lists.lists() if isinstance(token_lists, TokenWindows) else token_lists
         first = local.decode(lists)
-    current = _Round(first, local.encode(first), np.zeros(len(first), dtype=np.int64))
+    encodings = first_encodings(local.encode, first, progress)
+    current = _Round(first, encodings, np.zeros(len(first), dtype=np.int64))
     for attempt in range(MAX_RETRY + 1):
         got = current.lengths()
         want = targets[pending]
@@ -155,6 +169,23 @@ def tail_rounds(
         current = _next_round(local, current, unsettled, want[unsettled], pads)
         pending = pending[unsettled]
     return texts, lengths
+
+
+def first_encodings(
+    encode: Callable[[list[str]], Sequence[Any]], texts: list[str], progress: Progress | None
+) -> list[Any]:
+    """``encode(texts)``; with a ``progress``, in steps, each telling it how many texts are
+    encoded so far. The first round encodes every text whole: most of a build's time (the
+    later rounds re-encode the few lists that missed their target, and with a local tokenizer
+    only their ends), so it is what the progress counts."""
+    if progress is None:
+        return list(encode(texts))
+    chunk = max(PROGRESS_MIN_CHUNK, -(-len(texts) // PROGRESS_STEPS))
+    encodings: list[Any] = []
+    for start in range(0, len(texts), chunk):
+        encodings += encode(texts[start : start + chunk])
+        progress(len(encodings), len(texts))
+    return encodings
 
 
 def _padding(rng: np.random.Generator, deficits: np.ndarray, vocab_size: int) -> list[np.ndarray]:

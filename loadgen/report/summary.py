@@ -24,6 +24,7 @@ from loadgen.report.probes import probe_lines
 from loadgen.report.rows import RULE, row, section_title
 from workers.protocol import ConnectionStats
 
+SUMMARY_TITLE = section_title(" Serving Benchmark Result ", "=")  # the report's first line
 METRIC_TITLES = {
     "ttft": ("TTFT", "Time to First Token"),
     "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
@@ -74,7 +75,7 @@ def summary_lines(
     decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
 ) -> list[str]:
     """The "Serving Benchmark Result" block, line for line as upstream prints it."""
-    lines = [section_title(" Serving Benchmark Result ", "=")]
+    lines = [SUMMARY_TITLE]
     lines.append(row("Successful requests:", metrics.completed))
     lines.append(row("Failed requests:", metrics.failed))
     if config.max_concurrency is not None:
@@ -134,11 +135,12 @@ def _metric_block(name: str, stats: MetricStats) -> list[str]:
 
 
 def plot_lines(results: RequestResults, timings: Timings) -> list[str]:
-    """Upstream's terminal plot when termplotlib and gnuplot are installed, else its tip."""
+    """Upstream's terminal plot when termplotlib and gnuplot are installed; nothing otherwise
+    (upstream's tip to install them is an advertisement no run asked for)."""
     if not results.success.any():
         return []
     if importlib.util.find_spec("termplotlib") is None or shutil.which("gnuplot") is None:
-        return ["tip: install termplotlib and gnuplot to plot the metrics"]
+        return []
     import termplotlib as tpl  # optional; only drawn when the user has it
 
     ok = results.success

@@ -41,6 +41,9 @@ WORKER_RAN_SHARE = 0.25  # of a busy worker's demand, the part it must have run 
 HOST_BUSY_PCT = 25.0
 RESOLUTION_MULTIPLE = 3.0
 
+# How a verdict line starts: judged OK, judged client-bound, or a run that never ended.
+VERDICT_HEADS = ("client: OK: ", "client-bound: ", "client: not judged: ")
+
 SATURATED = "workers saturated"
 HOST_BUSY = "host busy"
 TOO_FAST = "too fast for this machine"
@@ -237,8 +240,8 @@ def verdict(health: ClientHealth) -> str:
     judged = judge(health)
     parts = [_delay_text(health, judged), _resources_text(health)]
     parts += [_cause_text(cause, health, judged) for cause in judged.causes]
-    head = "client-bound" if judged.causes else "client: OK"
-    return f"{head}: {'; '.join(parts)}"
+    head = VERDICT_HEADS[1] if judged.causes else VERDICT_HEADS[0]
+    return head + "; ".join(parts)
 
 
 def _delay_text(health: ClientHealth, judged: Judgement) -> str:
@@ -338,6 +341,6 @@ def not_judged(health: ClientHealth) -> str:
         "" if health.send_lag_judged else " at --request-rate inf"
     )
     return (
-        "client: not judged: the run did not end, so its workers' loop lag and CPU were never "
+        f"{VERDICT_HEADS[2]}the run did not end, so its workers' loop lag and CPU were never "
         f"reported; send lag p99 {send}"
     )

@@ -28,6 +28,7 @@ from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.payloads import lora_assignment, serialize_bodies
 from loadgen.report.gate_keys import check_gates
+from loadgen.run.build_progress import BuildProgress
 from loadgen.run.threads import in_daemon_thread
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
@@ -80,6 +81,7 @@ def check_before_start(config: RunConfig) -> None:
         print(f"warning: {warning}")
     if (
         not config.pooling
+        and not config.mock  # the mock ignores sampling parameters: the warning would be noise
         and config.temperature is None
         and "temperature" not in (config.extra_body or {})
     ):
@@ -116,8 +118,15 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         if config.uses_chat_template:  # from the tokenizer's files, also for a server codec
             assert tokenizer_id is not None  # no template with --skip-tokenizer-init
             template = await in_daemon_thread(load_chat_template, tokenizer_id)
+        progress = BuildProgress(
+            f"Building the {config.dataset_name} dataset", disabled=config.disable_tqdm
+        )
         try:
-            built = await in_daemon_thread(sample_dataset_cached, config, tokenizer, template)
+            built = await progress.show_while(
+                in_daemon_thread(
+                    sample_dataset_cached, config, tokenizer, template, None, progress.report
+                )
+            )
         except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
             raise ConfigError(str(exc)) from None
         except ChatTemplateError:

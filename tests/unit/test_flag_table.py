@@ -64,7 +64,9 @@ def test_the_click_defaults_are_the_configs(command, flags, config_class) -> Non
     config = config_class()
     for flag in flags:
         option = next(p for p in command.params if p.name == flag.field)
-        assert option.opts == [flag.name] and option.secondary_opts == list(flag.names[1:])
+        shorts = [flag.short] if flag.short else []
+        assert option.opts == [flag.name, *shorts]
+        assert option.secondary_opts == list(flag.names[1:])
         assert option.default == flag.default or (flag.multiple and option.default is None)
         if flag.default_factory is None:  # --workers: the cores, counted when a config is made
             assert context.params[flag.field] == getattr(config, flag.field), flag.name

@@ -1,0 +1,100 @@
+"""The dataset build's progress line (loadgen/run/build_progress.py) on a real event loop with the
+build in a real thread: silent for a short build, then the time or the count on stderr, and
+cleared at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from loadgen.run import build_progress
+from loadgen.run.build_progress import BuildProgress
+from loadgen.run.threads import in_daemon_thread
+
+WAIT_S = 20  # a bound the tests never reach unless the line is never drawn
+
+
+def build_until_drawn(progress: BuildProgress, counts: bool) -> str:
+    """A build that reports 3 of 10 prompts (if ``counts``) and ends once the line is drawn."""
+    drawn = threading.Event()
+
+    def build() -> str:
+        if counts:
+            progress.report(3, 10)
+        assert drawn.wait(WAIT_S), "the progress line was never drawn"
+        return "built"
+
+    async def main() -> str:
+        async def watch() -> None:
+            while progress.bar is None:
+                await asyncio.sleep(0.01)
+            drawn.set()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            return await progress.show_while(in_daemon_thread(build))
+        finally:
+            watcher.cancel()
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Draw from the first tick on."""
+    monkeypatch.setattr(build_progress, "SHOW_AFTER_S", 0.0)
+    monkeypatch.setattr(build_progress, "TICK_S", 0.01)
+
+
+def test_a_counted_build_shows_its_prompts(at_once, capsys) -> None:
+    progress = BuildProgress("Building the random dataset", disabled=False)
+    assert build_until_drawn(progress, counts=True) == "built"
+    err = capsys.readouterr().err
+    assert "Building the random dataset:  30%" in err and "3/10 prompts" in err
+    assert "%|" not in err  # not the run's bar, which tests wait for (helpers.wait_for_t0)
+    assert progress.bar is not None and progress.bar.disable  # closed
+
+
+def test_an_uncounted_build_shows_its_time(at_once, capsys) -> None:
+    progress = BuildProgress("Building the sharegpt dataset", disabled=False)
+    assert build_until_drawn(progress, counts=False) == "built"
+    assert "Building the sharegpt dataset: 00:0" in capsys.readouterr().err
+
+
+def test_a_short_build_shows_nothing(capsys) -> None:
+    progress = BuildProgress("Building the random dataset", disabled=False)
+
+    async def main() -> int:
+        return await progress.show_while(in_daemon_thread(lambda: 7))
+
+    assert asyncio.run(main()) == 7
+    assert capsys.readouterr().err == "" and progress.bar is None
+
+
+def test_disabled_shows_nothing(at_once, capsys) -> None:
+    progress = BuildProgress("Building the random dataset", disabled=True)
+
+    async def main() -> str:
+        def build() -> str:
+            progress.report(1, 2)
+            return "built"
+
+        return await progress.show_while(in_daemon_thread(build))
+
+    assert asyncio.run(main()) == "built"
+    assert capsys.readouterr().err == "" and progress.bar is None
+
+
+def test_a_failed_build_raises_its_error(at_once) -> None:
+    progress = BuildProgress("Building the random dataset", disabled=False)
+
+    def build() -> None:
+        raise ValueError("bad flag")
+
+    async def main() -> None:
+        await progress.show_while(in_daemon_thread(build))
+
+    with pytest.raises(ValueError, match="bad flag"):
+        asyncio.run(main())
