@@ -58,6 +58,25 @@ def is_campaign(config: RunConfig) -> bool:
     )
 
 
+# Flags a campaign cannot honour as a single run does, and what to do instead.
+REFUSED = {
+    "append_result": "--append-result appends one run's result to one file; a campaign writes "
+    "each run's result JSON in its folder",
+    "plot_timeline": "--plot-timeline is not drawn during a campaign; `loadgen report RECORDS "
+    "--plot-timeline` draws one run's from its records file",
+    "plot_dataset_stats": "--plot-dataset-stats is not drawn during a campaign; `loadgen report "
+    "RECORDS --plot-dataset-stats` draws it from a run's records file",
+}
+
+
+def campaign_problem(config: RunConfig) -> str | None:
+    """Why the flags cannot make a campaign, in one line; None when they can."""
+    for field, why in REFUSED.items():
+        if getattr(config, field):
+            return why
+    return None
+
+
 def grid(config: RunConfig) -> list[Point]:
     """Every pair, concurrency first, each list in the order given."""
     caps, rates = _as_list(config.max_concurrency), _as_list(config.request_rate)

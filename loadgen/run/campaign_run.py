@@ -11,7 +11,7 @@ import dataclasses
 import os
 import threading
 
-from loadgen.config import RunConfig
+from loadgen.config import ConfigError, RunConfig
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
     PointRuns,
@@ -25,6 +25,7 @@ from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
 from loadgen.run.campaign import (
     Point,
+    campaign_problem,
     failed_line,
     folder_name,
     grid,
@@ -54,11 +55,14 @@ from loadgen.run.shards import planned_workers
 from loadgen.run.timed_run import active_workers, timed_run
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.metrics import metrics_page
+from loadgen.server.profile import profile
 
 
 def run_campaign(config: RunConfig) -> int:
     """Run every point of the grid --num-runs times in one process start; the exit code (1
     when a run failed, 3 when one breached a --fail-on gate)."""
+    if problem := campaign_problem(config):
+        raise ConfigError(problem)
     points = grid(config)
     for point in points:
         point_config(config, point).validate()
@@ -143,6 +147,8 @@ async def _campaign_with(config: RunConfig, points: list[Point], client: ServerC
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
                 print(run_line(step, total, point, run_number, metrics, trim), flush=True)
+        if config.profile:
+            await profile(client, "stop")
         ended = True
     finally:
         for signum in STOP_SIGNALS if handles_signals else ():
@@ -152,6 +158,10 @@ async def _campaign_with(config: RunConfig, points: list[Point], client: ServerC
         for pool in pools:
             pool.close(graceful=ended)
         if folder and step:
+            for runs in results:  # the campaign stopped early: say so in the rows it left
+                missing = config.num_runs - len(runs.metrics) - len(runs.errors)
+                if missing:
+                    runs.errors.append(f"{missing} run(s) not finished: the campaign stopped")
             _write_summary(config, folder, results)
     failed = sum(len(runs.errors) for runs in results)
     if failed:

@@ -19,6 +19,7 @@ from loadgen.report.campaign_summary import (
 )
 from loadgen.run.campaign import (
     Point,
+    campaign_problem,
     folder_name,
     grid,
     is_campaign,
@@ -118,3 +119,10 @@ def test_summary_rows_name_the_interval_only_with_repeats() -> None:
     (single,) = summary_rows([failed], num_runs=1)
     assert single["mean_ttft_ms"] == "" and single["runs_ok"] == 0
     assert single["max_concurrency"] == "" and single["error"] == "run=0: every request failed"
+
+
+def test_flags_a_campaign_cannot_honour_are_refused_in_one_line() -> None:
+    assert campaign_problem(RunConfig(num_runs=2, save_result=True)) is None
+    problem = campaign_problem(RunConfig(num_runs=2, append_result=True))
+    assert problem is not None and problem.startswith("--append-result")
+    assert "loadgen report" in (campaign_problem(RunConfig(plot_timeline=True)) or "")
