@@ -42,6 +42,14 @@ def runs_of(argument: str) -> list[RunRecords]:
     return [read_records(str(file)) for file in files]
 
 
+def short_name(argument: str) -> str:
+    """How the table names a side: its folder's or file's name, less the file's suffix."""
+    name = Path(argument.rstrip("/")).name or argument
+    for suffix in (RECORDS_SUFFIX, ".json"):
+        name = name.removesuffix(suffix)
+    return name
+
+
 @click.command(
     "compare",
     help="Compare runs: each OTHER against BASE, every latency metric's difference with a "
@@ -67,10 +75,10 @@ def runs_of(argument: str) -> list[RunRecords]:
 def compare_command(base: str, others: tuple[str, ...], resamples: int, json_path: str | None):
     """Compare OTHER runs with BASE."""
     try:
-        base_samples = samples_of(base, runs_of(base))
+        base_samples = samples_of(short_name(base), runs_of(base))
         compared = []
         for other in others:
-            samples = samples_of(other, runs_of(other))
+            samples = samples_of(short_name(other), runs_of(other))
             compared.append((samples, compare(base_samples, samples, resamples)))
     except (RecordsFileError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)

@@ -44,7 +44,9 @@ def test_a_slower_server_is_flagged_and_a_run_against_itself_is_not(tmp_path: Pa
     proc = compare(records, str(slow), str(fast), "--resamples", "300", "--json",
                    str(tmp_path / "cmp.json"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    slow_block = proc.stdout.split(f"{fast} against ")[0]
+    # Each side is named by its file, less the suffix: the base records and its JSON alike.
+    assert proc.stdout.startswith(f"{slow.stem} against {fast.stem} (1 and 1 run(s);")
+    slow_block = proc.stdout.split(f"{fast.stem} against {fast.stem}")[0]
     assert metric_line(slow_block, "median ttft (ms)").endswith(" *")
     data = json.loads((tmp_path / "cmp.json").read_text())
     slow_rows, same_rows = ({m["metric"]: m for m in c["metrics"]} for c in data["comparisons"])
