@@ -146,6 +146,7 @@ class LiveView:
             return
         self.t0_ns = t0_ns
         self.cpu_reading = (time.perf_counter_ns(), time.process_time_ns())
+        self.worker_readings = self._worker_readings()  # the sampler's first, taken at t0
         if self.mode == "panel":
             from rich.console import Console
             from rich.live import Live
@@ -194,11 +195,17 @@ class LiveView:
         coordinator = self.coordinator_cpu_pct = 100.0 * (cpu_ns - cpu0) / (now_ns - wall0)
         if self.host is None:
             return [], coordinator
-        readings = {pid: (w.run_ns, w.wait_ns, w.at_ns) for pid, w in self.host.last.items()}
+        readings = self._worker_readings()
         loads = load_between(self.worker_readings, readings)
         if loads or not self.worker_loads:  # no new reading since: the last loads still hold
             self.worker_readings, self.worker_loads = readings, loads
         return self.worker_loads, coordinator
+
+    def _worker_readings(self) -> dict[int, tuple[int, int, int]]:
+        """The host sampler's latest reading of each worker's loop thread."""
+        if self.host is None:
+            return {}
+        return {pid: (w.run_ns, w.wait_ns, w.at_ns) for pid, w in self.host.last.items()}
 
     def close(self) -> None:
         """The run has ended: the panel's last frame stays on screen; the plain lines stop."""
