@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.records.model import RunRecords
-from loadgen.report.metrics import RequestResults, derive_timings
+from loadgen.report.metrics import derive_timings
+from loadgen.report.run_report import request_results, unfinished_end
 
 CONFIDENCE = 0.95
 # ITL intervals are drawn from at most this many gaps a side (whole requests picked at random):
@@ -79,20 +80,10 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
     duration = 0.0
     for run in runs:
         records = run.records
-        output_lens = (
-            run.end.output_lens
-            if run.end is not None
-            else np.maximum(records["completion_tokens"], 1).astype(np.int64)
-        )
-        results = RequestResults(
-            success=records["success"].astype(bool),
-            arrival_s=records["arrival_ns"] / 1e9,
-            send_s=records["send_ns"] / 1e9,
-            event_s=run.event_ns / 1e9,
-            event_offsets=run.event_offsets,
-            prompt_lens=run.prompt_lens.astype(np.int64),
-            output_lens=output_lens,
-        )
+        # A crashed run's outputs as its report counts them (generation: compare reads latencies).
+        end = run.end if run.end is not None else unfinished_end(run, pooling=False)
+        results = request_results(run, end)
+        output_lens = results.output_lens
         timings = derive_timings(results)
         ok = results.success & (np.diff(run.event_offsets) > 0)
         ttft.append(timings.ttft_s[ok])

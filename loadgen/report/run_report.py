@@ -76,6 +76,24 @@ class Report:
     breaches: list[str]  # the --fail-on gates the result breaches, one line each
 
 
+def request_results(run: RunRecords, end: RunEnd) -> RequestResults:
+    """What the metrics read of a run: its rows' instants and counts, the prompt as the server
+    counted it where it did, the output as the run's end counted it."""
+    records = run.records
+    prompt_lens = np.where(
+        records["prompt_tokens"] >= 0, records["prompt_tokens"], run.prompt_lens
+    ).astype(np.int64)
+    return RequestResults(
+        success=records["success"].astype(bool),
+        arrival_s=records["arrival_ns"] / 1e9,
+        send_s=records["send_ns"] / 1e9,
+        event_s=run.event_ns / 1e9,
+        event_offsets=run.event_offsets,
+        prompt_lens=prompt_lens,
+        output_lens=end.output_lens,
+    )
+
+
 def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
     """The report of a run's records: the console summary and the result JSON.
 
@@ -86,18 +104,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
     start = run.start
     records = run.records
     num_requests = run.num_requests
-    prompt_lens = np.where(
-        records["prompt_tokens"] >= 0, records["prompt_tokens"], run.prompt_lens
-    ).astype(np.int64)
-    results = RequestResults(
-        success=records["success"].astype(bool),
-        arrival_s=records["arrival_ns"] / 1e9,
-        send_s=records["send_ns"] / 1e9,
-        event_s=run.event_ns / 1e9,
-        event_offsets=run.event_offsets,
-        prompt_lens=prompt_lens,
-        output_lens=end.output_lens,
-    )
+    results = request_results(run, end)
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
     timings = derive_timings(results)
