@@ -14,12 +14,10 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from time import perf_counter_ns
 from typing import Protocol
 
@@ -29,6 +27,7 @@ import zmq.asyncio
 
 from loadgen.records.collected import Collected, assemble_events
 from loadgen.records.redact import redact_url
+from loadgen.run.channel_dir import private_directory
 from loadgen.run.credit_pool import CreditPool
 from loadgen.run.fail_fast import FirstFailures
 from loadgen.run.worker_spawn import start_without_main
@@ -53,7 +52,6 @@ POLL_MS = 100
 PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 5.0  # after STOP, how long a worker may take to report before it is killed
 MAX_DROP_WARNINGS = 5
-OWNER_FILE = "coordinator.pid"  # in a run directory: whose it is, so an abandoned one can go
 
 
 class RecordsSink(Protocol):
@@ -110,7 +108,7 @@ class WorkerPool:
         self.num_workers = num_workers
         self.hellos: dict[int, dict] = {}  # each worker's HELLO, kept: it says it once
         self.codec = Codec.new()
-        self.run_dir = _private_directory()
+        self.run_dir = private_directory()
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -456,46 +454,6 @@ def preopen_shortfall(plans: list[ShardPlan], ready: dict[int, dict]) -> str:
         f"{opened} of the {planned} connections planned were opened before t0{why}; requests "
         "beyond them may open theirs during the run, the handshake inside their TTFT"
     )
-
-
-def _private_directory() -> str:
-    """A fresh directory only this user can enter (mkdtemp makes it 0700), short enough for an
-    ipc:// path (a Unix socket path holds at most 107 bytes)."""
-    parent = tempfile.gettempdir()
-    if len(parent) > 64:
-        parent = "/tmp"
-    _remove_abandoned(parent)
-    path = tempfile.mkdtemp(prefix="loadgen-", dir=parent)
-    os.chmod(path, 0o700)
-    Path(path, OWNER_FILE).write_text(str(os.getpid()))
-    return path
-
-
-def _remove_abandoned(parent: str) -> None:
-    """Remove this user's run directories whose coordinator no longer runs: a run removes its
-    own, unless it was killed by SIGKILL (its workers die with it and clean nothing)."""
-    with contextlib.suppress(OSError), os.scandir(parent) as entries:
-        for entry in entries:
-            if not entry.name.startswith("loadgen-"):
-                continue
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != os.getuid() or entry.is_symlink():
-                    continue
-                pid = int(Path(entry.path, OWNER_FILE).read_text())
-            except (OSError, ValueError):
-                continue  # not a run directory (or not ours to judge)
-            if not _running(pid):
-                shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process has that pid now
-    return True
 
 
 def _write_held(sink: RecordsSink | None, held: list[tuple]) -> None:

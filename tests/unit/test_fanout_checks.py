@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.run.fanout import OWNER_FILE, _check_owned, _private_directory
+from loadgen.run.channel_dir import OWNER_FILE, private_directory
+from loadgen.run.fanout import _check_owned
 from workers.protocol import ProtocolError
 
 OWNER = np.array([0, 1, 0, 1, -1], dtype=np.int16)
@@ -31,7 +32,7 @@ def test_records_of_another_shard_or_out_of_range_are_refused(indices):
 
 
 def test_the_channel_directory_is_private():
-    path = _private_directory()
+    path = private_directory()
     try:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
         assert len(f"{path}/coordinator") < 100
@@ -53,7 +54,7 @@ def test_a_run_directory_whose_coordinator_died_is_removed_by_the_next_run(tmp_p
         (path / OWNER_FILE).write_text(str(pid))
         (path / "channel").touch()
     other.mkdir()  # not a run directory (no owner file): never touched
-    mine = _private_directory()
+    mine = private_directory()
     assert not abandoned.exists()
     assert live.exists() and other.exists()
     assert (tmp_path / mine).parent == tmp_path
