@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.records.model import RunRecords
-from loadgen.report.metrics import derive_timings
+from loadgen.report.metrics import derive_timings, tpot_of
 from loadgen.report.run_report import request_results, unfinished_end
 
 CONFIDENCE = 0.95
@@ -85,12 +85,11 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
         results = request_results(run, end)
         output_lens = results.output_lens
         timings = derive_timings(results)
-        ok = results.success & (np.diff(run.event_offsets) > 0)
+        ok = results.success  # as the report counts them (a success has a token event)
         ttft.append(timings.ttft_s[ok])
         e2el.append(timings.latency_s[ok])
         out = output_lens[ok]
-        many = out > 1
-        tpot.append((timings.latency_s[ok] - timings.ttft_s[ok])[many] / (out[many] - 1))
+        tpot.append(tpot_of(timings.ttft_s[ok], timings.latency_s[ok], out))
         picked = np.flatnonzero(ok)
         itls.append(gather(timings.itl_s, timings.itl_offsets, picked))
         counts.append(np.diff(timings.itl_offsets)[picked])

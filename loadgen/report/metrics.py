@@ -201,6 +201,12 @@ def latency_stats(
     }
 
 
+def tpot_of(ttft_s: np.ndarray, latency_s: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Each request's TPOT, (E2EL − TTFT) / (out − 1), for the requests with out > 1."""
+    multi = out > 1
+    return (latency_s[multi] - ttft_s[multi]) / (out[multi] - 1)
+
+
 def calculate_metrics(
     results: RequestResults,
     timings: Timings,
@@ -214,7 +220,7 @@ def calculate_metrics(
     ttft = timings.ttft_s[ok]
     latency = timings.latency_s[ok]
     multi = out > 1
-    tpot = (latency[multi] - ttft[multi]) / (out[multi] - 1)
+    tpot = tpot_of(ttft, latency, out)
     tpot_for_goodput = np.zeros(len(out))
     tpot_for_goodput[multi] = tpot
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import loadgen, only_json_path
 
 PACED = ["--num-prompts", "120", "--request-rate", "60", "--random-input-len", "16",
@@ -54,6 +55,14 @@ def test_a_slower_server_is_flagged_and_a_run_against_itself_is_not(tmp_path: Pa
     assert slow_rows["median ttft (ms)"]["flagged"]
     assert not any(row["flagged"] for row in same_rows.values())
     assert same_rows["request throughput (req/s)"]["interval"] is None
+    # The values are the report's: the base's equal its own result JSON's.
+    report = json.loads(fast.read_text())
+    for metric in ("mean ttft", "median tpot", "p99 itl", "p99 ttft"):
+        key = metric.replace(" ", "_") + "_ms"
+        assert same_rows[f"{metric} (ms)"]["base"] == pytest.approx(report[key], rel=1e-9)
+    assert same_rows["request throughput (req/s)"]["base"] == pytest.approx(
+        report["request_throughput"], rel=1e-9
+    )
 
 
 def test_a_folder_pools_its_runs(tmp_path: Path) -> None:
