@@ -4,12 +4,14 @@ Its options are `run`'s reporting flags (the table's ``reporting`` ones: the out
 ``--percentile-metrics``, ``--metric-percentiles``, ``--goodput``, the plots, ``--fail-on``...);
 given again, they replace the run's own. Nothing else of the run can change: the records are
 what was measured. Its own: ``--format csv|jsonl`` writes one row per request instead of the
-summary (loadgen/report/exports.py), to ``--output`` or standard output.
+summary (loadgen/report/exports.py), to ``--output`` or standard output; ``--format html``
+draws report.html (loadgen/report/html_report.py) of a run, or of a campaign's folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +26,13 @@ from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.report.exports import FORMATS, request_rows, write_rows
 from loadgen.report.gate_keys import check_gates
 from loadgen.report.gates import report_breaches
+from loadgen.report.html_report import (
+    RECORDS_SUFFIX,
+    html_path_for,
+    plotly_missing,
+    run_page,
+    write_campaign_report,
+)
 from loadgen.report.offline import report_config
 from loadgen.report.run_report import build_report, write_report
 
@@ -33,16 +42,18 @@ FORMAT_FLAG = Flag(
     "--format",
     default="summary",
     field="export_format",
-    choices=("summary", *FORMATS),
+    choices=("summary", *FORMATS, "html"),
     help="summary: the console summary (and the files the flags ask for); csv or jsonl: one "
     "row per request (docs/records.md lists the columns), to --output or standard output, "
-    "and the summary on standard error.",
+    "and the summary on standard error; html: one self-contained page with the settings, the "
+    "summary and the figures (NAME.report.html beside the records, or FOLDER/report.html for a "
+    "campaign's folder; needs the [plot] extra).",
 )
 OUTPUT_FLAG = Flag(
     "--output",
     Path,
     help="With --format csv|jsonl: the file the rows go to (default: standard output); the "
-    "summary then stays on standard output.",
+    "summary then stays on standard output. With --format html: the page's file.",
 )
 
 
@@ -68,23 +79,40 @@ def report_records(
     """Rebuild the report of the run whose records file is RECORDS; exit 3 when it breaches a
     --fail-on gate."""
     if output is not None and export_format == "summary":
-        raise click.UsageError("--output needs --format csv or --format jsonl")
+        raise click.UsageError("--output needs --format csv, jsonl or html")
+    html = export_format == "html"
+    if html and (problem := plotly_missing()):
+        click.echo(f"error: --format html: {problem}", err=True)
+        sys.exit(2)
+    if Path(records).is_dir():
+        report_folder(ctx, records, html, output)
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
         run = read_records(records)
         config = report_config(run, records, given_values(ctx, REPORT_FLAGS))
         check_gates(config)  # an unknown key is refused before anything is printed
-        report = build_report(config, run, date=date)
+        # The page shows the result JSON's verdict: built always, written only when asked.
+        built = build_report(
+            dataclasses.replace(config, save_result=True) if html else config, run, date=date
+        )
+        keep = not html or config.save_result or config.append_result
+        report = built if keep else dataclasses.replace(built, result=None)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     except RecordsFileError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    rows_to_stdout = export_format != "summary" and output is None
+    rows_to_stdout = export_format in FORMATS and output is None
     # Rows on standard output keep it clean: the summary and the paths go to standard error.
     with contextlib.redirect_stdout(sys.stderr) if rows_to_stdout else contextlib.nullcontext():
         write_report(config, report)
-    if export_format != "summary":
+    if html:
+        page = Path(output) if output is not None else html_path_for(records)
+        page.write_text(
+            run_page(run, built, Path(records).name.removesuffix(RECORDS_SUFFIX)), encoding="utf-8"
+        )
+        print(f"Report written to {page}")
+    elif export_format != "summary":
         rows = request_rows(run, report.results.output_lens, config.request_id_prefix)
         if output is None:
             write_rows(rows, export_format, sys.stdout)
@@ -97,17 +125,38 @@ def report_records(
     sys.exit(report_breaches(report.breaches))
 
 
+def report_folder(ctx: click.Context, folder: str, html: bool, output: Path | None) -> None:
+    """A campaign's folder: its report.html, and exit."""
+    if not html:
+        raise click.UsageError(
+            f"{folder} is a folder: a campaign's folder is drawn with --format html"
+        )
+    given = given_values(ctx, REPORT_FLAGS)
+    if named := [flag.name for flag in REPORT_FLAGS if flag.field in given]:
+        raise click.UsageError(
+            f"a campaign's folder is drawn as its runs were reported; drop {named[0]}"
+        )
+    try:
+        page = write_campaign_report(folder, str(output) if output is not None else None)
+    except (RecordsFileError, OSError, ValueError, KeyError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    print(f"Report written to {page}")
+    sys.exit(0)
+
+
 report_command = ReportCommand(
     "report",
     params=[
-        click.Argument(["records"], type=click.Path(dir_okay=False)),
+        click.Argument(["records"], type=click.Path(), metavar="PATH"),
         *(report_option(flag) for flag in REPORT_FLAGS),
         click_option(FORMAT_FLAG),
         click_option(OUTPUT_FLAG),
     ],
     callback=report_records,
     help="Rebuild a run's console summary and result JSON from its records file "
-    "(NAME.records.arrow, written beside the result by --save-result), offline, or export its "
-    "requests (--format csv|jsonl). Reporting flags given again replace the run's own; those "
-    "not given keep the run's values.",
+    "(NAME.records.arrow, written beside the result by --save-result), offline, export its "
+    "requests (--format csv|jsonl), or draw report.html (--format html; PATH may be a "
+    "campaign's folder). Reporting flags given again replace the run's own; those not given "
+    "keep the run's values.",
 )

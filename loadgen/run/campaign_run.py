@@ -21,6 +21,7 @@ from loadgen.report.campaign_summary import (
     write_summary_csv,
 )
 from loadgen.report.gates import report_breaches
+from loadgen.report.html_report import campaign_report_line
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
 from loadgen.run.campaign import (
@@ -179,13 +180,14 @@ def _run_problem(records: RunRecords, report: Report) -> str | None:
 
 
 def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> None:
-    """summary.csv in the campaign's folder, and its table on the console."""
+    """summary.csv in the campaign's folder, its table on the console, and report.html."""
     rows = summary_rows(results, config.num_runs)
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
     for line in summary_table(rows, config.num_runs):
         print(line)
     print(f"Campaign written to {folder} (summary.csv, and a folder per point)")
+    print(campaign_report_line(folder))
 
 
 async def _campaign_run(

@@ -54,7 +54,9 @@ def test_a_grid_with_repeats_runs_on_workers_started_once(tmp_path: Path) -> Non
     assert len(worker_pids(proc.stderr)) == 2  # one pool, the grid's 8 runs on it
     (folder,) = tmp_path.iterdir()
     assert folder.name.startswith("campaign-openai-200.0,infqps-concurrency2,4-loadgen-mock-")
-    assert sorted(p.name for p in folder.iterdir()) == sorted([*POINTS, "summary.csv"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [*POINTS, "summary.csv", "report.html"]
+    )
     for point in POINTS:
         names = sorted(p.name for p in (folder / point).iterdir())
         assert names == [

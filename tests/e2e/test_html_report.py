@@ -1,0 +1,135 @@
+"""report.html (issue 16 point 4): a tiny campaign writes its own, `loadgen report --format html`
+draws a run's and a campaign folder's, each one self-contained (plotly.js inlined once, nothing
+fetched), and without plotly the report command exits 2 in one line while a campaign still
+succeeds (the real CLI, real workers and the embedded mock)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import loadgen, only_json_path
+
+TINY = ["--num-prompts", "12", "--random-input-len", "16", "--random-output-len", "8",
+        "--mock-ttft-ms", "5", "--mock-itl-ms", "2", "--workers", "1",
+        "--disable-tqdm"]  # fmt: skip
+RUN_TITLES = (
+    "TTFT distribution (CDF)",
+    "ITL distribution (CDF)",
+    "E2EL distribution (CDF)",
+    "Throughput and requests in flight over time",
+    "Completed requests per second",
+    "Requests in flight",
+)
+CAMPAIGN_TITLES = (*RUN_TITLES, "Output throughput vs p99 TTFT", "Output throughput vs p99 ITL")
+SECRET = "sk-e2e-do-not-show"
+# A Python where `import plotly` fails as it does where the [plot] extra is not installed.
+NO_PLOTLY = 'import sys\nsys.modules["plotly"] = None\n'
+PLOTLY_JS_BANNER = re.compile(r"\* plotly\.js v\d")
+# An attribute or a style that would load an address (absolute or protocol-relative).
+FETCHED = re.compile(r"""(?:(?:src|href)\s*=|url\()\s*["']?(?:https?:)?//""", re.I)
+
+
+def report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``loadgen report ARGS`` in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", "report", *args],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+
+
+def without_plotly(tmp_path: Path) -> dict[str, str]:
+    """An environment whose Python cannot import plotly (a sitecustomize on PYTHONPATH)."""
+    shim = tmp_path / "no-plotly"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(NO_PLOTLY)
+    return {**os.environ, "PYTHONPATH": str(shim)}
+
+
+def assert_self_contained(page: str, figures: int) -> None:
+    """plotly.js once, in the page; every figure calls it; nothing loaded from anywhere."""
+    assert len(PLOTLY_JS_BANNER.findall(page)) == 1
+    assert page.count("Plotly.newPlot(") == figures
+    assert not re.search(r"<script[^>]*\bsrc\s*=", page, re.IGNORECASE)
+    assert not re.search(r"<link\b", page, re.IGNORECASE)
+    # plotly.js itself names map-tile servers it would only fetch for maps; outside it, the
+    # page holds no address at all but the server's own loopback one.
+    head_script = page.index("<script")
+    outside = page[:head_script] + page[page.index("</script>", head_script) :]
+    addresses = set(re.findall(r"https?://[^\s\"'<>]+", outside))
+    assert all(a.startswith("http://127.0.0.1:") for a in addresses), addresses
+    assert not FETCHED.search(outside)
+
+
+def test_a_campaign_writes_its_report_and_report_redraws_it(tmp_path: Path) -> None:
+    proc = loadgen("--mock", "--max-concurrency", "2,4", "--num-runs", "2", *TINY,
+                   "--result-dir", str(tmp_path), timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = tmp_path.iterdir()
+    page_path = folder / "report.html"
+    assert f"Report written to {page_path}" in proc.stdout.splitlines()
+    page = page_path.read_text()
+    assert_self_contained(page, figures=3)
+    for title in CAMPAIGN_TITLES:
+        assert title in page, title
+    for label in ("c=2", "c=4", "max_concurrency=2-request_rate=inf", "Pareto front"):
+        assert label in page, label
+    assert re.search(r"\d of 4 runs: client OK", page)
+    redrawn = report(str(folder), "--format", "html", "--output", str(tmp_path / "again.html"))
+    assert redrawn.returncode == 0, redrawn.stderr
+    assert redrawn.stdout == f"Report written to {tmp_path / 'again.html'}\n"
+    again = (tmp_path / "again.html").read_text()
+    strip = re.compile(r'id="[0-9a-f-]{36}"|"[0-9a-f-]{36}"|generated \S+')  # div ids, the date
+    assert strip.sub("", again) == strip.sub("", page)
+    refused = report(str(folder))  # a folder is only drawn
+    assert refused.returncode == 2 and "--format html" in refused.stderr
+
+
+def test_a_run_s_report_html_beside_its_records_without_its_secrets(tmp_path: Path) -> None:
+    proc = loadgen("--mock", *TINY, "--max-concurrency", "3", "--save-result", "--result-dir",
+                   str(tmp_path), "--header", f"Authorization=Bearer {SECRET}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (records,) = tmp_path.glob("*.records.arrow")
+    drawn = report(str(records), "--format", "html")
+    assert drawn.returncode == 0, drawn.stderr
+    page_path = records.with_name(records.name.replace(".records.arrow", ".report.html"))
+    assert drawn.stdout.splitlines()[-1] == f"Report written to {page_path}"
+    assert "Serving Benchmark Result" in drawn.stdout  # the summary, as --format summary
+    assert len(list(tmp_path.glob("*.json"))) == 1  # no result JSON written by the report
+    page = page_path.read_text()
+    assert_self_contained(page, figures=2)
+    for title in RUN_TITLES:
+        assert title in page, title
+    verdict = json.loads(only_json_path(tmp_path).read_text())["loadgen"]["verdict"]
+    text = html.unescape(page)
+    for shown in ("Mean TTFT (ms)", "P99 ITL (ms)", verdict, "--max-concurrency 3",
+                  "dataset_name=random", "the embedded mock", "Authorization=***"):  # fmt: skip
+        assert shown in text, shown
+    assert SECRET not in page
+
+
+def test_without_plotly_report_exits_2_in_one_line_and_a_campaign_still_succeeds(
+    tmp_path: Path,
+) -> None:
+    env = without_plotly(tmp_path)
+    proc = loadgen("--mock", "--max-concurrency", "2", "--num-runs", "2", *TINY,
+                   "--result-dir", str(tmp_path / "out"), timeout=120, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    skipped = "report.html skipped: plotly is not installed: pip install 'loadgen[plot]'"
+    assert skipped in proc.stdout.splitlines()
+    (folder,) = (tmp_path / "out").iterdir()
+    assert (folder / "summary.csv").is_file() and not (folder / "report.html").exists()
+    (records, *_) = sorted(folder.glob("*/*.records.arrow"))
+    for path in (str(records), str(folder)):
+        refused = report(path, "--format", "html", env=env)
+        assert refused.returncode == 2
+        assert refused.stderr.splitlines() == [
+            "error: --format html: plotly is not installed: pip install 'loadgen[plot]'"
+        ]
+        assert refused.stdout == ""
+    assert not list(folder.rglob("*.html"))
