@@ -83,16 +83,17 @@ def figure_html(fig: Any, height_px: int) -> str:
     )  # fmt: skip
 
 
-def cdf_figure(lines: Sequence[Latencies]) -> str:
-    """TTFT, ITL and E2EL CDFs side by side, one line per run or point (x in ms, log where a
-    metric's values span two decades)."""
+def cdf_figure(lines: Sequence[Latencies], names: Sequence[str] = tuple(CDF_TITLES)) -> str:
+    """The CDFs of ``names`` (TTFT, ITL and E2EL; E2EL alone for pooling, whose answer has one
+    instant) side by side, one line per run or point (x in ms, log where a metric's values span
+    two decades)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    names = list(CDF_TITLES)
     fig = make_subplots(
-        rows=1, cols=3, subplot_titles=list(CDF_TITLES.values()), horizontal_spacing=0.07
-    )
+        rows=1, cols=len(names), subplot_titles=[CDF_TITLES[name] for name in names],
+        horizontal_spacing=0.07,
+    )  # fmt: skip
     colors = palette()
     for k, line in enumerate(lines):
         for col, name in enumerate(names, start=1):
@@ -124,18 +125,21 @@ def cdf_figure(lines: Sequence[Latencies]) -> str:
     return figure_html(fig, 420 if len(lines) <= 1 else 470)
 
 
-def over_time_figure(series: Sequence[OverTime]) -> str:
-    """Completed req/s, output tok/s and requests in flight per bin, one run at a time: with
-    several, a menu picks which one is shown."""
+def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
+    """Completed req/s, output tok/s (unless ``tokens`` is False: pooling has none) and
+    requests in flight per bin, one run at a time: with several, a menu picks which one is
+    shown."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    titles = ["Completed requests per second", "Output tokens per second", "Requests in flight"]
+    if not tokens:
+        titles.pop(1)
+    flight = len(titles)  # the in-flight row
     fig = make_subplots(
-        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
-        subplot_titles=("Completed requests per second", "Output tokens per second",
-                        "Requests in flight"),
-    )  # fmt: skip
-    per_run = 4  # traces each run adds
+        rows=flight, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles
+    )
+    per_run = flight + 1  # traces each run adds
     for k, one in enumerate(series):
         shown = k == 0
         bar = {"x": one.centers_s, "width": one.width_s * 0.95, "visible": shown,
@@ -143,28 +147,29 @@ def over_time_figure(series: Sequence[OverTime]) -> str:
         fig.add_trace(go.Bar(y=one.requests_per_s, marker_color="#1f77b4", name="req/s",
                              hovertemplate="%{x:.2f} s: %{y:.2f} req/s<extra></extra>", **bar),
                       row=1, col=1)  # fmt: skip
-        fig.add_trace(go.Bar(y=one.tokens_per_s, marker_color="#ff7f0e", name="tok/s",
-                             hovertemplate="%{x:.2f} s: %{y:.1f} tok/s<extra></extra>", **bar),
-                      row=2, col=1)  # fmt: skip
+        if tokens:
+            fig.add_trace(go.Bar(y=one.tokens_per_s, marker_color="#ff7f0e", name="tok/s",
+                                 hovertemplate="%{x:.2f} s: %{y:.1f} tok/s<extra></extra>",
+                                 **bar), row=2, col=1)  # fmt: skip
         fig.add_trace(
             go.Scatter(x=one.centers_s, y=one.in_flight_mean, mode="lines", visible=shown,
                        name="mean in the bin", line={"color": "#2ca02c", "width": 2},
                        legendgroup="flight", showlegend=shown,
                        hovertemplate="%{x:.2f} s: %{y:.1f} in flight (mean)<extra></extra>"),
-            row=3, col=1,
+            row=flight, col=1,
         )  # fmt: skip
         fig.add_trace(
             go.Scatter(x=one.centers_s, y=one.in_flight_peak, mode="lines", visible=shown,
                        name="peak in the bin", line={"color": "#2ca02c", "width": 1,
                        "dash": "dot"}, legendgroup="flight", showlegend=shown,
                        hovertemplate="%{x:.2f} s: %{y:.0f} in flight (peak)<extra></extra>"),
-            row=3, col=1,
+            row=flight, col=1,
         )  # fmt: skip
     if len(series) > 1:
         buttons = []
         for k, one in enumerate(series):
             visible = [j // per_run == k for j in range(per_run * len(series))]
-            showlegend = [v and j % per_run >= 2 for j, v in enumerate(visible)]
+            showlegend = [v and j % per_run >= per_run - 2 for j, v in enumerate(visible)]
             buttons.append({"label": one.label, "method": "update",
                             "args": [{"visible": visible, "showlegend": showlegend}]})  # fmt: skip
         fig.update_layout(
@@ -172,18 +177,19 @@ def over_time_figure(series: Sequence[OverTime]) -> str:
                           "y": 1.1, "yanchor": "bottom", "showactive": True}],
         )  # fmt: skip
     width = series[0].width_s if series else 1.0
-    fig.update_xaxes(title_text=f"seconds since the run's start (bins of {width:.3g} s)", row=3,
-                     col=1)  # fmt: skip
+    fig.update_xaxes(title_text=f"seconds since the run's start (bins of {width:.3g} s)",
+                     row=flight, col=1)  # fmt: skip
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(title_text="req/s", row=1, col=1)
-    fig.update_yaxes(title_text="tok/s", row=2, col=1)
-    fig.update_yaxes(title_text="requests", row=3, col=1)
+    if tokens:
+        fig.update_yaxes(title_text="tok/s", row=2, col=1)
+    fig.update_yaxes(title_text="requests", row=flight, col=1)
     fig.update_layout(
         bargap=0,
         margin={"t": 80 if len(series) > 1 else 60, "b": 50, "l": 70, "r": 20},
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": -0.1, "yanchor": "top"},
     )
-    return figure_html(fig, 680)
+    return figure_html(fig, 680 if tokens else 500)
 
 
 def trade_off_figure(planes: Sequence[TradeOff]) -> str:

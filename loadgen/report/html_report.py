@@ -56,6 +56,8 @@ PLOT_EXTRA = "pip install 'loadgen[plot]'"
 CAMPAIGN_REPORT = "report.html"
 RECORDS_SUFFIX = ".records.arrow"
 VERDICT_OK = "client: OK: "
+GENERATION_CDFS = ("ttft", "itl", "e2el")
+POOLING_CDFS = ("e2el",)  # a pooling answer has one instant: its TTFT is its E2EL
 _ROW = re.compile(r"^(?P<label>.+?:)\s+(?P<value>\S.*)$")
 _RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")
 
@@ -166,6 +168,8 @@ def run_page(run: RunRecords, report: Report, title: str) -> str:
     """The page of one run from its records and its report (built with a result JSON)."""
     assert report.result is not None, "the page reads the report's result JSON"
     notes = run_notes(report.lines)
+    pooling = stored_config(run, title).pooling
+    names = POOLING_CDFS if pooling else GENERATION_CDFS
     verdict = report.result["loadgen"]["verdict"]
     return render(
         title=title,
@@ -176,10 +180,10 @@ def run_page(run: RunRecords, report: Report, title: str) -> str:
         notes=[redact_text(n) for n in notes if n != verdict],
         summary=summary_table(report.lines),
         figures=[
-            ("Latency distributions", cdf_figure([run_latencies(title, [run])])),
+            ("Latency distributions", cdf_figure([run_latencies(title, [run])], names)),
             (
                 "Throughput and requests in flight over time",
-                over_time_figure([run_over_time(title, run)]),
+                over_time_figure([run_over_time(title, run)], tokens=not pooling),
             ),
         ],
     )
@@ -244,14 +248,16 @@ def campaign_page(folder: Path) -> str:
         run_over_time(f"{p.label} (run 0)" if num_runs > 1 else p.label, runs[p.row["point"]][0])
         for p in with_runs
     ]
-    figures = [("Latency distributions", cdf_figure(latencies))]
+    pooling = stored_config(first, str(folder)).pooling
+    names = POOLING_CDFS if pooling else GENERATION_CDFS
+    figures = [("Latency distributions", cdf_figure(latencies, names))]
     planes = trade_off_planes(points, num_runs)
     if planes is not None:
         figures.append(("Throughput and latency", trade_off_figure(planes)))
     caption = (" (one point at a time: pick it in the menu; the point's first run)"
                if len(over_time) > 1 else "")  # fmt: skip
     figures.append((f"Throughput and requests in flight over time{caption}",
-                    over_time_figure(over_time)))  # fmt: skip
+                    over_time_figure(over_time, tokens=not pooling)))  # fmt: skip
     return render(
         title=folder.resolve().name,
         kind="campaign",
