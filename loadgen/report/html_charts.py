@@ -114,7 +114,7 @@ def cdf_figure(lines: Sequence[Latencies], names: Sequence[str] = tuple(CDF_TITL
         log = spans_decades(every)
         fig.update_xaxes(
             title_text=f"{name.upper()} (ms{', log scale' if log else ''})",
-            type="log" if log else "linear", row=1, col=col,
+            type="log" if log else "linear", dtick="D2" if log else None, row=1, col=col,
         )  # fmt: skip
         fig.update_yaxes(range=[0, 100.5], ticksuffix=" %", row=1, col=col)
     fig.update_yaxes(title_text="requests at or below", row=1, col=1)
@@ -194,16 +194,20 @@ def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
 
 def trade_off_figure(planes: Sequence[TradeOff]) -> str:
     """Output tok/s against p99 TTFT and p99 ITL, one marker per point labelled with it, the
-    repeats' intervals as error bars, the Pareto front marked and joined."""
+    repeats' intervals as error bars, the Pareto front marked and joined. Throughput is on a
+    log axis where it spans a decade (a concurrency sweep's points otherwise crowd at the left),
+    and labels alternate above and below their markers, by throughput."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=TRADE_OFF_TITLES, horizontal_spacing=0.1)
     for col, plane in enumerate(planes, start=1):
+        rank = np.argsort(np.argsort(plane.x, kind="stable"))
         fig.add_trace(
             go.Scatter(
                 x=plane.x, y=plane.y, mode="markers+text", text=plane.labels,
-                textposition="top center", name="point", legendgroup="point",
+                textposition=["top center" if r % 2 == 0 else "bottom center" for r in rank],
+                name="point", legendgroup="point",
                 showlegend=col == 1, marker={"size": 9, "color": POINT_COLOR},
                 error_x=_error_bars(plane.x, plane.x_low, plane.x_high),
                 error_y=_error_bars(plane.y, plane.y_low, plane.y_high),
@@ -222,8 +226,12 @@ def trade_off_figure(planes: Sequence[TradeOff]) -> str:
             ),
             row=1, col=col,
         )  # fmt: skip
-        fig.update_xaxes(title_text="output throughput (tok/s)", rangemode="tozero", row=1,
-                         col=col)  # fmt: skip
+        log_x = spans_decades(np.asarray(plane.x), decades=1)
+        fig.update_xaxes(
+            title_text=f"output throughput (tok/s{', log scale' if log_x else ''})",
+            type="log" if log_x else "linear", rangemode="normal" if log_x else "tozero",
+            dtick="D2" if log_x else None, row=1, col=col,
+        )  # fmt: skip
         metric = "TTFT" if col == 1 else "ITL"
         fig.update_yaxes(title_text=f"p99 {metric} (ms)", rangemode="tozero", row=1, col=col)
     fig.update_layout(

@@ -19,6 +19,8 @@ CDF_POINTS = 1000
 TARGET_BINS = 100
 TAIL_SHARE = 0.01  # the top 1 % of a CDF's ranks get their own, log-spaced points
 MIN_WIDTH_S = 1e-3
+COMPLETIONS_PER_BIN = 5
+LEAST_BINS = 10
 
 
 def cdf_points(values: np.ndarray, max_points: int = CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +61,13 @@ class TimeBins:
     def centers(self) -> np.ndarray:
         """Each bin's middle, where its value is drawn."""
         return (self.edges[:-1] + self.edges[1:]) / 2
+
+
+def bin_count(completed: int, target: int = TARGET_BINS) -> int:
+    """How many bins a run's time series gets: ``target``, fewer when the run has fewer than
+    ``COMPLETIONS_PER_BIN`` completions a bin on average (at least ``LEAST_BINS``), so that a
+    slow run's req/s is not a row of 0s and 1s."""
+    return int(min(target, max(LEAST_BINS, completed // COMPLETIONS_PER_BIN)))
 
 
 def time_bins(length_s: float, count: int = TARGET_BINS) -> TimeBins:

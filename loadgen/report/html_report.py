@@ -37,6 +37,7 @@ from loadgen.report.html_charts import (
     trade_off_figure,
 )
 from loadgen.report.html_figures import (
+    bin_count,
     completions_per_s,
     event_tokens,
     in_flight,
@@ -144,12 +145,13 @@ def run_latencies(label: str, runs: list[RunRecords]) -> Latencies:
 
 
 def run_over_time(label: str, run: RunRecords) -> OverTime:
-    """A run's completions, output tokens and in-flight requests per bin (about 100 bins)."""
+    """A run's completions, output tokens and in-flight requests per bin (100 bins, fewer for
+    a run of fewer than 500 requests)."""
     end = run.end if run.end is not None else unfinished_end(run, pooling=False)
     results = request_results(run, end)
     ends_s = run.records["end_ns"] / 1e9
     length_s = float(ends_s.max()) if len(ends_s) else 0.0
-    bins = time_bins(length_s)
+    bins = time_bins(length_s, bin_count(int(results.success.sum())))
     sent = (results.send_s >= 0) & (ends_s >= results.send_s)
     mean, peak = in_flight(results.send_s[sent], ends_s[sent], bins)
     tokens = event_tokens(results.event_offsets, results.output_lens, results.success)

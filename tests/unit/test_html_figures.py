@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from loadgen.report.html_figures import (
+    bin_count,
     cdf_points,
     completions_per_s,
     event_tokens,
@@ -60,6 +61,13 @@ def test_time_bins_cut_the_run_into_equal_bins_ending_at_its_end() -> None:
     assert bins.centers.tolist() == [0.25, 0.75, 1.25, 1.75, 2.25]
     assert len(time_bins(3600.0).edges) == 101  # 100 bins by default
     assert time_bins(0.0).edges.tolist() == [0.0, 0.001]
+
+
+def test_a_run_gets_100_bins_unless_it_has_under_5_completions_a_bin() -> None:
+    assert bin_count(1_000_000) == 100
+    assert bin_count(500) == 100
+    assert bin_count(64) == 12
+    assert bin_count(3) == 10
 
 
 def test_completions_per_second_count_successes_by_their_end() -> None:
