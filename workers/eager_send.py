@@ -1,4 +1,12 @@
-"""Python 3.10 and 3.11: a request leaves in the loop pass that stamped its send, as on 3.12+.
+"""The request's write: stamped when aiohttp hands the bytes to the connection, and, on Python
+3.10 and 3.11, done in the loop pass that sent the request, as on 3.12+.
+
+``StampedRequest`` (the worker session's ``request_class``) notes the instant its write starts
+in the list the request's task put in ``WRITTEN_NS``. The worker starts TTFT and E2EL there, less
+the time spent opening the request's connection, if it opened one: what aiohttp spends building
+the request in Python (a few hundred microseconds at p99 in a busy worker, against the server's
+own receipt: scripts/bench/accuracy.py's send leg) is the client's time, not the server's, and
+delays the request's leaving instead (docs/compat.md, "Send instant").
 
 aiohttp buffers a request's status line and headers, and writes them with the body in a task
 (``ClientRequest.write_bytes``). From Python 3.12 it starts that task eagerly, so the request is
@@ -17,14 +25,32 @@ coroutine becomes an ordinary task.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import types
 from collections.abc import Coroutine, Generator
+from time import perf_counter_ns
 from typing import Any
 
 from aiohttp.client_reqrep import ClientRequest
 
-_WRITE_BYTES = ClientRequest.write_bytes.__code__
+# The current request's write instants, set in its own task's context (a re-send writes twice).
+WRITTEN_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "written_ns", default=None
+)
+
+
+class StampedRequest(ClientRequest):
+    """aiohttp's request, noting in ``WRITTEN_NS`` when its status line, headers and body go to
+    the connection (aiohttp buffers the head and writes it with the body in ``write_bytes``)."""
+
+    async def write_bytes(self, *args: Any, **kwargs: Any) -> None:
+        if (written := WRITTEN_NS.get()) is not None:
+            written.append(perf_counter_ns())
+        await super().write_bytes(*args, **kwargs)
+
+
+_WRITE_BYTES = (ClientRequest.write_bytes.__code__, StampedRequest.write_bytes.__code__)
 
 
 def install(loop: asyncio.AbstractEventLoop) -> None:
@@ -34,7 +60,7 @@ def install(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def _factory(loop: asyncio.AbstractEventLoop, coro: Coroutine, **kwargs: Any) -> asyncio.Future:
-    if getattr(coro, "cr_code", None) is not _WRITE_BYTES:
+    if getattr(coro, "cr_code", None) not in _WRITE_BYTES:
         return asyncio.Task(coro, loop=loop, **kwargs)
     try:
         waiting = coro.send(None)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 from time import perf_counter_ns
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 # The current request's connect time, set in its own task's context (see PoolConnector).
 CONNECT_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
@@ -32,6 +34,22 @@ PREOPEN_SLOW_S = 0.25  # a pre-opening GET unanswered this long: the server serv
 PREOPEN_POLL_S = 0.05  # how often pre-opening looks for GETs the server does not serve
 
 
+class StampingHandler(ResponseHandler):
+    """aiohttp's connection protocol, noting when bytes last came from the socket.
+
+    A stream's reads are stamped with it rather than when its task wakes: the socket's callback
+    runs first, then the woken tasks one after another, each parsing its own bytes, so with many
+    streams readable in one loop pass the last task's clock would carry the others' parsing.
+    The stamp is the instant the newest bytes in the buffer came, never before any of them."""
+
+    received_ns = 0
+
+    def data_received(self, data: bytes) -> None:
+        if data:  # aiohttp calls it with no bytes to resume its own parsing
+            self.received_ns = perf_counter_ns()
+        super().data_received(data)
+
+
 class PoolConnector(aiohttp.TCPConnector):
     """aiohttp's TCPConnector with what a load generator needs to know and decide about the
     pool (it hooks aiohttp's ``_create_connection``, ``_get`` and ``_release``; the tests in
@@ -42,11 +60,13 @@ class PoolConnector(aiohttp.TCPConnector):
     - connections released while ``preopening`` are remembered, so the run can tell how many
       were open at t0 and how many the server closed before any request took them, and a
       request that takes one has TOOK_PREOPENED set;
-    - with ``reuse`` off, every connection is closed after its response instead of pooled.
+    - with ``reuse`` off, every connection is closed after its response instead of pooled;
+    - each connection's protocol is a ``StampingHandler`` (aiohttp's ``_factory``).
     """
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._factory = functools.partial(StampingHandler, loop=self._loop)
         self.reuse = True
         self.preopening = False
         self.preopened: set[object] = set()  # pre-opened protocols no request has taken yet

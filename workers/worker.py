@@ -41,6 +41,7 @@ from yarl import URL
 from workers import eager_send
 from workers.busy_hook import start_spinning
 from workers.credits import CreditGate
+from workers.eager_send import WRITTEN_NS, StampedRequest
 from workers.lifecycle import PARENT_CHECK_S, PARENT_GONE, die_with, raise_open_file_limit
 from workers.pool import (
     CONNECT_NS,
@@ -48,6 +49,7 @@ from workers.pool import (
     STALE_ERRORS,
     TOOK_PREOPENED,
     PoolConnector,
+    StampingHandler,
     before_any_byte,
     preopen,
 )
@@ -196,6 +198,7 @@ class Worker:
             # open requests (_sweep_timeouts). Only opening a connection has a timer of its own.
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout_s),
             read_bufsize=config.read_bufsize,
+            request_class=StampedRequest,
             # trust_env would re-read the proxy variables and ~/.netrc on every request, in a
             # thread: a third of the worker's CPU. The coordinator resolves the proxy once.
             trust_env=False,
@@ -357,7 +360,9 @@ class Worker:
         error: str | None = None
         resent = False
         connect_ns: list[int] = []
+        written_ns: list[int] = []
         CONNECT_NS.set(connect_ns)  # this task's own context: other requests do not see it
+        WRITTEN_NS.set(written_ns)
         send_ns = perf_counter_ns()
         task = asyncio.current_task()
         assert task is not None
@@ -381,6 +386,10 @@ class Worker:
                 resp = await session.post(
                     url, data=shard.body(k), headers=headers, proxy=config.proxy
                 )
+            if written_ns:
+                # TTFT and E2EL start when the request was written, less its connection's
+                # opening (upstream counts that; aiohttp's own work is send lag, not the server's).
+                send_ns = written_ns[-1] - sum(connect_ns)
             if not connect_ns and not resent:
                 self.stale_streak = 0  # a pooled connection answered: the server keeps them
             async with resp:
@@ -392,12 +401,16 @@ class Worker:
                     error = f"HTTP {status} {resp.reason or ''}: {text}".strip()
                 elif isinstance(stream, SSEStream):
                     content = resp.content
+                    # Each read is stamped when its newest bytes came from the socket.
+                    protocol = resp.connection.protocol if resp.connection else None
+                    if not isinstance(protocol, StampingHandler):
+                        protocol = None  # the body came with the head: no socket read to wait
                     while True:
                         data = await content.readany()
-                        now = perf_counter_ns() - t0_ns
                         if not data:
                             break
-                        stream.feed(data, now)
+                        now = protocol.received_ns if protocol is not None else perf_counter_ns()
+                        stream.feed(data, now - t0_ns)
                     if error is None:
                         # The body ended cleanly: the last event, then the check of the whole
                         # body (is it SSE of JSON events, did [DONE] come), once per response.
