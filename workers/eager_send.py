@@ -40,17 +40,20 @@ WRITTEN_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
 )
 
 
+_write_bytes = ClientRequest.write_bytes
+_WRITE_BYTES = _write_bytes.__code__
+
+
 class StampedRequest(ClientRequest):
     """aiohttp's request, noting in ``WRITTEN_NS`` when its status line, headers and body go to
     the connection (aiohttp buffers the head and writes it with the body in ``write_bytes``)."""
 
-    async def write_bytes(self, *args: Any, **kwargs: Any) -> None:
+    def write_bytes(self, *args: Any) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+        # A plain function handing back aiohttp's own coroutine, which aiohttp (or ``install``)
+        # starts at once: no coroutine of its own, and the factory still knows the write.
         if (written := WRITTEN_NS.get()) is not None:
             written.append(perf_counter_ns())
-        await super().write_bytes(*args, **kwargs)
-
-
-_WRITE_BYTES = (ClientRequest.write_bytes.__code__, StampedRequest.write_bytes.__code__)
+        return _write_bytes(self, *args)
 
 
 def install(loop: asyncio.AbstractEventLoop) -> None:
@@ -60,7 +63,7 @@ def install(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def _factory(loop: asyncio.AbstractEventLoop, coro: Coroutine, **kwargs: Any) -> asyncio.Future:
-    if getattr(coro, "cr_code", None) not in _WRITE_BYTES:
+    if getattr(coro, "cr_code", None) is not _WRITE_BYTES:
         return asyncio.Task(coro, loop=loop, **kwargs)
     try:
         waiting = coro.send(None)

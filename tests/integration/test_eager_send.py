@@ -53,7 +53,7 @@ async def post(server: Server, body: bytes) -> tuple[bytes, list[bool]]:
     writes: list[bool] = []
 
     def spy(loop: asyncio.AbstractEventLoop, coro, **kwargs):  # type: ignore[no-untyped-def]
-        is_write = getattr(coro, "cr_code", None) in eager_send._WRITE_BYTES
+        is_write = getattr(coro, "cr_code", None) is eager_send._WRITE_BYTES
         task = factory(loop, coro, **kwargs)
         if is_write:
             writes.append(task.done())
