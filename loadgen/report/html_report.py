@@ -86,11 +86,15 @@ class Table:
     rows: list[list[str]]
 
 
-def settings_rows(run: RunRecords, extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def settings_rows(
+    run: RunRecords, extra: list[tuple[str, str]], workers: str | None = None
+) -> list[tuple[str, str]]:
     """What the run was: its command line (secrets already hidden in the records, hidden again
-    here for records from elsewhere), server, model, dataset, loadgen, date and workers."""
+    here for records from elsewhere), server, model, dataset, loadgen, date and workers (the
+    run's own count unless ``workers`` says otherwise)."""
     config = stored_config(run, "the records")
     start = run.start
+    workers = workers or f"{start.num_workers} worker(s)"
     argv = " ".join(shlex.quote(arg) for arg in redact_argv(start.command_line))
     dataset = ", ".join(
         f"{k}={v}" for k, v in dataset_settings(start.config).items() if v is not None
@@ -105,7 +109,7 @@ def settings_rows(run: RunRecords, extra: list[tuple[str, str]]) -> list[tuple[s
         ("model", start.model_id),
         ("backend / endpoint", f"{config.backend} {config.endpoint}"),
         ("dataset", dataset),
-        ("loadgen", f"{start.loadgen_version}, {start.num_workers} worker(s)"),
+        ("loadgen", f"{start.loadgen_version}, {workers}"),
         ("started", start.t0_wall),
         *extra,
         ("host", host),
@@ -263,7 +267,7 @@ def campaign_page(folder: Path) -> str:
     return render(
         title=folder.resolve().name,
         kind="campaign",
-        settings=settings_rows(first, extra),
+        settings=settings_rows(first, extra, campaign_workers(runs)),
         verdicts=[(text, VERDICT_OK in text) for text in verdicts],
         verdict_summary=verdict_summary(verdicts, sum(len(p.records) for p in points)),
         notes=[f"{p.label}: {redact_text(p.row['error'])}" for p in points if p.row.get("error")],
@@ -272,6 +276,15 @@ def campaign_page(folder: Path) -> str:
         + (": the mean across runs, its 95 % interval (Student's t) below" if num_runs > 1 else ""),
         figures=figures,
     )
+
+
+def campaign_workers(runs: dict[str, list[RunRecords]]) -> str:
+    """The campaign's worker counts: one, or the range when points planned different ones
+    (a point's cap can need fewer workers than the campaign started)."""
+    counts = sorted({run.start.num_workers for point_runs in runs.values() for run in point_runs})
+    if len(counts) == 1:
+        return f"{counts[0]} worker(s)"
+    return f"{counts[0]} to {counts[-1]} workers, by point"
 
 
 def verdict_summary(verdicts: list[str], runs: int) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 from loadgen.report.html_report import (
     CampaignPoint,
     campaign_table,
+    campaign_workers,
     column_title,
     html_path_for,
     run_notes,
@@ -125,3 +127,11 @@ def test_column_titles_and_the_verdict_count() -> None:
 
 def test_a_run_s_page_sits_beside_its_records() -> None:
     assert html_path_for("out/NAME.records.arrow") == Path("out/NAME.report.html")
+
+
+def test_the_campaign_says_its_worker_counts_not_its_first_run_s() -> None:
+    def runs(*counts: int) -> list:
+        return [SimpleNamespace(start=SimpleNamespace(num_workers=n)) for n in counts]
+
+    assert campaign_workers({"c=1": runs(1, 1), "c=32": runs(2, 2)}) == "1 to 2 workers, by point"
+    assert campaign_workers({"c=8": runs(2), "c=32": runs(2)}) == "2 worker(s)"
