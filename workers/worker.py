@@ -401,10 +401,12 @@ class Worker:
                     error = f"HTTP {status} {resp.reason or ''}: {text}".strip()
                 elif isinstance(stream, SSEStream):
                     content = resp.content
-                    # Each read is stamped when its newest bytes came from the socket.
+                    # Each read is stamped when its newest bytes came from the socket. A
+                    # connection already released (the whole body came with the head) is
+                    # gone: its reads are stamped as the task takes them.
                     protocol = resp.connection.protocol if resp.connection else None
                     if not isinstance(protocol, StampingHandler):
-                        protocol = None  # the body came with the head: no socket read to wait
+                        protocol = None
                     while True:
                         data = await content.readany()
                         if not data:

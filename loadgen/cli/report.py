@@ -11,7 +11,6 @@ draws report.html (loadgen/report/html_report.py) of a run, or of a campaign's f
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -91,12 +90,7 @@ def report_records(
         run = read_records(records)
         config = report_config(run, records, given_values(ctx, REPORT_FLAGS))
         check_gates(config)  # an unknown key is refused before anything is printed
-        # The page shows the result JSON's verdict: built always, written only when asked.
-        built = build_report(
-            dataclasses.replace(config, save_result=True) if html else config, run, date=date
-        )
-        keep = not html or config.save_result or config.append_result
-        report = built if keep else dataclasses.replace(built, result=None)
+        report = build_report(config, run, date=date)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     except RecordsFileError as exc:
@@ -109,7 +103,7 @@ def report_records(
     if html:
         page = Path(output) if output is not None else html_path_for(records)
         page.write_text(
-            run_page(run, built, Path(records).name.removesuffix(RECORDS_SUFFIX)), encoding="utf-8"
+            run_page(run, report, Path(records).name.removesuffix(RECORDS_SUFFIX)), encoding="utf-8"
         )
         print(f"Report written to {page}")
     elif export_format != "summary":

@@ -28,7 +28,7 @@ from loadgen.config.flags import (
 from loadgen.config.parsers import GOODPUT_METRICS, parse_itl_thresholds
 from loadgen.config.run_config import RunConfig
 from loadgen.config.upstream import UPSTREAM_DATASETS, VLLM_BENCH_SERVE_FLAGS
-from loadgen.config.validation import PLOT_LIBRARIES, missing_libraries
+from loadgen.config.validation import PLOT_EXTRA, PLOT_LIBRARIES, missing_libraries
 from loadgen.flag import Flag, flag_name
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "HELP_GROUPS",
     "OUTPUT_LEN_TARGETS",
     "PERCENTILE_METRICS",
+    "PLOT_EXTRA",
     "PLOT_LIBRARIES",
     "RUN_FLAGS",
     "SAMPLING_FIELDS",

@@ -28,7 +28,12 @@ from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, SUPPORTED_BACKENDS, UPSTR
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
-PLOT_LIBRARIES = {"--plot-timeline": ("plotly", "pandas"), "--plot-dataset-stats": ("matplotlib",)}
+PLOT_LIBRARIES = {
+    "--plot-timeline": ("plotly", "pandas"),
+    "--plot-dataset-stats": ("matplotlib",),
+    "--format html": ("plotly",),  # loadgen report's page
+}
+PLOT_EXTRA = "pip install 'loadgen[plot]'"
 
 
 def missing_libraries(flag: str) -> list[str]:
@@ -247,9 +252,7 @@ class Validated(RunConfigBase):
         ):
             missing = missing_libraries(flag) if asked else []
             if missing:
-                raise ConfigError(
-                    f"{flag} needs {' and '.join(missing)}: pip install 'loadgen[plot]'"
-                )
+                raise ConfigError(f"{flag} needs {' and '.join(missing)}: {PLOT_EXTRA}")
 
     def _validate_pooling_inputs(self) -> None:
         """Batched and query-document prompts exist only for pooling backends, and the rerank

@@ -24,7 +24,8 @@ import numpy as np
 
 from loadgen.records.model import RunRecords
 from loadgen.report.metrics import derive_timings, tpot_of
-from loadgen.report.run_report import request_results, unfinished_end
+from loadgen.report.offline import stored_config
+from loadgen.report.run_report import request_results, run_end
 
 CONFIDENCE = 0.95
 # ITL intervals are drawn from at most this many gaps a side (whole requests picked at random):
@@ -80,9 +81,8 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
     duration = 0.0
     for run in runs:
         records = run.records
-        # A crashed run's outputs as its report counts them (generation: compare reads latencies).
-        end = run.end if run.end is not None else unfinished_end(run, pooling=False)
-        results = request_results(run, end)
+        # A crashed run's outputs as its report counts them.
+        results = request_results(run, run_end(run, stored_config(run, name).pooling))
         output_lens = results.output_lens
         timings = derive_timings(results)
         ok = results.success  # as the report counts them (a success has a token event)

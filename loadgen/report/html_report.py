@@ -23,12 +23,14 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from loadgen.config import PLOT_EXTRA, missing_libraries
 from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_argv, redact_text, redact_url
 from loadgen.report.campaign_summary import LATENCIES, STATISTICS
 from loadgen.report.compare import samples_of
 from loadgen.report.html_charts import (
+    OVER_TIME_TITLE,
     Latencies,
     OverTime,
     TradeOff,
@@ -50,10 +52,9 @@ from loadgen.report.html_template import PAGE_TEMPLATE
 from loadgen.report.offline import stored_config
 from loadgen.report.rows import RULE
 from loadgen.report.run_context import dataset_settings
-from loadgen.report.run_report import Report, request_results, unfinished_end
+from loadgen.report.run_report import Report, request_results, run_end
 from loadgen.report.summary import SUMMARY_TITLE
 
-PLOT_EXTRA = "pip install 'loadgen[plot]'"
 CAMPAIGN_REPORT = "report.html"
 RECORDS_SUFFIX = ".records.arrow"
 VERDICT_OK = "client: OK: "
@@ -64,10 +65,8 @@ _RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")
 
 
 def plotly_missing() -> str | None:
-    """Why report.html cannot be drawn here, in one line; None when plotly imports."""
-    try:
-        import plotly.graph_objects  # noqa: F401
-    except ImportError:
+    """Why report.html cannot be drawn here, in one line; None when plotly is installed."""
+    if missing_libraries("--format html"):
         return f"plotly is not installed: {PLOT_EXTRA}"
     return None
 
@@ -151,8 +150,7 @@ def run_latencies(label: str, runs: list[RunRecords]) -> Latencies:
 def run_over_time(label: str, run: RunRecords) -> OverTime:
     """A run's completions, output tokens and in-flight requests per bin (100 bins, fewer for
     a run of fewer than 500 requests)."""
-    end = run.end if run.end is not None else unfinished_end(run, pooling=False)
-    results = request_results(run, end)
+    results = request_results(run, run_end(run, stored_config(run, label).pooling))
     ends_s = run.records["end_ns"] / 1e9
     length_s = float(ends_s.max()) if len(ends_s) else 0.0
     bins = time_bins(length_s, bin_count(int(results.success.sum())))
@@ -171,12 +169,11 @@ def run_over_time(label: str, run: RunRecords) -> OverTime:
 
 
 def run_page(run: RunRecords, report: Report, title: str) -> str:
-    """The page of one run from its records and its report (built with a result JSON)."""
-    assert report.result is not None, "the page reads the report's result JSON"
+    """The page of one run from its records and its report."""
     notes = run_notes(report.lines)
     pooling = stored_config(run, title).pooling
     names = POOLING_CDFS if pooling else GENERATION_CDFS
-    verdict = report.result["loadgen"]["verdict"]
+    verdict = report.verdict
     return render(
         title=title,
         kind="run",
@@ -187,10 +184,7 @@ def run_page(run: RunRecords, report: Report, title: str) -> str:
         summary=summary_table(report.lines),
         figures=[
             ("Latency distributions", cdf_figure([run_latencies(title, [run])], names)),
-            (
-                "Throughput and requests in flight over time",
-                over_time_figure([run_over_time(title, run)], tokens=not pooling),
-            ),
+            (OVER_TIME_TITLE, over_time_figure([run_over_time(title, run)], tokens=not pooling)),
         ],
     )
 
@@ -262,7 +256,7 @@ def campaign_page(folder: Path) -> str:
         figures.append(("Throughput and latency", trade_off_figure(planes)))
     caption = (" (one point at a time: pick it in the menu; the point's first run)"
                if len(over_time) > 1 else "")  # fmt: skip
-    figures.append((f"Throughput and requests in flight over time{caption}",
+    figures.append((f"{OVER_TIME_TITLE}{caption}",
                     over_time_figure(over_time, tokens=not pooling)))  # fmt: skip
     return render(
         title=folder.resolve().name,

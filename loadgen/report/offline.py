@@ -10,7 +10,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from loadgen.config import ConfigError, RunConfig, missing_libraries, parse_itl_thresholds
+from loadgen.config import (
+    PLOT_EXTRA,
+    ConfigError,
+    RunConfig,
+    missing_libraries,
+    parse_itl_thresholds,
+)
 from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.records.model import RunRecords
 from loadgen.report.run_report import Report, build_report
@@ -57,7 +63,7 @@ def report_config(run: RunRecords, path: str, overrides: dict[str, Any]) -> RunC
     ):
         missing = missing_libraries(flag) if asked else []
         if missing:
-            raise ConfigError(f"{flag} needs {' and '.join(missing)}: pip install 'loadgen[plot]'")
+            raise ConfigError(f"{flag} needs {' and '.join(missing)}: {PLOT_EXTRA}")
     if config.plot_timeline:
         try:
             parse_itl_thresholds(config.timeline_itl_thresholds)

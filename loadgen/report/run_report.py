@@ -74,6 +74,13 @@ class Report:
     first_error: str
     caveat: str | None  # why the report covers only part of the run, if it does
     breaches: list[str]  # the --fail-on gates the result breaches, one line each
+    verdict: str  # the client's verdict, the console's last line and the JSON's last key
+
+
+def run_end(run: RunRecords, pooling: bool) -> RunEnd:
+    """The run's end as its records hold it, or, for a run whose records stop short, the end
+    its report assumes (``unfinished_end``)."""
+    return run.end if run.end is not None else unfinished_end(run, pooling)
 
 
 def request_results(run: RunRecords, end: RunEnd) -> RequestResults:
@@ -100,7 +107,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
     ``date`` stamps the result (upstream's ``%Y%m%d-%H%M%S``). A run that never ended (the
     records of a crash) is reported as interrupted, with what its records hold.
     """
-    end = run.end if run.end is not None else unfinished_end(run, config.pooling)
+    end = run_end(run, config.pooling)
     start = run.start
     records = run.records
     num_requests = run.num_requests
@@ -230,6 +237,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         first_error=next((e for e in errors if e), ""),
         caveat=_caveat(end),
         breaches=breached,
+        verdict=client_verdict,
     )
 
 

@@ -43,6 +43,7 @@ def remove_abandoned(parent: str) -> None:
 
 
 def running(pid: int) -> bool:
+    """Whether a process with ``pid`` exists (any user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

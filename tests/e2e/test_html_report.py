@@ -133,3 +133,20 @@ def test_without_plotly_report_exits_2_in_one_line_and_a_campaign_still_succeeds
         ]
         assert refused.stdout == ""
     assert not list(folder.rglob("*.html"))
+
+
+def test_a_pooling_run_s_page_has_no_token_figures(tmp_path: Path) -> None:
+    """A pooling answer has one instant: its TTFT is its E2EL, it has no ITL and no tokens."""
+    proc = loadgen("--mock", "--workers", "1", "--backend", "openai-embeddings", "--endpoint",
+                   "/v1/embeddings", "--num-prompts", "12", "--random-input-len", "16",
+                   "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (records,) = tmp_path.glob("*.records.arrow")
+    drawn = report(str(records), "--format", "html")
+    assert drawn.returncode == 0, drawn.stderr
+    page = records.with_name(records.name.replace(".records.arrow", ".report.html")).read_text()
+    assert_self_contained(page, figures=2)
+    for shown in ("E2EL distribution (CDF)", "Completed requests per second", "Requests in flight"):
+        assert shown in page, shown
+    for absent in ("TTFT distribution (CDF)", "ITL distribution (CDF)", "Output tokens per second"):
+        assert absent not in page, absent
