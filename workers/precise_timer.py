@@ -24,15 +24,16 @@ TFD_CLOEXEC = os.O_CLOEXEC
 TFD_TIMER_ABSTIME = 1
 
 
-class _Timespec(ctypes.Structure):
+class Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
-class _Itimerspec(ctypes.Structure):
-    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+class Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", Timespec), ("it_value", Timespec)]
 
 
-def _libc() -> ctypes.CDLL | None:
+def libc_with_timerfd() -> ctypes.CDLL | None:
+    """The C library, where a timerfd on perf_counter_ns's clock can be had (else None)."""
     if not sys.platform.startswith("linux"):
         return None
     if time.get_clock_info("perf_counter").implementation != "clock_gettime(CLOCK_MONOTONIC)":
@@ -49,7 +50,7 @@ class PreciseTimer:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.waiter: asyncio.Future[None] | None = None
-        self.libc = _libc()
+        self.libc = libc_with_timerfd()
         self.fd = -1
         if self.libc is not None:
             self.fd = self.libc.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
@@ -91,8 +92,8 @@ class PreciseTimer:
 
     def _arm(self, deadline_ns: int) -> None:
         deadline_ns = max(deadline_ns, 1)  # an all-zero it_value would disarm it
-        spec = _Itimerspec(
-            _Timespec(0, 0), _Timespec(deadline_ns // 1_000_000_000, deadline_ns % 1_000_000_000)
+        spec = Itimerspec(
+            Timespec(0, 0), Timespec(deadline_ns // 1_000_000_000, deadline_ns % 1_000_000_000)
         )
         assert self.libc is not None
         if self.libc.timerfd_settime(self.fd, TFD_TIMER_ABSTIME, ctypes.byref(spec), None) != 0:

@@ -12,7 +12,13 @@ and dropped by whoever received it, never acted on.
 
 | kind    | dir    | header fields                           | payload frames                 |
 |---------|--------|-----------------------------------------|--------------------------------|
-| HELLO   | w -> c | probe_port                              | -                              |
+| HELLO   | w -> c | probe_port (0: none), host, cores, pid, | -                              |
+|         |        | loadgen (its version)                   |                                |
+| WELCOME | c -> w | worker (its id), loadgen                | -                              |
+| REFUSED | c -> w | message (why it may not join)           | -                              |
+| PING    | c -> w | t_ns (the coordinator's clock)          | -                              |
+| PONG    | w -> c | t_ns (PING's), worker_ns (its clock)    | -                              |
+| ALIVE   | w -> c | -                                       | -                              |
 | SHARD   | c -> w | config (WorkerConfig as a dict)         | bodies, body_offsets, indices, |
 |         |        |                                         | scheduled_ns, max_events       |
 | READY   | w -> c | connections, connect_error,             | -                              |
@@ -29,6 +35,12 @@ and dropped by whoever received it, never acted on.
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
 
+A worker's HELLO is answered with WELCOME (its worker id) or REFUSED: a worker of another
+protocol or loadgen version is refused by name, whatever its version, and checks the
+coordinator's version in WELCOME in turn. PING and PONG estimate each worker's clock offset
+before START (loadgen/run/clock_sync.py); a remote worker that has sent nothing for a second
+sends ALIVE, so that silence means it is lost.
+
 CREDITS and DEMAND exist only with ``--max-concurrency``: the cap is C credits that the
 coordinator lends out and moves between workers (workers/credits.py), in batches, never one
 message per request.
@@ -39,13 +51,18 @@ holding its ``perf_counter_ns`` as 8 little-endian bytes and the run's probe tok
 (``encode_probe``), and the worker's event loop reads it the way it reads a response socket;
 a datagram without the token is ignored, so nobody else can feed the verdict.
 
-Every time in a record is ``perf_counter_ns() - t0_ns``: CLOCK_MONOTONIC, which all processes on
-one host share, so worker and coordinator instants are directly comparable.
+Remote workers (``tcp://``, CurveZMQ: workers/keys.py) have no probe port: each measures its
+loop lag against a timer of its own instead (workers/loop_probe.py).
+
+Every time in a record is ``perf_counter_ns() - t0_ns`` in the worker's own clock
+(CLOCK_MONOTONIC), where START's ``t0_ns`` is the coordinator's t0 moved into that clock by the
+worker's estimated offset: every figure is a duration on one clock.
 """
 
 from __future__ import annotations
 
 import hmac
+import importlib.metadata
 import secrets
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -54,13 +71,28 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
+
+
+def _loadgen_version() -> str:
+    try:
+        return importlib.metadata.version("loadgen")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree not installed
+        return "unknown"
+
+
+LOADGEN_VERSION = _loadgen_version()
 
 
 class Kind(str, Enum):
     """Message kinds; see the module docstring for fields and direction."""
 
     HELLO = "hello"
+    WELCOME = "welcome"
+    REFUSED = "refused"
+    PING = "ping"
+    PONG = "pong"
+    ALIVE = "alive"
     SHARD = "shard"
     READY = "ready"
     START = "start"
@@ -159,7 +191,12 @@ class ProtocolError(ValueError):
 # Per kind: the header fields it must carry (name: type) and how many payload frames follow.
 _NONE = type(None)
 SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
-    Kind.HELLO: ({"probe_port": int}, 0),
+    Kind.HELLO: ({"probe_port": int, "host": str, "cores": int, "pid": int, "loadgen": str}, 0),
+    Kind.WELCOME: ({"worker": int, "loadgen": str}, 0),
+    Kind.REFUSED: ({"message": str}, 0),
+    Kind.PING: ({"t_ns": int}, 0),
+    Kind.PONG: ({"t_ns": int, "worker_ns": int}, 0),
+    Kind.ALIVE: ({}, 0),
     Kind.SHARD: ({"config": dict}, 5),
     Kind.READY: ({"connections": int, "connect_error": (str, _NONE), "preopen_short": str}, 0),
     Kind.START: ({"t0_ns": int, "credits": int}, 0),
@@ -170,7 +207,18 @@ SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
     Kind.STOP: ({"reason": str}, 0),
     Kind.FATAL: ({"message": str}, 0),
 }
-FROM_WORKER = frozenset({Kind.HELLO, Kind.READY, Kind.DEMAND, Kind.RECORDS, Kind.DONE, Kind.FATAL})
+FROM_WORKER = frozenset(
+    {
+        Kind.HELLO,
+        Kind.PONG,
+        Kind.ALIVE,
+        Kind.READY,
+        Kind.DEMAND,
+        Kind.RECORDS,
+        Kind.DONE,
+        Kind.FATAL,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -233,6 +281,30 @@ class Codec:
         if len(parts) - 1 != frame_count:
             raise ProtocolError(f"{kind.value} with {len(parts) - 1} frames")
         return kind, header, parts[1:]
+
+
+def peek(parts: list[bytes]) -> tuple[object, str, dict[str, Any]]:
+    """A message's version, kind and fields read without any check, to answer a peer of
+    another version in words it can read (REFUSED); ProtocolError when it is not JSON."""
+    try:
+        header = orjson.loads(parts[0]) if parts else None
+    except orjson.JSONDecodeError:
+        raise ProtocolError("a header that is not JSON") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("a header that is not a JSON object")
+    return header.get("v"), str(header.get("kind")), header
+
+
+def version_mismatch(peer: str, peer_protocol: object, peer_loadgen: object) -> str | None:
+    """Why a peer of protocol ``peer_protocol`` and loadgen ``peer_loadgen`` cannot work with
+    this one (None when it can)."""
+    if peer_protocol == PROTOCOL_VERSION and peer_loadgen == LOADGEN_VERSION:
+        return None
+    return (
+        f"{peer} runs loadgen {peer_loadgen} (wire protocol {peer_protocol}) and this one "
+        f"loadgen {LOADGEN_VERSION} (wire protocol {PROTOCOL_VERSION}): install the same "
+        "loadgen version on every host"
+    )
 
 
 def shard_message(

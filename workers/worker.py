@@ -1,14 +1,16 @@
 """A worker process: one uvloop event loop, one aiohttp connection pool, one shard of requests.
 
-Life cycle (messages in workers/protocol.py): HELLO -> receive SHARD -> open connections ->
-READY -> receive START(t0) -> send every request at t0 + its scheduled offset, streaming
-RECORDS batches back -> DONE (with the loop-lag samples and CPU time of the run). During the
-run the coordinator sends a UDP probe every 10 ms; its delivery delay is a loop-lag sample. A STOP
-at any time cancels what is in flight; every request of the shard is still reported, as failed
-when it never finished. A reusable worker (a campaign's, loadgen/run/campaign.py) then waits
-for its next SHARD, with fresh run state, until a STOP whose reason is ``dismissed`` comes
-between runs. The timeout sweep is workers/timeouts.py, the process's life around the run
-workers/lifecycle.py.
+Life cycle (messages in workers/protocol.py): HELLO -> WELCOME (or REFUSED: exit 2) ->
+receive SHARD -> open connections -> READY -> answer the clock PINGs -> receive START(t0) ->
+send every request at t0 + its scheduled offset, streaming RECORDS batches back -> DONE (with
+the loop-lag samples and CPU time of the run). During the run the coordinator sends a local
+worker a UDP probe every 10 ms; its delivery delay is a loop-lag sample (a remote worker samples
+a timer of its own: workers/loop_probe.py). A STOP at any time cancels what is in flight; every
+request of the shard is still reported, as failed when it never finished. A reusable worker (a
+campaign's, loadgen/run/campaign.py, and every remote one) then waits for its next SHARD, with
+fresh run state, until a STOP whose reason is ``dismissed`` comes between runs. The timeout
+sweep is workers/timeouts.py, the process's life around the run
+workers/lifecycle.py, its tie to the coordinator (local or remote) workers/link.py.
 
 A little over 500 lines because ``Worker`` is one object on purpose: the dispatcher, the request
 path, the credit gate's callbacks and the listener share its hot-path state (open requests,
@@ -42,7 +44,9 @@ from workers import eager_send
 from workers.busy_hook import start_spinning
 from workers.credits import CreditGate
 from workers.eager_send import WRITTEN_NS, StampedRequest
-from workers.lifecycle import PARENT_CHECK_S, PARENT_GONE, die_with, raise_open_file_limit
+from workers.lifecycle import PARENT_CHECK_S, die_with, raise_open_file_limit
+from workers.link import REFUSED_EXIT, Link, ParentLink
+from workers.loop_probe import LoopProbe
 from workers.pool import (
     CONNECT_NS,
     FRESH_ONLY,
@@ -56,6 +60,8 @@ from workers.pool import (
 from workers.pooling import PooledAnswer
 from workers.precise_timer import PreciseTimer
 from workers.protocol import (
+    LOADGEN_VERSION,
+    PROTOCOL_VERSION,
     UNSENT_ROW,
     Codec,
     ConnectionStats,
@@ -64,7 +70,9 @@ from workers.protocol import (
     Shard,
     decode_probe,
     decode_shard,
+    peek,
     records_message,
+    version_mismatch,
     worker_identity,
 )
 from workers.sse import NEVER_RECEIVED, SSEStream
@@ -81,6 +89,11 @@ STALE_STREAK_LIMIT = 3  # stale reuses in a row that show the server closes afte
 
 
 DISMISSED = "dismissed"  # a STOP's reason that ends a reusable worker between runs
+ALIVE_AFTER_NS = 1_000_000_000  # a remote worker silent this long says ALIVE
+
+
+class Refused(Exception):
+    """The coordinator would not take this worker (another version); the message says why."""
 
 
 def run_worker(
@@ -95,25 +108,29 @@ def run_worker(
         signal.signal(signum, signal.SIG_IGN)
     die_with(parent_pid)
     raise_open_file_limit()
-    uvloop.run(Worker(endpoint, worker_id, Codec(token), reusable).run())
+    worker = Worker(endpoint, worker_identity(worker_id), Codec(token), ParentLink(parent_pid))
+    worker.reusable = reusable
+    uvloop.run(worker.run())
 
 
 class Worker:
     """Sends one shard on schedule and reports a record per request."""
 
-    def __init__(self, endpoint: str, worker_id: int, codec: Codec, reusable: bool = False) -> None:
+    def __init__(self, endpoint: str, identity: bytes, codec: Codec, link: Link) -> None:
         self.endpoint = endpoint
-        self.worker_id = worker_id
+        self.worker_id = -1  # until WELCOME says
         self.codec = codec
-        self.reusable = reusable
+        self.reusable = False
+        self.link = link
         self.ctx = zmq.asyncio.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.IDENTITY, worker_identity(worker_id))
-        self.sock.setsockopt(zmq.LINGER, 5000)
-        self.parent_pid = os.getppid()
-        self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.probe.bind(("127.0.0.1", 0))
-        self.probe.setblocking(False)
+        self.sock = link.connect(self.ctx, endpoint, identity)
+        self.last_sent_ns = 0
+        # A local worker takes the coordinator's UDP loop-lag probes; a remote one has its own.
+        self.probe: socket.socket | None = None
+        if not link.remote:
+            self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.probe.bind(("127.0.0.1", 0))
+            self.probe.setblocking(False)
         self._reset_run_state()
 
     def _reset_run_state(self) -> None:
@@ -142,9 +159,8 @@ class Worker:
         """Talk to the coordinator until the shard is done or the run is stopped (a reusable
         worker: until it is dismissed)."""
         eager_send.install(asyncio.get_running_loop())
-        self.sock.connect(self.endpoint)
         try:
-            await self._send(self.codec.encode(Kind.HELLO, probe_port=self.probe.getsockname()[1]))
+            await self._join()
             while True:
                 kind, fields, frames = await self._receive()
                 if kind is Kind.SHARD:
@@ -156,29 +172,75 @@ class Worker:
                 elif not self.reusable or (kind is Kind.STOP and fields.get("reason") == DISMISSED):
                     return
                 # Else a STOP or CREDITS sent for the run that has just ended: nothing to do.
+        except Refused as exc:
+            print(f"loadgen worker: refused: {exc}", file=sys.stderr, flush=True)
+            os._exit(REFUSED_EXIT)
         except Exception as exc:
             await self._send(self.codec.encode(Kind.FATAL, message=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             self.sock.close()
+            self.link.close()
             self.ctx.term()
-            self.probe.close()
+            if self.probe is not None:
+                self.probe.close()
+
+    async def _join(self) -> None:
+        """Say HELLO (with this host, its cores and versions) and take WELCOME's worker id."""
+        await self._send(
+            self.codec.encode(
+                Kind.HELLO,
+                probe_port=self.probe.getsockname()[1] if self.probe is not None else 0,
+                host=socket.gethostname(),
+                cores=len(os.sched_getaffinity(0))
+                if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1,
+                pid=os.getpid(),
+                loadgen=LOADGEN_VERSION,
+            )
+        )
+        while True:
+            kind, fields, _ = await self._receive()
+            if kind is Kind.WELCOME:
+                if why := version_mismatch("the coordinator", PROTOCOL_VERSION, fields["loadgen"]):
+                    raise Refused(why)
+                self.worker_id = fields["worker"]
+                return
 
     async def _send(self, parts: list) -> None:
+        self.last_sent_ns = perf_counter_ns()
         await self.sock.send_multipart(parts, copy=False)
 
     async def _receive(self, watch_parent: bool = True) -> tuple[Kind, dict, list[bytes]]:
-        """The coordinator's next message; one that is not this run's is logged and dropped.
-        While waiting, the worker exits if the coordinator is gone (``watch_parent``; during the
-        run the flusher checks instead, so a message costs no poll and no timer)."""
+        """The coordinator's next message; one that is not this run's is logged and dropped, a
+        PING is answered here. While waiting, the worker exits if the coordinator is gone
+        (``watch_parent``; during the run the flusher checks instead, so a message costs no
+        poll and no timer)."""
         while True:
             if watch_parent and not await self.sock.poll(int(PARENT_CHECK_S * 1000)):
-                self._exit_if_orphaned()
+                self.link.check()
+                if self.link.remote:
+                    await self._send(self.codec.encode(Kind.ALIVE))
                 continue
+            parts = await self.sock.recv_multipart()
             try:
-                return self.codec.decode(await self.sock.recv_multipart(), from_worker=False)
+                kind, fields, frames = self.codec.decode(parts, from_worker=False)
             except ProtocolError as exc:
+                with contextlib.suppress(ProtocolError):
+                    _, peeked_kind, header = peek(parts)
+                    if peeked_kind == Kind.REFUSED.value:  # whatever its version
+                        raise Refused(str(header.get("message"))) from None
                 print(f"worker {self.worker_id}: dropped a message: {exc}", file=sys.stderr)
+                continue
+            if kind is Kind.REFUSED:
+                raise Refused(fields["message"])
+            if kind is Kind.PING:
+                pong = self.codec.encode(
+                    Kind.PONG, t_ns=fields["t_ns"], worker_ns=perf_counter_ns()
+                )
+                await self._send(pong)
+                continue
+            return kind, fields, frames
 
     async def _serve(self, shard: Shard) -> None:
         config = shard.config
@@ -541,25 +603,31 @@ class Worker:
         while True:
             await asyncio.sleep(interval_s)
             await self._flush()
-            self._exit_if_orphaned()
-
-    def _exit_if_orphaned(self) -> None:
-        """Exit at once when the coordinator is gone: nobody will read what this worker says."""
-        if os.getppid() != self.parent_pid:
-            os._exit(PARENT_GONE)
+            self.link.check()
+            if self.link.remote and perf_counter_ns() - self.last_sent_ns > ALIVE_AFTER_NS:
+                await self._send(self.codec.encode(Kind.ALIVE))
 
     async def _listen(self, tasks: set[asyncio.Task]) -> None:
-        """Handle the coordinator's messages during the run (STOP) and its loop-lag probes."""
+        """Handle the coordinator's messages during the run (STOP) and the loop-lag probes."""
         loop = asyncio.get_running_loop()
-        loop.add_reader(self.probe.fileno(), self._on_probe)
+        probe = self.probe
+        own_probe = None
+        if probe is not None:
+            loop.add_reader(probe.fileno(), self._on_probe)
+        else:
+            own_probe = LoopProbe(loop, self.loop_lag_ns)
         try:
             await self._listen_for_stop(tasks)
         finally:
-            loop.remove_reader(self.probe.fileno())
+            if probe is not None:
+                loop.remove_reader(probe.fileno())
+            if own_probe is not None:
+                own_probe.close()
 
     def _on_probe(self) -> None:
         """Each probe's age when the loop gets to it: the delay an arriving chunk's stamp sees."""
         now = perf_counter_ns()
+        assert self.probe is not None
         while True:
             try:
                 sent = decode_probe(self.probe.recv(64), self.codec.probe_token)

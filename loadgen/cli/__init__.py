@@ -1,6 +1,7 @@
 """The `loadgen` command line: `loadgen run` (a drop-in for `vllm bench serve`),
 `loadgen report` (a run's report rebuilt from its records file), `loadgen compare` (runs side
-by side), `loadgen mock-server` and `loadgen calibrate`, one module each.
+by side), `loadgen mock-server`, `loadgen calibrate`, and `loadgen worker` with `loadgen keygen`
+(workers that join a run from other hosts), one module each.
 
 The only package that imports click. The options of `run` and `mock-server` are made from their
 flag tables (loadgen/config/flags.py, loadgen/mock/config.py) by options.py; vllm_compat.py
@@ -14,7 +15,7 @@ import click
 
 from loadgen import __version__
 
-COMMANDS = ("calibrate", "compare", "mock-server", "report", "run")
+COMMANDS = ("calibrate", "compare", "keygen", "mock-server", "report", "run", "worker")
 
 
 class Commands(click.Group):
@@ -40,6 +41,14 @@ class Commands(click.Group):
             from loadgen.cli.compare import compare_command
 
             return compare_command
+        if name == "worker":
+            from loadgen.cli.worker import worker_command
+
+            return worker_command
+        if name == "keygen":
+            from loadgen.cli.worker import keygen_command
+
+            return keygen_command
         if name == "calibrate":
             from loadgen.cli.calibrate import calibrate_command
 

@@ -20,6 +20,7 @@ from loadgen.config.parsers import (
     parse_goodput,
     parse_headers,
     parse_json_object,
+    parse_listen,
     parse_metadata,
     parse_names,
 )
@@ -404,7 +405,54 @@ RUN_FLAGS: tuple[Flag, ...] = (
         int,
         default_factory=available_cores,
         group=LOADGEN,
-        help="Worker processes (default: one per available core; at most 4 per core).",
+        help="Worker processes (default: one per available core; at most 4 per core). With "
+        "--ray: Ray actors, one per worker, over the cluster's nodes. 0 with --remote-workers: "
+        "every worker joins by hand.",
+    ),
+    Flag(
+        "--listen",
+        str,
+        None,
+        group=LOADGEN,
+        parse=parse_listen,
+        value_type=tuple[str, int] | None,
+        help="HOST:PORT where workers on other hosts join this run (`loadgen worker --connect "
+        "tcp://HOST:PORT --key worker.key`), over CurveZMQ with --key's keys; port 0: any free "
+        "one (printed). Needs --remote-workers and --key.",
+    ),
+    Flag(
+        "--remote-workers",
+        int,
+        0,
+        group=LOADGEN,
+        minimum=0,
+        help="Workers that join by hand at --listen; the run waits for them all before t0. "
+        "They mix with --workers local ones.",
+    ),
+    Flag(
+        "--key",
+        str,
+        None,
+        group=LOADGEN,
+        help="The coordinator's key file (coordinator.key from `loadgen keygen DIR`): only "
+        "workers holding the worker.key written with it may join at --listen.",
+    ),
+    Flag(
+        "--ray",
+        str,
+        None,
+        group=LOADGEN,
+        help="Place the --workers as Ray actors on the cluster at this address ('auto': the "
+        "local one, as `ray start` left it); needs the [ray] extra. Keys are made for the run.",
+    ),
+    Flag(
+        "--workers-per-node",
+        int,
+        None,
+        group=LOADGEN,
+        minimum=1,
+        help="With --ray: workers on each node, filling nodes in order (default: spread the "
+        "workers round the nodes).",
     ),
     Flag(
         "--request-timeout",

@@ -47,6 +47,17 @@ def _pairs(items: tuple[str, ...], hint: str) -> dict[str, str]:
     return pairs
 
 
+def parse_listen(value: str | None) -> tuple[str, int] | None:
+    """``--listen HOST:PORT`` (``[v6]:PORT`` for IPv6) as (host, port)."""
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"'{value}': give HOST:PORT, such as 0.0.0.0:5557 (port 0: any free one)")
+    return host, int(port)
+
+
 def parse_goodput(items: tuple[str, ...]) -> dict[str, float] | None:
     """Upstream's SLO pairs ``ttft:300 tpot:20`` (ms), with its messages."""
     if not items:

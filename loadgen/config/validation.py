@@ -183,10 +183,9 @@ class Validated(RunConfigBase):
             )
         if self.num_warmups < 0:
             raise ConfigError(f"--num-warmups must be >= 0, got {self.num_warmups}")
-        if self.workers < 1:
-            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        self._validate_placement()
         cores = available_cores()
-        if self.workers > WORKERS_PER_CORE * cores:
+        if self.ray is None and self.workers > WORKERS_PER_CORE * cores:
             raise ConfigError(
                 f"--workers {self.workers} is more than {WORKERS_PER_CORE} per available core "
                 f"({cores} here, so at most {WORKERS_PER_CORE * cores}): each worker is a process "
@@ -198,6 +197,27 @@ class Validated(RunConfigBase):
             parse_range_ratio(self.random_range_ratio)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_placement(self) -> None:
+        """--workers, and where workers run: --listen/--remote-workers/--key, --ray."""
+        if self.workers < 0 or (self.workers == 0 and not self.remote_workers):
+            raise ConfigError(
+                f"--workers must be at least 1 (0 only with --remote-workers), got {self.workers}"
+            )
+        if self.ray is not None and (self.listen is not None or self.remote_workers):
+            raise ConfigError(
+                "--ray places every worker itself: give it without --listen and --remote-workers"
+            )
+        if self.ray is not None and self.workers == 0:
+            raise ConfigError("--ray needs --workers of at least 1")
+        if self.workers_per_node is not None and self.ray is None:
+            raise ConfigError("--workers-per-node places Ray actors: give it with --ray")
+        joined = (self.listen is not None, self.remote_workers > 0, self.key is not None)
+        if any(joined) and not all(joined):
+            raise ConfigError(
+                "workers that join by hand need all of --listen HOST:PORT, --remote-workers N "
+                "and --key coordinator.key (from `loadgen keygen DIR`)"
+            )
 
     def _validate_custom_image(self) -> None:
         """custom_image needs a file, the chat backend, a fixed output length, and pillow to

@@ -29,6 +29,8 @@ class Collected:
     worker_wall_ns: list[int] = field(default_factory=list)
     # What the workers saw of the server's connections, summed (ConnectionStats' fields).
     connection_stats: ConnectionStats = field(default_factory=ConnectionStats)
+    # Each worker's placement, host and clock offset (WorkerPool.hosts), in worker order.
+    hosts: list[dict] = field(default_factory=list)
 
 
 def assemble_events(

@@ -74,6 +74,9 @@ class RunEnd:
     probe_latencies_s: list[float] | None  # --probe-request-rate: each successful probe's E2EL
     probe_failures: int = 0
     host: HostUsage | None = None  # None where it was not measured (not Linux, older records)
+    # Each worker's placement, host and clock offset (loadgen/run/worker_channel.py's
+    # Member.describe), in worker order; None in older records
+    hosts: list[dict[str, Any]] | None = None
 
 
 @dataclass

@@ -24,6 +24,7 @@ from loadgen.report.decoding import (
     spec_decode_stats,
 )
 from loadgen.report.gates import breaches
+from loadgen.report.hosts import host_lines
 from loadgen.report.metrics import (
     BenchmarkMetrics,
     PoolingMetrics,
@@ -180,6 +181,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         host=end.host,
     )
     client_verdict = verdict(health) if run.end is not None else not_judged(health)
+    lines += host_lines(end.hosts)
     lines.append(client_verdict)
     loadgen_extra = {
         "version": start.loadgen_version,
@@ -197,6 +199,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
             "connect_ms": _p50_p99_max(connect),
         },
         "worker_problems": end.worker_problems,
+        "hosts": end.hosts,
         "interrupted": end.interrupted,
         "client": health.to_json(),
         **run_context(start),

@@ -40,6 +40,7 @@ from loadgen.run.campaign import (
     with_schedule,
 )
 from loadgen.run.fanout import FanoutError, UnreachableServer, WorkerPool
+from loadgen.run.placement import worker_pool
 from loadgen.run.preflight import preflight
 from loadgen.run.prepare import Prepared, check_before_start
 from loadgen.run.records import records_writer, run_start
@@ -85,7 +86,7 @@ async def _campaign(config: RunConfig, points: list[Point]) -> int:
 async def _campaign_with(config: RunConfig, points: list[Point], client: ServerClient) -> int:
     """Get ready once, then each point's runs on the same workers (a new pool only after one
     was lost); summary.csv and the table at the end, also when the campaign stops early."""
-    pools = [WorkerPool(pool_size(config, points), reusable=True)]
+    pools = [worker_pool(config, pool_size(config, points), reusable=True)]
     pools[0].start()
     loop = asyncio.get_running_loop()
     preparing = asyncio.current_task()
@@ -115,7 +116,7 @@ async def _campaign_with(config: RunConfig, points: list[Point], client: ServerC
                 one = run_config(config, point, folder, run_number)
                 if pools[-1] in broken or not pools[-1].alive():  # a new pool for the next runs
                     pools[-1].close(graceful=False)
-                    pools.append(WorkerPool(pools[0].num_workers, reusable=True))
+                    pools.append(worker_pool(config, pools[0].placed, reusable=True))
                     pools[-1].start()
                 pool = pools[-1]
                 pool.next_run(planned_workers(one))

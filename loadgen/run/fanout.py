@@ -1,8 +1,13 @@
-"""Fan-out: start the worker processes, hand each its shard, start them together, collect records.
+"""Fan-out: start the workers, hand each its shard, start them together, collect records.
+
+Workers are local processes, Ray actors (loadgen/run/ray_placement.py) or workers that join by
+hand (``loadgen worker --connect``), all on one channel (loadgen/run/worker_channel.py). Before
+t0 each worker's clock offset is estimated, and each is told t0 in its own clock.
 
 Accounting is central and lives here: ``collect`` returns exactly one record per request.
-A request a worker reported is taken as reported; a request whose worker died, or that was
-never reported for any other reason, becomes a failed record with the reason as its error.
+A request a worker reported is taken as reported; a request whose worker died or was lost, or
+that was never reported for any other reason, becomes a failed record with the reason as its
+error. A lost worker's credits of the cap go back to the others.
 """
 
 from __future__ import annotations
@@ -13,25 +18,25 @@ import os
 import shutil
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from time import perf_counter_ns
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import zmq
-import zmq.asyncio
 
 from loadgen.records.collected import Collected, assemble_events
 from loadgen.records.redact import redact_url
 from loadgen.run.channel_dir import private_directory
-from loadgen.run.credit_pool import CreditPool
+from loadgen.run.credit_pool import CreditMessage, CreditPool
 from loadgen.run.fail_fast import FirstFailures
+from loadgen.run.worker_channel import LOCAL, Listen, Member, WorkerChannel
 from loadgen.run.worker_spawn import start_without_main
 from loadgen.server.retry import READY_CHECK_HINT
+from workers.keys import new_keys
 from workers.protocol import (
     RECORD_DTYPE,
     UNSENT_ROW,
@@ -47,11 +52,15 @@ from workers.protocol import (
 )
 from workers.worker import DISMISSED, run_worker
 
+if TYPE_CHECKING:
+    from loadgen.run.ray_placement import RayPlacement
+
 START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
 POLL_MS = 100
 PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 5.0  # after STOP, how long a worker may take to report before it is killed
-MAX_DROP_WARNINGS = 5
+JOIN_TIMEOUT_S = 120.0  # how long local and Ray workers may take to say HELLO
+REMOTE_JOIN_TIMEOUT_S = 600.0  # how long workers joining by hand may take
 
 
 class RecordsSink(Protocol):
@@ -96,27 +105,38 @@ class ShardPlan:
 
 
 class WorkerPool:
-    """N worker processes behind one ROUTER socket, private to this run.
+    """The run's workers behind one ROUTER socket, private to this run.
 
-    The socket is ``ipc://`` in a fresh directory only this user can enter (0700): no other
-    local user can connect to it. Every message carries the run's token (``Codec``), which the
-    workers get when they are spawned; a message that fails the checks is dropped with a
-    warning, never acted on.
+    Local workers connect over ``ipc://`` in a fresh directory only this user can enter
+    (0700): no other local user can connect to it. Every message carries the run's token
+    (``Codec``), which local workers get when they are spawned and remote ones in their key;
+    ``listen`` adds workers that join by hand over CurveZMQ ``tcp://``, ``ray`` places the
+    workers as Ray actors instead of local processes. A message that fails the checks is
+    dropped with a warning, never acted on.
     """
 
-    def __init__(self, num_workers: int, reusable: bool = False) -> None:
-        self.num_workers = num_workers
-        self.hellos: dict[int, dict] = {}  # each worker's HELLO, kept: it says it once
-        self.codec = Codec.new()
+    def __init__(
+        self,
+        num_workers: int,
+        reusable: bool = False,
+        listen: Listen | None = None,
+        ray: RayPlacement | None = None,
+    ) -> None:
+        self.ray = ray
+        if ray is not None:
+            coordinator_keys, self.ray_keys = new_keys()
+            listen = Listen(ray.connect(), 0, 0, coordinator_keys)
+        self.codec = Codec(listen.keys.token) if listen is not None else Codec.new()
         self.run_dir = private_directory()
-        self.ctx = zmq.asyncio.Context()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.sock.setsockopt(zmq.LINGER, 0)
         self.endpoint = f"ipc://{self.run_dir}/coordinator"
-        self.sock.bind(self.endpoint)
-        self.identities = {worker_identity(w): w for w in range(num_workers)}
-        self.dropped = 0
+        self.channel = WorkerChannel(self.endpoint, self.codec)
+        self.tcp_endpoint = ""
+        self.remote_workers = listen.remote_workers if listen is not None else 0
+        if listen is not None:
+            self.tcp_endpoint = self.channel.listen_tcp(
+                listen.host, listen.port, listen.keys, self.remote_workers
+            )
+        self.local_workers = 0 if ray is not None else num_workers
         spawn = multiprocessing.get_context("spawn")
         self.processes = [
             spawn.Process(
@@ -125,18 +145,44 @@ class WorkerPool:
                 name=f"loadgen-worker-{w}",
                 daemon=True,
             )
-            for w in range(num_workers)
+            for w in range(self.local_workers)
         ]
+        for w, process in enumerate(self.processes):
+            self.channel.add(Member(w, worker_identity(w), LOCAL, process=process))
+        self.placed = num_workers  # local processes or Ray actors
+        self.num_workers = num_workers + self.remote_workers
         self.stop_requested = False
         self.stop_signal = signal.SIGINT  # what asked the run to stop (its exit code)
         self.failed_fast = False  # stopped because the first requests all failed alike
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.probe.setblocking(False)
-        self.probe_ports: dict[int, int] = {}
 
     def start(self) -> None:
-        """Launch the worker processes (they import and connect while the caller goes on)."""
+        """Launch the workers (they import and connect while the caller goes on)."""
         start_without_main(self.processes)  # a script without a __main__ guard, stdin, a notebook
+        if self.ray is not None:
+            for member in self.ray.start(self.tcp_endpoint, self.ray_keys, self.placed):
+                self.channel.add(member)
+        if self.tcp_endpoint and self.remote_workers:
+            print(
+                f"Waiting for {self.remote_workers} remote workers: loadgen worker --connect "
+                f"{self.tcp_endpoint} --key worker.key",
+                flush=True,
+            )
+
+    @property
+    def hellos(self) -> dict[int, dict]:
+        """Each worker's HELLO, by worker id, for those that have said it."""
+        return {w: m.hello for w, m in self.channel.members.items() if m.hello is not None}
+
+    @property
+    def local_pids(self) -> list[int]:
+        """The local worker processes' pids, in worker order."""
+        return [process.pid or 0 for process in self.processes]
+
+    def hosts(self) -> list[dict]:
+        """Every worker's placement, host and clock offset, for the result JSON."""
+        return [self.channel.members[w].describe() for w in sorted(self.channel.members)]
 
     def request_stop(self, signum: int = signal.SIGINT) -> None:
         """Ask the run to stop (signal ``signum`` came): in-flight requests are cancelled and
@@ -151,40 +197,20 @@ class WorkerPool:
         return 128 + int(self.stop_signal)
 
     async def _recv(self, timeout_ms: int) -> tuple[int, Kind, dict, list[bytes]] | None:
-        """The next message from a worker, or None after ``timeout_ms`` (or when the message
-        that came was not one of this run's: it is dropped with a warning)."""
-        if not await self.sock.poll(timeout_ms):
-            return None
-        identity, *parts = await self.sock.recv_multipart()
-        worker = self.identities.get(identity)
-        try:
-            if worker is None:
-                raise ProtocolError("from an identity that is not one of this run's workers")
-            kind, fields, frames = self.codec.decode(parts, from_worker=True)
-        except ProtocolError as exc:
-            self._drop(f"a message {exc}")
-            return None
-        if kind is Kind.HELLO:  # may come during another run (a reusable worker left idle)
-            self.hellos[worker] = fields
-        return worker, kind, fields, frames
-
-    def _drop(self, why: str) -> None:
-        """Log a message that is not acted on (the first few; then only counted)."""
-        self.dropped += 1
-        if self.dropped <= MAX_DROP_WARNINGS:
-            print(f"warning: dropped {why} on the worker channel", file=sys.stderr)
+        return await self.channel.recv(timeout_ms)
 
     async def _send(self, worker: int, parts: list) -> None:
-        await self.sock.send_multipart([worker_identity(worker), *parts], copy=False)
+        await self.channel.send(worker, parts)
 
-    def _dead_workers(self, pending: set[int]) -> list[int]:
-        return [w for w in pending if not self.processes[w].is_alive()]
+    def _lost(self, pending: set[int]) -> dict[int, str]:
+        return {w: why for w in pending if (why := self.channel.lost(w)) is not None}
 
     async def _await_all(self, kind: Kind, workers: set[int], timeout_s: float) -> dict[int, dict]:
-        """Wait until every worker in ``workers`` has sent ``kind``; fail on death or timeout."""
+        """Wait until every worker in ``workers`` has sent ``kind``; fail on loss or timeout."""
         pending = set(workers)
         replies: dict[int, dict] = {}
         deadline = time.monotonic() + timeout_s
+        self.channel.listening()
         while pending:
             got = await self._recv(POLL_MS)
             if got is not None:
@@ -195,12 +221,32 @@ class WorkerPool:
                     pending.discard(worker)
                     replies[worker] = fields
                 continue
-            if dead := self._dead_workers(pending):
-                codes = ", ".join(f"{w} (exit code {self.processes[w].exitcode})" for w in dead)
-                raise FanoutError(f"worker process died before {kind.value}: {codes}")
+            if lost := self._lost(pending & self.channel.members.keys()):
+                raise FanoutError(f"before {kind.value}: " + "; ".join(lost.values()))
             if time.monotonic() > deadline:
                 raise FanoutError(f"workers {sorted(pending)} did not send {kind.value} in time")
         return replies
+
+    async def _await_joined(self, count: int) -> None:
+        """Wait until the first ``count`` workers (those with a shard) have joined."""
+        wanted = set(range(count))
+        if wanted <= self.hellos.keys():
+            return
+        remote = wanted - set(range(self.placed))
+        timeout = REMOTE_JOIN_TIMEOUT_S if remote else JOIN_TIMEOUT_S
+        deadline = time.monotonic() + timeout
+        self.channel.listening()
+        while not wanted <= self.hellos.keys():
+            got = await self._recv(POLL_MS)
+            if got is not None and got[1] is Kind.FATAL:
+                raise FanoutError(f"worker {got[0]} failed: {got[2]['message']}")
+            if lost := self._lost(wanted & self.channel.members.keys()):
+                raise FanoutError("before the run: " + "; ".join(lost.values()))
+            if time.monotonic() > deadline:
+                missing = sorted(wanted - self.hellos.keys())
+                joined = len(remote) - len([w for w in missing if w >= self.placed])
+                where = f" ({joined} of {len(remote)} remote workers joined)" if remote else ""
+                raise FanoutError(f"workers {missing} did not join within {timeout:.0f} s{where}")
 
     async def run(
         self,
@@ -225,8 +271,8 @@ class WorkerPool:
             if max_concurrency
             else None
         )
-        await self._await_all(Kind.HELLO, workers - self.hellos.keys(), timeout_s=120)
-        self.probe_ports = {w: hello["probe_port"] for w, hello in self.hellos.items()}
+        await self._await_joined(len(plans))
+        probe_ports = {w: hello["probe_port"] for w, hello in self.hellos.items()}
         owner = np.full(num_requests, -1, dtype=np.int16)  # which worker sends each request
         for w, plan in enumerate(plans):
             owner[plan.indices] = w
@@ -251,20 +297,39 @@ class WorkerPool:
             )
         if short := preopen_shortfall(plans, ready):
             print(f"warning: {short}", flush=True)
+        try:
+            await self.channel.sync_clocks(workers, self._before_start)
+        except OSError as exc:
+            raise FanoutError(str(exc)) from None
         t0_ns = perf_counter_ns() + START_LEAD_NS
         t0_wall = datetime.now() + timedelta(microseconds=(t0_ns - perf_counter_ns()) / 1e3)
         for w in workers:
             credits = credit_pool.initial[w] if credit_pool is not None else 0
-            await self._send(w, self.codec.encode(Kind.START, t0_ns=t0_ns, credits=credits))
+            t0_worker = t0_ns + self.channel.offset_ns(w)
+            await self._send(w, self.codec.encode(Kind.START, t0_ns=t0_worker, credits=credits))
         if sink is not None:
             sink.start(t0_ns, t0_wall.isoformat(), connections)
         if on_start is not None:
             on_start(t0_ns)
         collected = await self._collect(
-            workers, owner, t0_ns, connections, on_progress, credit_pool, sink, first_failures
+            workers,
+            owner,
+            t0_ns,
+            connections,
+            probe_ports,
+            on_progress,
+            credit_pool,
+            sink,
+            first_failures,
         )
         collected.t0_wall = t0_wall.isoformat()
+        collected.hosts = self.hosts()
         return collected
+
+    async def _before_start(self, worker: int, kind: Kind, fields: dict, _: list) -> None:
+        """A message other than PONG while clocks are synchronized: a worker's failure."""
+        if kind is Kind.FATAL:
+            raise FanoutError(f"worker {worker} failed: {fields['message']}")
 
     async def _collect(
         self,
@@ -272,6 +337,7 @@ class WorkerPool:
         owner: np.ndarray,
         t0_ns: int,
         connections: int,
+        probe_ports: dict[int, int],
         on_progress: OnBatch | None,
         credit_pool: CreditPool | None,
         sink: RecordsSink | None,
@@ -285,6 +351,7 @@ class WorkerPool:
         errors: dict[int, str] = {}
         texts: dict[int, str] = {}
         problems: list[str] = []
+        lost: dict[int, str] = {}  # why each lost worker is gone
         pending = set(workers)
         stop_deadline: float | None = None
         loop_lag: list[np.ndarray] = []
@@ -301,24 +368,30 @@ class WorkerPool:
                         await self._send(w, self.codec.encode(Kind.STOP, reason="interrupted"))
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 for w in pending:
-                    self.processes[w].kill()  # SIGKILL: a stopped worker does not act on SIGTERM
+                    if w < len(self.processes):
+                        self.processes[w].kill()  # SIGKILL: a stopped worker ignores SIGTERM
                     problems.append(f"worker {w} did not stop within {STOP_GRACE_S:.0f} s")
                 break
             if perf_counter_ns() >= next_ping_ns:
                 next_ping_ns = perf_counter_ns() + PING_INTERVAL_NS
                 for w in pending:
+                    if not probe_ports.get(w):
+                        continue  # a remote worker samples its loop lag itself
                     with contextlib.suppress(OSError):  # a full buffer drops a probe, no more
                         self.probe.sendto(
                             encode_probe(perf_counter_ns(), self.codec.probe_token),
-                            ("127.0.0.1", self.probe_ports[w]),
+                            ("127.0.0.1", probe_ports[w]),
                         )
             wait_ms = max(1, (next_ping_ns - perf_counter_ns()) // 1_000_000)
             got = await self._recv(wait_ms)
             if got is None:
-                for w in self._dead_workers(pending):
+                for w, why in self._lost(pending).items():
                     pending.discard(w)
-                    code = self.processes[w].exitcode
-                    problems.append(f"worker {w} died (exit code {code})")
+                    problems.append(why)
+                    lost[w] = why
+                    print(f"warning: {why}; its requests are failed records", flush=True)
+                    if credit_pool is not None:
+                        await self._send_credits(credit_pool.on_lost(w), pending)
                 continue
             worker, kind, fields, frames = got
             if kind is Kind.RECORDS:
@@ -348,17 +421,9 @@ class WorkerPool:
                 texts.update(batch_texts)
                 if on_progress is not None:
                     on_progress(batch, events, batch_errors)
-            elif kind is Kind.DEMAND and credit_pool is not None:
-                for message in credit_pool.on_demand(worker, fields["returned"], fields["waiting"]):
-                    if message.worker in pending:
-                        # A worker that has just finished may be gone; it needs no credits.
-                        with contextlib.suppress(zmq.ZMQError):
-                            await self._send(
-                                message.worker,
-                                self.codec.encode(
-                                    Kind.CREDITS, grant=message.grant, lend=message.lend
-                                ),
-                            )
+            elif kind is Kind.DEMAND and credit_pool is not None and worker in pending:
+                messages = credit_pool.on_demand(worker, fields["returned"], fields["waiting"])
+                await self._send_credits(messages, pending)
             elif kind is Kind.DONE:
                 try:
                     worker_stats = ConnectionStats(**fields["connections"])
@@ -381,7 +446,7 @@ class WorkerPool:
             records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
             records["index"][missing] = missing
             for i in missing:
-                errors[int(i)] = f"lost: {reason}"
+                errors[int(i)] = f"lost: {lost.get(int(owner[i]), reason)}"
         event_ns, event_offsets = assemble_events(records["n_events"], batches)
         return Collected(
             records=records,
@@ -405,28 +470,42 @@ class WorkerPool:
             ),
         )
 
+    async def _send_credits(self, messages: list[CreditMessage], pending: set[int]) -> None:
+        """Send the credit pool's CREDITS messages to the workers still running."""
+        for message in messages:
+            if message.worker in pending:
+                # A worker that has just finished may be gone; it needs no credits.
+                with contextlib.suppress(zmq.ZMQError):
+                    await self._send(
+                        message.worker,
+                        self.codec.encode(Kind.CREDITS, grant=message.grant, lend=message.lend),
+                    )
+
     def alive(self) -> bool:
-        """Whether every worker process still runs (a reusable pool can serve another run)."""
-        return all(process.is_alive() for process in self.processes)
+        """Whether every worker still runs (a reusable pool can serve another run)."""
+        return not self._lost(set(self.channel.members))
 
     def next_run(self, workers: int) -> None:
         """Make a reusable pool ready for its next run, after one that may have failed fast,
         which uses its first ``workers`` processes (as many as that run alone would start)."""
         self.failed_fast = False
         self.stop_requested = False
-        self.num_workers = min(workers, len(self.processes))
+        self.num_workers = min(workers, self.placed) + self.remote_workers
 
-    async def dismiss(self) -> None:
-        """Tell reusable workers there is no next run: they exit (``close`` waits for them)."""
-        for w in self.hellos:
-            with contextlib.suppress(zmq.ZMQError):
-                await self._send(w, self.codec.encode(Kind.STOP, reason=DISMISSED))
+    async def dismiss(self, placement: str | None = None) -> None:
+        """Tell reusable workers (of ``placement``, or all) there is no next run: they exit
+        (``close`` waits for local ones)."""
+        for w, member in self.channel.members.items():
+            if member.hello is not None and placement in (None, member.placement):
+                with contextlib.suppress(zmq.ZMQError):
+                    await self._send(w, self.codec.encode(Kind.STOP, reason=DISMISSED))
 
     def close(self, graceful: bool = True) -> None:
-        """Stop the processes and release the socket.
+        """Stop the workers and release the socket.
 
         After a finished run the workers are exiting on their own and are given time to; when
         the run never got that far they may still be importing, so they are killed at once.
+        Remote workers serve one run after another and are dismissed; Ray's actors are killed.
         """
         for process in self.processes:
             if graceful and process.is_alive():
@@ -434,8 +513,10 @@ class WorkerPool:
             if process.is_alive():
                 process.kill()  # workers ignore SIGTERM, and a stopped one acts on no other
                 process.join(timeout=2)
-        self.sock.close()
-        self.ctx.term()
+        told = self.channel.dismiss_remote(self.codec.encode(Kind.STOP, reason=DISMISSED))
+        if self.ray is not None:
+            self.ray.stop()
+        self.channel.close(linger_ms=1000 if told else 0)
         self.probe.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)
 

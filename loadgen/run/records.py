@@ -91,6 +91,7 @@ def run_end(
         probe_latencies_s=probes.latencies_s if probes is not None else None,
         probe_failures=probes.failures if probes is not None else 0,
         host=host,
+        hosts=collected.hosts,
     )
 
 

@@ -31,11 +31,11 @@ from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.run.campaign import is_campaign
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
+from loadgen.run.placement import worker_pool
 from loadgen.run.preflight import preflight
 from loadgen.run.prepare import Prepared, align, check_before_start, prepare
 from loadgen.run.progress import print_traffic
 from loadgen.run.records import finish_records, records_writer, run_end, run_records, run_start
-from loadgen.run.shards import planned_workers
 from loadgen.run.timed_run import TimedRun, active_workers, timed_run
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.metrics import metrics_page
@@ -160,7 +160,7 @@ async def _run(config: RunConfig, write_result: bool, stop: StopSwitch | None) -
 async def _run_with(
     config: RunConfig, client: ServerClient, write_result: bool, stop: StopSwitch | None
 ) -> RunOutcome:
-    pool = WorkerPool(planned_workers(config))
+    pool = worker_pool(config)
     pool.start()  # workers import and connect while the dataset is built and the server awaited
     loop = asyncio.get_running_loop()
     preparing = asyncio.current_task()

@@ -46,7 +46,7 @@ async def timed_run(
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
     first_failures = FirstFailures(prepared.num_requests) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
-    host = HostSampler([process.pid or 0 for process in pool.processes[: len(plans)]])
+    host = HostSampler(pool.local_pids[: len(plans)])
     view = LiveView(
         prepared.num_requests,
         prepared.scheduled_ns,

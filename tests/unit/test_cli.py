@@ -60,6 +60,11 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--num-runs",
         "--steady-state",
         "--quiet",
+        "--listen",
+        "--remote-workers",
+        "--key",
+        "--ray",
+        "--workers-per-node",
     }
     options = {opt for p in run.params for opt in getattr(p, "opts", []) if opt.startswith("--")}
     assert options - own <= VLLM_BENCH_SERVE_FLAGS

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from workers.protocol import (
+    LOADGEN_VERSION,
     PROTOCOL_VERSION,
     RECORD_DTYPE,
     SCHEMA,
@@ -22,8 +23,10 @@ from workers.protocol import (
     decode_records,
     decode_shard,
     encode_probe,
+    peek,
     records_message,
     shard_message,
+    version_mismatch,
     worker_identity,
 )
 
@@ -58,7 +61,17 @@ def make_config(**overrides) -> WorkerConfig:
 
 CODEC = Codec.new()
 VALID = [  # one conforming message of every kind, and who sends it
-    (Kind.HELLO, {"probe_port": 41234}, 0, True),
+    (
+        Kind.HELLO,
+        {"probe_port": 41234, "host": "node-1", "cores": 8, "pid": 4242, "loadgen": "0.1.0"},
+        0,
+        True,
+    ),
+    (Kind.WELCOME, {"worker": 3, "loadgen": "0.1.0"}, 0, False),
+    (Kind.REFUSED, {"message": "another version"}, 0, False),
+    (Kind.PING, {"t_ns": 123}, 0, False),
+    (Kind.PONG, {"t_ns": 123, "worker_ns": 456}, 0, True),
+    (Kind.ALIVE, {}, 0, True),
     (Kind.SHARD, {"config": {}}, 5, False),
     (Kind.READY, {"connections": 16, "connect_error": None, "preopen_short": ""}, 0, True),
     (
@@ -279,3 +292,19 @@ def test_shard_carries_each_requests_output_guard():
     assert decode_shard(*from_coordinator(parts)[1:]).max_events.tolist() == [80, 0, 2**33]
     parts = shard_message(CODEC, config, [b"a"], [0], [0])  # no guards given: none
     assert decode_shard(*from_coordinator(parts)[1:]).max_events.tolist() == [0]
+
+
+def test_peek_reads_any_version_and_mismatch_names_both_sides():
+    parts = [orjson.dumps({"v": PROTOCOL_VERSION + 7, "kind": "hello", "loadgen": "9.9"})]
+    with pytest.raises(ProtocolError, match="protocol version"):
+        CODEC.decode(parts, from_worker=True)
+    version, kind, fields = peek(parts)
+    assert (version, kind, fields["loadgen"]) == (PROTOCOL_VERSION + 7, "hello", "9.9")
+    why = version_mismatch("the worker on h", version, fields["loadgen"])
+    assert why is not None
+    assert "loadgen 9.9" in why and f"wire protocol {PROTOCOL_VERSION + 7}" in why
+    assert f"loadgen {LOADGEN_VERSION}" in why
+    assert version_mismatch("x", PROTOCOL_VERSION, LOADGEN_VERSION) is None
+    assert version_mismatch("x", PROTOCOL_VERSION, "0.0.1-other") is not None
+    with pytest.raises(ProtocolError):
+        peek([b"not json"])

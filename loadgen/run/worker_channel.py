@@ -1,0 +1,326 @@
+"""The coordinator's end of the worker channel: one ROUTER socket, and who is on it.
+
+Local workers (spawned processes) connect over ``ipc://`` in a directory only this user can
+enter. With ``--listen`` (workers that join by hand) or ``--ray`` the same socket also binds
+``tcp://`` as a CurveZMQ server (workers/keys.py): a ZAP handler admits only the run's worker
+key, and every connection is encrypted. Each worker says HELLO (its host, cores, pid and
+versions) and is answered WELCOME with its worker id, or REFUSED with the reason: another
+loadgen or protocol version, or no place left for it.
+
+A ``Member`` is one worker as the coordinator knows it: where it was placed (local, Ray,
+remote), what it said, when it was last heard from, its clock offset, and how to tell it is
+gone: a local process's exit, a Ray actor's death, or a remote worker's silence (it says ALIVE
+every second it has nothing else to say). Before t0, ``sync_clocks`` estimates each worker's
+clock offset from PING/PONG exchanges (loadgen/run/clock_sync.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+from time import perf_counter_ns
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from zmq.auth.thread import ThreadAuthenticator
+
+from loadgen.run.clock_sync import PING_ROUND_TIMEOUT_S, PING_ROUNDS, ClockOffset, estimate_offset
+from workers.keys import CoordinatorKeys, server_options
+from workers.protocol import (
+    LOADGEN_VERSION,
+    PROTOCOL_VERSION,
+    Codec,
+    Kind,
+    ProtocolError,
+    peek,
+    version_mismatch,
+)
+
+LOST_AFTER_S = 5.0  # a remote worker silent this long, while the coordinator listens, is lost
+MAX_DROP_WARNINGS = 5
+LOCAL, RAY, REMOTE = "local", "ray", "remote"
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where workers that join by hand connect, how many are awaited, and the run's keys."""
+
+    host: str
+    port: int
+    remote_workers: int
+    keys: CoordinatorKeys
+
+
+@dataclass
+class Member:
+    """One worker of the run, as the coordinator knows it."""
+
+    worker: int
+    identity: bytes
+    placement: str  # LOCAL, RAY or REMOTE
+    process: BaseProcess | None = None  # a local worker's process
+    # A Ray worker's death, as Ray tells it (None while it lives); set by the Ray placement.
+    ray_lost: Callable[[], str | None] | None = None
+    hello: dict[str, Any] | None = None
+    address: str = ""  # the peer address of a tcp:// worker
+    last_seen: float = 0.0  # time.monotonic() of its last message
+    clock: ClockOffset | None = None
+
+    def where(self) -> str:
+        """Which worker this is, and where it runs: for messages."""
+        host = self.hello["host"] if self.hello else "?"
+        at = f" at {self.address}" if self.address else ""
+        return f"worker {self.worker} ({self.placement}, host {host}{at})"
+
+    def describe(self) -> dict[str, Any]:
+        """What the result JSON says of this worker."""
+        hello = self.hello or {}
+        clock = self.clock
+        return {
+            "worker": self.worker,
+            "placement": self.placement,
+            "host": hello.get("host"),
+            "address": self.address or None,
+            "cores": hello.get("cores"),
+            "pid": hello.get("pid"),
+            "clock_offset_ns": clock.offset_ns if clock else None,
+            "clock_uncertainty_ns": clock.uncertainty_ns if clock else None,
+            "clock_round_trip_ns": clock.round_trip_ns if clock else None,
+        }
+
+
+class AdmitCurveKey:
+    """The ZAP handler's rule: only the run's worker key joins; a refused one is said once."""
+
+    def __init__(self, worker_public: str) -> None:
+        self.worker_public = worker_public.encode()
+        self.refused: set[bytes] = set()
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        """Whether a CurveZMQ client with public ``key`` may connect."""
+        if key == self.worker_public:
+            return True
+        if key not in self.refused:
+            self.refused.add(key)
+            print(
+                "warning: refused a worker whose key is not this run's (its worker.key is not "
+                "the one `loadgen keygen` wrote with this coordinator's key)",
+                file=sys.stderr,
+                flush=True,
+            )
+        return False
+
+
+class WorkerChannel:
+    """The ROUTER socket every worker connects to, and the run's members."""
+
+    def __init__(self, ipc_endpoint: str, codec: Codec) -> None:
+        self.codec = codec
+        self.ctx = zmq.asyncio.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.bind(ipc_endpoint)  # before any CurveZMQ option: local workers stay plain
+        self.tcp_endpoint = ""
+        self.auth: ThreadAuthenticator | None = None
+        self.members: dict[int, Member] = {}
+        self.by_identity: dict[bytes, int] = {}
+        self.remote_slots = 0  # workers that may still join by hand
+        self.listening_since = time.monotonic()
+        self.dropped = 0
+
+    def add(self, member: Member) -> None:
+        """A worker placed by this run (local or Ray), known before it says HELLO."""
+        self.members[member.worker] = member
+        self.by_identity[member.identity] = member.worker
+
+    def listen_tcp(self, host: str, port: int, keys: CoordinatorKeys, remote_slots: int) -> str:
+        """Also accept CurveZMQ workers on tcp://host:port (0: any free port); the endpoint."""
+        self.auth = ThreadAuthenticator(zmq.Context.shadow(self.ctx.underlying))
+        self.auth.start()
+        self.auth.configure_curve_callback("*", AdmitCurveKey(keys.worker_public))
+        server_options(self.sock, keys)
+        self.sock.setsockopt(zmq.HEARTBEAT_IVL, 1000)
+        self.sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
+        bracketed = f"[{host}]" if ":" in host else host
+        try:
+            self.sock.bind(f"tcp://{bracketed}:{port}")
+        except zmq.ZMQError as exc:
+            raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
+        self.tcp_endpoint = self.sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.remote_slots = remote_slots
+        return self.tcp_endpoint
+
+    async def recv(self, timeout_ms: int) -> tuple[int, Kind, dict, list[bytes]] | None:
+        """The next message of a worker of this run, or None after ``timeout_ms``. A HELLO is
+        answered here (WELCOME or REFUSED) and handed on; a message that is not one of this
+        run's is dropped with a warning, never acted on."""
+        if not await self.sock.poll(timeout_ms):
+            return None
+        identity_frame, *frames = await self.sock.recv_multipart(copy=False)
+        identity = identity_frame.bytes
+        parts = [frame.bytes for frame in frames]
+        worker = self.by_identity.get(identity)
+        try:
+            kind, fields, payload = self.codec.decode(parts, from_worker=True)
+        except ProtocolError as exc:
+            await self._refuse_other_version(identity, parts, frames)
+            self.drop(f"a message {exc}" + ("" if worker is not None else " from an unknown peer"))
+            return None
+        if kind is Kind.HELLO:
+            worker = await self._on_hello(identity, fields, frames)
+            if worker is None:
+                return None
+        elif worker is None:
+            self.drop("a message from an identity that is not one of this run's workers")
+            return None
+        self.members[worker].last_seen = time.monotonic()
+        return worker, kind, fields, payload
+
+    async def _on_hello(self, identity: bytes, hello: dict, frames: list) -> int | None:
+        """WELCOME a worker of this run (numbering one that joins by hand); REFUSE another."""
+        address = _peer_address(frames[0]) if frames else ""
+        host = hello["host"]
+        if why := version_mismatch(f"the worker on {host}", PROTOCOL_VERSION, hello["loadgen"]):
+            await self._refuse(identity, why, host, address)
+            return None
+        worker = self.by_identity.get(identity)
+        if worker is None:
+            if self.remote_slots <= 0:
+                await self._refuse(
+                    identity,
+                    "this run has all the remote workers it takes (--remote-workers)",
+                    host,
+                    address,
+                )
+                return None
+            self.remote_slots -= 1
+            worker = len(self.members)
+            self.add(Member(worker, identity, REMOTE))
+        member = self.members[worker]
+        member.hello = hello
+        member.address = address if member.placement != LOCAL else ""
+        await self.send(
+            worker, self.codec.encode(Kind.WELCOME, worker=worker, loadgen=LOADGEN_VERSION)
+        )
+        if member.placement != LOCAL:
+            print(f"{member.where()} joined ({hello['cores']} cores)", flush=True)
+        return worker
+
+    async def _refuse_other_version(
+        self, identity: bytes, parts: list[bytes], frames: list
+    ) -> None:
+        """A HELLO of another protocol version is answered REFUSED, in words it can read."""
+        with contextlib.suppress(ProtocolError):
+            version, kind, header = peek(parts)
+            if kind == Kind.HELLO.value:
+                host = str(header.get("host", "?"))
+                why = version_mismatch(f"the worker on {host}", version, header.get("loadgen"))
+                if why:
+                    address = _peer_address(frames[0]) if frames else ""
+                    await self._refuse(identity, why, host, address)
+
+    async def _refuse(self, identity: bytes, why: str, host: str, address: str) -> None:
+        at = f" ({address})" if address else ""
+        print(f"warning: refused a worker on {host}{at}: {why}", file=sys.stderr, flush=True)
+        with contextlib.suppress(zmq.ZMQError):
+            await self.sock.send_multipart(
+                [identity, *self.codec.encode(Kind.REFUSED, message=why)], copy=False
+            )
+
+    def drop(self, why: str) -> None:
+        """Log a message that is not acted on (the first few; then only counted)."""
+        self.dropped += 1
+        if self.dropped <= MAX_DROP_WARNINGS:
+            print(f"warning: dropped {why} on the worker channel", file=sys.stderr)
+
+    async def send(self, worker: int, parts: list) -> None:
+        """Send a message to ``worker``."""
+        await self.sock.send_multipart([self.members[worker].identity, *parts], copy=False)
+
+    def listening(self) -> None:
+        """The coordinator listens again (after preparing): silence before now does not count."""
+        self.listening_since = time.monotonic()
+
+    def lost(self, worker: int) -> str | None:
+        """Why ``worker`` is gone (None while it lives): its process died, its Ray actor died,
+        or a remote worker has been silent for LOST_AFTER_S while the coordinator listened."""
+        member = self.members[worker]
+        if member.process is not None:
+            if member.process.is_alive():
+                return None
+            return f"{member.where()} died (exit code {member.process.exitcode})"
+        if member.ray_lost is not None and (why := member.ray_lost()):
+            return f"{member.where()} was lost: {why}"
+        silent = time.monotonic() - max(member.last_seen, self.listening_since)
+        if member.hello is not None and silent > LOST_AFTER_S:
+            return (
+                f"{member.where()} was lost: nothing from it for {silent:.0f} s (its host, "
+                "process or network is gone)"
+            )
+        return None
+
+    async def sync_clocks(self, workers: set[int], on_other: Callable) -> None:
+        """Estimate each worker's clock offset: PING_ROUNDS rounds of PING/PONG with all of
+        them at once. Messages of other kinds that come meanwhile go to ``on_other``."""
+        samples: dict[int, list[tuple[int, int, int]]] = {w: [] for w in workers}
+        for _ in range(PING_ROUNDS):
+            waiting = set(workers)
+            for w in workers:
+                await self.send(w, self.codec.encode(Kind.PING, t_ns=perf_counter_ns()))
+            deadline = time.monotonic() + PING_ROUND_TIMEOUT_S
+            while waiting and time.monotonic() < deadline:
+                got = await self.recv(int(PING_ROUND_TIMEOUT_S * 1000))
+                received_ns = perf_counter_ns()
+                if got is None:
+                    continue
+                worker, kind, fields, payload = got
+                if kind is Kind.PONG and worker in waiting:
+                    samples[worker].append((fields["t_ns"], fields["worker_ns"], received_ns))
+                    waiting.discard(worker)
+                elif kind is not Kind.PONG:
+                    await on_other(worker, kind, fields, payload)
+        for w, exchanges in samples.items():
+            if not exchanges:
+                raise OSError(f"{self.members[w].where()} answered no clock PING")
+            self.members[w].clock = estimate_offset(exchanges)
+
+    def offset_ns(self, worker: int) -> int:
+        """What to add to a coordinator instant to have it in ``worker``'s clock: 0 for a local
+        worker (one host, one CLOCK_MONOTONIC), else the estimated offset."""
+        member = self.members[worker]
+        if member.placement == LOCAL or member.clock is None:
+            return 0
+        return member.clock.offset_ns
+
+    def dismiss_remote(self, stop: list) -> bool:
+        """Send ``stop`` (a STOP that dismisses) to every worker that joined over tcp://, which
+        serves run after run until told; whether any was told."""
+        told = False
+        for member in self.members.values():
+            if member.placement != LOCAL and member.hello is not None:
+                with contextlib.suppress(zmq.ZMQError):
+                    # Queued at once: a ROUTER never waits to send.
+                    self.sock.send_multipart([member.identity, *stop], copy=False)
+                    told = True
+        return told
+
+    def close(self, linger_ms: int = 0) -> None:
+        """Release the socket (after ``linger_ms`` for what is queued), the authenticator and
+        the context."""
+        self.sock.close(linger=linger_ms)
+        if self.auth is not None:
+            self.auth.stop()
+        self.ctx.term()
+
+
+def _peer_address(frame: Any) -> str:
+    """The address a tcp:// peer connected from ("" for ipc://)."""
+    with contextlib.suppress(Exception):
+        return str(frame.get("Peer-Address") or "")
+    return ""
