@@ -125,6 +125,7 @@ class Worker:
         self.ctx = zmq.asyncio.Context()
         self.sock = link.connect(self.ctx, endpoint, identity)
         self.last_sent_ns = 0
+        self.dismissed = False  # a STOP that ends a reusable worker came instead of START
         # A local worker takes the coordinator's UDP loop-lag probes; a remote one has its own.
         self.probe: socket.socket | None = None
         if not link.remote:
@@ -165,7 +166,7 @@ class Worker:
                 kind, fields, frames = await self._receive()
                 if kind is Kind.SHARD:
                     await self._serve(decode_shard(fields, frames))
-                    if not self.reusable:
+                    if not self.reusable or self.dismissed:
                         return
                     gc.unfreeze()  # the last shard's objects may go now
                     self._reset_run_state()
@@ -293,6 +294,8 @@ class Worker:
             )
             kind, fields, _ = await self._receive()
             if kind is not Kind.START:
+                # The run ended before t0 (a STOP), or the coordinator is done with this worker.
+                self.dismissed = kind is Kind.STOP and fields["reason"] == DISMISSED
                 self._account_unsent(shard, range(len(shard.indices)), NOT_SENT)
                 await self._flush()
                 await self._send(

@@ -8,7 +8,9 @@ from typing import Any
 def _host_key(worker: dict[str, Any]) -> tuple[str, str, str]:
     address = worker.get("address") or ""
     ip = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
-    return str(worker.get("placement")), str(worker.get("host")), ip
+    node = worker.get("node")
+    placement = f"ray node {node[:12]}" if node else str(worker.get("placement"))
+    return placement, str(worker.get("host")), ip
 
 
 def host_lines(hosts: list[dict[str, Any]] | None) -> list[str]:

@@ -161,7 +161,7 @@ class WorkerPool:
         """Launch the workers (they import and connect while the caller goes on)."""
         start_without_main(self.processes)  # a script without a __main__ guard, stdin, a notebook
         if self.ray is not None:
-            for member in self.ray.start(self.tcp_endpoint, self.ray_keys, self.placed):
+            for member in self.ray.start(self.tcp_endpoint, self.ray_keys, self.local_workers):
                 self.channel.add(member)
         if self.tcp_endpoint and self.remote_workers:
             print(

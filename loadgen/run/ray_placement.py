@@ -134,11 +134,17 @@ class RayPlacement:
             self.actors.append(actor)
             self.serving.append(actor.serve.remote(endpoint, asdict(keys), identity))
             members.append(
-                Member(worker, identity, RAY, ray_lost=self._watch(len(self.serving) - 1, node_id))
+                Member(
+                    worker,
+                    identity,
+                    RAY,
+                    node=node_id,
+                    ray_lost=self._watch(len(self.serving) - 1),
+                )
             )
         return members
 
-    def _watch(self, i: int, node_id: str) -> Any:
+    def _watch(self, i: int) -> Any:
         def lost() -> str | None:
             ready, _ = self.ray.wait([self.serving[i]], timeout=0)
             if not ready:
@@ -147,8 +153,8 @@ class RayPlacement:
                 self.ray.get(ready[0], timeout=0)
             except Exception as exc:  # ActorDiedError, a node's loss, a worker's crash
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                return f"its Ray actor on node {node_id[:12]} died ({type(exc).__name__}: {first})"
-            return f"its Ray actor on node {node_id[:12]} ended"
+                return f"its Ray actor died ({type(exc).__name__}: {first})"
+            return "its Ray actor ended"
 
         return lost
 

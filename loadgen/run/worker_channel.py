@@ -66,6 +66,7 @@ class Member:
     process: BaseProcess | None = None  # a local worker's process
     # A Ray worker's death, as Ray tells it (None while it lives); set by the Ray placement.
     ray_lost: Callable[[], str | None] | None = None
+    node: str = ""  # a Ray worker's node id
     hello: dict[str, Any] | None = None
     address: str = ""  # the peer address of a tcp:// worker
     last_seen: float = 0.0  # time.monotonic() of its last message
@@ -75,7 +76,8 @@ class Member:
         """Which worker this is, and where it runs: for messages."""
         host = self.hello["host"] if self.hello else "?"
         at = f" at {self.address}" if self.address else ""
-        return f"worker {self.worker} ({self.placement}, host {host}{at})"
+        node = f" node {self.node[:12]}" if self.node else ""
+        return f"worker {self.worker} ({self.placement}{node}, host {host}{at})"
 
     def describe(self) -> dict[str, Any]:
         """What the result JSON says of this worker."""
@@ -84,6 +86,7 @@ class Member:
         return {
             "worker": self.worker,
             "placement": self.placement,
+            "node": self.node or None,
             "host": hello.get("host"),
             "address": self.address or None,
             "cores": hello.get("cores"),
@@ -304,10 +307,10 @@ class WorkerChannel:
         told = False
         for member in self.members.values():
             if member.placement != LOCAL and member.hello is not None:
-                with contextlib.suppress(zmq.ZMQError):
-                    # Queued at once: a ROUTER never waits to send.
-                    self.sock.send_multipart([member.identity, *stop], copy=False)
-                    told = True
+                # Queued at once (a ROUTER never waits to send); one that is gone fails it.
+                sent = self.sock.send_multipart([member.identity, *stop], copy=False)
+                sent.add_done_callback(_ignore_failure)
+                told = True
         return told
 
     def close(self, linger_ms: int = 0) -> None:
@@ -317,6 +320,12 @@ class WorkerChannel:
         if self.auth is not None:
             self.auth.stop()
         self.ctx.term()
+
+
+def _ignore_failure(sent: Any) -> None:
+    """A dismissal to a worker that is gone fails; there is nothing to do about it."""
+    if not sent.cancelled():
+        sent.exception()
 
 
 def _peer_address(frame: Any) -> str:
