@@ -208,8 +208,6 @@ class Validated(RunConfigBase):
             raise ConfigError(
                 "--ray places every worker itself: give it without --listen and --remote-workers"
             )
-        if self.ray is not None and self.workers == 0:
-            raise ConfigError("--ray needs --workers of at least 1")
         if self.workers_per_node is not None and self.ray is None:
             raise ConfigError("--workers-per-node places Ray actors: give it with --ray")
         joined = (self.listen is not None, self.remote_workers > 0, self.key is not None)
