@@ -210,6 +210,8 @@ class Validated(RunConfigBase):
             )
         if self.workers_per_node is not None and self.ray is None:
             raise ConfigError("--workers-per-node places Ray actors: give it with --ray")
+        if self.ray is not None and importlib.util.find_spec("ray") is None:
+            raise ConfigError("--ray needs Ray, which is not installed: pip install 'loadgen[ray]'")
         joined = (self.listen is not None, self.remote_workers > 0, self.key is not None)
         if any(joined) and not all(joined):
             raise ConfigError(

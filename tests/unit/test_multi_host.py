@@ -203,3 +203,14 @@ def test_every_worker_may_join_by_hand() -> None:
         mock=True, workers=0, listen=("0.0.0.0", 5557), remote_workers=4, key="coordinator.key"
     ).validate()
     config_given(mock=True, ray="auto", workers=64, workers_per_node=8).validate()
+
+
+def test_ray_without_its_extra_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
+    with pytest.raises(ConfigError, match=r"pip install 'loadgen\[ray\]'"):
+        config_given(mock=True, ray="auto").validate()
