@@ -197,10 +197,11 @@ def open_files_needed(config: RunConfig, num_workers: int) -> OpenFiles:
     else:
         why, fix = f"--num-prompts {n} without --max-concurrency", "set --max-concurrency"
     when = "" if certain else " if requests pile up"
-    worker = total if n is None else min(total, _busiest_share(n, num_workers, cap))
-    spread = f", --workers {num_workers}" if num_workers > 1 else ""
-    holds = f"a worker may hold {worker} connections at once{when} ({why}{spread})"
-    needs.append(OpenFiles(worker + OWN_FILES, holds, fix, certain))
+    if num_workers > 0:  # else every worker joins from another host (--remote-workers)
+        worker = total if n is None else min(total, _busiest_share(n, num_workers, cap))
+        spread = f", --workers {num_workers}" if num_workers > 1 else ""
+        holds = f"a worker may hold {worker} connections at once{when} ({why}{spread})"
+        needs.append(OpenFiles(worker + OWN_FILES, holds, fix, certain))
     if config.mock:
         holds = f"the mock server may hold {total} connections at once{when} ({why})"
         needs.append(OpenFiles(total + OWN_FILES, holds, fix, certain))

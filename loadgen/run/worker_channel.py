@@ -134,6 +134,7 @@ class WorkerChannel:
         self.members: dict[int, Member] = {}
         self.by_identity: dict[bytes, int] = {}
         self.remote_slots = 0  # workers that may still join by hand
+        self.refused: set[bytes] = set()  # told REFUSED: what else they say is not news
         self.listening_since = time.monotonic()
         self.dropped = 0
 
@@ -173,14 +174,17 @@ class WorkerChannel:
             kind, fields, payload = self.codec.decode(parts, from_worker=True)
         except ProtocolError as exc:
             await self._refuse_other_version(identity, parts, frames)
-            self.drop(f"a message {exc}" + ("" if worker is not None else " from an unknown peer"))
+            if identity not in self.refused:
+                unknown = "" if worker is not None else " from an unknown peer"
+                self.drop(f"a message {exc}{unknown}")
             return None
         if kind is Kind.HELLO:
             worker = await self._on_hello(identity, fields, frames)
             if worker is None:
                 return None
         elif worker is None:
-            self.drop("a message from an identity that is not one of this run's workers")
+            if identity not in self.refused:
+                self.drop("a message from an identity that is not one of this run's workers")
             return None
         self.members[worker].last_seen = time.monotonic()
         return worker, kind, fields, payload
@@ -229,6 +233,7 @@ class WorkerChannel:
                     await self._refuse(identity, why, host, address)
 
     async def _refuse(self, identity: bytes, why: str, host: str, address: str) -> None:
+        self.refused.add(identity)
         at = f" ({address})" if address else ""
         print(f"warning: refused a worker on {host}{at}: {why}", file=sys.stderr, flush=True)
         with contextlib.suppress(zmq.ZMQError):

@@ -116,8 +116,9 @@ def test_local_and_remote_workers_share_one_schedule_and_report_their_clocks(
 ) -> None:
     workers = [worker(hosts, 5601), worker(hosts, 5601)]
     out = tmp_path / "multi"
+    cap = ("--max-concurrency", "6")  # below the ~8 in flight the rate and 80 ms streams make
     run = subprocess.run(
-        coordinator(hosts, 5601, 1, 2, "--save-result", "--result-dir", str(out)),
+        coordinator(hosts, 5601, 1, 2, *cap, "--save-result", "--result-dir", str(out)),
         capture_output=True, text=True, timeout=90,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
@@ -125,6 +126,7 @@ def test_local_and_remote_workers_share_one_schedule_and_report_their_clocks(
         assert proc.wait(timeout=15) == 0, proc.stderr.read()  # dismissed after the run
     result = the_result(out)
     assert result["completed"] == 200 and result["failed"] == 0
+    assert result["max_concurrent_requests"] == 6  # one cap, lent across the hosts, reached
     placed = result["loadgen"]["hosts"]
     assert [w["placement"] for w in placed] == ["local", "remote", "remote"]
     for remote in placed[1:]:
@@ -137,7 +139,7 @@ def test_local_and_remote_workers_share_one_schedule_and_report_their_clocks(
     # The single-host run of the same flags and seed has the same schedule.
     single = tmp_path / "single"
     alone = subprocess.run(
-        in_ns(hosts.pair.a, sys.executable, "-m", "loadgen", "run", *run_args(hosts),
+        in_ns(hosts.pair.a, sys.executable, "-m", "loadgen", "run", *run_args(hosts, *cap),
               "--workers", "3", "--save-result", "--result-dir", str(single)),
         capture_output=True, text=True, timeout=90,
     )  # fmt: skip

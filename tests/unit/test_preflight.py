@@ -378,3 +378,10 @@ def test_records_that_cannot_be_renamed_keep_their_name(monkeypatch, capsys) -> 
     assert capsys.readouterr().out == (
         f"warning: records file {Finished.path} keeps its name (Permission denied)\n"
     )
+
+
+def test_with_every_worker_on_other_hosts_only_this_hosts_processes_count() -> None:
+    need = open_files_needed(RunConfig(max_concurrency=1000, num_prompts=5000), 0)
+    assert need.holds.startswith("the coordinator")
+    mock = open_files_needed(RunConfig(mock=True, max_concurrency=1000, num_prompts=5000), 0)
+    assert mock.holds.startswith("the mock server may hold 1000 connections")
