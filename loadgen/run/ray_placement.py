@@ -107,8 +107,10 @@ class RayPlacement:
                 configure_logging=True,
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
+            # Ray's message goes on to its own flags (--address): the first sentence says it.
+            why = str(exc).split(". ")[0].rstrip(".")
             raise RayPlacementError(
-                f"cannot join the Ray cluster at {self.address}: {exc}"
+                f"cannot join the Ray cluster at {self.address} (--ray): {why}"
             ) from None
         return ray.util.get_node_ip_address()
 
