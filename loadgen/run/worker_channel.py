@@ -73,7 +73,9 @@ class Member:
     clock: ClockOffset | None = None
 
     def where(self) -> str:
-        """Which worker this is, and where it runs: for messages."""
+        """Which worker this is, and where it runs unless on this host: for messages."""
+        if self.placement == LOCAL:
+            return f"worker {self.worker}"
         host = self.hello["host"] if self.hello else "?"
         at = f" at {self.address}" if self.address else ""
         node = f" node {self.node[:12]}" if self.node else ""
