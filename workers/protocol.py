@@ -20,7 +20,8 @@ and dropped by whoever received it, never acted on.
 | PONG    | w -> c | t_ns (PING's), worker_ns (its clock)    | -                              |
 | ALIVE   | w -> c | -                                       | -                              |
 | SHARD   | c -> w | config (WorkerConfig as a dict)         | bodies, body_offsets, indices, |
-|         |        |                                         | scheduled_ns, max_events       |
+|         |        |                                         | scheduled_ns, max_events,      |
+|         |        |                                         | turns (--multi-turn, else b"") |
 | READY   | w -> c | connections, connect_error,             | -                              |
 |         |        | preopen_short (why fewer than planned)  |                                |
 | START   | c -> w | t0_ns (perf_counter_ns of offset 0),    | -                              |
@@ -162,6 +163,10 @@ class WorkerConfig:
     # The first this many finished requests, while they fail, are reported one by one rather
     # than with the next flush: the coordinator's fail fast judges the run on them (0: off).
     report_first: int = 0
+    # --multi-turn: the shard's requests are conversations' turns (workers/conversations.py),
+    # each conversation's X-Session-ID this prefix + "conv-" + its number.
+    multi_turn: bool = False
+    session_prefix: str = ""
 
 
 PROBE_TOKEN_BYTES = 16
@@ -197,7 +202,7 @@ SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
     Kind.PING: ({"t_ns": int}, 0),
     Kind.PONG: ({"t_ns": int, "worker_ns": int}, 0),
     Kind.ALIVE: ({}, 0),
-    Kind.SHARD: ({"config": dict}, 5),
+    Kind.SHARD: ({"config": dict}, 6),
     Kind.READY: ({"connections": int, "connect_error": (str, _NONE), "preopen_short": str}, 0),
     Kind.START: ({"t0_ns": int, "credits": int}, 0),
     Kind.CREDITS: ({"grant": int, "lend": bool}, 0),
@@ -314,9 +319,11 @@ def shard_message(
     indices: np.ndarray,
     scheduled_ns: np.ndarray,
     max_events: np.ndarray | None = None,
+    turns: np.ndarray | None = None,
 ) -> list:
-    """Frames of a SHARD: request bodies ready to send, their indices, scheduled offsets and
-    output guards (the most token events each may stream; 0: no guard)."""
+    """Frames of a SHARD: request bodies ready to send, their indices, scheduled offsets,
+    output guards (the most token events each may stream; 0: no guard) and, for conversations,
+    each turn's (conversation, turn index, think time in ns) as an [N, 3] int64 array."""
     lengths = np.fromiter((len(b) for b in bodies), dtype=np.int64, count=len(bodies))
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype("<i8")
     frames = [
@@ -327,6 +334,7 @@ def shard_message(
         np.ascontiguousarray(
             max_events if max_events is not None else np.zeros(len(bodies)), dtype="<i8"
         ).tobytes(),
+        b"" if turns is None else np.ascontiguousarray(turns, dtype="<i8").tobytes(),
     ]
     return codec.encode(Kind.SHARD, frames, config=asdict(config))
 
@@ -341,6 +349,7 @@ class Shard:
     indices: np.ndarray
     scheduled_ns: np.ndarray
     max_events: np.ndarray  # the output guard of each request; 0: none
+    turns: np.ndarray | None = None  # [N, 3]: conversation, turn index, think ns (--multi-turn)
 
     def body(self, k: int) -> bytes:
         """The ready-to-send body of the shard's k-th request."""
@@ -349,7 +358,7 @@ class Shard:
 
 def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
     """Rebuild a Shard from a SHARD message's header fields and frames."""
-    bodies, offsets, indices, scheduled, max_events = frames
+    bodies, offsets, indices, scheduled, max_events, turns = frames
     return Shard(
         config=WorkerConfig(**fields["config"]),
         bodies=bytes(bodies),
@@ -357,6 +366,7 @@ def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
         indices=np.frombuffer(indices, dtype="<i8"),
         scheduled_ns=np.frombuffer(scheduled, dtype="<i8"),
         max_events=np.frombuffer(max_events, dtype="<i8"),
+        turns=np.frombuffer(turns, dtype="<i8").reshape(-1, 3) if len(turns) else None,
     )
 
 

@@ -30,6 +30,7 @@ import socket
 import sys
 import time
 from array import array
+from collections.abc import Iterable
 from dataclasses import asdict
 from time import perf_counter_ns
 
@@ -42,6 +43,7 @@ from yarl import URL
 
 from workers import eager_send
 from workers.busy_hook import start_spinning
+from workers.conversations import SESSION_HEADER, Conversations
 from workers.credits import CreditGate
 from workers.eager_send import WRITTEN_NS, StampedRequest
 from workers.lifecycle import PARENT_CHECK_S, die_with, raise_open_file_limit
@@ -80,6 +82,7 @@ from workers.stream_text import generated_text
 from workers.timeouts import OpenRequest, sweep_timeouts
 
 NOT_SENT = "not sent: the run was stopped before this request's turn"
+NOT_SENT_AFTER_FAILED_TURN = "not sent: an earlier turn of its conversation failed"
 CANCELLED = "cancelled: the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
 BURST_YIELD = 4  # requests released back to back before the loop serves open streams
@@ -155,6 +158,7 @@ class Worker:
         self.stale_streak = 0  # stale pooled connections in a row, since the last good reuse
         self.report_first = 0  # finished requests still to report one by one (fail fast)
         self.open: dict[asyncio.Task, OpenRequest] = {}  # requests in flight, for the sweep
+        self.conversations: Conversations | None = None  # --multi-turn: the shard's turns
 
     async def run(self) -> None:
         """Talk to the coordinator until the shard is done or the run is stopped (a reusable
@@ -335,11 +339,19 @@ class Worker:
         config = shard.config
         self.shard, self.t0_ns = shard, t0_ns
         self.timer = PreciseTimer(asyncio.get_running_loop())
+        if config.multi_turn and shard.turns is not None:
+            self.conversations = Conversations(
+                shard.turns[:, 0],
+                shard.turns[:, 1],
+                shard.turns[:, 2],
+                shard.scheduled_ns,
+                config.session_prefix,
+            )
         slots = None
         if config.max_concurrency:
             slots = self.gate = CreditGate(
                 credits,
-                lambda: len(shard.indices) - self.released,
+                self._unsent,
                 self._due_unsent,
                 self._notify_demand,
             )
@@ -354,7 +366,9 @@ class Worker:
         released = 0
         slot_wait_ended_ns = 0  # when the dispatcher last got a slot it had to wait for
         try:
-            for k in range(len(shard.indices)):
+            if self.conversations is not None:
+                await self._dispatch_turns(session, url, shard, headers, slots, tasks)
+            for k in range(len(shard.indices) if self.conversations is None else 0):
                 due_ns = t0_ns + int(shard.scheduled_ns[k])
                 delay_ns = due_ns - perf_counter_ns()
                 if delay_ns > 0:
@@ -400,7 +414,61 @@ class Worker:
                 await flusher
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
-        self._account_unsent(shard, range(released, len(shard.indices)), NOT_SENT)
+        if self.conversations is not None:
+            self._account_unsent(shard, self.conversations.never_released(), NOT_SENT)
+        else:
+            self._account_unsent(shard, range(released, len(shard.indices)), NOT_SENT)
+
+    async def _dispatch_turns(
+        self,
+        session: aiohttp.ClientSession,
+        url: URL,
+        shard: Shard,
+        headers: dict[str, str],
+        slots: CreditGate | None,
+        tasks: set[asyncio.Task],
+    ) -> None:
+        """Release conversations' turns as they fall due (workers/conversations.py): turn 0
+        at its conversation's scheduled instant, each later one when the turn before it ended,
+        plus the think time. The one timer waits for the earliest due turn, and a turn that
+        ends wakes it."""
+        conversations = self.conversations
+        assert conversations is not None and self.timer is not None
+        t0_ns = self.t0_ns
+        while not self.stopping:
+            due = conversations.next_due_ns()
+            if due is None:
+                if not tasks:
+                    return  # every conversation has ended
+                await self.timer.wait_until(perf_counter_ns() + 1_000_000_000)
+                continue
+            due_ns = t0_ns + due
+            if due_ns > perf_counter_ns():
+                await self.timer.wait_until(due_ns)
+                continue  # due now, or woken by a turn that ended: look again
+            k = conversations.pop()
+            arrival_ns = perf_counter_ns()
+            if slots is not None and not slots.try_acquire():
+                await slots.acquire()
+                arrival_ns = due_ns  # it was due on time, then queued for a credit
+                if self.stopping:
+                    slots.release()
+                    conversations.unpop(k)
+                    return
+            turn_headers = {**headers, SESSION_HEADER: conversations.session(k)}
+            body = conversations.body(k, shard.body(k))
+            task = asyncio.create_task(
+                self._request(session, url, shard, k, turn_headers, slots, t0_ns, arrival_ns, body)
+            )
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            self.released += 1
+
+    def _unsent(self) -> int:
+        """Requests of the shard not yet released (turns: nor ended with their conversation)."""
+        if self.conversations is not None:
+            return self.conversations.pending
+        return len(self.shard.indices) - self.released if self.shard is not None else 0
 
     async def _request(
         self,
@@ -412,9 +480,13 @@ class Worker:
         slots: asyncio.Semaphore | None,
         t0_ns: int,
         arrival_ns: int,
+        body: bytes | None = None,
     ) -> None:
-        """Send request k (its slot, if any, already taken) and record what came back."""
+        """Send request k (its slot, if any, already taken; ``body``: a turn's, with its
+        conversation's history) and record what came back."""
         config = shard.config
+        if body is None:
+            body = shard.body(k)
         index = int(shard.indices[k])
         if config.request_id_prefix is not None:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
@@ -436,9 +508,7 @@ class Worker:
         watched = self.open[task] = OpenRequest(send_ns, stream, guard)
         try:
             try:
-                resp = await session.post(
-                    url, data=shard.body(k), headers=headers, proxy=config.proxy
-                )
+                resp = await session.post(url, data=body, headers=headers, proxy=config.proxy)
             except STALE_ERRORS as exc:
                 if connect_ns or not before_any_byte(exc) or self.stopping:
                     raise  # a fresh connection failed, or the server had begun to answer
@@ -448,9 +518,7 @@ class Worker:
                 self._on_stale_connection()
                 FRESH_ONLY.set(True)
                 send_ns = watched.sent_ns = watched.last_byte_ns = perf_counter_ns()
-                resp = await session.post(
-                    url, data=shard.body(k), headers=headers, proxy=config.proxy
-                )
+                resp = await session.post(url, data=body, headers=headers, proxy=config.proxy)
             if written_ns:
                 # TTFT and E2EL start when the request was written, less its connection's
                 # opening (upstream counts that; aiohttp's own work is send lag, not the server's).
@@ -521,6 +589,8 @@ class Worker:
         ):
             self.texts[index] = generated_text(stream.chunks, config.chat, stream.choice_events)
         self.events.extend(stream.event_ns)
+        if self.conversations is not None:
+            self._turn_ended(shard, k, success, stream, end_ns - t0_ns)
         server_queue_s, server_ttft_s = (
             (stream.server_queue_s, stream.server_ttft_s) if streamed else (math.nan, math.nan)
         )
@@ -550,6 +620,21 @@ class Worker:
             if not success:
                 self.sock.send_multipart(self._records_message(), copy=False)
 
+    def _turn_ended(self, shard: Shard, k: int, ok: bool, stream: object, end_ns: int) -> None:
+        """The conversation of turn k goes on (its next turn is due after the think time) or,
+        when k failed, ends: its later turns are reported unsent."""
+        conversations = self.conversations
+        assert conversations is not None
+        text = ""
+        if ok and isinstance(stream, SSEStream):
+            text = generated_text(stream.chunks, shard.config.chat, stream.choice_events)
+        dropped = conversations.ended(k, shard.body(k), ok, text, end_ns)
+        turn = int(shard.turns[k, 1]) if shard.turns is not None else 0
+        why = NOT_SENT if self.stopping else f"{NOT_SENT_AFTER_FAILED_TURN} (turn {turn})"
+        self._account_unsent(shard, dropped, why)
+        if self.timer is not None:
+            self.timer.wake()
+
     def _on_stale_connection(self) -> None:
         """Count a re-send; a few in a row without a pooled connection that answered mean the
         server closes after every response, so connections are no longer pooled. A pre-opened
@@ -574,6 +659,8 @@ class Worker:
         if self.shard is None:
             return 0
         now = perf_counter_ns() - self.t0_ns
+        if self.conversations is not None:
+            return self.conversations.due_count(now)
         return max(0, int(np.searchsorted(self.shard.scheduled_ns, now, "right")) - self.released)
 
     def _send_demand(self) -> None:
@@ -586,7 +673,7 @@ class Worker:
         message = self.codec.encode(Kind.DEMAND, returned=gate.take_returned(), waiting=waiting)
         self.sock.send_multipart(message, copy=False)  # queued at once; nothing to wait for
 
-    def _account_unsent(self, shard: Shard, ks: range, reason: str) -> None:
+    def _account_unsent(self, shard: Shard, ks: Iterable[int], reason: str) -> None:
         for k in ks:
             index = int(shard.indices[k])
             self.errors[index] = reason

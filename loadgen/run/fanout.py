@@ -102,6 +102,7 @@ class ShardPlan:
     indices: np.ndarray
     scheduled_ns: np.ndarray
     max_events: np.ndarray | None = None  # each request's output guard (0: none)
+    turns: np.ndarray | None = None  # --multi-turn: [N, 3] conversation, turn, think ns
 
 
 class WorkerPool:
@@ -285,6 +286,7 @@ class WorkerPool:
                     plan.indices,
                     plan.scheduled_ns,
                     plan.max_events,
+                    plan.turns,
                 ),
             )
         ready = await self._await_all(Kind.READY, workers, timeout_s=600)

@@ -72,7 +72,7 @@ VALID = [  # one conforming message of every kind, and who sends it
     (Kind.PING, {"t_ns": 123}, 0, False),
     (Kind.PONG, {"t_ns": 123, "worker_ns": 456}, 0, True),
     (Kind.ALIVE, {}, 0, True),
-    (Kind.SHARD, {"config": {}}, 5, False),
+    (Kind.SHARD, {"config": {}}, 6, False),
     (Kind.READY, {"connections": 16, "connect_error": None, "preopen_short": ""}, 0, True),
     (
         Kind.READY,
