@@ -32,6 +32,8 @@ from typing import Any
 
 import orjson
 
+from workers.conversations import END_TEXT, HISTORY_TEXT
+
 COMPLETIONS_BACKENDS = ("openai", "vllm")
 CHAT_BACKENDS = ("openai-chat",)
 GENERATION_BACKENDS = COMPLETIONS_BACKENDS + CHAT_BACKENDS  # upstream's OPENAI_COMPATIBLE
@@ -197,6 +199,32 @@ def serialize_bodies(
         )
         for model, prompt, out, mm in zip(models, prompts, output_lens, parts, strict=True)
     ]
+
+
+def turn_bodies(
+    models: list[str],
+    prompts: list[str],
+    output_lens: list[int],
+    *,
+    ignore_eos: bool,
+    extra_body: dict[str, Any] | None,
+    min_tokens: bool,
+) -> list[bytes]:
+    """--multi-turn's chat bodies: each turn's user message between the markers a worker
+    splices the conversation's history at (workers/conversations.py); with ``min_tokens``, each
+    asks for at least its output length, as the Rust client does for random conversations
+    (unless --ignore-eos, or --extra-body sets min_tokens)."""
+    bodies = []
+    for model, prompt, out in zip(models, prompts, output_lens, strict=True):
+        body = build_body(
+            "openai-chat", model, prompt, int(out), logprobs=None, ignore_eos=ignore_eos,
+            extra_body=extra_body,
+        )  # fmt: skip
+        body["messages"] = [HISTORY_TEXT, *body["messages"], END_TEXT]
+        if min_tokens and not ignore_eos and "min_tokens" not in (extra_body or {}):
+            body["min_tokens"] = int(out)
+        bodies.append(bytes(memoryview(orjson.dumps(body))))
+    return bodies
 
 
 def lora_assignment(modules: list[str], num_requests: int, strategy: str, seed: int) -> list[str]:

@@ -454,6 +454,80 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="With --ray: workers on each node, filling nodes in order (default: spread the "
         "workers round the nodes).",
     ),
+    # --- conversations: the Rust client's --multi-turn family, and loadgen's think time ---
+    Flag(
+        "--multi-turn",
+        bool,
+        False,
+        group=LOADGEN,
+        help="Run conversations (openai-chat; --dataset-name random or sharegpt): "
+        "--num-prompts of them, each turn sent when the one before it ended, with the "
+        "conversation so far (the server's answers included) and an X-Session-ID; conversations "
+        "start on the --request-rate schedule; a failed turn ends its conversation.",
+    ),
+    Flag(
+        "--multi-turn-num-turns",
+        int,
+        3,
+        group=LOADGEN,
+        minimum=1,
+        help="With --multi-turn and random: turns per conversation.",
+    ),
+    Flag(
+        "--multi-turn-min-turns",
+        int,
+        0,
+        group=LOADGEN,
+        minimum=0,
+        help="With --multi-turn and random: the fewest turns a conversation has, each drawn "
+        "from [min, max] with --seed (0: --multi-turn-num-turns).",
+    ),
+    Flag(
+        "--multi-turn-max-turns",
+        int,
+        0,
+        group=LOADGEN,
+        minimum=0,
+        help="With --multi-turn: the most turns a conversation has (random: 0 is "
+        "--multi-turn-num-turns; sharegpt: 0 keeps every turn of a conversation).",
+    ),
+    Flag(
+        "--multi-turn-concurrency",
+        int,
+        None,
+        group=LOADGEN,
+        minimum=1,
+        sets=("max_concurrency",),
+        help="With --multi-turn: the most turns in flight at once, over all conversations "
+        "(the same cap as --max-concurrency, which it sets); a conversation thinking between "
+        "turns holds no slot.",
+    ),
+    Flag(
+        "--multi-turn-delay-ms",
+        float,
+        0.0,
+        group=LOADGEN,
+        minimum=0,
+        help="With --multi-turn: think time between a turn's end and the next turn, in ms.",
+    ),
+    Flag(
+        "--multi-turn-delay-distribution",
+        str,
+        "fixed",
+        group=LOADGEN,
+        choices=("fixed", "exponential"),
+        help="With --multi-turn: each think time is --multi-turn-delay-ms (fixed) or drawn with "
+        "that mean (exponential, with --seed).",
+    ),
+    Flag(
+        "--per-turn-input-len",
+        int,
+        0,
+        group=LOADGEN,
+        minimum=0,
+        help="With --multi-turn and random: input tokens of each turn after the first "
+        "(0: --random-input-len).",
+    ),
     Flag(
         "--request-timeout",
         float,

@@ -34,6 +34,15 @@ PLOT_LIBRARIES = {
     "--format html": ("plotly",),  # loadgen report's page
 }
 PLOT_EXTRA = "pip install 'loadgen[plot]'"
+MULTI_TURN_FLAGS = (
+    "--multi-turn-num-turns",
+    "--multi-turn-min-turns",
+    "--multi-turn-max-turns",
+    "--multi-turn-concurrency",
+    "--multi-turn-delay-ms",
+    "--multi-turn-delay-distribution",
+    "--per-turn-input-len",
+)
 
 
 def missing_libraries(flag: str) -> list[str]:
@@ -184,6 +193,7 @@ class Validated(RunConfigBase):
         if self.num_warmups < 0:
             raise ConfigError(f"--num-warmups must be >= 0, got {self.num_warmups}")
         self._validate_placement()
+        self._validate_multi_turn()
         cores = available_cores()
         if self.ray is None and self.workers > WORKERS_PER_CORE * cores:
             raise ConfigError(
@@ -197,6 +207,40 @@ class Validated(RunConfigBase):
             parse_range_ratio(self.random_range_ratio)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_multi_turn(self) -> None:
+        """--multi-turn and its family: chat, random or sharegpt, turn counts that make sense."""
+        family = [name for name in MULTI_TURN_FLAGS if name in self.given]
+        if not self.multi_turn:
+            if family:
+                raise ConfigError(f"{family[0]} shapes conversations: give it with --multi-turn")
+            return
+        if self.backend != "openai-chat":
+            raise ConfigError(
+                "--multi-turn sends each conversation as chat messages: give --backend "
+                "openai-chat --endpoint /v1/chat/completions"
+            )
+        if self.dataset_name not in ("random", "sharegpt"):
+            raise ConfigError(
+                f"--multi-turn builds conversations from --dataset-name random or sharegpt, "
+                f"not {self.dataset_name}"
+            )
+        if (
+            isinstance(self.max_concurrency, tuple)
+            or isinstance(self.request_rate, tuple)
+            or (self.num_runs > 1 or self.steady_state)
+        ):
+            raise ConfigError("--multi-turn runs one run: no lists, --num-runs or --steady-state")
+        if "--multi-turn-concurrency" in self.given and "--max-concurrency" in self.given:
+            raise ConfigError(
+                "--multi-turn-concurrency is --max-concurrency for conversations: give one"
+            )
+        low = self.multi_turn_min_turns or self.multi_turn_num_turns
+        high = self.multi_turn_max_turns or self.multi_turn_num_turns
+        if self.dataset_name == "random" and low > high:
+            raise ConfigError(
+                f"--multi-turn-min-turns {low} is above --multi-turn-max-turns {high}"
+            )
 
     def _validate_placement(self) -> None:
         """--workers, and where workers run: --listen/--remote-workers/--key, --ray."""

@@ -58,6 +58,8 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("truncated", pa.bool_()),
     ("server_queue_s", pa.float64()),
     ("server_ttft_s", pa.float64()),
+    ("conversation", pa.int64()),  # --multi-turn: the request's conversation; else null
+    ("turn", pa.int32()),  # --multi-turn: its turn in the conversation (0: the first); else null
     ("error", pa.string()),
     ("text", pa.string()),
 ]
@@ -106,8 +108,13 @@ class RecordsWriter:
         prompt_lens: np.ndarray,
         input_sequences: np.ndarray,
         request_id_prefix: str | None,
+        turns: np.ndarray | None = None,
     ) -> None:
         self.path = path
+        # --multi-turn: [N, 3] conversation, turn, think ns; a later turn's scheduled_ns is
+        # written as its intended instant, from the end of the turn before (records/turns.py).
+        self.turns = turns
+        self.end_ns = np.full(len(scheduled_ns), -1, dtype=np.int64)
         self.run_start = start
         self.scheduled_ns = scheduled_ns
         self.prompt_lens = prompt_lens
@@ -196,11 +203,24 @@ class RecordsWriter:
         index = rows["index"]
         offsets = np.concatenate(([0], np.cumsum(rows["n_events"], dtype=np.int32)))
         prefix = self.request_id_prefix
+        scheduled = self.scheduled_ns[index]
+        no_turn = np.ones(len(index), dtype=bool)
+        conversation = turn = np.zeros(len(index), dtype=np.int64)
+        if self.turns is not None:
+            # A turn's row comes after the row of the turn before it (same worker, ended first).
+            self.end_ns[index] = rows["end_ns"]
+            conversation, turn, think = (self.turns[index, j] for j in range(3))
+            before = self.end_ns[np.maximum(index - 1, 0)]
+            later = (turn > 0) & (before >= 0)
+            scheduled = np.where(later, before + think, scheduled)
+            no_turn = np.zeros(len(index), dtype=bool)
         columns: dict[str, pa.Array] = {
             "index": _numbers(index, "index"),
             "request_id": _request_ids(prefix, index),
             "worker": _numbers(workers, "worker", nulls=workers < 0),
-            "scheduled_ns": _numbers(self.scheduled_ns[index], "scheduled_ns"),
+            "scheduled_ns": _numbers(scheduled, "scheduled_ns"),
+            "conversation": _numbers(conversation, "conversation", nulls=no_turn),
+            "turn": _numbers(turn, "turn", nulls=no_turn),
             "events_ns": pa.ListArray.from_arrays(
                 _numbers(offsets, pa.int32()), _numbers(event_ns, pa.int64())
             ),
@@ -359,6 +379,12 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRec
     sequences[index] = table["input_sequences"].to_numpy()
     flat = events.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
     event_ns, event_offsets = assemble_events(records["n_events"], [(index, counts, flat)])
+    conversation = turn = None
+    if "turn" in table.column_names and table["turn"].null_count < len(index):
+        conversation = np.full(n, -1, dtype=np.int64)
+        turn = np.full(n, -1, dtype=np.int64)
+        conversation[index] = table["conversation"].fill_null(-1).to_numpy()
+        turn[index] = table["turn"].fill_null(-1).to_numpy()
     errors = _strings(index, table["error"])
     lost = np.setdiff1d(np.arange(n), index)
     for i in lost:
@@ -375,6 +401,8 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRec
         event_offsets=event_offsets,
         errors=errors,
         texts=_strings(index, table["text"]),
+        conversation=conversation,
+        turn=turn,
     )
 
 

@@ -97,6 +97,10 @@ class RunRecords:
     event_offsets: np.ndarray  # [N+1]: request i's events are event_ns[offsets[i]:offsets[i+1]]
     errors: dict[int, str]
     texts: dict[int, str]  # generated text, kept when the server reported no usage
+    # --multi-turn: each request's conversation and its turn in it (None without); a later
+    # turn's scheduled_ns is its intended instant (loadgen/records/turns.py)
+    conversation: np.ndarray | None = None
+    turn: np.ndarray | None = None
 
     @property
     def num_requests(self) -> int:

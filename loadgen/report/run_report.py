@@ -17,6 +17,7 @@ import numpy as np
 
 from loadgen.config import RunConfig, parse_itl_thresholds
 from loadgen.records.model import RunEnd, RunRecords
+from loadgen.report.conversations import conversation_figures, conversation_lines
 from loadgen.report.decoding import (
     diffusion_stats,
     parse_diffusion,
@@ -181,6 +182,8 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         host=end.host,
     )
     client_verdict = verdict(health) if run.end is not None else not_judged(health)
+    conversations = conversation_figures(run, timings)
+    lines += conversation_lines(conversations)
     lines += host_lines(end.hosts)
     lines.append(client_verdict)
     loadgen_extra = {
@@ -200,6 +203,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         },
         "worker_problems": end.worker_problems,
         "hosts": end.hosts,
+        "multi_turn": conversations,  # None unless --multi-turn
         "interrupted": end.interrupted,
         "client": health.to_json(),
         **run_context(start),

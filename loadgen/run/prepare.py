@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +22,13 @@ from loadgen.config import (
     InputError,
     RunConfig,
 )
+from loadgen.datasets.conversations import Turns, sharegpt_conversations, synthetic_conversations
 from loadgen.datasets.errors import FlagError
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts
-from loadgen.payloads import lora_assignment, serialize_bodies
+from loadgen.datasets.sharegpt import load_sharegpt_entries
+from loadgen.payloads import lora_assignment, serialize_bodies, turn_bodies
 from loadgen.report.gate_keys import check_gates
 from loadgen.run.build_progress import BuildProgress
 from loadgen.run.threads import in_daemon_thread
@@ -45,6 +47,7 @@ from loadgen.text.tokenizer import (
     is_local_path,
     load_tokenizer,
 )
+from workers.conversations import split_turn_body
 
 TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
     "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
@@ -65,6 +68,16 @@ class Prepared:
     models: list[str]  # the model each request names (a LoRA adapter with --lora-modules)
     bodies: list[bytes]
     scheduled_ns: np.ndarray
+    turns: Turns | None = None  # --multi-turn: each request's conversation, turn, think time
+
+    @property
+    def first_body(self) -> bytes:
+        """The first request's body as the server would get it (the ready check and warm-ups
+        send it): a turn's without its history markers."""
+        if self.turns is None:
+            return self.bodies[0]
+        head, user, tail = split_turn_body(self.bodies[0])
+        return head + user + tail
 
     @property
     def num_requests(self) -> int:
@@ -121,23 +134,31 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         progress = BuildProgress(
             f"Building the {config.dataset_name} dataset", disabled=config.disable_tqdm
         )
+        notes: list[str] = []
+
+        def build(build_config: RunConfig) -> SampledPrompts:
+            built = sample_dataset_cached(build_config, tokenizer, template, None, progress.report)
+            notes.extend(built.notes)  # read from or stored in the dataset cache, or why not
+            return built.dataset
+
+        def build_all() -> tuple[SampledPrompts, Turns | None]:
+            if config.multi_turn:
+                return conversations(config, build, tokenizer)
+            return build(config), None
+
         try:
-            built = await progress.show_while(
-                in_daemon_thread(
-                    sample_dataset_cached, config, tokenizer, template, None, progress.report
-                )
-            )
+            dataset, turns = await progress.show_while(in_daemon_thread(build_all))
         except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
             raise ConfigError(str(exc)) from None
         except ChatTemplateError:
             raise
         except ValueError as exc:  # the dataset modules name the file whose contents are bad
             raise InputError(str(exc)) from None
-        for note in built.notes:  # read from or stored in the dataset cache, or why not
+        for note in notes:
             print(note)
-        return tokenizer_id, tokenizer, built.dataset
+        return tokenizer_id, tokenizer, dataset, turns
 
-    (model_name, model_id), (tokenizer_id, tokenizer, dataset) = await _all_or_cancel(
+    (model_name, model_id), (tokenizer_id, tokenizer, dataset, turns) = await _all_or_cancel(
         model_task, tokenizer_and_dataset()
     )
     num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
@@ -162,13 +183,14 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         if config.lora_modules
         else [model_name] * num_requests
     )
-    bodies = serialize(config, dataset, models)
+    bodies = serialize(config, dataset, models, turns)
+    starts = turns.num_conversations if turns is not None else num_requests
     if config.self_timed_trace:
         assert dataset.trace_offsets_s is not None
         offsets = dataset.trace_offsets_s
     elif config.ramp_up_strategy is not None:
         offsets = ramp_up_offsets_s(
-            num_requests,
+            starts,
             config.ramp_up_strategy,
             config.ramp_up_start_rps,
             config.ramp_up_end_rps,
@@ -178,15 +200,57 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         )
     else:
         offsets = arrival_offsets_s(
-            num_requests, config.request_rate, config.burstiness, config.seed, dataset.arrival_rng
+            starts, config.request_rate, config.burstiness, config.seed, dataset.arrival_rng
         )
+    scheduled_ns = to_ns(offsets)
+    if turns is not None:  # a conversation starts on the schedule; its turns follow its start
+        scheduled_ns = scheduled_ns[turns.conversation]
     return Prepared(
-        model_id, model_name, tokenizer_id, tokenizer, dataset, models, bodies, to_ns(offsets)
+        model_id, model_name, tokenizer_id, tokenizer, dataset, models, bodies, scheduled_ns, turns
     )
 
 
-def serialize(config: RunConfig, dataset: SampledPrompts, models: list[str]) -> list[bytes]:
+def conversations(
+    config: RunConfig, build: Callable[[RunConfig], SampledPrompts], tokenizer: TokenCodec
+) -> tuple[SampledPrompts, Turns]:
+    """--multi-turn's conversations (loadgen/datasets/conversations.py), and one line on them."""
+    if config.dataset_name == "sharegpt":
+        assert config.dataset_path is not None  # validate() checked
+        sampled, turns = sharegpt_conversations(
+            load_sharegpt_entries(config.dataset_path),
+            tokenizer,
+            config.num_prompts,
+            config.multi_turn_max_turns,
+            config.sharegpt_output_len,
+            config.seed,
+            config.multi_turn_delay_ms,
+            config.multi_turn_delay_distribution,
+        )
+    else:
+        sampled, turns = synthetic_conversations(config, build, tokenizer)
+    counts = np.bincount(turns.conversation)
+    print(
+        f"Conversations: {len(counts)}, {len(turns.turn)} turns "
+        f"({counts.min()} to {counts.max()} per conversation)"
+    )
+    return sampled, turns
+
+
+def serialize(
+    config: RunConfig, dataset: SampledPrompts, models: list[str], turns: Turns | None = None
+) -> list[bytes]:
     """Every request body of the dataset, as the workers will send them."""
+    if turns is not None:
+        # As the Rust client: only --ignore-eos sends ignore_eos (random's forcing would let a
+        # conversation's context grow without bound); random turns ask for min_tokens instead.
+        return turn_bodies(
+            models,
+            dataset.prompts,
+            dataset.output_lens.tolist(),
+            ignore_eos=config.ignore_eos,
+            extra_body=config.body_extras(),
+            min_tokens=config.dataset_name == "random",
+        )
     return serialize_bodies(
         config.backend,
         models,
@@ -204,8 +268,8 @@ async def align(config: RunConfig, client: ServerClient, prepared: Prepared) -> 
     server is known to answer (loadgen/server/alignment.py); the bodies are rebuilt if prompts
     change.
     Prompts built with the server's own tokenizer need none."""
-    if isinstance(prepared.tokenizer, ServerTokenizer):
-        return prepared
+    if isinstance(prepared.tokenizer, ServerTokenizer) or prepared.turns is not None:
+        return prepared  # a conversation's turns are sent as built
     prompts = prepared.dataset.prompts
     if not DATASETS[config.dataset_name].aligned or not isinstance(prompts[0], str):
         return prepared

@@ -20,6 +20,7 @@ from loadgen.records.collected import Collected
 from loadgen.records.environment import environment
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.records.redact import redact_argv, redact_config
+from loadgen.records.turns import intended_ns
 from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
 from loadgen.run.prepare import Prepared
@@ -68,6 +69,7 @@ def records_writer(
         prepared.dataset.prompt_lens,
         _input_sequences(config, prepared),
         config.request_id_prefix,
+        prepared.turns.frame(np.arange(prepared.num_requests)) if prepared.turns else None,
     )
 
 
@@ -99,6 +101,12 @@ def run_records(
     config: RunConfig, prepared: Prepared, start: RunStart, collected: Collected, end: RunEnd
 ) -> RunRecords:
     """The whole run as every report reads it (the records file holds the same)."""
+    turns = prepared.turns
+    scheduled_ns = prepared.scheduled_ns
+    if turns is not None:
+        scheduled_ns = intended_ns(
+            scheduled_ns, collected.records["end_ns"], turns.turn, turns.think_ns
+        )
     return RunRecords(
         start=replace(
             start,
@@ -109,13 +117,15 @@ def run_records(
         end=end,
         records=collected.records,
         worker=collected.worker,
-        scheduled_ns=prepared.scheduled_ns,
+        scheduled_ns=scheduled_ns,
         prompt_lens=prepared.dataset.prompt_lens,
         input_sequences=_input_sequences(config, prepared),
         event_ns=collected.event_ns,
         event_offsets=collected.event_offsets,
         errors=collected.errors,
         texts=collected.texts,
+        conversation=turns.conversation if turns is not None else None,
+        turn=turns.turn if turns is not None else None,
     )
 
 

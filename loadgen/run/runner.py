@@ -338,9 +338,9 @@ async def get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) -
         prepared = await prepare(config, client)
         if isinstance(prepared.tokenizer, ServerTokenizer):
             prepared.tokenizer.end_build()  # its deadline and progress bar end here
-        await check_ready(config, client, prepared.bodies[0])
+        await check_ready(config, client, prepared.first_body)
         prepared = await align(config, client, prepared)
-        await warm_up(config, client, prepared.bodies[0])
+        await warm_up(config, client, prepared.first_body)
         print("Starting main benchmark run...")
         if config.profile:
             await profile(client, "start")

@@ -28,7 +28,7 @@ def planned_workers(config: RunConfig) -> int:
 
 def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
     """One plan per worker: its requests, their bodies and schedule, and its configuration."""
-    owner = assign_workers(prepared.num_requests, num_workers, config.max_concurrency)
+    owner = request_owners(prepared, num_workers, config.max_concurrency)
     cap = config.max_concurrency or 0
     shares = split_concurrency(cap, num_workers)
     headers = auth_headers(config.headers)
@@ -54,6 +54,8 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             idle_timeout_s=config.idle_timeout,
             connect_timeout_s=config.connect_timeout,
             report_first=FIRST if config.fail_fast else 0,
+            multi_turn=prepared.turns is not None,
+            session_prefix=config.request_id_prefix or "",
         )
         plans.append(
             ShardPlan(
@@ -62,9 +64,19 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
                 indices=indices,
                 scheduled_ns=prepared.scheduled_ns[indices],
                 max_events=output_guard(config, prepared.dataset.output_lens[indices]),
+                turns=prepared.turns.frame(indices) if prepared.turns is not None else None,
             )
         )
     return plans
+
+
+def request_owners(prepared: Prepared, num_workers: int, cap: int | None) -> np.ndarray:
+    """The worker of each request, as ``assign_workers`` deals them; a conversation's turns all
+    go to the worker its first turn goes to (its history lives there)."""
+    if prepared.turns is None:
+        return assign_workers(prepared.num_requests, num_workers, cap)
+    conversation = prepared.turns.conversation
+    return assign_workers(prepared.turns.num_conversations, num_workers, cap)[conversation]
 
 
 def preopen_count(cap: int, share: int, num_requests: int) -> int:

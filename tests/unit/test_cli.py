@@ -65,6 +65,14 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--key",
         "--ray",
         "--workers-per-node",
+        "--multi-turn",
+        "--multi-turn-num-turns",
+        "--multi-turn-min-turns",
+        "--multi-turn-max-turns",
+        "--multi-turn-concurrency",
+        "--multi-turn-delay-ms",
+        "--multi-turn-delay-distribution",
+        "--per-turn-input-len",
     }
     options = {opt for p in run.params for opt in getattr(p, "opts", []) if opt.startswith("--")}
     assert options - own <= VLLM_BENCH_SERVE_FLAGS
