@@ -36,5 +36,7 @@ def host_lines(hosts: list[dict[str, Any]] | None) -> list[str]:
             )
         else:
             clock = "not measured"
-        lines.append(f"  {where:<36} workers {ids:<10} {clock}")
+        gone = [str(w["worker"]) for w in workers if w.get("lost")]
+        lost = f"; lost mid-run: worker {','.join(gone)}" if gone else ""
+        lines.append(f"  {where:<40} workers {ids:<8} {clock}{lost}")
     return lines

@@ -390,7 +390,7 @@ class WorkerPool:
                 for w, why in self._lost(pending).items():
                     pending.discard(w)
                     problems.append(why)
-                    lost[w] = why
+                    lost[w] = self.channel.members[w].lost = why
                     print(f"warning: {why}; its requests are failed records", flush=True)
                     if credit_pool is not None:
                         await self._send_credits(credit_pool.on_lost(w), pending)

@@ -71,6 +71,7 @@ class Member:
     address: str = ""  # the peer address of a tcp:// worker
     last_seen: float = 0.0  # time.monotonic() of its last message
     clock: ClockOffset | None = None
+    lost: str = ""  # why it was lost mid-run ("" while it was not)
 
     def where(self) -> str:
         """Which worker this is, and where it runs unless on this host: for messages."""
@@ -96,6 +97,7 @@ class Member:
             "clock_offset_ns": clock.offset_ns if clock else None,
             "clock_uncertainty_ns": clock.uncertainty_ns if clock else None,
             "clock_round_trip_ns": clock.round_trip_ns if clock else None,
+            "lost": self.lost or None,
         }
 
 

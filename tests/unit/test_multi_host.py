@@ -167,6 +167,9 @@ def test_hosts_are_listed_with_their_clock_offsets() -> None:
     assert "gpu-a (remote, 10.0.0.7)" in lines[2] and "1,2" in lines[2]
     assert "+2.500 ms ± 0.040 ms" in lines[2]
     assert "gpu-b (ray node abcdef012345, 10.0.0.8)" in lines[3] and "-0.075 ms" in lines[3]
+    assert "lost" not in lines[2]
+    gone = host_lines([{**worker(0, "remote", "h", "10.0.0.9:1", 0), "lost": "cut off"}])
+    assert gone[1].endswith("; lost mid-run: worker 0")
     assert host_lines([worker(0, "local", "coord"), worker(1, "local", "coord")]) == []
     assert host_lines(None) == []
 
