@@ -99,9 +99,13 @@ def build_body(
     ignore_eos: bool,
     extra_body: dict[str, Any] | None,
     mm_parts: list[dict[str, Any]] | None = None,
+    messages: list[dict[str, Any]] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON object of one request, with upstream's keys in upstream's order; ``mm_parts``
-    (random-mm's images) follow the text in a chat message."""
+    (random-mm's images) follow the text in a chat message; ``messages`` (BFCL's) replace the
+    chat message built from the prompt, and ``overrides`` (BFCL's tools) win over the extra
+    body, as upstream merges them."""
     body: dict[str, Any]
     if backend == "vllm-rerank":  # upstream merges neither ignore_eos nor the extra body
         assert isinstance(prompt, list) and len(prompt) > 1  # config.validate() ensures it
@@ -119,7 +123,7 @@ def build_body(
         content = [*text, *(mm_parts or [])]
         body = {
             "model": model,
-            "messages": [{"role": "user", "content": content}],
+            "messages": messages or [{"role": "user", "content": content}],
             "max_completion_tokens": output_len,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -138,6 +142,8 @@ def build_body(
         body["ignore_eos"] = True
     if extra_body:
         body.update(extra_body)
+    if overrides:
+        body.update(overrides)
     return body
 
 
@@ -172,14 +178,19 @@ def serialize_bodies(
     ignore_eos: bool,
     extra_body: dict[str, Any] | None,
     mm_contents: list[list[dict[str, Any]]] | None = None,
+    chat_messages: list[list[dict[str, Any]]] | None = None,
+    request_overrides: list[dict[str, Any]] | None = None,
 ) -> list[bytes]:
-    """Every request body as the bytes a worker will send (request i names ``models[i]``).
+    """Every request body as the bytes a worker will send (request i names ``models[i]``);
+    request i's ``chat_messages`` and ``request_overrides`` as ``build_body`` takes them.
 
     Each is copied to its own size: orjson (3.12 on) returns bytes in a buffer of at least
     4 KiB that it never shrinks, and the bodies live for the whole run (20,000 bodies of a
     32-token prompt held 78 MB in the coordinator, 5 MB copied).
     """
     parts = mm_contents or [None] * len(prompts)
+    messages = chat_messages or [None] * len(prompts)
+    overrides = request_overrides or [None] * len(prompts)
     return [
         bytes(
             memoryview(
@@ -193,11 +204,15 @@ def serialize_bodies(
                         ignore_eos=ignore_eos,
                         extra_body=extra_body,
                         mm_parts=mm,
+                        messages=chat,
+                        overrides=fields,
                     )
                 )
             )
         )
-        for model, prompt, out, mm in zip(models, prompts, output_lens, parts, strict=True)
+        for model, prompt, out, mm, chat, fields in zip(
+            models, prompts, output_lens, parts, messages, overrides, strict=True
+        )
     ]
 
 

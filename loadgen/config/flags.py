@@ -17,6 +17,7 @@ from typing import Any
 
 from loadgen.config.gates import parse_fail_on
 from loadgen.config.parsers import (
+    parse_comma_list,
     parse_goodput,
     parse_headers,
     parse_json_object,
@@ -27,6 +28,7 @@ from loadgen.config.parsers import (
 from loadgen.config.sweep_lists import parse_concurrency, parse_rate
 from loadgen.config.upstream import UPSTREAM_DATASETS
 from loadgen.datasets.registry import names
+from loadgen.datasets.speed_bench import SUBSETS as SPEED_BENCH_SUBSETS
 from loadgen.flag import Flag, by_name, flag_name
 from loadgen.payloads import GENERATION_BACKENDS, UPSTREAM_BACKENDS
 from loadgen.schedule import RAMP_UP_STRATEGIES
@@ -65,16 +67,18 @@ RANDOM_MM = "random multimodal dataset options extended from random dataset"
 BLAZEDIT = "blazedit dataset options"
 HF = "hf dataset options"
 PREFIX_REPETITION = "prefix repetition dataset options"
+BFCL = "BFCL dataset options"
+SPEED_BENCH = "speed bench dataset options"
 SAMPLING = "sampling parameters"
 LOADGEN = "loadgen options (not in vllm bench serve)"
 GROUP_TITLES = (
-    CUSTOM, SPEC_BENCH, SONNET, SHAREGPT, TIMED_TRACE, RANDOM, RANDOM_MM, BLAZEDIT, HF,
-    PREFIX_REPETITION, SAMPLING, LOADGEN,
+    CUSTOM, SPEC_BENCH, SONNET, SHAREGPT, TIMED_TRACE, RANDOM, RANDOM_MM, BLAZEDIT, HF, BFCL,
+    PREFIX_REPETITION, SPEED_BENCH, SAMPLING, LOADGEN,
 )  # fmt: skip
 
 # Readers shared by several flags.
 # --no-oversample (hf too: upstream's HuggingFaceDataset honours it and --disable-shuffle).
-FILE_DATASETS = ("custom", "custom_image", "sharegpt", "spec_bench", "hf")
+FILE_DATASETS = ("custom", "custom_image", "sharegpt", "spec_bench", "speed_bench", "hf")
 NOT_RERANK = tuple(backend for backend in UPSTREAM_BACKENDS if backend != "vllm-rerank")
 
 
@@ -146,7 +150,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--dataset-path",
         help="custom: a .jsonl file of prompts; sharegpt: the ShareGPT JSON file; spec_bench: "
-        "Spec-Bench's question.jsonl; timed_trace: a JSONL trace; sonnet: a text of poem lines.",
+        "Spec-Bench's question.jsonl; speed_bench: the directory of SPEED-Bench's subsets (or "
+        "one subset's .jsonl); burstgpt: the BurstGPT CSV; hf: a hub id or a local copy; "
+        "timed_trace: a JSONL trace; sonnet: a text of poem lines.",
     ),
     Flag(
         "--disable-shuffle",
@@ -166,7 +172,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--skip-chat-template",
         bool,
         False,
-        readers=("custom", "hf"),  # the datasets templated "unless skipped" (a test checks)
+        readers=("custom", "speed_bench", "hf"),  # templated "unless skipped" (a test checks)
         help="custom: send prompts as written, without the tokenizer's chat template.",
     ),
     Flag(
@@ -186,7 +192,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--chat-template-kwargs",
         value_type=dict[str, Any] | None,
         parse=parse_json_object,
-        readers=("custom",),  # and only templated: validation.py says when it is not
+        readers=("custom", "speed_bench"),  # and only templated: validation.py says when not
         help="JSON object passed to the chat template (custom), e.g. '{\"thinking\": true}'.",
     ),
     Flag("--input-len", int, sets=("random_input_len",), help="Sets --random-input-len."),
@@ -826,6 +832,14 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="hf: max_tokens of every request (default: the dataset's).",
     ),
     Flag(
+        "--bfcl-categories",
+        group=BFCL,
+        readers=("hf",),
+        value_type=list[str] | None,
+        parse=parse_comma_list,
+        help="hf BFCL: comma-separated BFCL v3 categories (default: simple,live_simple,multiple).",
+    ),
+    Flag(
         "--prefix-repetition-prefix-len",
         int,
         256,
@@ -856,6 +870,28 @@ RUN_FLAGS: tuple[Flag, ...] = (
         group=PREFIX_REPETITION,
         readers=("prefix_repetition",),
         help="prefix_repetition: max_tokens of every request.",
+    ),
+    Flag(
+        "--speed-bench-dataset-subset",
+        default="qualitative",
+        choices=SPEED_BENCH_SUBSETS,
+        group=SPEED_BENCH,
+        readers=("speed_bench",),
+        help="speed_bench: the subset, {subset}.jsonl in the --dataset-path directory.",
+    ),
+    Flag(
+        "--speed-bench-output-len",
+        int,
+        4096,
+        group=SPEED_BENCH,
+        readers=("speed_bench",),
+        help="speed_bench: max_tokens of every request.",
+    ),
+    Flag(
+        "--speed-bench-category",
+        group=SPEED_BENCH,
+        readers=("speed_bench",),
+        help="speed_bench: only the prompts of this category (default: all).",
     ),
     sampling("--top-p", float, "top_p sent with every request."),
     sampling("--top-k", int, "top_k sent with every request."),

@@ -105,3 +105,10 @@ def parse_itl_thresholds(value: str) -> tuple[float, float]:
             f"Expected 2 ITL threshold values, got {len(thresholds)}"
         )
     return thresholds[0] / 1000, thresholds[1] / 1000
+
+
+def parse_comma_list(value: str | None) -> list[str] | None:
+    """``--bfcl-categories a,b``: the non-blank names as a list, None when not given."""
+    if value is None:
+        return None
+    return [name.strip() for name in value.split(",") if name.strip()]

@@ -22,8 +22,10 @@ from loadgen.config.flags import RUN_FLAGS, SUPPORTED_DATASETS, available_cores
 from loadgen.config.parsers import parse_itl_thresholds
 from loadgen.config.upstream import UPSTREAM_DATASETS
 from loadgen.config.urls import check_server_url
+from loadgen.datasets.bfcl import BFCL_PATH
 from loadgen.datasets.random import parse_range_ratio
 from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
+from loadgen.datasets.speed_bench import PREPARE_SCRIPT as SPEED_BENCH_PREPARE
 from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, SUPPORTED_BACKENDS, UPSTREAM_BACKENDS
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
@@ -70,7 +72,7 @@ class Validated(RunConfigBase):
             )
         if (
             "--chat-template-kwargs" in self.given
-            and self.dataset_name == "custom"
+            and self.dataset_name in ("custom", "speed_bench")
             and not self.uses_chat_template
         ):
             why = "--skip-chat-template" if self.skip_chat_template else "--skip-tokenizer-init"
@@ -126,8 +128,14 @@ class Validated(RunConfigBase):
         if self.dataset_name == "hf":
             if self.dataset_path is None:
                 raise ConfigError("--dataset-name hf needs --dataset-path (a hub dataset id)")
-            self.hf_dataset()
-            if importlib.util.find_spec("datasets") is None:
+            if BFCL_PATH in self.hf_dataset().paths:
+                if self.backend != "openai-chat":
+                    raise ConfigError(
+                        "BFCL dataset requires the 'openai-chat' backend because it sends "
+                        "per-request tool schemas via chat completions; got --backend "
+                        f"{self.backend}"
+                    )
+            elif importlib.util.find_spec("datasets") is None:
                 raise ConfigError(
                     "--dataset-name hf needs the datasets library: pip install 'loadgen[hf]'"
                 )
@@ -152,6 +160,19 @@ class Validated(RunConfigBase):
                 raise ConfigError(
                     f"--spec-bench-output-len must be >= 1, got {self.spec_bench_output_len}"
                 )
+        if self.dataset_name == "speed_bench":
+            if self.dataset_path is None:
+                raise ConfigError(
+                    "--dataset-name speed_bench needs --dataset-path (the directory of "
+                    f"SPEED-Bench's subsets; fetch it with `curl -LsSf {SPEED_BENCH_PREPARE} | "
+                    "python3 -`)"
+                )
+            if self.speed_bench_output_len < 1:
+                raise ConfigError(
+                    f"--speed-bench-output-len must be >= 1, got {self.speed_bench_output_len}"
+                )
+        if self.dataset_name == "burstgpt" and self.dataset_path is None:
+            raise ConfigError("--dataset-name burstgpt needs --dataset-path (the BurstGPT CSV)")
         if self.dataset_name == "custom":
             if self.dataset_path is None:
                 raise ConfigError("--dataset-name custom needs --dataset-path (a .jsonl file)")

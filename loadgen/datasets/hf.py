@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.datasets.bfcl import BFCL_OUTPUT_LEN, BFCL_PATH, load_bfcl, sample_bfcl_requests
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.sampled_prompts import SampledPrompts, top_up
 from loadgen.datasets.sharegpt import is_valid_sequence
@@ -139,6 +140,12 @@ SUPPORTED = (
         templated="always",
         filter_fixed=True,
     ),
+    HFDataset(  # read and sampled by loadgen/datasets/bfcl.py; templated to count its tools
+        paths=(BFCL_PATH,),
+        prompt=lambda row: row["question"][0],
+        output_len=BFCL_OUTPUT_LEN,
+        templated="always",
+    ),
 )
 
 
@@ -230,10 +237,13 @@ def load_hf(
     no_stream: bool,
     seed: int,
     disable_shuffle: bool,
+    bfcl_categories: list[str] | None,
 ) -> Iterable[dict[str, Any]]:
     """The rows of the hub dataset --dataset-path (or --hf-name) names, in upstream's order."""
     with flag_errors():
         family = find_hf_dataset(path, hf_name)
+    if BFCL_PATH in family.paths:
+        return load_bfcl(path, bfcl_categories, seed, disable_shuffle)
     with _hub_errors(path):
         return load_hf_rows(path, family, hf_subset, hf_split, not no_stream, seed, disable_shuffle)
 
@@ -255,6 +265,12 @@ def sample_hf(
     --chat-template-kwargs, as upstream."""
     with flag_errors():
         family = find_hf_dataset(path, hf_name)
+    if BFCL_PATH in family.paths:
+        with _hub_errors(path):
+            return sample_bfcl_requests(
+                list(rows), tokenizer, chat_template, num_prompts, hf_output_len, seed,
+                no_oversample,
+            )  # fmt: skip
     with _hub_errors(path):
         return sample_hf_requests(
             rows,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loadgen.datasets.burstgpt import load_burstgpt, sample_burstgpt
 from loadgen.datasets.custom import (
     load_custom_rows,
     load_spec_bench,
@@ -31,6 +32,7 @@ from loadgen.datasets.random_mm import sample_random_mm
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.datasets.sharegpt import load_sharegpt_entries, sample_sharegpt
 from loadgen.datasets.sonnet import load_sonnet_lines, sample_sonnet
+from loadgen.datasets.speed_bench import load_speed_bench, sample_speed_bench
 from loadgen.datasets.timed_trace import load_timed_trace, sample_timed_trace
 
 # What the dispatch gives a loader or sampler besides flags.
@@ -115,6 +117,17 @@ DATASETS: dict[str, Dataset] = {
         sample=sample_spec_bench,
         templated="always",
         every_row=True,
+    ),
+    "speed_bench": Dataset(
+        load=load_speed_bench,
+        sample=sample_speed_bench,
+        templated="unless skipped",
+        every_row=True,
+        path_is_file=False,  # upstream's directory of subsets, or one subset's .jsonl
+    ),
+    "burstgpt": Dataset(
+        load=load_burstgpt,
+        sample=sample_burstgpt,
     ),
     "timed_trace": Dataset(
         load=load_timed_trace,

@@ -28,6 +28,10 @@ class SampledPrompts:
     trace_offsets_s: np.ndarray | None = None
     # random-mm: each request's image parts, sent after its text in the chat message.
     mm_contents: list[list[dict[str, Any]]] | None = None
+    # BFCL: each request's chat messages, sent as they are in place of the prompt's message,
+    # and its body fields (tools, tool_choice), merged over --extra-body as upstream does.
+    chat_messages: list[list[dict[str, Any]]] | None = None
+    request_overrides: list[dict[str, Any]] | None = None
 
     @classmethod
     def of(

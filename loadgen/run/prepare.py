@@ -260,6 +260,8 @@ def serialize(
         ignore_eos=config.sends_ignore_eos,
         extra_body=config.body_extras(),
         mm_contents=dataset.mm_contents,
+        chat_messages=dataset.chat_messages,
+        request_overrides=dataset.request_overrides,
     )
 
 

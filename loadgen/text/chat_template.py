@@ -53,10 +53,9 @@ class ChatTemplate:
         try:
             return _compiled(self.source).render(
                 messages=messages,
-                tools=None,
-                documents=None,
                 add_generation_prompt=True,
-                **{**self.special_tokens, **(kwargs or {})},
+                # kwargs may give tools (BFCL renders its tool schemas, as upstream counts them)
+                **{"tools": None, "documents": None, **self.special_tokens, **(kwargs or {})},
             )
         except jinja2.TemplateError as exc:
             raise ChatTemplateError(f"the chat template failed: {exc}") from None

@@ -80,9 +80,9 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
 
 
 def test_unsupported_flag_exit_code_is_2() -> None:
-    result = CliRunner().invoke(cli, ["run", "--mock", "--speed_bench_output_len", "5"])
+    result = CliRunner().invoke(cli, ["run", "--mock", "--asr_max_audio_len_sec", "5"])
     assert result.exit_code == 2
-    assert "not supported yet: --speed-bench-output-len" in result.output
+    assert "not supported yet: --asr-max-audio-len-sec" in result.output
 
 
 def test_mock_and_base_url_are_exclusive() -> None:
@@ -94,7 +94,7 @@ def test_mock_and_base_url_are_exclusive() -> None:
 def test_upstream_choices_not_built_yet_are_refused_by_name() -> None:
     for args, message in (
         (["--backend", "openai-audio"], "not supported yet: --backend openai-audio"),
-        (["--dataset-name", "burstgpt"], "not supported yet: --dataset-name burstgpt"),
+        (["--dataset-name", "custom_audio"], "not supported yet: --dataset-name custom_audio"),
     ):
         result = CliRunner().invoke(cli, ["run", "--mock", *args])
         assert result.exit_code == 2

@@ -12,6 +12,8 @@ from helpers import DATA
 from loadgen.cli import cli
 from loadgen.cli import run as run_cli
 from loadgen.config import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS, RunConfig
+from loadgen.config.flags import SUPPORTED_DATASETS
+from loadgen.config.upstream import UPSTREAM_DATASETS
 
 # Upstream's flag list (`vllm bench serve --help`, one flag a line), kept with the tests.
 FLAGS_FILE = DATA / "vllm-bench-serve-flags.txt"
@@ -117,6 +119,10 @@ BUILT: dict[str, list[str]] = {
     "--tokenizer-mode": ["hf"],
     "--top-k": ["5"],
     "--top-p": ["0.9"],
+    "--bfcl-categories": ["simple,multiple"],
+    "--speed-bench-category": ["qa"],
+    "--speed-bench-dataset-subset": ["throughput_1k"],
+    "--speed-bench-output-len": ["64"],
 }
 # Flags some flags need alongside them, so the config validates.
 NEEDS = {
@@ -135,10 +141,6 @@ FLAG_FIELDS = {"--self-timed": ("self_timed", True), "--no-self-timed": ("self_t
 NOT_BUILT: dict[str, list[str]] = {
     "--asr-max-audio-len-sec": ["30"],
     "--asr-min-audio-len-sec": ["1"],
-    "--bfcl-categories": ["simple"],
-    "--speed-bench-category": ["qa"],
-    "--speed-bench-dataset-subset": ["qualitative"],
-    "--speed-bench-output-len": ["64"],
 }
 
 
@@ -207,10 +209,15 @@ def test_flag_not_built_yet_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch, f
     assert config is None
 
 
-def test_dataset_names_not_built_yet_exit_2_naming_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    code, output, _ = parse(monkeypatch, ["--dataset_name", "speed_bench"])
+@pytest.mark.parametrize(
+    "name", [name for name in UPSTREAM_DATASETS if name not in SUPPORTED_DATASETS]
+)
+def test_dataset_names_not_built_yet_exit_2_naming_them(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    code, output, _ = parse(monkeypatch, ["--dataset_name", name])
     assert code == 2
-    assert "not supported yet: --dataset-name speed_bench" in output
+    assert f"not supported yet: --dataset-name {name}" in output
 
 
 def test_help_shows_every_flag_in_upstreams_sections() -> None:

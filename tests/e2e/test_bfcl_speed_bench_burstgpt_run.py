@@ -1,0 +1,90 @@
+"""End to end: BFCL (hf), speed_bench and burstgpt from local copies the tests write, through the
+real CLI, real workers and the mock."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+from helpers import loadgen, only_json
+
+from loadgen.text.tokenizer import load_tokenizer
+
+BFCL = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
+CHAT = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
+SAVED = ["--disable-tqdm", "--save-result", "--save-detailed"]
+
+
+def write_bfcl(directory: Path) -> None:
+    function = {"name": "f", "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}}}
+    for category, n in (("simple", 4), ("multiple", 2)):
+        rows = [
+            {"id": f"{category}_{i}", "question": [[{"role": "user", "content": f"q {i}"}]],
+             "function": [function]}
+            for i in range(n)
+        ]  # fmt: skip
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+        (directory / f"BFCL_v3_{category}.json").write_text(text)
+
+
+def test_bfcl_runs_from_a_local_copy_with_chat_only(tmp_path: Path) -> None:
+    write_bfcl(tmp_path)
+    args = [
+        "--mock", "--dataset-name", "hf", "--dataset-path", str(tmp_path), "--hf-name", BFCL,
+        "--bfcl-categories", "simple,multiple", "--num-prompts", "8", "--hf-output-len", "5",
+    ]  # fmt: skip
+    proc = loadgen(*args, *CHAT, *SAVED, "--result-dir", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert result["completed"] == 8 and result["output_lens"] == [5] * 8
+    refused = loadgen(*args, "--disable-tqdm")  # the default backend, openai
+    assert refused.returncode == 2
+    assert "BFCL dataset requires the 'openai-chat' backend" in refused.stderr
+    missing = loadgen(*args[:-4], "--bfcl-categories", "live_simple", *CHAT, "--disable-tqdm")
+    assert missing.returncode != 0
+    assert "BFCL_v3_live_simple.json is not there" in missing.stderr
+
+
+def test_speed_bench_reads_the_subset_directory(tmp_path: Path) -> None:
+    lines = [
+        {
+            "category": "qa" if i % 2 else "coding",
+            "messages": [{"role": "user", "content": f"w{i}"}],
+        }
+        for i in range(7)
+    ]
+    (tmp_path / "throughput_1k.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    proc = loadgen(
+        "--mock", "--dataset-name", "speed_bench", "--dataset-path", str(tmp_path),
+        "--speed-bench-dataset-subset", "throughput_1k", "--speed-bench-category", "qa",
+        "--speed-bench-output-len", "3", "--num-prompts", "3", "--skip-chat-template",
+        *SAVED, "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    prompts = [x["messages"][0]["content"] for x in lines if x["category"] == "qa"]
+    random.Random(0).shuffle(prompts)
+    tokenizer = load_tokenizer("loadgen-mock")
+    assert result["input_lens"] == [len(tokenizer.encode(p).ids) for p in prompts[:3]]
+    assert result["output_lens"] == [3] * 3
+    absent = loadgen("--mock", "--dataset-name", "speed_bench", "--dataset-path", str(tmp_path))
+    assert absent.returncode != 0
+    assert "qualitative.jsonl is not in the directory" in absent.stderr
+
+
+def test_burstgpt_sends_the_traces_lengths(tmp_path: Path) -> None:
+    rows = "".join(f"{i},GPT-4,{8 + i},{1 + i % 3},0,Conversation log\n" for i in range(6))
+    path = tmp_path / "burst.csv"
+    path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + rows)
+    proc = loadgen(
+        "--mock", "--dataset-name", "burstgpt", "--dataset-path", str(path), "--num-prompts", "9",
+        *SAVED, "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = only_json(tmp_path / "out")
+    assert result["completed"] == 9
+    picks = np.random.RandomState(0).choice(6, size=9, replace=True)  # pandas' df.sample
+    # input_lens are the mock's usage.prompt_tokens; the dataset's are checked in tests/unit
+    assert result["output_lens"] == [1 + int(i) % 3 for i in picks]
