@@ -15,14 +15,18 @@ Pooling (not streamed; one JSON answer whose ``usage.prompt_tokens`` is read)::
 
     openai-embeddings .................... {model, input: prompt, truncate_prompt_tokens: -1}
     openai-embeddings-chat, -clip, -vlm2vec {model, messages, truncate_prompt_tokens: -1}
-    infinity-embeddings (-clip) ........... {model, input: prompt}
+    infinity-embeddings (-clip) ........... {model, input: prompt} or, with an image and no
+                                            text, {model, input: <image url>, modality: image}
     vllm-pooling .......................... {model, truncate_prompt_tokens: -1, input: prompt}
     (each + {ignore_eos: true}? + extra_body)
     vllm-rerank ........................... {model, query: prompt[0], documents: prompt[1:],
                                              truncate_prompt_tokens: -1} (nothing merged)
 
-The -clip and -vlm2vec variants differ from their base backend only for image inputs, which no
-dataset here produces, so their text bodies are the base backend's.
+The -clip and -vlm2vec variants differ from their base backend only for a request with images
+(custom_image's ``image_files``), as upstream's ``_preprocess_clip`` and ``_preprocess_vlm2vec``:
+-clip empties the text; -vlm2vec puts the images first and asks "Represent the given image."
+for even request indices, "Represent the given image with the following question: <text>" for
+odd ones.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ EMBEDDINGS_CHAT_BACKENDS = (
     "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
 )  # fmt: skip
 INFINITY_BACKENDS = ("infinity-embeddings", "infinity-embeddings-clip")
+# The backends that send a request's images: chat, and upstream's "embeddings-" ones.
+IMAGE_BACKENDS = (*CHAT_BACKENDS, *EMBEDDINGS_CHAT_BACKENDS, "infinity-embeddings-clip")
+VLM2VEC_IMAGE_ONLY = "Represent the given image."
+VLM2VEC_WITH_TEXT = "Represent the given image with the following question: "
 # Upstream's POOLING_BACKENDS: answered with one JSON body, measured by E2EL alone.
 POOLING_BACKENDS = (
     *EMBEDDINGS_INPUT_BACKENDS, *EMBEDDINGS_CHAT_BACKENDS, *INFINITY_BACKENDS,
@@ -101,11 +109,12 @@ def build_body(
     mm_parts: list[dict[str, Any]] | None = None,
     messages: list[dict[str, Any]] | None = None,
     overrides: dict[str, Any] | None = None,
+    index: int = 0,
 ) -> dict[str, Any]:
-    """The JSON object of one request, with upstream's keys in upstream's order; ``mm_parts``
-    (random-mm's images) follow the text in a chat message; ``messages`` (BFCL's) replace the
-    chat message built from the prompt, and ``overrides`` (BFCL's tools) win over the extra
-    body, as upstream merges them."""
+    """The JSON object of request ``index``, with upstream's keys in upstream's order;
+    ``mm_parts`` (its images or videos) follow the text in a chat message; ``messages``
+    (BFCL's) replace the chat message built from the prompt, and ``overrides`` (BFCL's tools)
+    win over the extra body, as upstream merges them."""
     body: dict[str, Any]
     if backend == "vllm-rerank":  # upstream merges neither ignore_eos nor the extra body
         assert isinstance(prompt, list) and len(prompt) > 1  # config.validate() ensures it
@@ -116,11 +125,9 @@ def build_body(
             "truncate_prompt_tokens": -1,
         }
     if backend in POOLING_BACKENDS:
-        body = _pooling_body(backend, model, prompt)
+        body = _pooling_body(backend, model, prompt, mm_parts or [], index)
     elif backend in CHAT_BACKENDS:
-        # A prompt may already be the message's parts (custom_image).
-        text = prompt if isinstance(prompt, list) else [{"type": "text", "text": prompt}]
-        content = [*text, *(mm_parts or [])]
+        content = chat_content(prompt, mm_parts or [])
         body = {
             "model": model,
             "messages": messages or [{"role": "user", "content": content}],
@@ -157,12 +164,45 @@ def input_sequences(backend: str, prompt: str | list) -> int:
     return len(prompt) if batched and backend not in EMBEDDINGS_CHAT_BACKENDS else 1
 
 
-def _pooling_body(backend: str, model: str, prompt: str | list[int] | list[str]) -> dict[str, Any]:
+def chat_content(
+    prompt: Any, mm_parts: list[dict[str, Any]], mm_first: bool = False
+) -> list[dict[str, Any]]:
+    """A user message's parts: the text (or the prompt's own parts, custom_image's
+    ``content`` lines) and the media, after it or (``mm_first``) before it."""
+    text = prompt if isinstance(prompt, list) else [{"type": "text", "text": prompt}]
+    return [*mm_parts, *text] if mm_first else [*text, *mm_parts]
+
+
+def image_prompt(backend: str, prompt: Any, mm_parts: list[dict[str, Any]], index: int) -> Any:
+    """The text that goes with request ``index``'s images, as upstream's -clip and -vlm2vec
+    request functions rewrite it (unchanged without images)."""
+    if not mm_parts:
+        return prompt
+    if backend.endswith("-clip"):
+        return ""
+    if backend.endswith("-vlm2vec"):
+        return VLM2VEC_IMAGE_ONLY if index % 2 == 0 else f"{VLM2VEC_WITH_TEXT}{prompt}"
+    return prompt
+
+
+def _pooling_body(
+    backend: str, model: str, prompt: Any, mm_parts: list[dict[str, Any]], index: int
+) -> dict[str, Any]:
+    prompt = image_prompt(backend, prompt, mm_parts, index)
     if backend in EMBEDDINGS_CHAT_BACKENDS:
-        messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+        content = chat_content(prompt, mm_parts, mm_first=backend.endswith("-vlm2vec"))
+        messages = [{"role": "user", "content": content}]
         return {"model": model, "messages": messages, "truncate_prompt_tokens": -1}
     if backend in INFINITY_BACKENDS:
-        return {"model": model, "input": prompt}
+        if prompt or not mm_parts:
+            return {"model": model, "input": prompt}
+        if len(mm_parts) != 1:  # upstream asserts a single item here
+            raise ValueError(
+                f"--backend {backend} sends one image per request; request {index} has "
+                f"{len(mm_parts)}"
+            )
+        kind = mm_parts[0]["type"]
+        return {"model": model, "input": mm_parts[0][kind]["url"], "modality": kind.split("_")[0]}
     if backend == "vllm-pooling":
         return {"model": model, "truncate_prompt_tokens": -1, "input": prompt}
     return {"model": model, "input": prompt, "truncate_prompt_tokens": -1}
@@ -206,12 +246,13 @@ def serialize_bodies(
                         mm_parts=mm,
                         messages=chat,
                         overrides=fields,
+                        index=i,
                     )
                 )
             )
         )
-        for model, prompt, out, mm, chat, fields in zip(
-            models, prompts, output_lens, parts, messages, overrides, strict=True
+        for i, (model, prompt, out, mm, chat, fields) in enumerate(
+            zip(models, prompts, output_lens, parts, messages, overrides, strict=True)
         )
     ]
 

@@ -803,7 +803,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         default="{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}",
         group=RANDOM_MM,
         readers=("random-mm",),
-        help="random-mm: {(height, width, frames): probability}; frames > 1 (video) is not built.",
+        help="random-mm: {(height, width, frames): probability}; frames > 1 is an MP4 video.",
     ),
     Flag(
         "--blazedit-min-distance",

@@ -26,7 +26,12 @@ from loadgen.datasets.bfcl import BFCL_PATH
 from loadgen.datasets.random import parse_range_ratio
 from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
 from loadgen.datasets.speed_bench import PREPARE_SCRIPT as SPEED_BENCH_PREPARE
-from loadgen.payloads import EMBEDDINGS_CHAT_BACKENDS, SUPPORTED_BACKENDS, UPSTREAM_BACKENDS
+from loadgen.payloads import (
+    EMBEDDINGS_CHAT_BACKENDS,
+    IMAGE_BACKENDS,
+    SUPPORTED_BACKENDS,
+    UPSTREAM_BACKENDS,
+)
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
@@ -285,14 +290,14 @@ class Validated(RunConfigBase):
             )
 
     def _validate_custom_image(self) -> None:
-        """custom_image needs a file, the chat backend, a fixed output length, and pillow to
-        inline images."""
+        """custom_image needs a file, a backend that sends images, a fixed output length, and
+        pillow to inline images."""
         if self.dataset_path is None:
             raise ConfigError("--dataset-name custom_image needs --dataset-path (a .jsonl file)")
-        if self.backend != "openai-chat":
+        if self.backend not in IMAGE_BACKENDS:
             raise ConfigError(
                 f"Multi-modal content is not supported on backend {self.backend!r}; use one "
-                "of ['openai-chat'] (--dataset-name custom_image)"
+                f"of {list(IMAGE_BACKENDS)} (--dataset-name custom_image)"
             )
         if self.custom_output_len < 1:
             raise ConfigError(
@@ -315,7 +320,7 @@ class Validated(RunConfigBase):
         if importlib.util.find_spec("PIL") is None:
             raise ConfigError("--dataset-name random-mm needs pillow: pip install 'loadgen[mm]'")
         try:
-            item_count_range(
+            _, _, limits, _ = item_count_range(
                 self.random_mm_base_items_per_request,
                 self.random_mm_num_mm_items_range_ratio,
                 parse_limits(self.random_mm_limit_mm_per_prompt),
@@ -323,6 +328,11 @@ class Validated(RunConfigBase):
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if limits.get("video", 0) > 0 and importlib.util.find_spec("cv2") is None:
+            raise ConfigError(
+                "--random-mm-bucket-config: video buckets (frames > 1) need OpenCV: "
+                "pip install 'loadgen[mm]'"
+            )
 
     def _validate_plots(self) -> None:
         """Upstream's threshold check, and the [plot] extra installed for the plots asked for."""

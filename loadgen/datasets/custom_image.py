@@ -8,11 +8,15 @@ files); with ``--custom-ensure-client-side-data`` local and HTTP(S) images are r
 and sent inline as PNG data URLs, as vLLM's ``fetch_image`` and ``encode_image_url`` make them
 (RGB, transparency over white). Lines are shuffled and topped up as ``custom``'s are;
 ``prompt_len`` counts the text with special tokens; every request asks for --custom-output-len.
+As upstream's ``SampleRequest``, a ``prompt``/``image_files`` line is its text with the images
+beside it (``mm_contents``: what the -clip and -vlm2vec backends rewrite around), a ``content``
+line its parts as the prompt with no images beside it.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import urllib.request
 from typing import Any
@@ -112,29 +116,30 @@ def sample_custom_image_requests(
     no_oversample: bool = False,
     inline_images: bool = False,
 ) -> SampledPrompts:
-    """Upstream's custom_image sampling (see the module docstring); each prompt is the chat
-    message's content, a list of parts."""
-    prompts: list[list[Part]] = []
+    """Upstream's custom_image sampling (see the module docstring): each prompt a text with its
+    images in ``mm_contents``, or a ``content`` line's parts."""
+    prompts: list[tuple[str | list[Part], list[Part]]] = []  # (prompt, images beside it)
     texts: list[str] = []
     for row in chosen_rows(rows, num_requests, seed, disable_shuffle):
         if "content" in row:
             parts = content_parts(row["content"], inline_images)
             texts.append("".join(p["text"] for p in parts if p["type"] == "text"))
+            prompts.append((parts, []))
         else:
             files = row["image_files"]
             if not isinstance(row["prompt"], str):
                 raise ValueError("'prompt' must be a string")
             if not isinstance(files, list) or not files:
                 raise ValueError("'image_files' must be a non-empty list")
-            parts = [{"type": "text", "text": row["prompt"]}]
-            parts += [image_part(image, inline_images) for image in files]
+            images = [image_part(image, inline_images) for image in files]
             texts.append(row["prompt"])
-        prompts.append(parts)
+            prompts.append((row["prompt"], images))
     lens = [len(ids) + tokenizer.num_special_tokens for ids in tokenizer.encode_batch(texts)]
     outputs = [output_len] * len(prompts)
     if not no_oversample:
         prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
-    return SampledPrompts.of(prompts, lens, outputs)
+    sampled = SampledPrompts.of([prompt for prompt, _ in prompts], lens, outputs)
+    return dataclasses.replace(sampled, mm_contents=[images for _, images in prompts])
 
 
 def sample_custom_image(

@@ -7,9 +7,10 @@ decode -> encode loop) and its images. A request has ``U[floor(n(1-r)), ceil(n(1
 capped by the per-modality limits); each item's (height, width, frames) bucket is drawn with
 the normalized probabilities of --random-mm-bucket-config, a modality at its limit
 (--random-mm-limit-mm-per-prompt) dropping out. An image is ``height × width × 3`` random bytes,
-saved as JPEG and sent as a base64 ``image_url`` part after the text. Videos (frames > 1) are
-not built yet. Unlike ``random``, prompts are settled one at a time, as upstream's are, since
-the images' pixels come from the same generator after each prompt's padding draws.
+saved as JPEG and sent as a base64 ``image_url`` part after the text; a video is ``frames ×
+height × width × 3`` random bytes, encoded as MP4 (mp4v, 30 fps) by OpenCV as upstream does, and
+sent as a base64 ``video_url`` part. Unlike ``random``, prompts are settled one at a time, as
+upstream's are, since the pixels come from the same generator after each prompt's padding draws.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import contextlib
 import io
 import json
 import math
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -153,6 +156,38 @@ def synthetic_image_part(rng: np.random.Generator, width: int, height: int) -> d
     return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{data}"}}
 
 
+def synthetic_video_part(
+    rng: np.random.Generator, width: int, height: int, frames: int
+) -> dict[str, Any]:
+    """A video of random frames as upstream sends it: MP4 (mp4v, 30 fps), base64, in a
+    ``video_url`` part."""
+    import cv2  # the [mm] extra (opencv-python-headless)
+
+    pixels = rng.integers(0, 256, (frames, height, width, 3), dtype=np.uint8)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "video.mp4"  # OpenCV's writer only writes files
+        writer = cv2.VideoWriter(
+            str(path), fourcc=cv2.VideoWriter_fourcc(*"mp4v"), fps=30, frameSize=(width, height)
+        )
+        try:
+            if not writer.isOpened():
+                raise ValueError("--random-mm-bucket-config: OpenCV could not open an MP4 writer")
+            for frame in pixels:
+                writer.write(frame)
+        finally:
+            writer.release()
+        data = base64.b64encode(path.read_bytes()).decode("utf-8")
+    return {"type": "video_url", "video_url": {"url": f"data:video/mp4;base64,{data}"}}
+
+
+def synthetic_part(rng: np.random.Generator, bucket: Bucket) -> dict[str, Any]:
+    """One item of a bucket: an image for one frame, a video for more."""
+    height, width, frames = bucket
+    if modality(bucket) == "image":
+        return synthetic_image_part(rng, width, height)
+    return synthetic_video_part(rng, width, height, frames)
+
+
 def sample_random_mm_requests(
     tokenizer: TokenCodec,
     num_requests: int,
@@ -173,10 +208,6 @@ def sample_random_mm_requests(
     )
     input_lens, output_lens, offsets, allowed, prefix = plan
     least, most, limits, buckets = item_count_range(base_items, items_ratio, limits, buckets)
-    if any(modality(b) == "video" for b in buckets):
-        raise ValueError(
-            "not supported yet: video buckets (frames > 1) in --random-mm-bucket-config"
-        )
     prompts, prompt_lens, contents = [], [], []
     for i in range(num_requests):
         # Prompt i alone: its padding draws come before its images', as upstream's.
@@ -189,8 +220,8 @@ def sample_random_mm_requests(
         )
         prompts.append(text[0])
         prompt_lens.append(int(length[0]))
-        items = request_items(rng, least, most, buckets, limits)  # drawn as the images are
-        contents.append([synthetic_image_part(rng, width, height) for height, width, _ in items])
+        items = request_items(rng, least, most, buckets, limits)  # drawn as the pixels are
+        contents.append([synthetic_part(rng, bucket) for bucket in items])
     return SampledPrompts(
         prompts=prompts,
         prompt_lens=np.array(prompt_lens, dtype=np.int64),

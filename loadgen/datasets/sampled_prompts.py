@@ -26,7 +26,7 @@ class SampledPrompts:
     arrival_rng: np.random.RandomState | None = None
     # A trace's own send offsets in seconds (timed_trace), used when it is self-timed.
     trace_offsets_s: np.ndarray | None = None
-    # random-mm: each request's image parts, sent after its text in the chat message.
+    # random-mm, custom_image: each request's image (or video) parts, sent beside its text.
     mm_contents: list[list[dict[str, Any]]] | None = None
     # BFCL: each request's chat messages, sent as they are in place of the prompt's message,
     # and its body fields (tools, tool_choice), merged over --extra-body as upstream does.

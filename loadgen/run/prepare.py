@@ -251,6 +251,13 @@ def serialize(
             extra_body=config.body_extras(),
             min_tokens=config.dataset_name == "random",
         )
+    try:
+        return _bodies(config, dataset, models)
+    except ValueError as exc:  # a request the backend cannot send (two images for Infinity)
+        raise InputError(f"--dataset-path {config.dataset_path}: {exc}") from None
+
+
+def _bodies(config: RunConfig, dataset: SampledPrompts, models: list[str]) -> list[bytes]:
     return serialize_bodies(
         config.backend,
         models,

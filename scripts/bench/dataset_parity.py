@@ -32,6 +32,7 @@ from typing import Any
 from loadgen.config import RunConfig
 from loadgen.datasets.sample import sample_dataset
 from loadgen.datasets.sharegpt import load_sharegpt_entries
+from loadgen.payloads import chat_content
 from loadgen.text.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import LocalTokenizer, load_tokenizer
 
@@ -142,6 +143,19 @@ CASES: list[tuple[str, int, int, dict]] = [
             "bucket_config": {"[64, 64, 1]": 0.7, "[48, 96, 1]": 0.3},
         },
     ),
+    (  # videos too: random frames encoded as MP4 by OpenCV on both sides
+        "random-mm",
+        1,
+        30,
+        {
+            "input_len": 32,
+            "output_len": 8,
+            "base_items_per_request": 2,
+            "num_mm_items_range_ratio": 0.5,
+            "limit_mm_per_prompt": {"image": 2, "video": 1},
+            "bucket_config": {"[32, 32, 1]": 0.5, "[48, 64, 4]": 0.5},
+        },
+    ),
     # Batched embeddings inputs; random's padding draws differ by design, so lengths only.
     ("random", 0, 300, {"input_len": 64, "output_len": 8, "batchsize": 16}),
 ]
@@ -217,7 +231,10 @@ def loadgen_rows(config: RunConfig, codec: LocalTokenizer, template: ChatTemplat
                  ) -> list[list]:  # fmt: skip
     """loadgen's sample, as a run builds it, as [md5, prompt_len, output_len] rows."""
     got = sample_dataset(config, codec, template if config.uses_chat_template else None)
-    if got.mm_contents is not None:  # random-mm: the text and its images
+    if config.dataset_name == "custom_image":  # the chat message's parts, as they are sent
+        parts = [chat_content(p, mm) for p, mm in zip(got.prompts, got.mm_contents, strict=True)]
+        got = dataclasses.replace(got, prompts=parts, mm_contents=None)
+    if got.mm_contents is not None:  # random-mm: the text and its images (or videos)
         got = dataclasses.replace(
             got, prompts=[[p, mm] for p, mm in zip(got.prompts, got.mm_contents, strict=True)]
         )

@@ -56,7 +56,13 @@ def test_lines_are_shuffled_counted_and_topped_up_like_custom(tok, tmp_path: Pat
     loaded = load_custom_image_rows(str(tmp_path / "i.jsonl"))
     ds = sample_custom_image_requests(loaded, tok, 6, 16, seed=0)
     assert len(ds.prompts) == 6 and ds.output_lens.tolist() == [16] * 6
-    texts = ["".join(p["text"] for p in parts if p["type"] == "text") for parts in ds.prompts]
+    texts = [
+        prompt if isinstance(prompt, str) else "".join(p["text"] for p in prompt)
+        for prompt in ds.prompts
+    ]
+    assert all(
+        len(mm) == isinstance(p, str) for p, mm in zip(ds.prompts, ds.mm_contents, strict=True)
+    )
     assert ds.prompt_lens.tolist() == [len(tok.encode_batch([t])[0]) + 1 for t in texts]
     assert sorted(set(texts)) == ["a the", "the 0", "the 1", "the 2"]
     (tmp_path / "bad.jsonl").write_text('{"prompt": "no images"}\n')
