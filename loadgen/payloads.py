@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.audio_payloads import AUDIO_BACKEND, check_audio_endpoint
 from workers.conversations import END_TEXT, HISTORY_TEXT
 
 COMPLETIONS_BACKENDS = ("openai", "vllm")
@@ -55,7 +56,7 @@ POOLING_BACKENDS = (
     *EMBEDDINGS_INPUT_BACKENDS, *EMBEDDINGS_CHAT_BACKENDS, *INFINITY_BACKENDS,
     "vllm-pooling", "vllm-rerank",
 )  # fmt: skip
-SUPPORTED_BACKENDS = GENERATION_BACKENDS + POOLING_BACKENDS
+SUPPORTED_BACKENDS = (*GENERATION_BACKENDS, AUDIO_BACKEND, *POOLING_BACKENDS)
 # Every backend upstream accepts; those not in SUPPORTED_BACKENDS are refused as not supported yet.
 UPSTREAM_BACKENDS = (
     "vllm", "openai", "openai-chat", "openai-audio", "openai-embeddings",
@@ -90,6 +91,8 @@ ENDPOINT_HINT = {
 
 def check_endpoint(backend: str, api_url: str) -> None:
     """Upstream refuses a URL whose suffix does not fit the backend; so do we."""
+    if backend == AUDIO_BACKEND:
+        return check_audio_endpoint(api_url)
     suffix = ENDPOINT_SUFFIX[backend]
     if api_url.endswith((suffix, "profile")):
         return

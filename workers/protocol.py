@@ -167,6 +167,8 @@ class WorkerConfig:
     # each conversation's X-Session-ID this prefix + "conv-" + its number.
     multi_turn: bool = False
     session_prefix: str = ""
+    # The bodies' Content-Type: openai-audio's are multipart/form-data with the run's boundary.
+    content_type: str = "application/json"
 
 
 PROBE_TOKEN_BYTES = 16

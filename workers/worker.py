@@ -355,7 +355,7 @@ class Worker:
                 self._due_unsent,
                 self._notify_demand,
             )
-        headers = {"Content-Type": "application/json", **config.headers}
+        headers = {"Content-Type": config.content_type, **config.headers}
         url = URL(config.url)
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))

@@ -78,9 +78,12 @@ class VllmCompatibleCommand(click.Command):
         for title, flags in HELP_GROUPS.items():
             with formatter.section(title):
                 formatter.write_dl([records[flag] for flag in flags])
+        missing = sorted(VLLM_BENCH_SERVE_FLAGS - self.flag_names())
+        if not missing:  # every upstream flag is built: no section to show
+            return
         with formatter.section(NOT_BUILT_TITLE):
             line = ""
-            for flag in sorted(VLLM_BENCH_SERVE_FLAGS - self.flag_names()):  # never split one
+            for flag in missing:  # never split one
                 if line and len(line) + 1 + len(flag) > formatter.width - formatter.current_indent:
                     formatter.write_text(line)
                     line = flag

@@ -65,6 +65,7 @@ TIMED_TRACE = "timed-trace dataset options"
 RANDOM = "random dataset options"
 RANDOM_MM = "random multimodal dataset options extended from random dataset"
 BLAZEDIT = "blazedit dataset options"
+ASR = "asr dataset options"
 HF = "hf dataset options"
 PREFIX_REPETITION = "prefix repetition dataset options"
 BFCL = "BFCL dataset options"
@@ -72,13 +73,15 @@ SPEED_BENCH = "speed bench dataset options"
 SAMPLING = "sampling parameters"
 LOADGEN = "loadgen options (not in vllm bench serve)"
 GROUP_TITLES = (
-    CUSTOM, SPEC_BENCH, SONNET, SHAREGPT, TIMED_TRACE, RANDOM, RANDOM_MM, BLAZEDIT, HF, BFCL,
+    CUSTOM, SPEC_BENCH, SONNET, SHAREGPT, TIMED_TRACE, RANDOM, RANDOM_MM, BLAZEDIT, ASR, HF, BFCL,
     PREFIX_REPETITION, SPEED_BENCH, SAMPLING, LOADGEN,
 )  # fmt: skip
 
 # Readers shared by several flags.
 # --no-oversample (hf too: upstream's HuggingFaceDataset honours it and --disable-shuffle).
-FILE_DATASETS = ("custom", "custom_image", "sharegpt", "spec_bench", "speed_bench", "hf")
+FILE_DATASETS = (
+    "custom", "custom_image", "custom_audio", "sharegpt", "spec_bench", "speed_bench", "hf",
+)  # fmt: skip
 NOT_RERANK = tuple(backend for backend in UPSTREAM_BACKENDS if backend != "vllm-rerank")
 
 
@@ -93,8 +96,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--backend",
         default="openai",
         choices=UPSTREAM_BACKENDS,
-        help="Request format: openai and vllm (completions), openai-chat, and the pooling "
-        "backends (embeddings, pooling, rerank); openai-audio is not supported yet.",
+        help="Request format: openai and vllm (completions), openai-chat, openai-audio "
+        "(transcriptions, translations), and the pooling backends (embeddings, pooling, "
+        "rerank).",
     ),
     Flag("--base-url", help="Server base URL; overrides --host/--port."),
     Flag("--host", default="127.0.0.1"),
@@ -208,9 +212,10 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--enable-multimodal-chat",
         bool,
         False,
-        readers=("random-mm", "custom_image"),
+        readers=("random-mm", "custom_image", "custom_audio"),
         help="random-mm: build the chat message with the images in the dataset (the same "
-        "message is sent either way).",
+        "message is sent either way); custom_audio: send the audio in a chat message "
+        "(input_audio), for --backend openai-chat.",
     ),
     # --- the schedule ---
     Flag("--num-prompts", int, 1000),
@@ -649,7 +654,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         int,
         256,
         group=CUSTOM,
-        readers=("custom", "custom_image"),
+        readers=("custom", "custom_image", "custom_audio"),
         help="custom: max_tokens per request; -1 takes each line's output_tokens.",
     ),
     Flag(
@@ -820,6 +825,22 @@ RUN_FLAGS: tuple[Flag, ...] = (
         group=BLAZEDIT,
         readers=("hf",),
         help="hf Blazedit: skip rows whose normalized edit distance is above this.",
+    ),
+    Flag(
+        "--asr-max-audio-len-sec",
+        float,
+        float("inf"),
+        group=ASR,
+        readers=("hf",),
+        help="hf ASR: skip clips longer than this many seconds.",
+    ),
+    Flag(
+        "--asr-min-audio-len-sec",
+        float,
+        0.0,
+        group=ASR,
+        readers=("hf",),
+        help="hf ASR: skip clips shorter than this many seconds.",
     ),
     Flag("--hf-subset", group=HF, readers=("hf",), help="hf: the subset (config) name."),
     Flag("--hf-split", group=HF, readers=("hf",), help="hf: the split (default: the dataset's)."),

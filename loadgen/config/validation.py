@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import math
 
+from loadgen.config.audio_rules import audio_problem
 from loadgen.config.base import (
     ALL_ROWS_DATASETS,
     SYNTHETIC_DATASETS,
@@ -126,6 +127,14 @@ class Validated(RunConfigBase):
                     "timed_trace dataset passes pre-tokenized prompts (list[int]) and requires a "
                     f"completions backend ('vllm' or 'openai'), not --backend {self.backend}"
                 )
+        hf = self.dataset_name == "hf" and self.dataset_path is not None
+        hf_paths = self.hf_dataset().paths if hf else None
+        if problem := audio_problem(
+            self.backend, self.dataset_name, hf_paths, self.enable_multimodal_chat, self.given
+        ):
+            raise ConfigError(problem)
+        if self.dataset_name == "custom_audio" and self.dataset_path is None:
+            raise ConfigError("--dataset-name custom_audio needs --dataset-path (a JSONL file)")
         if self.dataset_name == "random-mm":
             self._validate_random_mm()
         if self.dataset_name == "custom_image":

@@ -18,6 +18,7 @@ from typing import Any
 
 from loadgen.datasets.bfcl import BFCL_OUTPUT_LEN, BFCL_PATH, load_bfcl, sample_bfcl_requests
 from loadgen.datasets.errors import flag_errors
+from loadgen.datasets.hf_asr import ASR_OUTPUT_LEN, ASR_PATHS, load_asr_rows, sample_asr_requests
 from loadgen.datasets.sampled_prompts import SampledPrompts, top_up
 from loadgen.datasets.sharegpt import is_valid_sequence
 from loadgen.text.chat_template import ChatTemplate
@@ -146,6 +147,12 @@ SUPPORTED = (
         output_len=BFCL_OUTPUT_LEN,
         templated="always",
     ),
+    HFDataset(  # read and sampled by loadgen/datasets/hf_asr.py; the prompt is not sent
+        paths=ASR_PATHS,
+        prompt=lambda row: "",
+        output_len=ASR_OUTPUT_LEN,
+        templated="never",
+    ),
 )
 
 
@@ -245,6 +252,9 @@ def load_hf(
     if BFCL_PATH in family.paths:
         return load_bfcl(path, bfcl_categories, seed, disable_shuffle)
     with _hub_errors(path):
+        if family.paths == ASR_PATHS:
+            streaming, shuffle = not no_stream, not disable_shuffle
+            return load_asr_rows(path, hf_subset, hf_split, streaming, seed, shuffle)
         return load_hf_rows(path, family, hf_subset, hf_split, not no_stream, seed, disable_shuffle)
 
 
@@ -260,6 +270,8 @@ def sample_hf(
     no_oversample: bool,
     blazedit_min_distance: float,
     blazedit_max_distance: float,
+    asr_min_audio_len_sec: float,
+    asr_max_audio_len_sec: float,
 ) -> SampledPrompts:
     """The ``hf`` dataset from its rows and flags; ``chat_template`` without
     --chat-template-kwargs, as upstream."""
@@ -270,6 +282,12 @@ def sample_hf(
             return sample_bfcl_requests(
                 list(rows), tokenizer, chat_template, num_prompts, hf_output_len, seed,
                 no_oversample,
+            )  # fmt: skip
+    if family.paths == ASR_PATHS:
+        with _hub_errors(path):
+            return sample_asr_requests(
+                rows, tokenizer, num_prompts, hf_output_len, seed, no_oversample,
+                asr_min_audio_len_sec, asr_max_audio_len_sec,
             )  # fmt: skip
     with _hub_errors(path):
         return sample_hf_requests(

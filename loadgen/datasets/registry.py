@@ -24,6 +24,7 @@ from loadgen.datasets.custom import (
     sample_custom,
     sample_spec_bench,
 )
+from loadgen.datasets.custom_audio import load_custom_audio_rows, sample_custom_audio
 from loadgen.datasets.custom_image import load_custom_image_rows, sample_custom_image
 from loadgen.datasets.hf import load_hf, sample_hf
 from loadgen.datasets.prefix_repetition import sample_prefix_repetition
@@ -106,6 +107,11 @@ DATASETS: dict[str, Dataset] = {
     "custom_image": Dataset(
         load=load_custom_image_rows,
         sample=sample_custom_image,
+        every_row=True,
+    ),
+    "custom_audio": Dataset(
+        load=load_custom_audio_rows,
+        sample=sample_custom_audio,
         every_row=True,
     ),
     "sharegpt": Dataset(

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.audio import AudioClip
+
 
 @dataclass(frozen=True)
 class SampledPrompts:
@@ -32,6 +34,8 @@ class SampledPrompts:
     # and its body fields (tools, tool_choice), merged over --extra-body as upstream does.
     chat_messages: list[list[dict[str, Any]]] | None = None
     request_overrides: list[dict[str, Any]] | None = None
+    # custom_audio, hf ASR with openai-audio: each request's upload (loadgen/audio.py).
+    audios: list[AudioClip] | None = None
 
     @classmethod
     def of(

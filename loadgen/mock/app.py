@@ -22,6 +22,7 @@ from aiohttp import web
 
 from loadgen.mock.bodies import RequestError
 from loadgen.mock.config import MockConfig
+from loadgen.mock.handlers.audio import Audio
 from loadgen.mock.handlers.generation import Generation
 from loadgen.mock.handlers.info import Info
 from loadgen.mock.handlers.pooling import Pooling
@@ -102,6 +103,9 @@ def build_app(config: MockConfig) -> web.Application:
         app.router.add_get("/metrics", info.metrics)
     app.router.add_post("/v1/completions", generation.completions)
     app.router.add_post("/v1/chat/completions", generation.chat_completions)
+    audio = Audio(generation)
+    app.router.add_post("/v1/audio/transcriptions", audio.transcriptions)
+    app.router.add_post("/v1/audio/translations", audio.translations)
     app.router.add_post("/v1/embeddings", pooling.embeddings)
     app.router.add_post("/pooling", pooling.pooling)
     for path in ("/rerank", "/v1/rerank", "/v2/rerank"):

@@ -60,6 +60,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("server_ttft_s", pa.float64()),
     ("conversation", pa.int64()),  # --multi-turn: the request's conversation; else null
     ("turn", pa.int32()),  # --multi-turn: its turn in the conversation (0: the first); else null
+    ("input_audio_s", pa.float64()),  # openai-audio: the upload's duration (RTFx); else null
     ("error", pa.string()),
     ("text", pa.string()),
 ]
@@ -109,8 +110,10 @@ class RecordsWriter:
         input_sequences: np.ndarray,
         request_id_prefix: str | None,
         turns: np.ndarray | None = None,
+        audio_s: np.ndarray | None = None,
     ) -> None:
         self.path = path
+        self.audio_s = audio_s
         # --multi-turn: [N, 3] conversation, turn, think ns; a later turn's scheduled_ns is
         # written as its intended instant, from the end of the turn before (records/turns.py).
         self.turns = turns
@@ -221,6 +224,7 @@ class RecordsWriter:
             "scheduled_ns": _numbers(scheduled, "scheduled_ns"),
             "conversation": _numbers(conversation, "conversation", nulls=no_turn),
             "turn": _numbers(turn, "turn", nulls=no_turn),
+            "input_audio_s": _audio_column(self.audio_s, index),
             "events_ns": pa.ListArray.from_arrays(
                 _numbers(offsets, pa.int32()), _numbers(event_ns, pa.int64())
             ),
@@ -257,6 +261,13 @@ def _numbers(
     return pa.Array.from_buffers(
         arrow_type, len(data), [validity, pa.py_buffer(data)], null_count=null_count
     )
+
+
+def _audio_column(audio_s: np.ndarray | None, index: np.ndarray) -> pa.Array:
+    """The input_audio_s of the rows ``index``: all null in a run without audio."""
+    if audio_s is None:
+        return _numbers(np.zeros(len(index)), "input_audio_s", nulls=np.ones(len(index), bool))
+    return _numbers(audio_s[index], "input_audio_s")
 
 
 def _request_ids(prefix: str | None, index: np.ndarray) -> pa.Array:
@@ -385,6 +396,10 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRec
         turn = np.full(n, -1, dtype=np.int64)
         conversation[index] = table["conversation"].fill_null(-1).to_numpy()
         turn[index] = table["turn"].fill_null(-1).to_numpy()
+    audio_s = None
+    if "input_audio_s" in table.column_names and table["input_audio_s"].null_count < len(index):
+        audio_s = np.zeros(n, dtype=np.float64)
+        audio_s[index] = table["input_audio_s"].fill_null(0.0).to_numpy()
     errors = _strings(index, table["error"])
     lost = np.setdiff1d(np.arange(n), index)
     for i in lost:
@@ -403,6 +418,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRec
         texts=_strings(index, table["text"]),
         conversation=conversation,
         turn=turn,
+        audio_s=audio_s,
     )
 
 

@@ -101,6 +101,8 @@ class RunRecords:
     # turn's scheduled_ns is its intended instant (loadgen/records/turns.py)
     conversation: np.ndarray | None = None
     turn: np.ndarray | None = None
+    # openai-audio: each request's input_audio_duration in seconds, for RTFx (None without)
+    audio_s: np.ndarray | None = None
 
     @property
     def num_requests(self) -> int:

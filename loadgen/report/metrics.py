@@ -37,6 +37,7 @@ class RequestResults:
     event_offsets: np.ndarray  # int64 [N+1]; request i owns event_s[off[i]:off[i+1]]
     prompt_lens: np.ndarray  # int64 [N]
     output_lens: np.ndarray  # int64 [N], after the usage/re-tokenization fallback; 0 if failed
+    audio_s: np.ndarray | None = None  # float64 [N]: openai-audio's input_audio_duration
 
     @property
     def num_requests(self) -> int:
@@ -84,6 +85,7 @@ class BenchmarkMetrics:
     max_output_tokens_per_s: float
     max_concurrent_requests: int
     stats: dict[str, MetricStats] = field(default_factory=dict)
+    rtfx: float = 0.0  # the successful requests' audio seconds per second of the run (ASR)
 
 
 @dataclass
@@ -254,6 +256,7 @@ def calculate_metrics(
         ),
         max_concurrent_requests=peak_concurrency(send_ok, send_ok + latency),
         stats=stats,
+        rtfx=float(results.audio_s[ok].sum()) / duration_s if results.audio_s is not None else 0.0,
     )
 
 

@@ -116,7 +116,7 @@ def build_result(
             "errors": errors,
             "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
             "max_concurrent_requests": metrics.max_concurrent_requests,
-            "rtfx": 0.0,
+            "rtfx": metrics.rtfx,
         }
     if server_metrics is not None:
         result |= server_metric_keys(*server_metrics)

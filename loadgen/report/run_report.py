@@ -100,6 +100,7 @@ def request_results(run: RunRecords, end: RunEnd) -> RequestResults:
         event_offsets=run.event_offsets,
         prompt_lens=prompt_lens,
         output_lens=end.output_lens,
+        audio_s=run.audio_s,
     )
 
 

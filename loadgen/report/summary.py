@@ -100,6 +100,8 @@ def summary_lines(
                 row("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s, ".2f")
             )
         lines.append(row("Peak concurrent requests:", metrics.max_concurrent_requests, ".2f"))
+        if metrics.rtfx > 0.0:
+            lines.append(row("RTFx (Inverse Real-Time Factor):", metrics.rtfx, ".2f"))
     if has_tokenizer:
         lines.append(row("Total token throughput (tok/s):", metrics.total_token_throughput, ".2f"))
     if probe is not None:

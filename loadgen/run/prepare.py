@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.audio_payloads import AUDIO_BACKEND, audio_bodies
 from loadgen.config import (
     ALWAYS_TEMPLATED_DATASETS,
     TEMPLATED_DATASETS,
@@ -258,6 +259,15 @@ def serialize(
 
 
 def _bodies(config: RunConfig, dataset: SampledPrompts, models: list[str]) -> list[bytes]:
+    if config.backend == AUDIO_BACKEND:
+        assert dataset.audios is not None  # validate() allows only the audio datasets
+        return audio_bodies(
+            models,
+            dataset.output_lens.tolist(),
+            dataset.audios,
+            ignore_eos=config.sends_ignore_eos,
+            extra_body=config.body_extras(),
+        )
     return serialize_bodies(
         config.backend,
         models,

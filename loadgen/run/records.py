@@ -13,6 +13,7 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from loadgen import __version__
+from loadgen.audio import audio_seconds
 from loadgen.config import RunConfig
 from loadgen.payloads import input_sequences
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
@@ -70,6 +71,7 @@ def records_writer(
         _input_sequences(config, prepared),
         config.request_id_prefix,
         prepared.turns.frame(np.arange(prepared.num_requests)) if prepared.turns else None,
+        audio_seconds(prepared.dataset.audios),
     )
 
 
@@ -126,6 +128,7 @@ def run_records(
         texts=collected.texts,
         conversation=turns.conversation if turns is not None else None,
         turn=turns.turn if turns is not None else None,
+        audio_s=audio_seconds(prepared.dataset.audios),
     )
 
 

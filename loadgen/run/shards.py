@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from loadgen.audio_payloads import AUDIO_BACKEND, content_type
 from loadgen.config import RunConfig
 from loadgen.payloads import CHAT_BACKENDS
 from loadgen.run.fail_fast import FIRST
@@ -15,6 +16,7 @@ from workers.pooling import JSON_BODY, POOLING_FORMS
 from workers.protocol import WorkerConfig
 
 PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
+JSON_TYPE = "application/json"
 GUARD_SLACK = 64  # token events past twice max_tokens before a stream counts as endless
 
 
@@ -46,7 +48,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             preopen_url=f"{config.server_url}/v1/models",
             preopen_connections=preopen_count(cap, shares[w], len(indices)),
             keep_text="always" if config.save_detailed else "when_no_usage",
-            chat=config.backend in CHAT_BACKENDS,
+            chat=config.backend in (*CHAT_BACKENDS, AUDIO_BACKEND),  # audio streams chat's SSE
             response_form=response_form(config),
             proxy=proxy_for(config.api_url),
             insecure=config.insecure,
@@ -56,6 +58,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             report_first=FIRST if config.fail_fast else 0,
             multi_turn=prepared.turns is not None,
             session_prefix=config.request_id_prefix or "",
+            content_type=content_type() if config.backend == AUDIO_BACKEND else JSON_TYPE,
         )
         plans.append(
             ShardPlan(
