@@ -1,7 +1,7 @@
 """Dataset parity: do loadgen's samplers send the same prompts as `vllm bench serve`?
 
 For `sharegpt`, `custom` (as written, and with the tokenizer's chat template and keyword
-arguments), `custom_image`, `spec_bench`, `hf` (local copies), `prefix_repetition`, `random-mm`,
+arguments), `custom_image`, `custom_audio`, `spec_bench`, `hf` (local copies, ASR too), `prefix_repetition`, `random-mm`,
 `random-rerank` and batched `random` it samples the same input
 with the same seed twice: once with upstream's own dataset classes, run by the Python of a
 `vllm` install (scripts/bench/README.md: "vllm bench serve, installed light", plus pandas for
@@ -29,6 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from loadgen.audio import read_wav
 from loadgen.config import RunConfig
 from loadgen.datasets.sample import sample_dataset
 from loadgen.datasets.sharegpt import load_sharegpt_entries
@@ -70,6 +73,21 @@ elif name == "custom_image":
         mm = r.multi_modal_data
         if not isinstance(r.prompt, list):
             r.prompt = [{"type": "text", "text": r.prompt}, *(mm if isinstance(mm, list) else [mm])]
+elif name in ("custom_audio", "asr"):  # the prompt, and the clip as its upload encodes it
+    import numpy as np
+    if name == "custom_audio":
+        from vllm.benchmarks.datasets import CustomAudioDataset
+        reqs = CustomAudioDataset(dataset_path=path, random_seed=seed).sample(
+            tokenizer=tok, num_requests=n, **kwargs)
+    else:
+        from vllm.benchmarks.datasets import ASRDataset
+        reqs = ASRDataset(dataset_path=path + "/asr", dataset_split="train", random_seed=seed,
+                          hf_name="openslr/librispeech_asr").sample(
+            tokenizer=tok, num_requests=n, **kwargs)
+    for r in reqs:
+        y, sr = r.multi_modal_data["audio"]
+        pcm = np.clip(np.round(np.asarray(y) * 32768), -32768, 32767).astype("<i2")
+        r.prompt = [r.prompt, len(y) / sr, hashlib.md5(pcm.tobytes()).hexdigest()]
 elif name == "spec_bench":  # as get_samples builds it: no seed (0), no template flags
     reqs = SpecBench(dataset_path=path, category=kwargs.pop("category", None)).sample(
         tokenizer=tok, num_requests=n, **kwargs)
@@ -104,6 +122,12 @@ CASES: list[tuple[str, int, int, dict]] = [
     ("spec_bench", 0, 80, {"output_len": 256, "category": "coding"}),
     ("custom_image", 3, 40, {"output_len": 32}),
     ("custom_image", 3, 40, {"output_len": 32, "ensure_client_side_data": True}),
+    # Upstream's get_samples passes no skip_chat_template (it templates the counted prompt when
+    # the tokenizer has a template; loadgen does not: docs/compat.md, Audio), so it is passed.
+    ("custom_audio", 0, 30, {"output_len": 16, "skip_chat_template": True}),
+    ("custom_audio", 2, 12, {"output_len": -1, "skip_chat_template": True}),
+    ("asr", 0, 20, {"asr_min_audio_len_sec": 0.3, "asr_max_audio_len_sec": 1.5}),
+    ("asr", 1, 8, {"output_len": 64}),
     ("hf", 0, 300, {"hf_name": "likaixin/InstructCoder", "split": "train"}),
     ("hf", 1, 200, {"hf_name": "philschmid/mt-bench", "split": "train", "output_len": 64}),
     ("hf", 0, 300, {"hf_name": "AI-MO/NuminaMath-CoT", "split": "train"}),
@@ -206,6 +230,13 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
         "custom_ensure_client_side_data": kw.get("ensure_client_side_data", False),
     },
     "hf": _hf_flags,
+    "custom_audio": lambda path, kw: {"dataset_path": path, "custom_output_len": kw["output_len"]},
+    "asr": lambda path, kw: {
+        "dataset_path": f"{path}/asr",  # a local copy
+        "hf_name": "openslr/librispeech_asr",
+        "hf_output_len": kw.get("output_len"),
+        **{k: v for k, v in kw.items() if k.startswith("asr_")},
+    },
     "prefix_repetition": lambda path, kw: {f"prefix_repetition_{k}": v for k, v in kw.items()},
     "random-mm": lambda path, kw: _random_mm_flags(kw),
     "random-rerank": lambda path, kw: {
@@ -224,7 +255,8 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
 
 def case_config(name: str, path: str, seed: int, n: int, kw: dict) -> RunConfig:
     """The configuration of `loadgen run` that asks for a case."""
-    return RunConfig(dataset_name=name, num_prompts=n, seed=seed, **FLAGS[name](path, kw))
+    dataset = "hf" if name == "asr" else name
+    return RunConfig(dataset_name=dataset, num_prompts=n, seed=seed, **FLAGS[name](path, kw))
 
 
 def loadgen_rows(config: RunConfig, codec: LocalTokenizer, template: ChatTemplate | None
@@ -234,6 +266,13 @@ def loadgen_rows(config: RunConfig, codec: LocalTokenizer, template: ChatTemplat
     if config.dataset_name == "custom_image":  # the chat message's parts, as they are sent
         parts = [chat_content(p, mm) for p, mm in zip(got.prompts, got.mm_contents, strict=True)]
         got = dataclasses.replace(got, prompts=parts, mm_contents=None)
+    if got.audios is not None:  # custom_audio, ASR: the prompt and the clip its upload encodes
+        clips = [read_wav(clip.data) for clip in got.audios]
+        pcm = [np.clip(np.round(y * 32768), -32768, 32767).astype("<i2") for y, _ in clips]
+        got = dataclasses.replace(got, prompts=[
+            [p, clip.duration_s, hashlib.md5(ints.tobytes()).hexdigest()]
+            for p, clip, ints in zip(got.prompts, got.audios, pcm, strict=True)
+        ])  # fmt: skip
     if got.mm_contents is not None:  # random-mm: the text and its images (or videos)
         got = dataclasses.replace(
             got, prompts=[[p, mm] for p, mm in zip(got.prompts, got.mm_contents, strict=True)]
@@ -271,6 +310,49 @@ def write_image_lines(directory: Path, entries: list[dict]) -> Path:
     path = directory / "images.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
+
+
+def write_audio_files(directory: Path, entries: list[dict]) -> Path:
+    """A custom_audio file of WAV clips (16-bit or float, mono or stereo; 0.2 to 2 s) and a
+    local LibriSpeech-shaped parquet copy of its mono clips (``directory/asr``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from loadgen.audio import pcm16_wav
+
+    rng = np.random.default_rng(0)
+    lines, rows = [], []
+    for i, entry in enumerate(entries):
+        rate = (16000, 22050, 8000)[i % 3]
+        frames = int(rate * (0.2 + 1.8 * rng.random()))
+        samples = rng.uniform(-0.9, 0.9, (frames, 1 + i % 2))
+        data = pcm16_wav(samples, rate) if i % 4 else _float_wav(samples, rate)
+        (directory / f"clip{i}.wav").write_bytes(data)
+        line = {
+            "prompt": entry["conversations"][0]["value"][:200],
+            "audio": str(directory / f"clip{i}.wav"),
+        }
+        lines.append(line | {"output_tokens": 1 + i % 50})
+        if samples.shape[1] == 1:  # upstream's ASR length filter reads a stereo clip's length
+            # as channels / rate (get_audio_duration's y.shape[-1]); ASR sets are mono
+            rows.append({"audio": {"bytes": data, "path": f"clip{i}.wav"}, "text": line["prompt"]})
+    (directory / "asr").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), directory / "asr" / "train-00000-of-00001.parquet")
+    path = directory / "audio.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _float_wav(samples: Any, rate: int) -> bytes:
+    """A 32-bit IEEE float WAV (format tag 3)."""
+    import struct
+
+    data = samples.astype("<f4").tobytes()
+    channels = samples.shape[1]
+    fmt = struct.pack("<HHIIHH", 3, channels, rate, rate * 4 * channels, 4 * channels, 32)
+    body = b"WAVEfmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", len(data))
+    return b"RIFF" + struct.pack("<I", len(body) + len(data)) + body + data
 
 
 def write_hf_copies(directory: Path, entries: list[dict]) -> None:
@@ -337,6 +419,7 @@ def main() -> None:
         )
         write_hf_copies(Path(tmp), load_sharegpt_entries(args.sharegpt)[:2000])
         images = write_image_lines(Path(tmp), entries[:30])
+        audio = write_audio_files(Path(tmp), entries[:24])
         spec = Path(tmp) / "question.jsonl"  # Spec-Bench's form, categories in turn
         categories = ("coding", "qa", "math_reasoning")
         spec.write_text(
@@ -353,7 +436,7 @@ def main() -> None:
                 continue
             paths = {
                 "sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec),
-                "custom_image": str(images),
+                "custom_image": str(images), "custom_audio": str(audio),
             }  # fmt: skip
             path = paths.get(name, tmp)  # hf: the directory of local dataset copies
             config = case_config(name, path, seed, n, kw)
