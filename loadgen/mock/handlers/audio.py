@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from array import array
 from time import perf_counter_ns
 from typing import Any
 
@@ -53,8 +54,9 @@ class Audio:
         arrival_ns = perf_counter_ns()
         state = self.state
         request_id = state.response_id("trsc-")
+        record = None
         if state.recorder is not None:
-            state.recorder.add(request.headers.get("x-request-id", request_id), arrival_ns)
+            record = state.recorder.add(request.headers.get("x-request-id", request_id), arrival_ns)
         fields, audio = await read_form(request)
         state.check_model(fields, required=False)
         duration_s = audio_duration_s(audio)
@@ -83,7 +85,7 @@ class Audio:
                 _flag(fields, "stream_include_usage"),
                 _flag(fields, "stream_continuous_usage_stats"),
             )  # fmt: skip
-            return await self._stream(request, events)
+            return await self._stream(request, events, record)
         finally:
             counts.running -= 1
 
@@ -91,8 +93,11 @@ class Audio:
         escaped = self.generation.escaped
         return [escaped[i % len(escaped)].decode() for i in range(n)]
 
-    async def _stream(self, request: web.Request, events: list[bytes]) -> web.StreamResponse:
-        """The events after the TTFT, one token event per ITL (the trailing ones at once)."""
+    async def _stream(
+        self, request: web.Request, events: list[bytes], record: array | None
+    ) -> web.StreamResponse:
+        """The events after the TTFT, one token event per ITL (the trailing ones at once); each
+        token event's write instant goes to the timing record."""
         state = self.state
         response = web.StreamResponse(headers=_SSE_HEADERS)
         await response.prepare(request)
@@ -102,6 +107,8 @@ class Audio:
             if 0 < i < tokens and state.itl_s > 0:
                 await asyncio.sleep(state.itl_s)
             await response.write(event)
+            if record is not None and i < tokens:
+                record.append(perf_counter_ns())
         await response.write_eof()
         return response
 
