@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from loadgen.audio_payloads import AUDIO_BACKEND, content_type
 from loadgen.server.client import ServerClient, server_message
 from loadgen.server.errors import ServerError, describe_error
 from loadgen.server.retry import wait_for_server
@@ -25,10 +26,12 @@ async def generate(
     a non-empty ``choices`` list, and one that carries an error event fails like an error
     status would.
     """
+    audio = config is not None and config.backend == AUDIO_BACKEND  # a multipart upload
     payload = await client.request(
         "POST",
         url,
         body,
+        headers={"Content-Type": content_type()} if audio else None,
         timeout_s=config.request_timeout if config is not None else None,
         idle_timeout_s=config.idle_timeout if config is not None else None,
     )

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import loadgen, only_json
+from helpers import loadgen, only_json, run_against_mock
 
 from loadgen.mock.handlers.audio import AUDIO_TOKENS_PER_S
 
@@ -73,6 +73,20 @@ def test_custom_audio_uploads_and_reports_rtfx(tmp_path: Path, custom_audio: Pat
     assert rebuilt.returncode == 0, rebuilt.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RTFx"))
     assert line in rebuilt.stdout
+
+
+def test_a_mock_server_process_answers_the_ready_check_warmups_and_run(custom_audio: Path) -> None:
+    # The ready check and the warm-ups send the first upload with the run's Content-Type.
+    args = ["--dataset-name", "custom_audio", "--dataset-path", str(custom_audio)]
+    run = run_against_mock(
+        *AUDIO, *args, "--num-prompts", "3", "--num-warmups", "2", "--disable-tqdm",
+        "--ready-check-timeout-sec", "30", mock_args=("--output-len", "6"),
+    )  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert "Initial test run completed." in run.proc.stdout
+    assert "Warmup run completed." in run.proc.stdout and "failed" not in run.proc.stdout
+    assert run.stats["requests"]["POST /v1/audio/transcriptions"] == 1 + 2 + 3
+    assert run.stats["completion_tokens"] == 6 * 6
 
 
 def test_custom_audio_goes_in_a_chat_message_with_multimodal_chat(
