@@ -1,8 +1,8 @@
 """Dataset parity: do loadgen's samplers send the same prompts as `vllm bench serve`?
 
 For `sharegpt`, `custom` (as written, and with the tokenizer's chat template and keyword
-arguments), `custom_image`, `custom_audio`, `spec_bench`, `hf` (local copies, ASR too), `prefix_repetition`, `random-mm`,
-`random-rerank` and batched `random` it samples the same input
+arguments), `custom_image`, `custom_audio`, `spec_bench`, `hf` (local copies, ASR too),
+`prefix_repetition`, `random-mm`, `random-rerank` and batched `random` it samples the same input
 with the same seed twice: once with upstream's own dataset classes, run by the Python of a
 `vllm` install (scripts/bench/README.md: "vllm bench serve, installed light", plus pandas for
 `custom`), and once with loadgen's. It prints, per case, how many requests each gave and how
