@@ -38,6 +38,11 @@ def run_benchmark(ctx: click.Context, **values: object) -> None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     if not isinstance(sys.stdout, SurvivingStdout):
         sys.stdout = SurvivingStdout(sys.stdout)  # | tee killed by Ctrl-C loses no result
+    if config.dry_run and is_campaign(config):
+        raise click.UsageError(
+            "--dry-run plans one run: no lists in --max-concurrency or --request-rate, no "
+            "--num-runs or --steady-state"
+        )
     if config.quiet:
         if is_campaign(config):  # its lines and table are not one run's report
             raise click.UsageError(

@@ -539,6 +539,33 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="With --multi-turn and random: input tokens of each turn after the first "
         "(0: --random-input-len).",
     ),
+    # --- the Rust client's extras (vllm-bench): a plan without a run, a context filter, ids ---
+    Flag(
+        "--dry-run",
+        bool,
+        False,
+        group=LOADGEN,
+        help="Print the plan (the dataset's token lengths, the schedule and its hash, each "
+        "worker's requests and credits) and exit 0: no worker started, no request sent.",
+    ),
+    Flag(
+        "--max-model-len",
+        int,
+        None,
+        group=LOADGEN,
+        minimum=1,
+        help="Drop prompts whose prompt_len + output_len is above this before the schedule "
+        "is made (one line gives the count; none left exits 1).",
+    ),
+    Flag(
+        "--prompt-token-ids",
+        bool,
+        False,
+        group=LOADGEN,
+        readers=("random",),
+        help="random, with a completions backend (openai, vllm): send each prompt as its token "
+        "ids, as built (no decode, exact lengths, no server-side alignment).",
+    ),
     Flag(
         "--request-timeout",
         float,

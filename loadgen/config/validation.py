@@ -28,6 +28,7 @@ from loadgen.datasets.random import parse_range_ratio
 from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
 from loadgen.datasets.speed_bench import PREPARE_SCRIPT as SPEED_BENCH_PREPARE
 from loadgen.payloads import (
+    COMPLETIONS_BACKENDS,
     EMBEDDINGS_CHAT_BACKENDS,
     IMAGE_BACKENDS,
     SUPPORTED_BACKENDS,
@@ -229,6 +230,7 @@ class Validated(RunConfigBase):
             raise ConfigError(f"--num-warmups must be >= 0, got {self.num_warmups}")
         self._validate_placement()
         self._validate_multi_turn()
+        self._validate_rust_extras()
         cores = available_cores()
         if self.ray is None and self.workers > WORKERS_PER_CORE * cores:
             raise ConfigError(
@@ -276,6 +278,16 @@ class Validated(RunConfigBase):
             raise ConfigError(
                 f"--multi-turn-min-turns {low} is above --multi-turn-max-turns {high}"
             )
+
+    def _validate_rust_extras(self) -> None:
+        """The Rust client's --prompt-token-ids (completions only) and --dry-run (no -q)."""
+        if self.prompt_token_ids and self.backend not in COMPLETIONS_BACKENDS:
+            raise ConfigError(
+                "--prompt-token-ids sends each prompt as token ids in the completions body's "
+                f"prompt: give --backend openai or vllm, not {self.backend}"
+            )
+        if self.dry_run and self.quiet:
+            raise ConfigError("--dry-run prints a plan, not a run's report: drop -q/--quiet")
 
     def _validate_placement(self) -> None:
         """--workers, and where workers run: --listen/--remote-workers/--key, --ray."""

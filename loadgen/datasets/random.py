@@ -71,14 +71,18 @@ def sample_random_requests(
     range_ratio: tuple[float, float],
     seed: int,
     progress: Progress | None = None,
+    token_ids: bool = False,
 ) -> SampledPrompts:
-    """Build vLLM's ``random`` dataset (formulas in the module docstring)."""
+    """Build vLLM's ``random`` dataset (formulas in the module docstring); with ``token_ids``
+    (the Rust client's --prompt-token-ids) each prompt is its token list, not decoded."""
     rng = np.random.default_rng(seed)
     plan = plan_random_text(
         tokenizer, num_requests, input_len, output_len, prefix_len, range_ratio, rng
     )
     input_lens, output_lens, offsets, allowed, prefix = plan
     token_lists = TokenWindows(prefix, allowed, offsets + np.arange(num_requests), input_lens)
+    if token_ids:
+        return token_id_prompts(token_lists, output_lens)
     targets = prefix_len + input_lens
     prompts, prompt_lens = decode_encode_to_target(tokenizer, token_lists, targets, rng, progress)
     return SampledPrompts(
@@ -86,6 +90,16 @@ def sample_random_requests(
         prompt_lens=prompt_lens,
         output_lens=output_lens.astype(np.int64),
         length_mismatches=int(np.count_nonzero(prompt_lens != targets)),
+    )
+
+
+def token_id_prompts(token_lists: TokenWindows, output_lens: np.ndarray) -> SampledPrompts:
+    """The token lists themselves as prompts, as the Rust client's --prompt-token-ids sends
+    them: no decode -> encode, so each prompt_len is its list's length, exactly."""
+    return SampledPrompts(
+        prompts=[ids.tolist() for ids in token_lists.lists()],
+        prompt_lens=len(token_lists.prefix) + token_lists.lengths.astype(np.int64),
+        output_lens=output_lens.astype(np.int64),
     )
 
 
@@ -249,9 +263,11 @@ def sample_random(
     random_range_ratio: str,
     random_batch_size: int,
     seed: int,
+    prompt_token_ids: bool = False,
     progress: Progress | None = None,
 ) -> SampledPrompts:
-    """The ``random`` dataset from its flags, batched by --random-batch-size."""
+    """The ``random`` dataset from its flags, batched by --random-batch-size; token ids as
+    prompts with --prompt-token-ids."""
     with flag_errors():
         sampled = sample_random_requests(
             tokenizer,
@@ -262,6 +278,7 @@ def sample_random(
             parse_range_ratio(random_range_ratio),
             seed,
             progress,
+            token_ids=prompt_token_ids,
         )
     return batch_prompts(sampled, random_batch_size)
 

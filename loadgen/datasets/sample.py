@@ -62,7 +62,9 @@ def sample_dataset_cached(
     for a dataset the registry marks ``cached`` built with a local tokenizer, unless
     ``config.dataset_cache`` is off; the outcome's notes say what happened."""
     dataset = DATASETS[config.dataset_name]
-    digest = tokenizer_digest(tokenizer) if config.dataset_cache and dataset.cached else None
+    # Token-id prompts (--prompt-token-ids) skip the decode -> encode pass the cache saves.
+    cacheable = dataset.cached and not getattr(config, "prompt_token_ids", False)
+    digest = tokenizer_digest(tokenizer) if config.dataset_cache and cacheable else None
     if digest is None:
         started = time.perf_counter()
         built = sample_dataset(config, tokenizer, chat_template, progress)

@@ -25,6 +25,7 @@ from loadgen.config import (
 )
 from loadgen.datasets.conversations import Turns, sharegpt_conversations, synthetic_conversations
 from loadgen.datasets.errors import FlagError
+from loadgen.datasets.max_model_len import keep_fitting, keep_fitting_turns, shortest_need
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts
@@ -179,6 +180,9 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
             f"--no-oversample: {config.dataset_path} gives {num_requests} prompts; "
             f"sending {num_requests} of the {config.num_prompts} asked for."
         )
+    if config.max_model_len is not None:
+        dataset, turns = fit_max_model_len(dataset, turns, config.max_model_len)
+        num_requests = len(dataset.prompts)
     models = (
         lora_assignment(config.lora_modules, num_requests, config.lora_assignment, config.seed)
         if config.lora_modules
@@ -209,6 +213,32 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
     return Prepared(
         model_id, model_name, tokenizer_id, tokenizer, dataset, models, bodies, scheduled_ns, turns
     )
+
+
+def fit_max_model_len(
+    dataset: SampledPrompts, turns: Turns | None, max_model_len: int
+) -> tuple[SampledPrompts, Turns | None]:
+    """The Rust client's --max-model-len: the prompts (or conversations' turns) that fit, and
+    one line on those dropped; InputError when none is left."""
+    rule = "prompt_len + output_len"
+    total = len(dataset.prompts)
+    if turns is None:
+        kept, dropped = keep_fitting(dataset, max_model_len)
+        what = f"{dropped} of {total} prompts whose {rule} is"
+    else:
+        kept, turns, dropped, whole = keep_fitting_turns(dataset, turns, max_model_len)
+        rule = "the conversation so far + output_len"
+        what = f"{dropped} of {total} turns ({whole} conversations whole) whose {rule} is"
+    if dropped == total:
+        raise InputError(
+            f"--max-model-len {max_model_len}: nothing fits ({rule} <= {max_model_len}); the "
+            f"shortest prompt needs {shortest_need(dataset)}"
+        )
+    if dropped:
+        print(
+            f"--max-model-len {max_model_len}: dropped {what} above it; sending {total - dropped}"
+        )
+    return kept, turns
 
 
 def conversations(

@@ -29,6 +29,7 @@ from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.run.campaign import is_campaign
+from loadgen.run.dry_run import print_plan
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.output_lens import output_lens_of
 from loadgen.run.placement import worker_pool
@@ -97,7 +98,10 @@ class StopSwitch:
 
 
 def run(config: RunConfig) -> int:
-    """Run a benchmark as configured; return the process exit code."""
+    """Run a benchmark as configured (with --dry-run, print its plan); return the exit code."""
+    if config.dry_run:  # preparation only: no worker started, no request sent
+        check_before_start(config)
+        return against_server(config, lambda: print_plan(config))
     return run_outcome(config).exit_code
 
 
@@ -110,6 +114,8 @@ def run_outcome(
     is written then, nor a records file unless --save-records). ``stop``: a way to stop the run
     from another thread, besides the stop signals (which only the main thread can handle).
     """
+    if config.dry_run:
+        raise ConfigError("--dry-run prints a plan and has no outcome: run `loadgen run --dry-run`")
     if is_campaign(config):
         raise ConfigError(
             "a campaign (a list in --max-concurrency or --request-rate, --num-runs, "

@@ -73,6 +73,9 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--multi-turn-delay-ms",
         "--multi-turn-delay-distribution",
         "--per-turn-input-len",
+        "--dry-run",
+        "--max-model-len",
+        "--prompt-token-ids",
     }
     options = {opt for p in run.params for opt in getattr(p, "opts", []) if opt.startswith("--")}
     assert options - own <= VLLM_BENCH_SERVE_FLAGS
