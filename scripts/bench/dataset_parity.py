@@ -1,16 +1,17 @@
 """Dataset parity: do loadgen's samplers send the same prompts as `vllm bench serve`?
 
 For `sharegpt`, `custom` (as written, and with the tokenizer's chat template and keyword
-arguments), `custom_image`, `custom_audio`, `spec_bench`, `hf` (local copies, ASR too),
-`prefix_repetition`, `random-mm`, `random-rerank` and batched `random` it samples the same input
-with the same seed twice: once with upstream's own dataset classes, run by the Python of a
-`vllm` install (scripts/bench/README.md: "vllm bench serve, installed light", plus pandas for
-`custom`), and once with loadgen's. It prints, per case, how many requests each gave and how
-many differ in prompt text (MD5), prompt_len or output length (batched `random`: lengths only,
-its padding draws differ by design). Needs a local tokenizer directory (tokenizer.json and
-tokenizer_config.json, whose chat template the templated cases use) and a ShareGPT JSON file;
-the other input files (custom, custom_image with its images, Spec-Bench, the hub copies) are
-made from the ShareGPT prompts.
+arguments), `custom_image`, `custom_audio`, `spec_bench`, `speed_bench`, `burstgpt`, `hf` (local
+copies, ASR and BFCL too), `prefix_repetition`, `random-mm`, `random-rerank` and batched
+`random` it samples the same input with the same seed twice: once with upstream's own dataset
+classes, run by the Python of a `vllm` install (scripts/bench/README.md: "vllm bench serve,
+installed light", plus pandas for `custom`), and once with loadgen's. It prints, per case, how
+many requests each gave and how many differ in prompt text (MD5), prompt_len or output length
+(batched `random`: lengths only, its padding draws differ by design). Needs a local tokenizer
+directory (tokenizer.json and tokenizer_config.json, whose chat template the templated cases
+use) and a ShareGPT JSON file; the other input files (custom, custom_image with its images,
+Spec-Bench, SPEED-Bench, BurstGPT, the hub copies and BFCL's category files, which upstream's
+side reads in place of its download) are made here.
 
 Run: python scripts/bench/dataset_parity.py --vllm-python /work/vllm-venv/bin/python \\
        --tokenizer DIR --sharegpt ShareGPT_V3_unfiltered_cleaned_split.json
@@ -91,6 +92,26 @@ elif name in ("custom_audio", "asr"):  # the prompt, and the clip as its upload 
 elif name == "spec_bench":  # as get_samples builds it: no seed (0), no template flags
     reqs = SpecBench(dataset_path=path, category=kwargs.pop("category", None)).sample(
         tokenizer=tok, num_requests=n, **kwargs)
+elif name == "burstgpt":
+    from vllm.benchmarks.datasets.datasets import BurstGPTDataset
+    reqs = BurstGPTDataset(dataset_path=path, random_seed=seed).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+elif name == "speed_bench":  # as get_samples builds it: no seed (0)
+    from vllm.benchmarks.datasets.datasets import SpeedBench
+    reqs = SpeedBench(dataset_path=path, dataset_subset=kwargs.pop("subset"),
+                      category=kwargs.pop("category", None)).sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+elif name == "bfcl":  # the category files read from the local copy, not hf_hub_download
+    from vllm.benchmarks.datasets.datasets import BFCLDataset
+    def local_category(self, category):
+        with open(f"{path}/BFCL_v3_{category}.json") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    BFCLDataset._load_category = local_category
+    reqs = BFCLDataset(dataset_path=path, dataset_split="train", random_seed=seed,
+                       hf_name="gorilla-llm/Berkeley-Function-Calling-Leaderboard").sample(
+        tokenizer=tok, num_requests=n, **kwargs)
+    for r in reqs:  # what the chat body carries: the messages, the tools and tool_choice
+        r.prompt = [r.prompt, r.chat_messages, r.request_overrides]
 elif name == "prefix_repetition":
     reqs = PrefixRepetitionRandomDataset(random_seed=seed).sample(
         tokenizer=tok, num_requests=n, **kwargs)
@@ -180,6 +201,13 @@ CASES: list[tuple[str, int, int, dict]] = [
             "bucket_config": {"[32, 32, 1]": 0.5, "[48, 64, 4]": 0.5},
         },
     ),
+    ("burstgpt", 0, 200, {}),
+    ("burstgpt", 3, 5000, {}),  # more than the GPT-4 rows: drawn with replacement
+    ("speed_bench", 0, 300, {"subset": "qualitative", "output_len": 128}),
+    ("speed_bench", 0, 100, {"subset": "throughput_1k", "category": "coding", "output_len": 64}),
+    ("speed_bench", 1, 50, {"subset": "qualitative", "output_len": 32, "skip_chat_template": True}),
+    ("bfcl", 0, 150, {}),
+    ("bfcl", 2, 400, {"categories": ["simple", "multiple"], "output_len": 64}),  # topped up
     # Batched embeddings inputs; random's padding draws differ by design, so lengths only.
     ("random", 0, 300, {"input_len": 64, "output_len": 8, "batchsize": 16}),
 ]
@@ -237,6 +265,20 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
         "hf_output_len": kw.get("output_len"),
         **{k: v for k, v in kw.items() if k.startswith("asr_")},
     },
+    "burstgpt": lambda path, kw: {"dataset_path": path},
+    "speed_bench": lambda path, kw: {
+        "dataset_path": path,
+        "speed_bench_dataset_subset": kw["subset"],
+        "speed_bench_category": kw.get("category"),
+        "speed_bench_output_len": kw["output_len"],
+        "skip_chat_template": kw.get("skip_chat_template", False),
+    },
+    "bfcl": lambda path, kw: {
+        "dataset_path": path,
+        "hf_name": "gorilla-llm/Berkeley-Function-Calling-Leaderboard",
+        "bfcl_categories": kw.get("categories"),
+        "hf_output_len": kw.get("output_len"),
+    },
     "prefix_repetition": lambda path, kw: {f"prefix_repetition_{k}": v for k, v in kw.items()},
     "random-mm": lambda path, kw: _random_mm_flags(kw),
     "random-rerank": lambda path, kw: {
@@ -255,7 +297,7 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
 
 def case_config(name: str, path: str, seed: int, n: int, kw: dict) -> RunConfig:
     """The configuration of `loadgen run` that asks for a case."""
-    dataset = "hf" if name == "asr" else name
+    dataset = "hf" if name in ("asr", "bfcl") else name
     return RunConfig(dataset_name=dataset, num_prompts=n, seed=seed, **FLAGS[name](path, kw))
 
 
@@ -272,6 +314,11 @@ def loadgen_rows(config: RunConfig, codec: LocalTokenizer, template: ChatTemplat
         got = dataclasses.replace(got, prompts=[
             [p, clip.duration_s, hashlib.md5(ints.tobytes()).hexdigest()]
             for p, clip, ints in zip(got.prompts, got.audios, pcm, strict=True)
+        ])  # fmt: skip
+    if got.chat_messages is not None:  # BFCL: the messages, the tools and tool_choice
+        got = dataclasses.replace(got, prompts=[
+            [p, messages, overrides] for p, messages, overrides
+            in zip(got.prompts, got.chat_messages, got.request_overrides or [], strict=True)
         ])  # fmt: skip
     if got.mm_contents is not None:  # random-mm: the text and its images (or videos)
         got = dataclasses.replace(
@@ -396,6 +443,62 @@ def write_hf_copies(directory: Path, entries: list[dict]) -> None:
         (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in dataset_rows))
 
 
+def write_burstgpt(directory: Path) -> Path:
+    """A BurstGPT-shaped CSV: GPT-4 and ChatGPT rows, some with no response (failed)."""
+    rng = np.random.default_rng(0)
+    lines = ["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"]
+    for i in range(3000):
+        model = "GPT-4" if i % 3 else "ChatGPT"
+        request, response = int(rng.integers(1, 2000)), int(rng.integers(0, 600)) * (i % 7 > 0)
+        lines.append(f"{i * 5},{model},{request},{response},{request + response},Conversation log")
+    path = directory / "burstgpt.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_speed_bench(directory: Path, entries: list[dict]) -> Path:
+    """A SPEED-Bench directory as NeMo-Skills' prepare script writes it: {subset}.jsonl files of
+    ``messages`` and ``category`` lines."""
+    folder = directory / "speed-bench"
+    folder.mkdir()
+    categories = ("coding", "writing", "reasoning")
+    for subset in ("qualitative", "throughput_1k"):
+        (folder / f"{subset}.jsonl").write_text("".join(
+            json.dumps({"question_id": i, "category": categories[i % 3], "messages": [
+                {"role": "user", "content": e["conversations"][0]["value"][: 300 + 700 * (i % 2)]}
+            ]}) + "\n"
+            for i, e in enumerate(entries)
+        ))  # fmt: skip
+    return folder
+
+
+def write_bfcl(directory: Path, entries: list[dict]) -> Path:
+    """BFCL v3 category files (``{id, question, function}`` lines, BFCL's type names), with some
+    rows upstream skips (no functions, an empty first turn)."""
+    folder = directory / "bfcl"
+    folder.mkdir()
+    for c, category in enumerate(("simple", "live_simple", "multiple")):
+        lines = []
+        for i, entry in enumerate(entries[c * 40 : c * 40 + 30 + 10 * c]):
+            function = {
+                "name": f"tool_{i}",
+                "description": entry["conversations"][0]["value"][:80],
+                "parameters": {"type": "dict", "properties": {
+                    "x": {"type": "float", "description": "a number"},
+                    "items": {"type": "tuple", "items": {"type": "any"}},
+                }, "required": ["x"]},
+            }  # fmt: skip
+            question = [[{"role": "user", "content": entry["conversations"][0]["value"][:400]}]]
+            if i % 11 == 5:
+                question = [[]]
+            functions = [] if i % 13 == 7 else [function] * (1 + (category == "multiple"))
+            lines.append({"id": f"{category}_{i}", "question": question, "function": functions})
+        (folder / f"BFCL_v3_{category}.json").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines)
+        )
+    return folder
+
+
 def main() -> None:
     """Sample every case both ways and print the differences."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -420,6 +523,9 @@ def main() -> None:
         write_hf_copies(Path(tmp), load_sharegpt_entries(args.sharegpt)[:2000])
         images = write_image_lines(Path(tmp), entries[:30])
         audio = write_audio_files(Path(tmp), entries[:24])
+        burstgpt = write_burstgpt(Path(tmp))
+        speed = write_speed_bench(Path(tmp), entries)
+        bfcl = write_bfcl(Path(tmp), entries)
         spec = Path(tmp) / "question.jsonl"  # Spec-Bench's form, categories in turn
         categories = ("coding", "qa", "math_reasoning")
         spec.write_text(
@@ -437,19 +543,20 @@ def main() -> None:
             paths = {
                 "sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec),
                 "custom_image": str(images), "custom_audio": str(audio),
+                "burstgpt": str(burstgpt), "speed_bench": str(speed), "bfcl": str(bfcl),
             }  # fmt: skip
             path = paths.get(name, tmp)  # hf: the directory of local dataset copies
             config = case_config(name, path, seed, n, kw)
             if config.uses_chat_template and template is None:
                 continue
-            upstream = json.loads(
-                subprocess.run(
-                    [args.vllm_python, "-c", UPSTREAM, name, path, args.tokenizer, str(seed),
-                     str(n), json.dumps(kw)],
-                    capture_output=True, text=True, check=True,
-                    env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                ).stdout.splitlines()[-1]
+            done = subprocess.run(
+                [args.vllm_python, "-c", UPSTREAM, name, path, args.tokenizer, str(seed), str(n),
+                 json.dumps(kw)],
+                capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
             )  # fmt: skip
+            if done.returncode != 0:
+                raise SystemExit(f"upstream's {name} case failed:\n{done.stderr[-3000:]}")
+            upstream = json.loads(done.stdout.splitlines()[-1])
             if name == "random":
                 upstream = [row[1:] for row in upstream]
             ours = loadgen_rows(config, codec, template)
