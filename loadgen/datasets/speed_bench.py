@@ -6,11 +6,17 @@ prompt, keeps only ``--speed-bench-category``'s lines when given, and samples th
 ``custom`` with seed 0 (upstream does not pass ``--seed`` on): templated unless
 ``--skip-chat-template`` (with ``--chat-template-kwargs``), every request asking for
 ``--speed-bench-output-len`` tokens. loadgen reads the same rows, offline, from that directory
-or from the ``.jsonl`` file itself.
+or from the ``.jsonl`` file itself. ``--dataset-path nvidia/SPEED-Bench`` reads the subset from
+the ``datasets`` cache instead (what ``load_dataset("nvidia/SPEED-Bench", subset, split="test")``
+left, as the prepare script runs it), offline: the first of each row's ``turns``. The hub's rows
+that hold a placeholder in place of another dataset's text (only the prepare script fetches it)
+are skipped, with one line counting them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,9 @@ PREPARE_SCRIPT = (  # what upstream tells users to run to fetch the dataset
     "nemo_skills/dataset/speed-bench/prepare.py"
 )
 SHUFFLE_SEED = 0  # upstream's SpeedBench is built without --seed
+HUB_ID = "nvidia/SPEED-Bench"
+# What the hub's rows hold in place of text that must come from another dataset.
+TURNS_PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
 
 
 def subset_file(path: str, subset: str) -> Path:
@@ -71,7 +80,66 @@ def load_speed_bench(
     path: str, speed_bench_dataset_subset: str, speed_bench_category: str | None
 ) -> list[dict[str, str]]:
     """The subset's prompts, of --speed-bench-category when given."""
+    if path == HUB_ID and not Path(path).exists():
+        return cached_hub_rows(speed_bench_dataset_subset, speed_bench_category)
     return speed_bench_rows(subset_file(path, speed_bench_dataset_subset), speed_bench_category)
+
+
+def cached_hub_rows(subset: str, category: str | None) -> list[dict[str, str]]:
+    """Custom rows from the ``datasets`` cache of the hub's subset, read offline (see the module
+    docstring). ValueError saying what to fetch when the cache lacks it."""
+    try:
+        from datasets import load_dataset  # the [hf] extra
+    except ImportError:
+        raise ValueError(
+            f"--dataset-path {HUB_ID} reads the datasets cache, which needs the [hf] extra "
+            "(pip install 'loadgen[hf]')"
+        ) from None
+    try:
+        with _offline():
+            data = load_dataset(HUB_ID, subset, split="test")
+    except (OSError, ValueError) as exc:  # ConnectionError is an OSError
+        raise ValueError(
+            f"--dataset-path {HUB_ID}: the subset {subset} is not in the datasets cache; fetch "
+            f"it (`curl -LsSf {PREPARE_SCRIPT} | python3 -` caches it and writes the files "
+            "--dataset-path DIR reads)"
+        ) from exc
+    rows, placeholders = [], 0
+    for row in data:
+        turns = row.get("turns")
+        if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
+            raise ValueError(f"--dataset-path {HUB_ID}: a {subset} row has no turns")
+        if turns[0].startswith(TURNS_PLACEHOLDER):
+            placeholders += 1
+        elif not category or row.get("category") == category:
+            rows.append({"prompt": turns[0]})
+    if placeholders:
+        print(
+            f"warning: {placeholders} of {data.num_rows} {HUB_ID} {subset} rows need text from "
+            "other datasets that only NeMo-Skills' prepare script fetches; skipped"
+        )
+    if not rows:
+        which = f" of category {category!r}" if category else ""
+        raise ValueError(f"--dataset-path {HUB_ID}: the cached {subset} has no prompts{which}")
+    return rows
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """The hub's clients in offline mode, as HF_HUB_OFFLINE=1 sets them, and quiet."""
+    import datasets.config
+    import huggingface_hub.constants
+    from datasets.utils import logging as datasets_logging
+
+    was = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
+    verbosity = datasets_logging.get_verbosity()
+    datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+    datasets_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = was
+        datasets_logging.set_verbosity(verbosity)
 
 
 def sample_speed_bench(

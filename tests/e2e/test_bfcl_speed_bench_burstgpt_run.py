@@ -4,6 +4,7 @@ real CLI, real workers and the mock."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -72,6 +73,53 @@ def test_speed_bench_reads_the_subset_directory(tmp_path: Path) -> None:
     absent = loadgen("--mock", "--dataset-name", "speed_bench", "--dataset-path", str(tmp_path))
     assert absent.returncode != 0
     assert "qualitative.jsonl is not in the directory" in absent.stderr
+
+
+def cache_hub_subset(cache: Path, subset: str, rows: list[dict]) -> None:
+    """Leave in the datasets cache ``cache`` what ``load_dataset("nvidia/SPEED-Bench", subset,
+    split="test")`` leaves: a Parquet build of the rows, moved where the hub's build goes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets.packaged_modules.parquet.parquet import Parquet
+
+    source = cache.parent / f"{subset}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), source)
+    builder = Parquet(
+        cache_dir=str(cache), dataset_name="SPEED-Bench", config_name=subset,
+        data_files={"test": [str(source)]}, hash="0" * 16,
+    )  # fmt: skip
+    builder.download_and_prepare()
+    built = next((cache / "speed-bench").glob(f"{subset}-*"))  # the config id has a suffix
+    (cache / "nvidia___speed-bench").mkdir(exist_ok=True)
+    built.rename(cache / "nvidia___speed-bench" / subset)
+
+
+def test_speed_bench_reads_the_hub_subset_from_the_datasets_cache(tmp_path: Path) -> None:
+    placeholder = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
+    rows = [
+        {"category": "qa" if i % 2 else "coding", "turns": [f"h{i}", "next"] if i % 3 else
+         [f"{placeholder}\n\n{{question}}"], "source": "s", "src_id": str(i)}
+        for i in range(9)
+    ]  # fmt: skip
+    cache = tmp_path / "cache"
+    cache_hub_subset(cache, "qualitative", rows)
+    env = {**os.environ, "HF_DATASETS_CACHE": str(cache)}
+    run = ["--mock", "--dataset-name", "speed_bench", "--dataset-path", "nvidia/SPEED-Bench"]
+    proc = loadgen(
+        *run, "--speed-bench-output-len", "2", "--num-prompts", "0", "--skip-chat-template",
+        *SAVED, "--result-dir", str(tmp_path / "out"), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: 3 of 9 nvidia/SPEED-Bench qualitative rows need text" in proc.stdout
+    prompts = [row["turns"][0] for row in rows if not row["turns"][0].startswith(placeholder)]
+    random.Random(0).shuffle(prompts)
+    tokenizer = load_tokenizer("loadgen-mock")
+    assert only_json(tmp_path / "out")["input_lens"] == [
+        len(tokenizer.encode(p).ids) for p in prompts
+    ]
+    absent = loadgen(*run, "--speed-bench-dataset-subset", "throughput_2k", env=env)
+    assert absent.returncode != 0
+    assert "the subset throughput_2k is not in the datasets cache" in absent.stderr
 
 
 def test_burstgpt_sends_the_traces_lengths(tmp_path: Path) -> None:
