@@ -8,6 +8,10 @@ Accounting is central and lives here: ``collect`` returns exactly one record per
 A request a worker reported is taken as reported; a request whose worker died or was lost, or
 that was never reported for any other reason, becomes a failed record with the reason as its
 error. A lost worker's credits of the cap go back to the others.
+
+A little over 500 lines because ``WorkerPool`` is the one owner of the channel through a run's
+phases (hello, clocks, shards, start, collect, stop); the channel, clocks, credits and placement
+are their own modules already.
 """
 
 from __future__ import annotations
