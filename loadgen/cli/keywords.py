@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from loadgen.cli.options import given, given_values
-from loadgen.cli.run import MOCK_REFUSES, run_command
+from loadgen.cli.run import mock_flags_conflict, run_command
 from loadgen.config import RUN_FLAGS, RunConfig
 from loadgen.flag import Flag
 from loadgen.records.redact import redact_text
@@ -33,10 +33,8 @@ def build_config(options: dict[str, Any]) -> RunConfig:
     except click.UsageError as exc:  # BadParameter too: the message names the flag
         raise ValueError(redact_text(exc.format_message())) from None
     flags_given = given(ctx, RUN_FLAGS)
-    if ctx.params["mock"]:
-        for flag in MOCK_REFUSES:
-            if flag in flags_given:
-                raise ValueError(f"--mock starts its own server; drop {flag}")
+    if conflict := mock_flags_conflict(bool(ctx.params["mock"]), flags_given):
+        raise ValueError(conflict)
     config = RunConfig(**given_values(ctx, RUN_FLAGS), given=flags_given)
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"

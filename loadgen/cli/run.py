@@ -23,16 +23,24 @@ from loadgen.text.chat_template import ChatTemplateError
 from loadgen.text.tokenizer import TokenizerLoadError
 
 MOCK_REFUSES = ("--base-url", "--host", "--port")  # --mock starts a server of its own
+MOCK_ONLY = ("--mock-ttft-ms", "--mock-itl-ms", "--mock-prefill-us-per-token")
+
+
+def mock_flags_conflict(mock: bool, flags_given: frozenset[str]) -> str | None:
+    """Why the flags given clash with --mock given or not (None when they do not)."""
+    if mock:
+        clash = next((flag for flag in MOCK_REFUSES if flag in flags_given), None)
+        return None if clash is None else f"--mock starts its own server; drop {clash}"
+    clash = next((flag for flag in MOCK_ONLY if flag in flags_given), None)
+    return None if clash is None else f"{clash} sets the embedded mock server: add --mock"
 
 
 @click.pass_context
 def run_benchmark(ctx: click.Context, **values: object) -> None:
     """Build the RunConfig from the options given, run it, and exit with its code."""
     flags_given = given(ctx, RUN_FLAGS)
-    if values["mock"]:
-        for flag in MOCK_REFUSES:
-            if flag in flags_given:
-                raise click.UsageError(f"--mock starts its own server; drop {flag}")
+    if conflict := mock_flags_conflict(bool(values["mock"]), flags_given):
+        raise click.UsageError(conflict)
     config = RunConfig(**given_values(ctx, RUN_FLAGS), given=flags_given)
     if config.request_id_prefix is None:
         config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"

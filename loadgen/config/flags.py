@@ -649,6 +649,16 @@ RUN_FLAGS: tuple[Flag, ...] = (
         help="With --mock: the mock's gap between tokens.",
     ),
     Flag(
+        "--mock-prefill-us-per-token",
+        float,
+        0.0,
+        group=LOADGEN,
+        minimum=0,
+        help="With --mock: microseconds of prefill per prompt token not in the mock's prefix "
+        "cache, added to its time to first token (multi-turn runs then show the cache's "
+        "effect by turn).",
+    ),
+    Flag(
         "--num-runs",
         int,
         1,

@@ -38,6 +38,15 @@ MOCK_FLAGS: tuple[Flag, ...] = (
         help="Time between token events; 0 sends a whole stream in one write.",
     ),
     Flag(
+        "--prefill-us-per-token",
+        float,
+        0.0,
+        minimum=0,
+        help="Microseconds of prefill per prompt token that is not in the prefix cache, added "
+        "to the time to first token; set, the mock keeps a vLLM-style prefix cache (16-token "
+        "blocks), so a conversation's later turns pay for their new tokens only.",
+    ),
+    Flag(
         "--output-len",
         int,
         128,

@@ -20,6 +20,7 @@ from loadgen.mock.config import MockConfig
 from loadgen.mock.connections import ConnectionHabits
 from loadgen.mock.personalities import PERSONALITIES
 from loadgen.mock.personalities.base import Personality, TokenCounts
+from loadgen.mock.prefix_cache import PrefixCache
 from loadgen.mock.recorder import TimingRecorder
 from loadgen.text.tokenizer import load_tokenizer
 
@@ -48,6 +49,8 @@ class MockState:
         self.rng = random.Random(config.seed)
         self.ttft_s = config.ttft_ms / 1000.0
         self.itl_s = config.itl_ms / 1000.0
+        # --prefill-us-per-token: TTFT charges the prompt tokens this cache does not hold.
+        self.prefix_cache = PrefixCache() if config.prefill_us_per_token > 0 else None
         self.model_json = orjson.dumps(config.model)
         self.id_base = secrets.token_hex(8)
         self.counter = itertools.count()

@@ -137,7 +137,10 @@ Outcome = TypeVar("Outcome")
 
 def against_server(config: RunConfig, main: Callable[[], Coroutine[Any, Any, Outcome]]) -> Outcome:
     """Start the mock if asked, check the endpoint, and run ``main`` in a new event loop."""
-    mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms) if config.mock else None
+    mock = None
+    if config.mock:
+        prefill = ("--prefill-us-per-token", str(config.mock_prefill_us_per_token))
+        mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms, extra_args=prefill)
     try:
         if mock is not None:
             config.base_url = mock.start()

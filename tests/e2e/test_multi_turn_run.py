@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from helpers import free_port, loadgen, only_json
+from helpers import free_port, loadgen, only_json, run_against_mock
 
 CHAT = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
 
@@ -138,3 +138,23 @@ def test_sharegpt_conversations_run_every_turn_against_the_mock(tmp_path: Path) 
     assert [t["completed"] for t in figures["per_turn"]] == [3, 3, 2]  # 3, 2 and 4 capped at 3
     tokens = [t["mean_input_tokens"] for t in figures["per_turn"]]
     assert tokens[0] < tokens[1] < tokens[2]  # each turn's prompt holds the conversation so far
+
+
+def test_later_turns_find_their_history_in_the_mocks_prefix_cache() -> None:
+    # Each turn resends the conversation so far, the mock's answers as it streamed them: the
+    # mock's prefix cache (--prefill-us-per-token) finds it. Prompts of a single-turn random run
+    # share nothing.
+    args = [*CHAT, "--num-prompts", "4", "--random-input-len", "40", "--disable-tqdm"]
+    prefix = ("--prefill-us-per-token", "1")
+    multi = run_against_mock(
+        *args, "--multi-turn", "--multi-turn-num-turns", "3", "--random-output-len", "20",
+        mock_args=prefix,
+    )  # fmt: skip
+    assert multi.proc.returncode == 0, multi.proc.stderr[-2000:]
+    cache = multi.stats["prefix_cache"]
+    assert cache["queried_tokens"] == multi.stats["prompt_tokens"]
+    # Turn k (k = 1, 2) resends turn k-1's prompt and answer: at least half of its prompt.
+    assert cache["hit_tokens"] > 0.4 * cache["queried_tokens"]
+    single = run_against_mock(*args, "--random-output-len", "4", mock_args=prefix)
+    assert single.proc.returncode == 0, single.proc.stderr[-2000:]
+    assert single.stats["prefix_cache"]["hit_tokens"] == 0

@@ -48,6 +48,7 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--mock",
         "--mock-ttft-ms",
         "--mock-itl-ms",
+        "--mock-prefill-us-per-token",
         "--ready-check-interval-sec",
         "--server-tokenizer-timeout-sec",
         "--save-records",
@@ -92,6 +93,13 @@ def test_mock_and_base_url_are_exclusive() -> None:
     result = CliRunner().invoke(cli, ["run", "--mock", "--base-url", "http://127.0.0.1:1"])
     assert result.exit_code == 2
     assert "--mock starts its own server" in result.output
+
+
+@pytest.mark.parametrize("flag", ["--mock-ttft-ms", "--mock-prefill-us-per-token"])
+def test_the_mocks_flags_need_mock(flag: str) -> None:
+    result = CliRunner().invoke(cli, ["run", "--base-url", "http://127.0.0.1:1", flag, "5"])
+    assert result.exit_code == 2
+    assert f"{flag} sets the embedded mock server: add --mock" in result.output
 
 
 def test_an_unknown_backend_is_refused_by_click() -> None:

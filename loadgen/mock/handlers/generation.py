@@ -87,18 +87,18 @@ class Generation:
         """POST /v1/chat/completions."""
         return await self._generate(request, chat=True)
 
-    async def _prompt_tokens(self, body: dict[str, Any], chat: bool) -> int:
+    async def _prompt_ids(self, body: dict[str, Any], chat: bool) -> list[int]:
         state = self.state
         if chat:
-            return len((await state.encode(render_chat(body.get("messages")))).ids)
+            return (await state.encode(render_chat(body.get("messages")))).ids
         prompt = body.get("prompt")
         # A batch of prompts is served as its first prompt.
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            return len((await state.encode(prompt)).ids)
+            return (await state.encode(prompt)).ids
         if isinstance(prompt, list) and prompt:
-            return len(state.check_token_ids(prompt))
+            return state.check_token_ids(prompt)
         raise RequestError(400, "prompt must be a string or a non-empty list of token ids")
 
     def _length_limits(self, body: dict[str, Any], chat: bool) -> tuple[int | None, int]:
@@ -171,10 +171,14 @@ class Generation:
         body = await read_json(request, personality)
         state.check_model(body, required=True)
         max_tokens, min_tokens = self._length_limits(body, chat)
-        prompt_tokens = await self._prompt_tokens(body, chat)
+        prompt_ids = await self._prompt_ids(body, chat)
+        prompt_tokens = len(prompt_ids)
         ignore_eos = bool(body.get("ignore_eos"))
         n, finish_reason = self._output_len(max_tokens, min_tokens, ignore_eos, prompt_tokens)
         state.inject_error()
+        ttft_s = state.ttft_s
+        if state.prefix_cache is not None:  # --prefill-us-per-token: the uncached part's prefill
+            ttft_s += state.prefix_cache.serve(prompt_ids) * config.prefill_us_per_token / 1e6
 
         stream_options = body.get("stream_options")
         include_usage = isinstance(stream_options, dict) and bool(
@@ -192,7 +196,7 @@ class Generation:
             prompt_tokens=prompt_tokens,
             completion_tokens=n,
             include_usage=include_usage,
-            ttft_ms=config.ttft_ms,
+            ttft_ms=ttft_s * 1000.0,
             itl_ms=config.itl_ms,
         )
         counts = state.counts
@@ -202,11 +206,11 @@ class Generation:
         counts.running += 1
         try:
             if not body.get("stream"):
-                await asyncio.sleep(state.ttft_s + (n - 1) * state.itl_s)
+                await asyncio.sleep(ttft_s + (n - 1) * state.itl_s)
                 response = personality.response(answer, self._text(n))
                 return web.Response(body=orjson.dumps(response), content_type=JSON_TYPE)
             self._count_drafts(n)
-            return await self._stream(request, self._events(answer, arrival_ns), record)
+            return await self._stream(request, self._events(answer, arrival_ns), record, ttft_s)
         finally:
             counts.running -= 1
 
@@ -231,7 +235,7 @@ class Generation:
         return events
 
     async def _stream(
-        self, request: web.Request, events: Events, record: array | None
+        self, request: web.Request, events: Events, record: array | None, ttft_s: float
     ) -> web.StreamResponse:
         state = self.state
         # A chat stream's role chunk is a choices-bearing event too; clients count it.
@@ -239,8 +243,8 @@ class Generation:
         close_after = state.personality.close_after_stream
         if state.itl_s <= 0:
             # The whole stream in one write, headers included, after the time to first token.
-            if state.ttft_s > 0:
-                await asyncio.sleep(state.ttft_s)
+            if ttft_s > 0:
+                await asyncio.sleep(ttft_s)
             body = events.render(0, events.n)
             if record is not None:  # aiohttp writes the body as soon as the handler returns
                 record.extend(itertools.repeat(perf_counter_ns(), events.n + head_events))
@@ -278,7 +282,7 @@ class Generation:
         stream = PacedStream(
             transport=transport,
             events=events,
-            first_ms=self.pacer.now_ms() + state.config.ttft_ms,
+            first_ms=self.pacer.now_ms() + ttft_s * 1000.0,
             head_events=head_events,
             record=record,
             done=loop.create_future(),

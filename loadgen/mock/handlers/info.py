@@ -67,6 +67,12 @@ class Info:
                 f'{{{labels},position="{pos}"}} {count}'
                 for pos, count in enumerate(accepted)
             ]
+        if state.prefix_cache is not None:  # vLLM's counters, in tokens
+            labels = f'engine="0",model_name="{model}"'
+            lines += [
+                f"vllm:prefix_cache_queries_total{{{labels}}} {state.prefix_cache.queried_tokens}",
+                f"vllm:prefix_cache_hits_total{{{labels}}} {state.prefix_cache.hit_tokens}",
+            ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def profile(self, request: web.Request) -> web.Response:
@@ -87,6 +93,11 @@ class Info:
             "completion_tokens": state.counts.generated,
             "connections": state.connections.stats(),
         }
+        if state.prefix_cache is not None:
+            stats["prefix_cache"] = {
+                "queried_tokens": state.prefix_cache.queried_tokens,
+                "hit_tokens": state.prefix_cache.hit_tokens,
+            }
         return web.Response(body=orjson.dumps(stats), content_type=JSON_TYPE)
 
     async def timings(self, request: web.Request) -> web.Response:
