@@ -24,6 +24,7 @@ from loadgen.config.parsers import parse_itl_thresholds
 from loadgen.config.upstream import UPSTREAM_DATASETS
 from loadgen.config.urls import check_server_url
 from loadgen.datasets.bfcl import BFCL_PATH
+from loadgen.datasets.hf_multimodal import IMAGE_PATHS, multimodal_backend_problem
 from loadgen.datasets.random import parse_range_ratio
 from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
 from loadgen.datasets.speed_bench import PREPARE_SCRIPT as SPEED_BENCH_PREPARE
@@ -156,6 +157,11 @@ class Validated(RunConfigBase):
                 )
             if self.hf_output_len is not None and self.hf_output_len < 1:
                 raise ConfigError(f"--hf-output-len must be >= 1, got {self.hf_output_len}")
+            if problem := multimodal_backend_problem(self.backend, self.hf_dataset().paths):
+                raise ConfigError(problem)
+            images = self.hf_dataset().paths[0] in IMAGE_PATHS
+            if images and importlib.util.find_spec("PIL") is None:
+                raise ConfigError("the hf image datasets need pillow: pip install 'loadgen[mm]'")
         if self.dataset_name == "sonnet":
             if self.dataset_path is None:
                 raise ConfigError(

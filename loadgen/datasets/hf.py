@@ -1,5 +1,8 @@
 """vLLM's ``hf`` datasets: text datasets from the Hugging Face hub, sampled as upstream does.
 
+(The ASR, BFCL and multimodal ones are read and sampled by hf_asr.py, bfcl.py and
+hf_multimodal.py.)
+
 ``--dataset-path`` is a hub id (or a local copy named by ``--hf-name``); the dataset is loaded
 with the ``datasets`` library exactly as upstream loads it (``load_dataset(path,
 name=--hf-subset, split=--hf-split, streaming=not --no-stream)``, then ``shuffle(seed)`` unless
@@ -19,6 +22,18 @@ from typing import Any
 from loadgen.datasets.bfcl import BFCL_OUTPUT_LEN, BFCL_PATH, load_bfcl, sample_bfcl_requests
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.hf_asr import ASR_OUTPUT_LEN, ASR_PATHS, load_asr_rows, sample_asr_requests
+from loadgen.datasets.hf_multimodal import (
+    LLAVA_PATHS,
+    MM_OUTPUT_LEN,
+    MM_SPLITS,
+    MMSTAR_PATHS,
+    MMVU_PATHS,
+    MULTIMODAL_PATHS,
+    VISION_ARENA_PATHS,
+    load_mm_rows,
+    mmvu_root,
+    sample_mm_requests,
+)
 from loadgen.datasets.sampled_prompts import SampledPrompts, top_up
 from loadgen.datasets.sharegpt import is_valid_sequence
 from loadgen.text.chat_template import ChatTemplate
@@ -153,6 +168,18 @@ SUPPORTED = (
         output_len=ASR_OUTPUT_LEN,
         templated="never",
     ),
+    # Read and sampled by loadgen/datasets/hf_multimodal.py, never templated, as upstream.
+    HFDataset(paths=LLAVA_PATHS, prompt=lambda row: "", output_len=None, templated="never"),
+    *(
+        HFDataset(
+            paths=paths,
+            prompt=lambda row: "",
+            split=MM_SPLITS[paths[0]],
+            output_len=MM_OUTPUT_LEN,
+            templated="never",
+        )
+        for paths in (VISION_ARENA_PATHS, MMSTAR_PATHS, MMVU_PATHS)
+    ),
 )
 
 
@@ -255,6 +282,10 @@ def load_hf(
         if family.paths == ASR_PATHS:
             streaming, shuffle = not no_stream, not disable_shuffle
             return load_asr_rows(path, hf_subset, hf_split, streaming, seed, shuffle)
+        if family.paths[0] in MULTIMODAL_PATHS:
+            hub_id = hf_name or path
+            streaming, shuffle = not no_stream, not disable_shuffle
+            return load_mm_rows(path, hub_id, hf_subset, hf_split, streaming, seed, shuffle)
         return load_hf_rows(path, family, hf_subset, hf_split, not no_stream, seed, disable_shuffle)
 
 
@@ -289,6 +320,13 @@ def sample_hf(
                 rows, tokenizer, num_prompts, hf_output_len, seed, no_oversample,
                 asr_min_audio_len_sec, asr_max_audio_len_sec,
             )  # fmt: skip
+    if family.paths[0] in MULTIMODAL_PATHS:
+        with _hub_errors(path):
+            hub_id = hf_name or path
+            root = mmvu_root(path, hub_id) if family.paths == MMVU_PATHS else None
+            return sample_mm_requests(
+                rows, hub_id, tokenizer, num_prompts, hf_output_len, seed, no_oversample, root
+            )
     with _hub_errors(path):
         return sample_hf_requests(
             rows,

@@ -426,10 +426,10 @@ def test_hf_dataset_from_a_local_copy(tmp_path: Path) -> None:
     result = only_json(tmp_path / "out")
     assert result["completed"] == 12 and result["output_lens"] == [3] * 12
     refused = loadgen(
-        "--mock", "--dataset-name", "hf", "--dataset-path", "lmarena-ai/VisionArena-Chat"
+        "--mock", "--dataset-name", "hf", "--dataset-path", "nobody/unknown-dataset"
     )
     assert refused.returncode == 2
-    assert "not supported yet: --dataset-name hf with lmarena-ai/VisionArena-Chat" in (
+    assert "not supported yet: --dataset-name hf with nobody/unknown-dataset" in (
         refused.stderr
     )
 
