@@ -2,16 +2,16 @@
 
 For `sharegpt`, `custom` (as written, and with the tokenizer's chat template and keyword
 arguments), `custom_image`, `custom_audio`, `spec_bench`, `speed_bench`, `burstgpt`, `hf` (local
-copies, ASR and BFCL too), `prefix_repetition`, `random-mm`, `random-rerank` and batched
-`random` it samples the same input with the same seed twice: once with upstream's own dataset
-classes, run by the Python of a `vllm` install (scripts/bench/README.md: "vllm bench serve,
-installed light", plus pandas for `custom`), and once with loadgen's. It prints, per case, how
-many requests each gave and how many differ in prompt text (MD5), prompt_len or output length
-(batched `random`: lengths only, its padding draws differ by design). Needs a local tokenizer
-directory (tokenizer.json and tokenizer_config.json, whose chat template the templated cases
-use) and a ShareGPT JSON file; the other input files (custom, custom_image with its images,
-Spec-Bench, SPEED-Bench, BurstGPT, the hub copies and BFCL's category files, which upstream's
-side reads in place of its download) are made here.
+copies, ASR and BFCL too; the multimodal ones as `hf-mm`), `prefix_repetition`, `random-mm`,
+`random-rerank` and batched `random` it samples the same input with the same seed twice: once with
+upstream's own dataset classes, run by the Python of a `vllm` install (scripts/bench/README.md:
+"vllm bench serve, installed light", plus pandas for `custom`), and once with loadgen's. It prints,
+per case, how many requests each gave and how many differ in prompt text (MD5), prompt_len or
+output length (batched `random`: lengths only, its padding draws differ by design). Needs a local
+tokenizer directory (tokenizer.json and tokenizer_config.json, whose chat template the templated
+cases use) and a ShareGPT JSON file; the other input files (custom, custom_image with its images,
+Spec-Bench, SPEED-Bench, BurstGPT, the hub copies and BFCL's category files, which upstream's side
+reads in place of its download) are made here.
 
 Run: python scripts/bench/dataset_parity.py --vllm-python /work/vllm-venv/bin/python \\
        --tokenizer DIR --sharegpt ShareGPT_V3_unfiltered_cleaned_split.json
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mm_hub_copies import ROWS, write_mm_copies
 
 from loadgen.audio import read_wav
 from loadgen.config import RunConfig
@@ -66,6 +67,23 @@ elif name == "hf":  # a local copy named by hf_name, as get_samples builds the c
                            NextEditPredictionDataset) if hf_name in c.SUPPORTED_DATASET_PATHS)
     reqs = cls(dataset_path=path + "/" + hf_name.replace("/", "_"), dataset_split=split,
                random_seed=seed, hf_name=hf_name).sample(tokenizer=tok, num_requests=n, **kwargs)
+elif name == "hf-mm":  # a local copy, built by get_samples itself (its split defaults, checks)
+    import argparse, importlib
+    module = importlib.import_module("vllm.benchmarks.datasets.datasets")
+    copy = path + "/" + kwargs["hf_name"].replace("/", "_")
+    class LocalSnapshot:  # MMVU's snapshot_download gives the local copy
+        def snapshot_download(self, *args, **kw):
+            return copy
+    module.hf_api = LocalSnapshot
+    args = argparse.Namespace(
+        dataset_name="hf", dataset_path=copy, hf_name=kwargs["hf_name"],
+        hf_split=kwargs.get("split"), hf_subset=None, hf_output_len=kwargs.get("output_len"),
+        backend="openai-chat", seed=seed, num_prompts=n, no_stream=False, disable_shuffle=False,
+        trust_remote_code=False, enable_multimodal_chat=False, no_oversample=False,
+        skip_chat_template=False)
+    reqs = module.get_samples(args, tok)
+    for r in reqs:  # the text and its image or video, as the chat message carries them
+        r.prompt = [r.prompt, [r.multi_modal_data] if r.multi_modal_data else []]
 elif name == "custom_image":
     from vllm.benchmarks.datasets import CustomImageDataset
     reqs = CustomImageDataset(dataset_path=path, random_seed=seed).sample(
@@ -208,6 +226,19 @@ CASES: list[tuple[str, int, int, dict]] = [
     ("speed_bench", 1, 50, {"subset": "qualitative", "output_len": 32, "skip_chat_template": True}),
     ("bfcl", 0, 150, {}),
     ("bfcl", 2, 400, {"categories": ["simple", "multiple"], "output_len": 64}),  # topped up
+    # The multimodal hub datasets (scripts/bench/mm_hub_copies.py): split defaults but LLaVA's.
+    ("hf-mm", 0, 200, {"hf_name": "lmms-lab/LLaVA-OneVision-Data", "split": "train"}),
+    (
+        "hf-mm",
+        1,
+        100,
+        {"hf_name": "lmms-lab/LLaVA-OneVision-Data", "split": "train", "output_len": 64},
+    ),
+    ("hf-mm", 0, 150, {"hf_name": "lmarena-ai/VisionArena-Chat"}),
+    ("hf-mm", 2, 400, {"hf_name": "lmarena-ai/vision-arena-bench-v0.1", "output_len": 32}),
+    ("hf-mm", 0, 150, {"hf_name": "Lin-Chen/MMStar"}),
+    ("hf-mm", 0, 150, {"hf_name": "yale-nlp/MMVU"}),
+    ("hf-mm", 3, 400, {"hf_name": "yale-nlp/MMVU", "output_len": 16}),  # topped up
     # Batched embeddings inputs; random's padding draws differ by design, so lengths only.
     ("random", 0, 300, {"input_len": 64, "output_len": 8, "batchsize": 16}),
 ]
@@ -258,6 +289,13 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
         "custom_ensure_client_side_data": kw.get("ensure_client_side_data", False),
     },
     "hf": _hf_flags,
+    "hf-mm": lambda path, kw: {
+        "dataset_path": f"{path}/{kw['hf_name'].replace('/', '_')}",  # a local copy
+        "hf_name": kw["hf_name"],
+        "hf_split": kw.get("split"),
+        "hf_output_len": kw.get("output_len"),
+        "backend": "openai-chat",
+    },
     "custom_audio": lambda path, kw: {"dataset_path": path, "custom_output_len": kw["output_len"]},
     "asr": lambda path, kw: {
         "dataset_path": f"{path}/asr",  # a local copy
@@ -297,7 +335,7 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
 
 def case_config(name: str, path: str, seed: int, n: int, kw: dict) -> RunConfig:
     """The configuration of `loadgen run` that asks for a case."""
-    dataset = "hf" if name in ("asr", "bfcl") else name
+    dataset = "hf" if name in ("asr", "bfcl", "hf-mm") else name
     return RunConfig(dataset_name=dataset, num_prompts=n, seed=seed, **FLAGS[name](path, kw))
 
 
@@ -526,6 +564,8 @@ def main() -> None:
         burstgpt = write_burstgpt(Path(tmp))
         speed = write_speed_bench(Path(tmp), entries)
         bfcl = write_bfcl(Path(tmp), entries)
+        if not args.only or "hf-mm" in args.only:
+            write_mm_copies(Path(tmp), load_sharegpt_entries(args.sharegpt)[:ROWS])
         spec = Path(tmp) / "question.jsonl"  # Spec-Bench's form, categories in turn
         categories = ("coding", "qa", "math_reasoning")
         spec.write_text(
