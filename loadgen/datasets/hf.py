@@ -190,8 +190,8 @@ def find_hf_dataset(dataset_path: str, hf_name: str | None) -> HFDataset:
             return family
     names = ", ".join(sorted(p for family in SUPPORTED for p in family.paths))
     raise ValueError(
-        f"not supported yet: --dataset-name hf with {hf_name or dataset_path} "
-        f"(built so far: {names}; a local copy needs --hf-name)"
+        f"Unsupported dataset path: {hf_name or dataset_path}. --dataset-name hf reads one of: "
+        f"{names} (a local copy's directory with --hf-name naming one)"
     )
 
 

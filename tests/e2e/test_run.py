@@ -425,11 +425,9 @@ def test_hf_dataset_from_a_local_copy(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path / "out")
     assert result["completed"] == 12 and result["output_lens"] == [3] * 12
-    refused = loadgen(
-        "--mock", "--dataset-name", "hf", "--dataset-path", "nobody/unknown-dataset"
-    )
+    refused = loadgen("--mock", "--dataset-name", "hf", "--dataset-path", "nobody/unknown-dataset")
     assert refused.returncode == 2
-    assert "not supported yet: --dataset-name hf with nobody/unknown-dataset" in (
+    assert "Unsupported dataset path: nobody/unknown-dataset. --dataset-name hf reads" in (
         refused.stderr
     )
 

@@ -25,7 +25,7 @@ def rows_of(path: str, hub_id: str, *, seed: int = 0, streaming: bool = True):
 def test_datasets_are_found_by_hub_id_or_hf_name() -> None:
     assert find_hf_dataset("openai/gsm8k", None).subset == "main"
     assert find_hf_dataset("/local/copy", "philschmid/mt-bench").output_len == 256
-    with pytest.raises(ValueError, match="not supported yet: --dataset-name hf with nobody/"):
+    with pytest.raises(ValueError, match="Unsupported dataset path: nobody/unknown-dataset"):
         find_hf_dataset("nobody/unknown-dataset", None)
 
 
