@@ -13,6 +13,9 @@ cases use) and a ShareGPT JSON file; the other input files (custom, custom_image
 Spec-Bench, SPEED-Bench, BurstGPT, the hub copies and BFCL's category files, which upstream's side
 reads in place of its download) are made here.
 
+Over 500 lines because it is one table of cases and, beside each dataset, the two ways it is
+sampled (upstream's script and loadgen's flags) and the input it is sampled from.
+
 Run: python scripts/bench/dataset_parity.py --vllm-python /work/vllm-venv/bin/python \\
        --tokenizer DIR --sharegpt ShareGPT_V3_unfiltered_cleaned_split.json
 """
