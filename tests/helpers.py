@@ -341,3 +341,21 @@ def cli_as_nobody(*args: str) -> tuple[int, str]:
         return result.exit_code, result.stderr
 
     return as_nobody(invoke)
+
+
+def write_hub_copy(folder: Path, split: str, rows: list[dict], images: dict[str, Any]) -> Path:
+    """A local parquet copy of a hub dataset (the [hf] extra's ``datasets`` writes it),
+    ``images`` its columns cast to HF's Image feature, with the README that names its split
+    (as MMStar's hub repository does)."""
+    import datasets
+
+    folder.mkdir(parents=True, exist_ok=True)
+    table = datasets.Dataset.from_list(rows)
+    for column, feature in images.items():
+        table = table.cast_column(column, feature)
+    table.to_parquet(str(folder / "data.parquet"))
+    (folder / "README.md").write_text(
+        f"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: {split}\n"
+        "    path: data.parquet\n---\n"
+    )
+    return folder

@@ -259,12 +259,7 @@ class Codec:
         self, parts: list[bytes], from_worker: bool
     ) -> tuple[Kind, dict[str, Any], list[bytes]]:
         """Check a multipart message and split it into its kind, header fields and frames."""
-        try:
-            header = orjson.loads(parts[0]) if parts else None
-        except orjson.JSONDecodeError:
-            raise ProtocolError("a header that is not JSON") from None
-        if not isinstance(header, dict):
-            raise ProtocolError("a header that is not a JSON object")
+        header = _header(parts)
         if header.pop("v", None) != PROTOCOL_VERSION:
             raise ProtocolError(f"not wire protocol version {PROTOCOL_VERSION}")
         token = header.pop("t", None)
@@ -293,13 +288,19 @@ class Codec:
 def peek(parts: list[bytes]) -> tuple[object, str, dict[str, Any]]:
     """A message's version, kind and fields read without any check, to answer a peer of
     another version in words it can read (REFUSED); ProtocolError when it is not JSON."""
+    header = _header(parts)
+    return header.get("v"), str(header.get("kind")), header
+
+
+def _header(parts: list[bytes]) -> dict[str, Any]:
+    """The message's first frame as a JSON object; ProtocolError when it is not one."""
     try:
         header = orjson.loads(parts[0]) if parts else None
     except orjson.JSONDecodeError:
         raise ProtocolError("a header that is not JSON") from None
     if not isinstance(header, dict):
         raise ProtocolError("a header that is not a JSON object")
-    return header.get("v"), str(header.get("kind")), header
+    return header
 
 
 def version_mismatch(peer: str, peer_protocol: object, peer_loadgen: object) -> str | None:

@@ -78,7 +78,9 @@ def sample_custom_requests(
     prompts = [row["prompt"] for row in chosen]
     if template is not None:
         prompts = [template(prompt) for prompt in prompts]
-    outputs = [_output_len(row, output_len) for row in chosen]
+    outputs = [
+        row_output_len(row, output_len, f"the prompt {row['prompt'][:40]!r}") for row in chosen
+    ]
     lens = [len(ids) + tokenizer.num_special_tokens for ids in tokenizer.encode_batch(prompts)]
     if not no_oversample:
         prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
@@ -150,13 +152,15 @@ def _template_function(
     return lambda prompt: template.render_user_prompt(prompt, kwargs)
 
 
-def _output_len(row: dict, output_len: int) -> int:
+def row_output_len(row: dict, output_len: int, what: str) -> int:
+    """``output_len``, or with --custom-output-len -1 the line's ``output_tokens``; ValueError
+    naming ``what`` (the line's prompt or audio) when that is not a positive integer."""
     if output_len != OUTPUT_LEN_FROM_FILE:
         return output_len
     value = row.get("output_tokens")
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(
             '--custom-output-len -1 takes each line\'s "output_tokens", a positive integer; '
-            f"got {value!r} for the prompt {row['prompt'][:40]!r}"
+            f"got {value!r} for {what}"
         )
     return value

@@ -18,7 +18,7 @@ import dataclasses
 from typing import Any
 
 from loadgen.audio import AudioClip, read_audio_file, reencoded_clip
-from loadgen.datasets.custom import OUTPUT_LEN_FROM_FILE
+from loadgen.datasets.custom import row_output_len
 from loadgen.datasets.errors import file_errors
 from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.sampled_prompts import SampledPrompts, chosen_rows, top_up
@@ -63,7 +63,7 @@ def sample_custom_audio_requests(
     outputs: list[int] = []
     for row in chosen_rows(rows, num_requests, seed, disable_shuffle):
         picked.append((row.get("prompt", ""), reencoded_clip(read_audio_file(row["audio"]))))
-        outputs.append(_output_len(row, output_len))
+        outputs.append(row_output_len(row, output_len, f"the audio {row['audio']!r}"))
     texts = [prompt for prompt, _ in picked]
     lens = [len(ids) + tokenizer.num_special_tokens for ids in tokenizer.encode_batch(texts)]
     if not no_oversample:
@@ -98,15 +98,3 @@ def sample_custom_audio(
             no_oversample,
             enable_multimodal_chat,
         )
-
-
-def _output_len(row: dict[str, Any], output_len: int) -> int:
-    if output_len != OUTPUT_LEN_FROM_FILE:
-        return output_len
-    value = row.get("output_tokens")
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(
-            '--custom-output-len -1 takes each line\'s "output_tokens", a positive integer; '
-            f"got {value!r} for the audio {row['audio']!r}"
-        )
-    return value

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import loadgen, only_json
+from helpers import loadgen, only_json, write_hub_copy
 
 datasets = pytest.importorskip("datasets")  # the [hf] extra
 Image = pytest.importorskip("PIL.Image")  # the [mm] extra
@@ -39,26 +39,11 @@ def mp4(path: Path) -> None:
     writer.release()
 
 
-def write_copy(folder: Path, split: str, rows: list[dict], images: dict[str, Any]) -> Path:
-    """A local parquet copy, ``images`` its columns cast to HF's Image feature, with the
-    README that names its split."""
-    folder.mkdir(parents=True, exist_ok=True)
-    table = datasets.Dataset.from_list(rows)
-    for column, feature in images.items():
-        table = table.cast_column(column, feature)
-    table.to_parquet(str(folder / "data.parquet"))
-    (folder / "README.md").write_text(
-        f"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: {split}\n"
-        "    path: data.parquet\n---\n"
-    )
-    return folder
-
-
 def llava(folder: Path) -> Path:
     turns = [{"from": "human", "value": "<image>\nDescribe the picture, please."},
              {"from": "gpt", "value": "It shows a few colored squares in a grid."}]  # fmt: skip
     rows = [{"conversations": turns, "image": png(i)} for i in range(4)]
-    return write_copy(folder, "train", rows, {"image": datasets.Image()})
+    return write_hub_copy(folder, "train", rows, {"image": datasets.Image()})
 
 
 def vision_arena(folder: Path) -> Path:
@@ -67,12 +52,12 @@ def vision_arena(folder: Path) -> Path:
          "images": [png(i)]}
         for i in range(4)
     ]  # fmt: skip
-    return write_copy(folder, "train", rows, {"images": datasets.List(datasets.Image())})
+    return write_hub_copy(folder, "train", rows, {"images": datasets.List(datasets.Image())})
 
 
 def mmstar(folder: Path) -> Path:
     rows = [{"question": f"Which is {i}?\nOptions: A: x", "image": png(i)} for i in range(4)]
-    return write_copy(folder, "val", rows, {"image": datasets.Image()})
+    return write_hub_copy(folder, "val", rows, {"image": datasets.Image()})
 
 
 def mmvu(folder: Path) -> Path:
@@ -82,7 +67,7 @@ def mmvu(folder: Path) -> Path:
          "video": f"{MMVU_ROOT}/videos/Art/0.mp4"}
         for i in range(4)
     ]  # fmt: skip
-    return write_copy(folder, "validation", rows, {})
+    return write_hub_copy(folder, "validation", rows, {})
 
 
 COPIES = {

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import write_hub_copy
 
 from loadgen.datasets.hf import find_hf_dataset
 from loadgen.datasets.hf_multimodal import (
@@ -198,22 +199,6 @@ def test_image_datasets_are_refused_on_backends_that_send_no_images() -> None:
     )
 
 
-def write_copy(folder: Path, split: str, rows: list[dict], images: dict[str, Any]) -> str:
-    """A local parquet copy, ``images`` its columns cast to HF's Image feature, with a README
-    that names the split (as MMStar's hub repository does)."""
-    datasets = pytest.importorskip("datasets")  # the [hf] extra
-    folder.mkdir(parents=True)
-    table = datasets.Dataset.from_list(rows)
-    for column, feature in images.items():
-        table = table.cast_column(column, feature)
-    table.to_parquet(str(folder / "data.parquet"))
-    (folder / "README.md").write_text(
-        f"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: {split}\n"
-        "    path: data.parquet\n---\n"
-    )
-    return str(folder)
-
-
 @pytest.mark.parametrize("streaming", [True, False])
 def test_a_local_copy_loads_in_upstreams_order(tok, tmp_path: Path, streaming: bool) -> None:
     datasets = pytest.importorskip("datasets")
@@ -222,7 +207,7 @@ def test_a_local_copy_loads_in_upstreams_order(tok, tmp_path: Path, streaming: b
         {"question": f"Q{i}?Options: A", "image": {"bytes": png(picture(i, modes[i % 3]))}}
         for i in range(12)
     ]
-    path = write_copy(tmp_path / "mmstar", "val", rows, {"image": datasets.Image()})
+    path = str(write_hub_copy(tmp_path / "mmstar", "val", rows, {"image": datasets.Image()}))
     data = load_mm_rows(path, "Lin-Chen/MMStar", "ignored", None, streaming, 3, True)
     ds = sample_mm_requests(data, "Lin-Chen/MMStar", tok, 5, None, 3)
     order = [int(p[1:-1]) for p in ds.prompts]
@@ -241,7 +226,7 @@ def test_llava_needs_a_split_and_keeps_two_turn_rows(tmp_path: Path) -> None:
          "image": {"bytes": png(picture(i))}}
         for i in range(6)
     ]  # fmt: skip
-    path = write_copy(tmp_path / "llava", "train", rows, {"image": datasets.Image()})
+    path = str(write_hub_copy(tmp_path / "llava", "train", rows, {"image": datasets.Image()}))
     hub_id = "lmms-lab/LLaVA-OneVision-Data"
     with pytest.raises(ValueError, match="name the split with --hf-split"):
         load_mm_rows(path, hub_id, None, None, True, 0, True)
