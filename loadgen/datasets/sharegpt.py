@@ -8,11 +8,20 @@ unless prompt >= 4 tokens, output >= 4 (not checked with a fixed output length),
 and prompt + output <= 2048. Sampling stops at ``--num-prompts`` kept entries; too few are topped
 up by seeded draws unless ``--no-oversample``. Entries are tokenized in batches here, in order,
 which keeps exactly the entries upstream's one-at-a-time loop keeps.
+
+An entry's ``image`` (or else ``video``), a URL or a local path, goes with its request as
+upstream's ``process_image``/``process_video`` make a string into a part: an ``image_url`` (or
+``video_url``) part whose URL is the string as written when it is an ``http(s)://`` or
+``file://`` URL (or, for an image, a ``data:image/`` URL), else ``file://`` and the path. The
+server reads it (vLLM: ``--allowed-local-media-path`` for files). A chat request sends the part
+after the text; a completions request sends the text alone, as upstream's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -77,6 +86,7 @@ def sample_sharegpt_requests(
     order = seeded_order(entries, seed, disable_shuffle)
     specials = tokenizer.num_special_tokens
     prompts: list[str] = []
+    media: list[list[dict[str, Any]]] = []  # each kept entry's image or video part
     outputs: list[int] = []
     lens: list[int] = []
     for start in range(0, len(order), batch_size):
@@ -94,12 +104,7 @@ def sample_sharegpt_requests(
             out = output_len if completion_ids is None else len(completion_ids[k]) + specials
             if not is_valid_sequence(prompt_len, out, output_len is not None):
                 continue
-            entry = order[start + k]
-            if "image" in entry or "video" in entry:
-                raise ValueError(
-                    "not supported yet: ShareGPT entries with an image or video "
-                    f"(entry {entry.get('id', '?')!r})"
-                )
+            media.append(media_parts(order[start + k]))
             prompts.append(prompt)
             outputs.append(out)
             lens.append(prompt_len)
@@ -107,9 +112,28 @@ def sample_sharegpt_requests(
                 break
     if not prompts:
         raise ValueError("no ShareGPT entry passes upstream's length filter")
+    kept = list(zip(prompts, media, strict=True))
     if not no_oversample:
-        prompts, outputs, lens = top_up(prompts, outputs, lens, num_requests, seed)
-    return SampledPrompts.of(prompts, lens, outputs)
+        kept, outputs, lens = top_up(kept, outputs, lens, num_requests, seed)
+    sampled = SampledPrompts.of([prompt for prompt, _ in kept], lens, outputs)
+    if not any(media):
+        return sampled
+    return dataclasses.replace(sampled, mm_contents=[parts for _, parts in kept])
+
+
+def media_parts(entry: dict) -> list[dict[str, Any]]:
+    """The entry's image or video as the one part upstream sends with it (none without)."""
+    image, video = entry.get("image"), entry.get("video")
+    media, kind = (image, "image") if image else (video, "video")
+    if not media:
+        return []
+    if not isinstance(media, str):
+        raise ValueError(
+            f"ShareGPT entry {entry.get('id', '?')!r}: its {kind} must be a URL or a path"
+        )
+    schemes = ("http://", "https://", "file://") + (("data:image/",) if kind == "image" else ())
+    url = media if media.startswith(schemes) else f"file://{media}"
+    return [{"type": f"{kind}_url", f"{kind}_url": {"url": url}}]
 
 
 def sample_sharegpt(

@@ -55,9 +55,12 @@ from vllm.benchmarks.datasets import (CustomDataset, PrefixRepetitionRandomDatas
 name, path, tokenizer, seed, n, kwargs = sys.argv[1:7]
 tok = AutoTokenizer.from_pretrained(tokenizer)
 seed, n, kwargs = int(seed), int(n), json.loads(kwargs)
-if name == "sharegpt":
+if name in ("sharegpt", "sharegpt-mm"):
     reqs = ShareGPTDataset(dataset_path=path, random_seed=seed).sample(
         tokenizer=tok, num_requests=n, **kwargs)
+    if name == "sharegpt-mm":  # the text and its image or video part
+        for r in reqs:
+            r.prompt = [r.prompt, r.multi_modal_data]
 elif name == "custom":
     reqs = CustomDataset(dataset_path=path, random_seed=seed).sample(
         tokenizer=tok, num_requests=n, **kwargs)
@@ -157,6 +160,7 @@ CASES: list[tuple[str, int, int, dict]] = [
     ("sharegpt", 0, 1000, {"output_len": None}),
     ("sharegpt", 1, 1000, {"output_len": 256}),
     ("sharegpt", 0, 20000, {"output_len": None}),
+    ("sharegpt-mm", 2, 300, {"output_len": None}),  # entries with an image or a video
     ("custom", 3, 300, {"output_len": 256, "skip_chat_template": True}),
     ("custom", 0, 1000, {"output_len": 128, "skip_chat_template": True}),
     ("custom", 0, 300, {"output_len": 128}),  # the tokenizer's chat template
@@ -275,6 +279,7 @@ def _random_mm_flags(kw: dict) -> dict[str, Any]:
 # sample() keyword arguments.
 FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
     "sharegpt": lambda path, kw: {"dataset_path": path, "sharegpt_output_len": kw["output_len"]},
+    "sharegpt-mm": lambda path, kw: {"dataset_path": path, "sharegpt_output_len": kw["output_len"]},
     "custom": lambda path, kw: {
         "dataset_path": path,
         "custom_output_len": kw["output_len"],
@@ -338,7 +343,7 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
 
 def case_config(name: str, path: str, seed: int, n: int, kw: dict) -> RunConfig:
     """The configuration of `loadgen run` that asks for a case."""
-    dataset = "hf" if name in ("asr", "bfcl", "hf-mm") else name
+    dataset = "hf" if name in ("asr", "bfcl", "hf-mm") else name.removesuffix("-mm")
     return RunConfig(dataset_name=dataset, num_prompts=n, seed=seed, **FLAGS[name](path, kw))
 
 
@@ -361,6 +366,10 @@ def loadgen_rows(config: RunConfig, codec: LocalTokenizer, template: ChatTemplat
             [p, messages, overrides] for p, messages, overrides
             in zip(got.prompts, got.chat_messages, got.request_overrides or [], strict=True)
         ])  # fmt: skip
+    if got.mm_contents is not None and config.dataset_name == "sharegpt":  # one part or none
+        got = dataclasses.replace(got, prompts=[
+            [p, mm[0] if mm else None] for p, mm in zip(got.prompts, got.mm_contents, strict=True)
+        ], mm_contents=None)  # fmt: skip
     if got.mm_contents is not None:  # random-mm: the text and its images (or videos)
         got = dataclasses.replace(
             got, prompts=[[p, mm] for p, mm in zip(got.prompts, got.mm_contents, strict=True)]
@@ -484,6 +493,18 @@ def write_hf_copies(directory: Path, entries: list[dict]) -> None:
         (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in dataset_rows))
 
 
+def write_sharegpt_media(directory: Path, entries: list[dict]) -> Path:
+    """ShareGPT entries, some with an ``image`` or ``video`` (paths and URLs, as upstream reads
+    them)."""
+    media = [
+        {}, {"image": "/data/a.jpg"}, {"image": "https://example.com/b.png"},
+        {"video": "clips/c.mp4"}, {"video": "file:///v/d.mp4"}, {"image": "", "video": "e.mp4"},
+    ]  # fmt: skip
+    path = directory / "sharegpt-media.json"
+    path.write_text(json.dumps([e | media[i % len(media)] for i, e in enumerate(entries)]))
+    return path
+
+
 def write_burstgpt(directory: Path) -> Path:
     """A BurstGPT-shaped CSV: GPT-4 and ChatGPT rows, some with no response (failed)."""
     rng = np.random.default_rng(0)
@@ -564,6 +585,7 @@ def main() -> None:
         write_hf_copies(Path(tmp), load_sharegpt_entries(args.sharegpt)[:2000])
         images = write_image_lines(Path(tmp), entries[:30])
         audio = write_audio_files(Path(tmp), entries[:24])
+        sharegpt_mm = write_sharegpt_media(Path(tmp), load_sharegpt_entries(args.sharegpt)[:600])
         burstgpt = write_burstgpt(Path(tmp))
         speed = write_speed_bench(Path(tmp), entries)
         bfcl = write_bfcl(Path(tmp), entries)
@@ -584,7 +606,8 @@ def main() -> None:
             if args.only and name not in args.only:
                 continue
             paths = {
-                "sharegpt": args.sharegpt, "custom": str(custom), "spec_bench": str(spec),
+                "sharegpt": args.sharegpt, "sharegpt-mm": str(sharegpt_mm), "custom": str(custom),
+                "spec_bench": str(spec),
                 "custom_image": str(images), "custom_audio": str(audio),
                 "burstgpt": str(burstgpt), "speed_bench": str(speed), "bfcl": str(bfcl),
             }  # fmt: skip

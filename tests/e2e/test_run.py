@@ -959,6 +959,27 @@ def test_sharegpt_dataset_asks_for_each_completions_length(tmp_path: Path) -> No
     assert result["input_lens"] == [p + 1 for p, _ in words]
 
 
+def test_sharegpt_entries_with_an_image_or_video_run_on_chat_and_completions(
+    tmp_path: Path,
+) -> None:
+    # The parts themselves are checked in tests/unit/test_dataset_sharegpt.py and against
+    # upstream by dataset_parity.py; here they travel through the CLI, workers and the mock.
+    entries = write_sharegpt_file(tmp_path / "sg.json", [(5, 9), (6, 10), (7, 11)])
+    entries[0]["image"], entries[1]["video"] = "https://example.com/a.png", "clips/b.mp4"
+    (tmp_path / "sg.json").write_text(json.dumps(entries))
+    args = ["--mock", "--dataset-name", "sharegpt", "--dataset-path", str(tmp_path / "sg.json")]
+    for backend, endpoint in (
+        ("openai-chat", "/v1/chat/completions"),
+        ("openai", "/v1/completions"),
+    ):
+        proc = loadgen(
+            *args, "--backend", backend, "--endpoint", endpoint, "--num-prompts", "3",
+            "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path / backend),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert only_json(tmp_path / backend)["completed"] == 3
+
+
 def test_sharegpt_short_dataset_without_oversampling_leaves_a_worker_idle(tmp_path: Path) -> None:
     write_sharegpt_file(tmp_path / "sg.json", [(5, 9), (6, 2)])
     proc = loadgen(

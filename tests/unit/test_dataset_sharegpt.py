@@ -87,10 +87,27 @@ def test_no_oversample_keeps_only_the_valid_entries(tok: LocalTokenizer) -> None
     assert len(got.prompts) == 4
 
 
-def test_an_entry_with_an_image_is_refused_by_name(tok: LocalTokenizer) -> None:
-    with_image = {**entry(99, 10, 10), "image": "cat.png"}
-    with pytest.raises(ValueError, match="not supported yet: ShareGPT entries with an image"):
-        sample_sharegpt_requests([with_image], tok, 1, None, 0)
+def test_an_entrys_image_or_video_goes_with_it_as_upstream_makes_the_part(
+    tok: LocalTokenizer,
+) -> None:
+    media = [
+        ({"image": "cat.png"}, {"type": "image_url", "image_url": {"url": "file://cat.png"}}),
+        ({"image": "https://x/a.jpg"}, {"type": "image_url", "image_url": {"url": "https://x/a.jpg"}}),
+        ({"image": "", "video": "/v/c.mp4"}, {"type": "video_url", "video_url": {"url": "file:///v/c.mp4"}}),
+        ({"video": "file:///d.mp4"}, {"type": "video_url", "video_url": {"url": "file:///d.mp4"}}),
+        ({}, None),
+    ]  # fmt: skip
+    entries = [{**entry(i, 10 + i, 10), **fields} for i, (fields, _) in enumerate(media)]
+    got = sample_sharegpt_requests(entries, tok, 5, None, 0, disable_shuffle=True)
+    assert got.mm_contents == [[part] if part else [] for _, part in media]
+    topped = sample_sharegpt_requests(entries[:3], tok, 9, None, 0, disable_shuffle=True)
+    part_of = {p: mm for p, mm in zip(got.prompts, got.mm_contents, strict=True)}
+    assert len(topped.mm_contents) == 9  # a top-up draws an entry with its own part
+    assert all(mm == part_of[p] for p, mm in zip(topped.prompts, topped.mm_contents, strict=True))
+    text_only = sample_sharegpt_requests(entries[4:], tok, 1, None, 0)
+    assert text_only.mm_contents is None
+    with pytest.raises(ValueError, match="entry 'e0': its image must be a URL or a path"):
+        sample_sharegpt_requests([{**entry(0, 10, 10), "image": {"bytes": 1}}], tok, 1, None, 0)
 
 
 def test_load_keeps_entries_with_two_turns(tmp_path: Path) -> None:
