@@ -343,7 +343,7 @@ FLAGS: dict[str, Callable[[str, dict], dict[str, Any]]] = {
 
 def case_config(name: str, path: str, seed: int, n: int, kw: dict) -> RunConfig:
     """The configuration of `loadgen run` that asks for a case."""
-    dataset = "hf" if name in ("asr", "bfcl", "hf-mm") else name.removesuffix("-mm")
+    dataset = {"asr": "hf", "bfcl": "hf", "hf-mm": "hf", "sharegpt-mm": "sharegpt"}.get(name, name)
     return RunConfig(dataset_name=dataset, num_prompts=n, seed=seed, **FLAGS[name](path, kw))
 
 
