@@ -23,6 +23,7 @@ from typing import Any
 
 from loadgen.datasets.errors import file_errors
 from loadgen.datasets.jsonl import json_lines
+from loadgen.datasets.media import media_url, rgb_image
 from loadgen.datasets.sampled_prompts import SampledPrompts, chosen_rows, top_up
 from loadgen.text.tokenizer import TokenCodec
 
@@ -50,8 +51,7 @@ def image_part(image: Any, inline: bool) -> Part:
     """An image reference as an ``image_url`` part (a data URL with ``inline``)."""
     if not isinstance(image, str):
         raise ValueError(f"an image must be a path or a URL, got {image!r}")
-    remote = image.startswith(("http://", "https://", "file://", "data:image/"))
-    url = image if remote else f"file://{image}"
+    url = media_url(image)
     if inline and not url.startswith("data:image/"):
         url = png_data_url(url)
     return {"type": "image_url", "image_url": {"url": url}}
@@ -72,14 +72,8 @@ def png_data_url(url: str) -> str:
         image.load()
     except (OSError, ValueError) as exc:
         raise ValueError(f"Invalid image URL: {url} ({exc})") from None
-    if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
-        rgba = image.convert("RGBA")
-        image = Image.new("RGB", rgba.size, (255, 255, 255))
-        image.paste(rgba, mask=rgba.split()[3])
-    elif image.mode != "RGB":
-        image = image.convert("RGB")
     with io.BytesIO() as png:
-        image.save(png, "PNG")
+        rgb_image(image).save(png, "PNG")
         return "data:image/png;base64," + base64.b64encode(png.getvalue()).decode("utf-8")
 
 

@@ -30,7 +30,6 @@ from loadgen.datasets.hf_multimodal import (
     MMVU_PATHS,
     MULTIMODAL_PATHS,
     VISION_ARENA_PATHS,
-    load_mm_rows,
     mmvu_root,
     sample_mm_requests,
 )
@@ -69,6 +68,7 @@ class HFDataset:
     prompt: Callable[[dict[str, Any]], str | list[dict[str, str]]]  # text, or chat messages
     split: str | None = None  # the default --hf-split
     subset: str | None = None  # the default --hf-subset
+    reads_subset: bool = True  # False: --hf-subset is not passed on (upstream clears it)
     output_len: int | None = None  # the default --hf-output-len
     completion: Callable[[dict[str, Any]], str] | None = None
     completion_specials: bool = True
@@ -168,13 +168,21 @@ SUPPORTED = (
         output_len=ASR_OUTPUT_LEN,
         templated="never",
     ),
-    # Read and sampled by loadgen/datasets/hf_multimodal.py, never templated, as upstream.
-    HFDataset(paths=LLAVA_PATHS, prompt=lambda row: "", output_len=None, templated="never"),
+    # Sampled by loadgen/datasets/hf_multimodal.py, never templated, as upstream. LLaVA-OneVision
+    # has no default split (--hf-split names it) and keeps the rows with two turns or more.
+    HFDataset(
+        paths=LLAVA_PATHS,
+        prompt=lambda row: "",
+        output_len=None,
+        templated="never",
+        row_filter=lambda row: len(row["conversations"]) >= 2,
+    ),
     *(
         HFDataset(
             paths=paths,
             prompt=lambda row: "",
             split=MM_SPLITS[paths[0]],
+            reads_subset=False,
             output_len=MM_OUTPUT_LEN,
             templated="never",
         )
@@ -209,10 +217,12 @@ def load_hf_rows(
 
     data = load_dataset(
         dataset_path,
-        name=subset if subset is not None else family.subset,
+        name=subset if subset is not None and family.reads_subset else family.subset,
         split=split if split is not None else family.split,
         streaming=streaming,
     )
+    if isinstance(data, dict):  # no split given and none by default: every split, by name
+        raise ValueError(f"name the split with --hf-split (this copy has: {', '.join(data)})")
     if not disable_shuffle:
         data = data.shuffle(seed=seed)
     # Upstream filters the shuffled rows, which keeps the shuffle's order.
@@ -282,10 +292,6 @@ def load_hf(
         if family.paths == ASR_PATHS:
             streaming, shuffle = not no_stream, not disable_shuffle
             return load_asr_rows(path, hf_subset, hf_split, streaming, seed, shuffle)
-        if family.paths[0] in MULTIMODAL_PATHS:
-            hub_id = hf_name or path
-            streaming, shuffle = not no_stream, not disable_shuffle
-            return load_mm_rows(path, hub_id, hf_subset, hf_split, streaming, seed, shuffle)
         return load_hf_rows(path, family, hf_subset, hf_split, not no_stream, seed, disable_shuffle)
 
 

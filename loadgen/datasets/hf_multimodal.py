@@ -1,11 +1,12 @@
 """vLLM's multimodal ``hf`` datasets: LLaVA-OneVision, VisionArena, MMStar (images), MMVU (videos).
 
-Loaded as upstream loads them: ``load_dataset(path, name=--hf-subset, split=..., streaming=not
---no-stream)``, then ``shuffle(seed)`` unless --disable-shuffle; a local copy stands for a hub id
-with --hf-name. The split defaults to upstream's (VisionArena ``train``, MMStar ``val``, MMVU
-``validation``; LLaVA-OneVision has none, so --hf-split names it), and only LLaVA-OneVision reads
---hf-subset (upstream clears it for the others). Each row becomes a text and one media part,
-sent after the text in the chat message (``mm_contents``), as upstream's classes build them:
+Loaded by loadgen/datasets/hf.py's ``load_hf_rows`` as upstream loads them: ``load_dataset(path,
+name=--hf-subset, split=..., streaming=not --no-stream)``, then ``shuffle(seed)`` unless
+--disable-shuffle; a local copy stands for a hub id with --hf-name. The split defaults to
+upstream's (VisionArena ``train``, MMStar ``val``, MMVU ``validation``; LLaVA-OneVision has
+none, so --hf-split names it), and only LLaVA-OneVision reads --hf-subset (upstream clears it
+for the others). Each row becomes a text and one media part, sent after the text in the chat
+message (``mm_contents``), as upstream's classes build them:
 
 - LLaVA-OneVision (``MultiModalConversationDataset``): rows with two turns or more; the first
   turn is the prompt, the second's token count (special tokens in) the output length, rows
@@ -35,6 +36,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from loadgen.datasets.media import VIDEO_SCHEMES, rgb_image, url_part
 from loadgen.datasets.sampled_prompts import SampledPrompts, top_up
 from loadgen.datasets.sharegpt import is_valid_sequence
 from loadgen.text.tokenizer import TokenCodec
@@ -74,33 +76,6 @@ def multimodal_backend_problem(backend: str, hub_ids: tuple[str, ...]) -> str | 
     )
 
 
-def load_mm_rows(
-    path: str,
-    hub_id: str,
-    subset: str | None,
-    split: str | None,
-    streaming: bool,
-    seed: int,
-    shuffle: bool,
-) -> Iterable[dict[str, Any]]:
-    """The rows in upstream's order (LLaVA-OneVision's: those with two turns or more)."""
-    from datasets import load_dataset  # the [hf] extra
-
-    data = load_dataset(
-        path,
-        name=subset if hub_id in LLAVA_PATHS else None,
-        split=split if split is not None else MM_SPLITS.get(hub_id),
-        streaming=streaming,
-    )
-    if isinstance(data, dict):  # no split given and none by default: every split, by name
-        raise ValueError(f"name the split with --hf-split (this copy has: {', '.join(data)})")
-    if shuffle:
-        data = data.shuffle(seed=seed)
-    if hub_id in LLAVA_PATHS:  # upstream filters the shuffled rows, which keeps their order
-        data = data.filter(lambda turns: len(turns) >= 2, input_columns="conversations")
-    return data
-
-
 def mmvu_root(path: str, hub_id: str) -> str:
     """Where MMVU's videos are read: --dataset-path when it is a directory, else the hub id's
     snapshot in the Hugging Face cache (offline)."""
@@ -133,6 +108,8 @@ def mm_prompt(hub_id: str, row: dict[str, Any]) -> str:
 
 def image_part(image: Any) -> Part:
     """An image as upstream's ``process_image`` sends it (see the module docstring)."""
+    if isinstance(image, str):
+        return url_part(image)
     from PIL import Image  # the [mm] extra
 
     if isinstance(image, dict) and "bytes" in image:
@@ -142,24 +119,9 @@ def image_part(image: Any) -> Part:
             rgb_image(image).save(jpeg, format="JPEG")
             data = base64.b64encode(jpeg.getvalue()).decode("utf-8")
         return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{data}"}}
-    if isinstance(image, str):
-        remote = image.startswith(("http://", "https://", "file://", "data:image/"))
-        return {"type": "image_url", "image_url": {"url": image if remote else f"file://{image}"}}
     raise ValueError(
         f"an image must be a decoded image, raw bytes or a URL or path; got {type(image).__name__}"
     )
-
-
-def rgb_image(image: Any) -> Any:
-    """vLLM's ``convert_image_mode(image, "RGB")``: transparency over white."""
-    from PIL import Image
-
-    if image.mode in ("RGBA", "LA", "PA") or "transparency" in getattr(image, "info", {}):
-        rgba = image if image.mode == "RGBA" else image.convert("RGBA")
-        rgb = Image.new("RGB", rgba.size, (255, 255, 255))
-        rgb.paste(rgba, mask=rgba.split()[3])
-        return rgb
-    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def video_part(video: Any, remote_root: str, local_root: str) -> Part:
@@ -170,11 +132,9 @@ def video_part(video: Any, remote_root: str, local_root: str) -> Part:
     if not isinstance(video, str):
         raise ValueError(f"a video must be a URL or a path; got {type(video).__name__}")
     video = video.replace(remote_root, local_root)
-    if video.startswith(("http://", "https://", "file://")):
-        return {"type": "video_url", "video_url": {"url": video}}
-    if not os.path.isfile(video):
+    if not video.startswith(VIDEO_SCHEMES) and not os.path.isfile(video):
         raise ValueError(f"the video {video} is not in the local copy {local_root}")
-    return {"type": "video_url", "video_url": {"url": f"file://{video}"}}
+    return url_part(video, "video")
 
 
 def sample_mm_requests(

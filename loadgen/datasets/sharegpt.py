@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from loadgen.datasets.errors import file_errors
+from loadgen.datasets.media import url_part
 from loadgen.datasets.sampled_prompts import SampledPrompts, seeded_order, top_up
 from loadgen.text.tokenizer import TokenCodec
 
@@ -131,9 +132,7 @@ def media_parts(entry: dict) -> list[dict[str, Any]]:
         raise ValueError(
             f"ShareGPT entry {entry.get('id', '?')!r}: its {kind} must be a URL or a path"
         )
-    schemes = ("http://", "https://", "file://") + (("data:image/",) if kind == "image" else ())
-    url = media if media.startswith(schemes) else f"file://{media}"
-    return [{"type": f"{kind}_url", f"{kind}_url": {"url": url}}]
+    return [url_part(media, kind)]
 
 
 def sample_sharegpt(

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 from helpers import write_hub_copy
 
-from loadgen.datasets.hf import find_hf_dataset
+from loadgen.datasets.hf import find_hf_dataset, load_hf_rows
 from loadgen.datasets.hf_multimodal import (
     image_part,
-    load_mm_rows,
     mmvu_root,
     multimodal_backend_problem,
     sample_mm_requests,
@@ -199,6 +198,12 @@ def test_image_datasets_are_refused_on_backends_that_send_no_images() -> None:
     )
 
 
+def load_rows(path: str, hub_id: str, subset, split, streaming: bool, seed: int, shuffle: bool):
+    """The rows as a run loads them (load_hf_rows with the family the hub id names)."""
+    family = find_hf_dataset(path, hub_id)
+    return load_hf_rows(path, family, subset, split, streaming, seed, not shuffle)
+
+
 @pytest.mark.parametrize("streaming", [True, False])
 def test_a_local_copy_loads_in_upstreams_order(tok, tmp_path: Path, streaming: bool) -> None:
     datasets = pytest.importorskip("datasets")
@@ -208,14 +213,14 @@ def test_a_local_copy_loads_in_upstreams_order(tok, tmp_path: Path, streaming: b
         for i in range(12)
     ]
     path = str(write_hub_copy(tmp_path / "mmstar", "val", rows, {"image": datasets.Image()}))
-    data = load_mm_rows(path, "Lin-Chen/MMStar", "ignored", None, streaming, 3, True)
+    data = load_rows(path, "Lin-Chen/MMStar", "ignored", None, streaming, 3, True)
     ds = sample_mm_requests(data, "Lin-Chen/MMStar", tok, 5, None, 3)
     order = [int(p[1:-1]) for p in ds.prompts]
     assert order != list(range(5))  # shuffled with the seed
-    again = load_mm_rows(path, "Lin-Chen/MMStar", None, "val", streaming, 3, True)
+    again = load_rows(path, "Lin-Chen/MMStar", None, "val", streaming, 3, True)
     assert [r["question"] for r in again][:5] == [f"Q{i}?Options: A" for i in order]
     assert ds.mm_contents == [[image_part(picture(i, modes[i % 3]))] for i in order]
-    kept = load_mm_rows(path, "Lin-Chen/MMStar", None, None, streaming, 3, False)
+    kept = load_rows(path, "Lin-Chen/MMStar", None, None, streaming, 3, False)
     assert [r["question"][:3] for r in kept][:3] == ["Q0?", "Q1?", "Q2?"]
 
 
@@ -229,6 +234,6 @@ def test_llava_needs_a_split_and_keeps_two_turn_rows(tmp_path: Path) -> None:
     path = str(write_hub_copy(tmp_path / "llava", "train", rows, {"image": datasets.Image()}))
     hub_id = "lmms-lab/LLaVA-OneVision-Data"
     with pytest.raises(ValueError, match="name the split with --hf-split"):
-        load_mm_rows(path, hub_id, None, None, True, 0, True)
-    data = load_mm_rows(path, hub_id, None, "train", True, 0, False)
+        load_rows(path, hub_id, None, None, True, 0, True)
+    data = load_rows(path, hub_id, None, "train", True, 0, False)
     assert [r["conversations"][0]["value"] for r in data] == ["p1", "p3", "p5"]
