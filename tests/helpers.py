@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import pickle
@@ -344,18 +345,11 @@ def cli_as_nobody(*args: str) -> tuple[int, str]:
 
 
 def write_hub_copy(folder: Path, split: str, rows: list[dict], images: dict[str, Any]) -> Path:
-    """A local parquet copy of a hub dataset (the [hf] extra's ``datasets`` writes it),
-    ``images`` its columns cast to HF's Image feature, with the README that names its split
-    (as MMStar's hub repository does)."""
-    import datasets
-
-    folder.mkdir(parents=True, exist_ok=True)
-    table = datasets.Dataset.from_list(rows)
-    for column, feature in images.items():
-        table = table.cast_column(column, feature)
-    table.to_parquet(str(folder / "data.parquet"))
-    (folder / "README.md").write_text(
-        f"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: {split}\n"
-        "    path: data.parquet\n---\n"
-    )
-    return folder
+    """A local parquet copy of a hub dataset (the [hf] extra's ``datasets`` writes it), as
+    scripts/bench/mm_hub_copies.py writes the parity benchmark's: one writer for both."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "mm_hub_copies.py"
+    spec = importlib.util.spec_from_file_location("mm_hub_copies", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_hub_copy(folder, split, rows, images)

@@ -49,7 +49,9 @@ def _mp4(path: Path, frames: int) -> None:
     writer.release()
 
 
-def _write(folder: Path, split: str, rows: list[dict], images: dict[str, Any]) -> None:
+def write_hub_copy(folder: Path, split: str, rows: list[dict], images: dict[str, Any]) -> Path:
+    """A local parquet copy of a hub dataset, ``images`` its columns cast to HF's Image feature,
+    with the README that names its split (the tests write their copies with it too)."""
     from datasets import Dataset
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -61,6 +63,7 @@ def _write(folder: Path, split: str, rows: list[dict], images: dict[str, Any]) -
         f"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: {split}\n"
         "    path: data.parquet\n---\n"
     )
+    return folder
 
 
 def write_mm_copies(directory: Path, entries: list[dict]) -> None:
@@ -75,24 +78,25 @@ def write_mm_copies(directory: Path, entries: list[dict]) -> None:
          [: 1 + (i % 9 > 0)], "image": _png(rng, i)}
         for i, (p, c) in enumerate(turns)
     ]  # fmt: skip
-    _write(directory / "lmms-lab_LLaVA-OneVision-Data", "train", llava, {"image": Image()})
+    write_hub_copy(directory / "lmms-lab_LLaVA-OneVision-Data", "train", llava, {"image": Image()})
     arena = [
         {"conversation": [[{"role": "user", "content": p}, {"role": "assistant", "content": c}]],
          "images": [_png(rng, i), _png(rng, i + 1)][: 1 + i % 2]}
         for i, (p, c) in enumerate(turns)
     ]  # fmt: skip
-    _write(directory / "lmarena-ai_VisionArena-Chat", "train", arena, {"images": List(Image())})
+    arena_dir = directory / "lmarena-ai_VisionArena-Chat"
+    write_hub_copy(arena_dir, "train", arena, {"images": List(Image())})
     bench = [
         {"turns": [[{"role": "user", "content": p[:500]}]], "images": [_png(rng, i)]}
         for i, (p, _) in enumerate(turns)
     ]
-    _write(directory / "lmarena-ai_vision-arena-bench-v0.1", "train", bench,
+    write_hub_copy(directory / "lmarena-ai_vision-arena-bench-v0.1", "train", bench,
            {"images": List(Image())})  # fmt: skip
     mmstar = [
         {"question": f"{p[:300]}\nOptions: A: {c[:20]}, B: {c[20:40]}", "image": _png(rng, i)}
         for i, (p, c) in enumerate(turns)
     ]
-    _write(directory / "Lin-Chen_MMStar", "val", mmstar, {"image": Image()})
+    write_hub_copy(directory / "Lin-Chen_MMStar", "val", mmstar, {"image": Image()})
     mmvu_dir = directory / "yale-nlp_MMVU"
     for subject, frames in (("Art", 3), ("Biology", 5), ("Chemistry", 8)):
         _mp4(mmvu_dir / "videos" / subject / "0.mp4", frames)
@@ -102,4 +106,4 @@ def write_mm_copies(directory: Path, entries: list[dict]) -> None:
          "video": f"{MMVU_ROOT}/videos/{('Art', 'Biology', 'Chemistry')[i % 3]}/0.mp4"}
         for i, (p, c) in enumerate(turns)
     ]  # fmt: skip
-    _write(mmvu_dir, "validation", mmvu, {})
+    write_hub_copy(mmvu_dir, "validation", mmvu, {})
