@@ -9,12 +9,13 @@ import json
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from aiohttp import web
-from helpers import free_port, loadgen, only_json, run_against_mock
+from helpers import free_port, loadgen, mock_server, only_json, run_against_mock
 
 CHAT = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
 
@@ -140,12 +141,13 @@ def test_sharegpt_conversations_run_every_turn_against_the_mock(tmp_path: Path) 
     assert tokens[0] < tokens[1] < tokens[2]  # each turn's prompt holds the conversation so far
 
 
-def test_later_turns_find_their_history_in_the_mocks_prefix_cache() -> None:
-    # Each turn resends the conversation so far, the mock's answers as it streamed them: the
-    # mock's prefix cache (--prefill-us-per-token) finds it. Prompts of a single-turn random run
-    # share nothing.
+@pytest.mark.parametrize("personality", ["vllm", "llamacpp", "sglang", "tgi"])
+def test_later_turns_find_their_history_in_the_mocks_prefix_cache(personality: str) -> None:
+    # Each turn resends the conversation so far, the server's answers as it streamed them (each
+    # personality streams its own chunks): the mock's prefix cache (--prefill-us-per-token) finds
+    # it. Prompts of a single-turn random run share nothing.
     args = [*CHAT, "--num-prompts", "4", "--random-input-len", "40", "--disable-tqdm"]
-    prefix = ("--prefill-us-per-token", "1")
+    prefix = ("--prefill-us-per-token", "1", "--personality", personality)
     multi = run_against_mock(
         *args, "--multi-turn", "--multi-turn-num-turns", "3", "--random-output-len", "20",
         mock_args=prefix,
@@ -158,3 +160,6 @@ def test_later_turns_find_their_history_in_the_mocks_prefix_cache() -> None:
     single = run_against_mock(*args, "--random-output-len", "4", mock_args=prefix)
     assert single.proc.returncode == 0, single.proc.stderr[-2000:]
     assert single.stats["prefix_cache"]["hit_tokens"] == 0
+    with mock_server(*prefix) as url:  # vLLM's counters on /metrics, no other server's
+        metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    assert ("vllm:prefix_cache_hits_total" in metrics) == (personality == "vllm")

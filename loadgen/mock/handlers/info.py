@@ -67,12 +67,10 @@ class Info:
                 f'{{{labels},position="{pos}"}} {count}'
                 for pos, count in enumerate(accepted)
             ]
-        if state.prefix_cache is not None:  # vLLM's counters, in tokens
-            labels = f'engine="0",model_name="{model}"'
-            lines += [
-                f"vllm:prefix_cache_queries_total{{{labels}}} {state.prefix_cache.queried_tokens}",
-                f"vllm:prefix_cache_hits_total{{{labels}}} {state.prefix_cache.hit_tokens}",
-            ]
+        if (cache := state.prefix_cache) is not None:
+            lines += state.personality.prefix_cache_lines(
+                model, cache.queried_tokens, cache.hit_tokens
+            )
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def profile(self, request: web.Request) -> web.Response:

@@ -212,6 +212,18 @@ class Personality:
             ),
         )
 
+    def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
+        """Prometheus lines of the prefix cache (--prefill-us-per-token), as the server names
+        them: vLLM's counters, in tokens; none for a server that exports none."""
+        return prometheus_lines(
+            "vllm",
+            f'{{engine="0",model_name="{model}"}}',
+            (
+                ("prefix_cache_queries_total", "counter", float(queried_tokens)),
+                ("prefix_cache_hits_total", "counter", float(hit_tokens)),
+            ),
+        )
+
 
 def prometheus_lines(
     prefix: str, labels: str, samples: tuple[tuple[str, str, float], ...]

@@ -155,6 +155,9 @@ class LlamaCpp(Personality):
     def loading(self) -> Answer:
         return self.error(503, "Loading model")
 
+    def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
+        return []  # not reproduced: the mock plays only vLLM's prefix-cache counters
+
     def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
         return prometheus_lines(
             "llamacpp",

@@ -78,6 +78,9 @@ class SGLang(Personality):
         body = {"object": "error", "message": message, "type": kind, "param": None}
         return status, orjson.dumps(body | {"code": status}), JSON_TYPE
 
+    def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
+        return []  # not reproduced: the mock plays only vLLM's prefix-cache counters
+
     def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
         return prometheus_lines(
             "sglang",

@@ -108,6 +108,9 @@ class TGI(Personality):
     def no_route(self, status: int, method: str, path: str) -> Answer:
         return status, b"", "text/plain"  # axum answers an empty body
 
+    def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
+        return []  # not reproduced: the mock plays only vLLM's prefix-cache counters
+
     def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
         lines = []
         for name, total in (
