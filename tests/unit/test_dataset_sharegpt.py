@@ -6,9 +6,12 @@ import json
 import random
 from pathlib import Path
 
+import orjson
 import pytest
 
+from loadgen.config import RunConfig
 from loadgen.datasets.sharegpt import load_sharegpt_entries, sample_sharegpt_requests
+from loadgen.run.prepare import serialize
 from loadgen.text.tokenizer import LocalTokenizer
 
 
@@ -130,3 +133,16 @@ def test_bad_files_are_named(tmp_path: Path, text: str, message: str) -> None:
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         load_sharegpt_entries(str(path))
+
+
+def test_the_part_reaches_a_chat_body_and_not_a_completions_one(tok: LocalTokenizer) -> None:
+    entries = [{**entry(0, 10, 10), "image": "https://x/a.jpg"}, entry(1, 11, 10)]
+    sampled = sample_sharegpt_requests(entries, tok, 2, None, 0, disable_shuffle=True)
+    chat = RunConfig(dataset_name="sharegpt", backend="openai-chat", model="m")
+    bodies = [orjson.loads(b) for b in serialize(chat, sampled, ["m", "m"])]
+    contents = [body["messages"][0]["content"] for body in bodies]
+    assert contents[0][1] == {"type": "image_url", "image_url": {"url": "https://x/a.jpg"}}
+    assert [part["type"] for part in contents[1]] == ["text"]
+    plain = RunConfig(dataset_name="sharegpt", backend="openai", model="m")
+    prompts = [orjson.loads(b)["prompt"] for b in serialize(plain, sampled, ["m", "m"])]
+    assert prompts == sampled.prompts  # the text alone, as upstream's completions
