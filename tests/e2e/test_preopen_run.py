@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import psutil
@@ -78,7 +79,15 @@ def test_mock_processes_with_reuse_port_share_one_port() -> None:
         try:
             mock_stats(url)  # both serve: every connection is accepted by one of them
             assert first.process is not None and second.process is not None
-            counts = [_established(p.pid, port) for p in (first.process, second.process)]
+            processes = (first.process, second.process)
+            # Each process accepts from its queue on its own loop: on a busy machine the last
+            # accepts can come after the stats answer, so wait (bounded) until all are in.
+            deadline = time.monotonic() + 10
+            while True:
+                counts = [_established(p.pid, port) for p in processes]
+                if sum(counts) >= 64 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
         finally:
             for sock in held:
                 sock.close()
