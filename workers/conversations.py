@@ -89,11 +89,6 @@ class Conversations:
         self.settled[k] = True
         return k
 
-    def unpop(self, k: int) -> None:
-        """Turn k, popped, was not sent after all (the run stopped): it was never released."""
-        self.pending += 1
-        self.settled[k] = False
-
     def never_released(self) -> list[int]:
         """The turns neither sent nor dropped with their conversation: the run stopped first."""
         return np.flatnonzero(~self.settled).tolist()

@@ -93,6 +93,18 @@ class CreditGate:
             self.free = 0
             self.notify()
 
+    def settle(self) -> None:
+        """Requests left to send went unsent (a failed turn ended its conversation, whose later
+        turns are recorded at once): the free credits they would have used go back now, as a
+        release would hand them back (more free than requests left, or lending with none due)."""
+        spare = self.free - self.unsent()
+        if self.lend and self.due_unsent() == 0:
+            spare = self.free
+        if spare > 0:
+            self.free -= spare
+            self.returned += spare
+            self.notify()
+
     def wake_all(self) -> None:
         """Let every waiter go without a credit (the run is stopping)."""
         while self.waiters:

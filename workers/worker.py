@@ -82,7 +82,7 @@ from workers.stream_text import generated_text
 from workers.timeouts import OpenRequest, sweep_timeouts
 
 NOT_SENT = "not sent: the run was stopped before this request's turn"
-NOT_SENT_AFTER_FAILED_TURN = "not sent: an earlier turn of its conversation failed"
+NOT_SENT_AFTER_FAILED_TURN = "not sent: an earlier turn of this conversation failed"
 CANCELLED = "cancelled: the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
 BURST_YIELD = 4  # requests released back to back before the loop serves open streams
@@ -446,15 +446,20 @@ class Worker:
             if due_ns > perf_counter_ns():
                 await self.timer.wait_until(due_ns)
                 continue  # due now, or woken by a turn that ended: look again
-            k = conversations.pop()
+            # The credit first, the turn off the heap after: while it waits for one, the turn
+            # is still counted as due (the DEMAND says so) and as unsent (so the credits that
+            # come stay here for it). Popped first, it was neither: a worker whose credits had
+            # all gone back reported nothing waiting, and waited for a grant that never came.
             arrival_ns = perf_counter_ns()
             if slots is not None and not slots.try_acquire():
                 await slots.acquire()
-                arrival_ns = due_ns  # it was due on time, then queued for a credit
                 if self.stopping:
                     slots.release()
-                    conversations.unpop(k)
                     return
+                # It was due on time, then queued for a credit. (A turn pushed meanwhile is due
+                # no earlier than now, so the heap's first is still one that was due.)
+                arrival_ns = t0_ns + (conversations.next_due_ns() or 0)
+            k = conversations.pop()
             turn_headers = {**headers, SESSION_HEADER: conversations.session(k)}
             body = conversations.body(k, shard.body(k))
             task = asyncio.create_task(
@@ -590,7 +595,7 @@ class Worker:
             self.texts[index] = generated_text(stream.chunks, config.chat, stream.choice_events)
         self.events.extend(stream.event_ns)
         if self.conversations is not None:
-            self._turn_ended(shard, k, success, stream, end_ns - t0_ns)
+            self._turn_ended(shard, k, success, stream, end_ns - t0_ns, error)
         server_queue_s, server_ttft_s = (
             (stream.server_queue_s, stream.server_ttft_s) if streamed else (math.nan, math.nan)
         )
@@ -620,9 +625,12 @@ class Worker:
             if not success:
                 self.sock.send_multipart(self._records_message(), copy=False)
 
-    def _turn_ended(self, shard: Shard, k: int, ok: bool, stream: object, end_ns: int) -> None:
+    def _turn_ended(
+        self, shard: Shard, k: int, ok: bool, stream: object, end_ns: int, error: str | None
+    ) -> None:
         """The conversation of turn k goes on (its next turn is due after the think time) or,
-        when k failed, ends: its later turns are reported unsent."""
+        when k failed, ends: its later turns are each recorded at once, unsent with the reason
+        (turn k's error in it), and the credits they would have used go back at once."""
         conversations = self.conversations
         assert conversations is not None
         text = ""
@@ -630,8 +638,14 @@ class Worker:
             text = generated_text(stream.chunks, shard.config.chat, stream.choice_events)
         dropped = conversations.ended(k, shard.body(k), ok, text, end_ns)
         turn = int(shard.turns[k, 1]) if shard.turns is not None else 0
-        why = NOT_SENT if self.stopping else f"{NOT_SENT_AFTER_FAILED_TURN} (turn {turn})"
+        why = (
+            NOT_SENT
+            if self.stopping
+            else f"{NOT_SENT_AFTER_FAILED_TURN} (turn {turn}: {error or 'failed'})"
+        )
         self._account_unsent(shard, dropped, why)
+        if dropped and self.gate is not None:
+            self.gate.settle()
         if self.timer is not None:
             self.timer.wake()
 

@@ -108,7 +108,10 @@ def test_each_turn_carries_the_conversation_and_a_failed_turn_ends_it(
     assert [t["mean_input_tokens"] for t in figures["per_turn"]] == [10, 20, 30]
     errors = [e for e in result["errors"] if e]
     assert any(e.startswith("HTTP 500") for e in errors)
-    assert any(e.startswith("not sent: an earlier turn of its conversation failed") for e in errors)
+    assert any(
+        e.startswith("not sent: an earlier turn of this conversation failed (turn 1: HTTP 500")
+        for e in errors
+    )
     assert (
         "Multi-turn conversations" in run.stdout and "Conversations completed/total:" in run.stdout
     )
