@@ -438,6 +438,8 @@ class WorkerPool:
                     self._drop(f"worker {worker}'s DONE: {exc}")
                     continue
                 pending.discard(worker)
+                if credit_pool is not None:  # a finished worker's credits, for those still busy
+                    await self._send_credits(credit_pool.on_lost(worker), pending)
                 loop_lag.append(lags)
                 cpu_ns[worker], wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
                 stats.append(worker_stats)
