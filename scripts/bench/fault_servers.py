@@ -2,9 +2,9 @@
 
 ``FaultServer`` is a minimal HTTP/1.1 server on raw asyncio streams, in its own thread on
 127.0.0.1, that answers ``GET /v1/models`` (loadgen pre-opens its connections with it) and
-answers each ``POST /v1/completions`` as its ``answer`` says: a good stream, or one of the
-faults below. Streams go out with ``Transfer-Encoding: chunked``, as uvicorn (vLLM, SGLang)
-sends them. Anything else gets 404.
+answers each ``POST /v1/completions`` (and ``/v1/chat/completions``) as its ``answer`` says:
+a good stream, or one of the faults below. Streams go out with ``Transfer-Encoding:
+chunked``, as uvicorn (vLLM, SGLang) sends them. Anything else gets 404.
 
 Faults (``ANSWERS``, each an ``async (conn, k, n)`` for the k-th POST asking for n tokens):
 hang after the headers, stall mid-stream, an endless stream, a reset mid-stream (SO_LINGER 0),
@@ -333,7 +333,7 @@ class FaultServer:
                 conn = Conn(self, writer)
                 if head.startswith(b"GET /v1/models"):
                     await conn.whole(b"200 OK", b"application/json", MODELS)
-                elif head.startswith(b"POST /v1/completions "):
+                elif head.startswith((b"POST /v1/completions ", b"POST /v1/chat/completions ")):
                     with self.lock:
                         k = self.posts
                         self.posts += 1
@@ -354,3 +354,48 @@ class FaultServer:
         finally:
             self.writers.discard(writer)
             writer.close()
+
+
+# --- issue 27: multi-turn ---------------------------------------------------------------------
+# Chat-shaped answers (``--backend openai-chat``, ``POST /v1/chat/completions``, which the server
+# routes to ``answer`` as it does completions) for the multi-turn cases, and a wrapper that
+# spoils every 3rd POST.
+
+
+def chat_event(k: int) -> bytes:
+    """One chat token event (a ``delta`` with ``content``, vLLM's shape)."""
+    chunk = {
+        "id": "chatcmpl-f",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": f" t{k}"}}],
+    }
+    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def chat_good(conn: Conn, k: int, n: int) -> None:
+    conn.head()
+    await conn.chunk(b"".join(chat_event(i) for i in range(n)) + usage_event(n) + DONE)
+    await conn.end()
+
+
+async def chat_reset_mid_stream(conn: Conn, k: int, n: int) -> None:
+    conn.head()
+    await conn.chunk(chat_event(0) + chat_event(1))
+    await conn.reset()
+
+
+async def chat_stall_mid_stream(conn: Conn, k: int, n: int) -> None:
+    conn.head()
+    await conn.chunk(chat_event(0) + chat_event(1))
+    await asyncio.sleep(FOREVER_S)
+
+
+def every_third(bad: Answer, good: Answer = chat_good) -> Answer:
+    """POSTs 2, 5, 8, ... (from 0) get ``bad``, the others ``good``: a multi-turn run loses
+    some conversations part-way."""
+
+    async def answer(conn: Conn, k: int, n: int) -> None:
+        await (bad if k % 3 == 2 else good)(conn, k, n)
+
+    return answer
