@@ -9,6 +9,11 @@ takes a credit before it is sent and frees it when it ends; a freed credit goes,
    worker has requests waiting) and none of this worker's requests is due;
 3. otherwise into this worker's free credits, for its next request.
 
+Requests can also leave without a credit: a failed turn of a ``--multi-turn`` conversation ends
+it, and its later turns are recorded unsent at once. ``settle`` then hands back, at once, the
+free credits the worker no longer needs, by the same rule. A request waiting for a credit is
+counted as due and unsent until it has one (the dispatcher of turns takes the credit first).
+
 So the cap is never exceeded (a credit in flight between processes is used by nobody), and in a
 closed-loop run the in-flight count stays at the cap: credits move, batched per event-loop pass,
 only when a worker runs out of work or another worker waits. Returning credits and reporting
