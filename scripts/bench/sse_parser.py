@@ -11,7 +11,9 @@ stream); each stream's cost includes the check of the whole body at its end (wor
 Then one huge event (5, 10 and 20 MB of text in one completions chunk) fed in 4 KiB reads,
 beside the same bytes in one read (the floor): milliseconds, which grow linearly with the size
 (before issue 14, the held bytes were concatenated and parsed again on every read: 3.4 s for a
-4 MB event, 20 MB out of reach). Run: python scripts/bench/sse_parser.py
+4 MB event, 20 MB out of reach). These parsers hold events of any size; the worker's stops at
+``MAX_EVENT_BYTES`` (16 MiB), and the last line times how soon a 100 MB line fails there.
+Run: python scripts/bench/sse_parser.py
 
 ``--baseline REF`` also times the parser as it was at git commit REF (its workers/sse.py, loaded
 from git) on the same streams, in the same rounds, and prints the tree/REF ratio of each figure.
@@ -30,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from workers.sse import SSEStream
+from workers.sse import EventTooLarge, SSEStream
 
 EVENTS = 128
 USAGE = {"prompt_tokens": 128, "total_tokens": 256, "completion_tokens": EVENTS}
@@ -122,7 +124,7 @@ def ms_to_parse(reads: list[bytes]) -> float:
     rounds = []
     for _ in range(3):
         start = time.perf_counter()
-        stream = SSEStream(False)
+        stream = SSEStream(False, max_event_bytes=2**40)
         for data in reads:
             stream.feed(data, 1)
         stream.finish(2)
@@ -174,6 +176,19 @@ def main() -> None:
             f"  {megabytes:>3} MB {floor:9.1f} {small:12.1f}  {small / megabytes:7.2f}"
             f"  {small / floor:.1f}×"
         )
+    if args.huge_mb:
+        line = b'data: {"choices":[{"text":"' + b"x" * (100 * 2**20)
+        start = time.perf_counter()
+        try:
+            stream = SSEStream(False)
+            for at in range(0, len(line), 4096):
+                stream.feed(line[at : at + 4096], 1)
+        except EventTooLarge:
+            held = sum(map(len, stream.chunks))
+            print(
+                f"  a 100 MB line in 4 KiB reads fails at MAX_EVENT_BYTES after "
+                f"{(time.perf_counter() - start) * 1e3:.0f} ms, {held} bytes held after"
+            )
 
 
 if __name__ == "__main__":
