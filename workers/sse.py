@@ -56,7 +56,9 @@ What fails a 200 answer (``SSEStream.failure``; docs/compat.md, "Honest failures
   is object-shaped (its payload starts with ``{`` and ends with ``}``: as many ``data: {`` as
   ``}`` before a separator, as many as the events that should be objects); when the counts
   disagree, every event is parsed and the first one that is not a JSON object fails the
-  request, ``choices`` or not;
+  request, ``choices`` or not. (Only the shape is checked on that path: an event that opens
+  with ``{`` and closes with ``}`` but is not JSON inside, ``{"choices":[{}]}}``, is counted;
+  parsing every event to find it would cost more than the rest of the parser);
 - **an event over ``MAX_EVENT_BYTES``** (16 MiB, held unfinished) raises ``EventTooLarge``
   from ``feed``, which fails the request: a single line without end cannot grow a worker's
   memory without bound;
@@ -417,6 +419,8 @@ class SSEStream:
         pending = self._pending
         seam = data.startswith(b"\n") and pending[-1].endswith(b"\n")
         if cut >= 0:
+            if self._pending_len + cut > self.max_event_bytes:
+                self._too_large("an SSE event")
             pending.append(data[:cut])
             part = b"".join(pending)  # the one copy of the held bytes
             rest = data[cut + 2 :]
