@@ -30,6 +30,7 @@ and dropped by whoever received it, never acted on.
 | DEMAND  | w -> c | returned (credits handed back),         | -                              |
 |         |        | waiting (due requests without a credit) |                                |
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
+|         |        | (each text at most its cap)             |                                |
 |         |        |                                         | event_ns (int64)               |
 | DONE    | w -> c | cpu_ns, wall_ns (of the run),           | loop_lag_ns (int64)            |
 |         |        | connections (``ConnectionStats``)       |                                |
@@ -72,7 +73,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 
 
 def _loadgen_version() -> str:
@@ -123,10 +124,13 @@ RECORD_DTYPE = np.dtype(
         ("truncated", "u1"),  # 1: a 200 stream that ended cleanly without data: [DONE]
         ("server_queue_s", "<f8"),  # the server's metrics.queue_time_ms / 1000, NaN if none
         ("server_ttft_s", "<f8"),  # the server's metrics.time_to_first_token_ms / 1000, or NaN
+        ("text_capped", "u1"),  # 1: its kept text was cut to the cap (workers/stream_text.py)
     ]
 )
 # What a row holds for a request that was never sent or never reported.
-UNSENT_ROW = (-1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, False, float("nan"), float("nan"))
+UNSENT_ROW = (
+    -1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, False, float("nan"), float("nan"), False,
+)  # fmt: skip
 
 
 @dataclass
