@@ -364,17 +364,32 @@ class Shard:
 
 
 def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
-    """Rebuild a Shard from a SHARD message's header fields and frames."""
+    """Rebuild a Shard from a SHARD message's header fields and frames (ProtocolError when its
+    config is not a WorkerConfig or its frames do not add up)."""
     bodies, offsets, indices, scheduled, max_events, turns = frames
-    return Shard(
-        config=WorkerConfig(**fields["config"]),
-        bodies=bytes(bodies),
-        offsets=np.frombuffer(offsets, dtype="<i8"),
-        indices=np.frombuffer(indices, dtype="<i8"),
-        scheduled_ns=np.frombuffer(scheduled, dtype="<i8"),
-        max_events=np.frombuffer(max_events, dtype="<i8"),
-        turns=np.frombuffer(turns, dtype="<i8").reshape(-1, 3) if len(turns) else None,
-    )
+    try:
+        shard = Shard(
+            config=WorkerConfig(**fields["config"]),
+            bodies=bytes(bodies),
+            offsets=np.frombuffer(offsets, dtype="<i8"),
+            indices=np.frombuffer(indices, dtype="<i8"),
+            scheduled_ns=np.frombuffer(scheduled, dtype="<i8"),
+            max_events=np.frombuffer(max_events, dtype="<i8"),
+            turns=np.frombuffer(turns, dtype="<i8").reshape(-1, 3) if len(turns) else None,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"SHARD of another layout: {exc}") from None
+    n = len(shard.indices)
+    offsets_ok = len(shard.offsets) == n + 1 and shard.offsets[0] == 0
+    if not (
+        offsets_ok
+        and (np.diff(shard.offsets) >= 0).all()
+        and shard.offsets[-1] == len(shard.bodies)
+        and len(shard.scheduled_ns) == len(shard.max_events) == n
+        and (shard.turns is None or len(shard.turns) == n)
+    ):
+        raise ProtocolError("SHARD frames that do not add up: offsets, indices or schedule")
+    return shard
 
 
 def records_message(
