@@ -547,14 +547,14 @@ class SSEStream:
         if (
             last.endswith((b"\n\n", b"\r\n\r\n"))
             and self._lfs == 2 * known
-            and _object_shaped(body, objects)
+            and _object_shaped(body, objects, self.done, one_line=True)
         ):
             return  # every event is one data line and two newlines, all accounted for
         if (
             not self._cut_tail
             and sz.count(body, b"data:") == known
             and not (body.startswith(b"error:") or b"\nerror:" in body)
-            and _object_shaped(body, objects)
+            and _object_shaped(body, objects, self.done, one_line=False)
         ):
             return  # comments, or multi-field events, and every data event accounted for
         blocks = body.replace(b"\r\n", b"\n").split(b"\n\n")
@@ -738,12 +738,25 @@ def _message(error: Any) -> str:
     return str(error)
 
 
-def _object_shaped(body: bytes, objects: int) -> bool:
+def _object_shaped(body: bytes, objects: int, done: bool, one_line: bool) -> bool:
     """Whether the ``objects`` data events that must be JSON objects look like ones: as many
     payloads open with ``{`` (``data: {``, ``data:{``) and as many events end with ``}`` (before
     a separator, or at the body's end). Neither pattern can come from inside a JSON string but
     ``data: {`` (text may hold it: then the counts disagree and every event is parsed). A body
-    with an event whose payload is not object-shaped, ``"choices":[{`` or not, disagrees."""
+    with an event whose payload is not object-shaped, ``"choices":[{`` or not, disagrees.
+
+    First, when every event is one line (``one_line``), one count for the common body (vLLM's,
+    SGLang's): object events one after the other, then ``[DONE]``. A separator cannot be inside
+    an event, so each ``}\n\ndata: {`` is the seam of two object-shaped events; ``objects - 1``
+    seams, the first event's start and the last one's end account for every start and end."""
+    if (
+        one_line
+        and objects
+        and body.startswith(b"data: {")
+        and body.endswith(b"}\n\ndata: [DONE]\n\n" if done else b"}\n\n")
+        and sz.count(body, b"}\n\ndata: {") == objects - 1
+    ):
+        return True
     starts = sz.count(body, b"data: {")
     if starts != objects and starts + sz.count(body, b"data:{") != objects:
         return False
