@@ -16,7 +16,9 @@ beside the same bytes in one read (the floor): milliseconds, which grow linearly
 Run: python scripts/bench/sse_parser.py
 
 ``--baseline REF`` also times the parser as it was at git commit REF (its workers/sse.py, loaded
-from git) on the same streams, in the same rounds, and prints the tree/REF ratio of each figure.
+from git) on the same streams, in paired rounds (tree, then REF, 9 times), and prints REF's
+medians and the median of the rounds' tree/REF ratios: on a machine shared with other work,
+a ratio of paired rounds holds where two medians taken minutes apart do not.
 """
 
 from __future__ import annotations
@@ -79,19 +81,31 @@ def stream_events(shape: str) -> list[bytes]:
     return [*body, _event(_chat({}, "length")), _event(usage), *tail]
 
 
-def us_per_event(reads: list[bytes], chat: bool, repeat: int, parser: type = SSEStream) -> float:
-    """Median over 5 rounds of the parser's time per token event for this split into reads."""
-    rounds = []
-    for _ in range(5):
+def us_per_event(
+    reads: list[bytes], chat: bool, repeat: int, parser: type = SSEStream, rounds: int = 5
+) -> float:
+    """Median over ``rounds`` rounds of the parser's time per token event for this split."""
+    times = []
+    for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(repeat):
             stream = parser(chat)
             for data in reads:
                 stream.feed(data, 1)
             stream.finish(2)
-        rounds.append((time.perf_counter() - start) / repeat / EVENTS * 1e6)
+        times.append((time.perf_counter() - start) / repeat / EVENTS * 1e6)
         assert len(stream.event_ns) == EVENTS and stream.completion_tokens == EVENTS
-    return sorted(rounds)[2]
+    return sorted(times)[rounds // 2]
+
+
+def paired(reads: list[bytes], chat: bool, repeat: int, baseline: type) -> tuple[float, float]:
+    """REF's median time per token event and the median tree/REF ratio over 9 paired rounds."""
+    then, ratios = [], []
+    for _ in range(9):
+        tree = us_per_event(reads, chat, repeat, rounds=1)
+        then.append(us_per_event(reads, chat, repeat, baseline, rounds=1))
+        ratios.append(tree / then[-1])
+    return sorted(then)[4], sorted(ratios)[4]
 
 
 def parser_at(ref: str) -> type:
@@ -158,13 +172,12 @@ def main() -> None:
         print(f"  {shape:<18} {costs[0]:9.3f} {costs[1]:12.3f} {costs[2]:11.3f}  {ratio}×")
         if baseline is not None:
             chat = shape != "vLLM completions"
-            then = [us_per_event(reads, chat, args.repeat, baseline) for reads in splits]
+            then, ratios = zip(
+                *(paired(reads, chat, args.repeat, baseline) for reads in splits), strict=True
+            )
             label = f"  at {args.baseline}"
             print(f"{label:<20} {then[0]:9.3f} {then[1]:12.3f} {then[2]:11.3f}", end="")
-            print(
-                f"  tree/{args.baseline} "
-                + "/".join(f"{c / t:.2f}" for c, t in zip(costs, then, strict=True))
-            )
+            print(f"  tree/{args.baseline} " + "/".join(f"{r:.2f}" for r in ratios))
     if args.huge_mb:
         print("One huge event; ms, median of 3")
         print(f"  {'size':>6} {'one read':>9} {'4 KiB reads':>12}  {'per MB':>7}  vs floor")
