@@ -169,3 +169,28 @@ def test_valid_streams_in_doubt_are_parsed_and_pass(body: bytes):
         stream.finish(len(body))
         assert stream.failure is None, stream.failure
         assert len(stream.event_ns) in (3, 4)
+
+
+def test_a_probe_with_an_event_over_the_bound_fails_as_a_request_does():
+    import asyncio
+    from types import SimpleNamespace
+
+    from loadgen.server.probes import _probe
+
+    line = b'data: {"choices":[{"text":"' + b"x" * (MAX_EVENT_BYTES + 1)
+    good = event("a") + DONE
+    answers = []
+
+    class Client:
+        async def send(self, *args, **kwargs):
+            return answers.pop()
+
+    for body, expected in ((line, None), (good, 0.5)):
+        chunks = [(10**9, body[i : i + 2**20]) for i in range(0, len(body), 2**20)]
+        answers.append(
+            SimpleNamespace(status=200, chunks=chunks, ended_ns=2 * 10**9, sent_ns=5 * 10**8)
+        )
+        got = asyncio.run(
+            _probe(Client(), "http://127.0.0.1:1/v1/completions", b"{}", "sse", False)
+        )
+        assert got == expected
