@@ -30,6 +30,7 @@ and dropped by whoever received it, never acted on.
 | DEMAND  | w -> c | returned (credits handed back),         | -                              |
 |         |        | waiting (due requests without a credit) |                                |
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
+|         |        | (each text at most its cap)             |                                |
 |         |        |                                         | event_ns (int64)               |
 | DONE    | w -> c | cpu_ns, wall_ns (of the run),           | loop_lag_ns (int64)            |
 |         |        | connections (``ConnectionStats``)       |                                |
@@ -72,7 +73,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 
 
 def _loadgen_version() -> str:
@@ -123,10 +124,13 @@ RECORD_DTYPE = np.dtype(
         ("truncated", "u1"),  # 1: a 200 stream that ended cleanly without data: [DONE]
         ("server_queue_s", "<f8"),  # the server's metrics.queue_time_ms / 1000, NaN if none
         ("server_ttft_s", "<f8"),  # the server's metrics.time_to_first_token_ms / 1000, or NaN
+        ("text_capped", "u1"),  # 1: its kept text was cut to the cap (workers/stream_text.py)
     ]
 )
 # What a row holds for a request that was never sent or never reported.
-UNSENT_ROW = (-1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, False, float("nan"), float("nan"))
+UNSENT_ROW = (
+    -1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, False, float("nan"), float("nan"), False,
+)  # fmt: skip
 
 
 @dataclass
@@ -360,17 +364,32 @@ class Shard:
 
 
 def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
-    """Rebuild a Shard from a SHARD message's header fields and frames."""
+    """Rebuild a Shard from a SHARD message's header fields and frames (ProtocolError when its
+    config is not a WorkerConfig or its frames do not add up)."""
     bodies, offsets, indices, scheduled, max_events, turns = frames
-    return Shard(
-        config=WorkerConfig(**fields["config"]),
-        bodies=bytes(bodies),
-        offsets=np.frombuffer(offsets, dtype="<i8"),
-        indices=np.frombuffer(indices, dtype="<i8"),
-        scheduled_ns=np.frombuffer(scheduled, dtype="<i8"),
-        max_events=np.frombuffer(max_events, dtype="<i8"),
-        turns=np.frombuffer(turns, dtype="<i8").reshape(-1, 3) if len(turns) else None,
-    )
+    try:
+        shard = Shard(
+            config=WorkerConfig(**fields["config"]),
+            bodies=bytes(bodies),
+            offsets=np.frombuffer(offsets, dtype="<i8"),
+            indices=np.frombuffer(indices, dtype="<i8"),
+            scheduled_ns=np.frombuffer(scheduled, dtype="<i8"),
+            max_events=np.frombuffer(max_events, dtype="<i8"),
+            turns=np.frombuffer(turns, dtype="<i8").reshape(-1, 3) if len(turns) else None,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"SHARD of another layout: {exc}") from None
+    n = len(shard.indices)
+    offsets_ok = len(shard.offsets) == n + 1 and shard.offsets[0] == 0
+    if not (
+        offsets_ok
+        and (np.diff(shard.offsets) >= 0).all()
+        and shard.offsets[-1] == len(shard.bodies)
+        and len(shard.scheduled_ns) == len(shard.max_events) == n
+        and (shard.turns is None or len(shard.turns) == n)
+    ):
+        raise ProtocolError("SHARD frames that do not add up: offsets, indices or schedule")
+    return shard
 
 
 def records_message(

@@ -51,6 +51,17 @@ What fails a 200 answer (``SSEStream.failure``; docs/compat.md, "Honest failures
   counted and the reason says which. Upstream's ``json.loads`` raises on such an event and
   fails the request with a traceback; a body without a complete message fails as "Never
   received a valid chunk" there;
+- **a data event that only looks like a JSON object**: the events counted by their bytes (those
+  with ``"choices":[{``) are trusted to be JSON objects only while every data line of the body
+  is object-shaped (its payload starts with ``{`` and ends with ``}``: as many ``data: {`` as
+  ``}`` before a separator, as many as the events that should be objects); when the counts
+  disagree, every event is parsed and the first one that is not a JSON object fails the
+  request, ``choices`` or not. (Only the shape is checked on that path: an event that opens
+  with ``{`` and closes with ``}`` but is not JSON inside, ``{"choices":[{}]}}``, is counted;
+  parsing every event to find it would cost more than the rest of the parser);
+- **an event over ``MAX_EVENT_BYTES``** (16 MiB, held unfinished) raises ``EventTooLarge``
+  from ``feed``, which fails the request: a single line without end cannot grow a worker's
+  memory without bound;
 - **a body that ends without ``data: [DONE]``** is not a failure: upstream never looks for
   ``[DONE]`` and counts the token events that came (a success if one did), and so does
   loadgen; an event cut short by the end is dropped, as upstream's ``StreamedResponseHandler``
@@ -234,6 +245,10 @@ def _seconds(value: Any) -> float:
 # it has doubled): a 20 MB event arriving in 4 KiB reads is parsed about once, not 5,000 times
 # (scripts/bench/sse_parser.py).
 SPECULATE_PARSE_MAX = 64 * 1024
+# The largest event the parser holds: a longer one (one line of 100 MB, no separator) fails the
+# request with EventTooLarge rather than grow the worker's memory. No server's event comes near
+# it: a token chunk is a few hundred bytes, a usage chunk with logprobs a few hundred KiB.
+MAX_EVENT_BYTES = 16 * 2**20
 # The first line of an SSE body: a comment, or a field (older llama.cpp builds wrote their stream
 # errors as an "error:" field).
 _SSE_START = re.compile(rb"(?:\xef\xbb\xbf)?(?::|(?:data|event|id|retry|error)(?::|\r?\n|$))")
@@ -241,6 +256,11 @@ _USAGE, _METRICS = 1, 2  # why an event is read whole (``_complete``)
 NEVER_RECEIVED = (  # upstream's words for a 200 answer without a token event
     "Never received a valid chunk to calculate TTFT.This response will be marked as failed!"
 )
+
+
+class EventTooLarge(ValueError):
+    """An event (or a non-SSE answer) longer than the stream's ``max_event_bytes``: ``feed``
+    raises it, and the request fails with its message. The only error ``feed`` raises."""
 
 
 class SSEStream:
@@ -260,6 +280,7 @@ class SSEStream:
         "_retry_at",
         "_side_ok",
         "_sse",
+        "_unsure",
         "_whole",
         "chat",
         "chunks",
@@ -269,13 +290,15 @@ class SSEStream:
         "error",
         "event_ns",
         "invalid",
+        "max_event_bytes",
         "prompt_tokens",
         "server_queue_s",
         "server_ttft_s",
     )
 
-    def __init__(self, chat: bool = False) -> None:
+    def __init__(self, chat: bool = False, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self.chat = chat
+        self.max_event_bytes = max_event_bytes  # a longer event raises EventTooLarge (feed)
         self.chunks: list[bytes] = []  # every read as it came: checked and its text read at the end
         self._pending: list[bytes] = []  # an event not complete yet (CRLF made LF), in pieces
         self._pending_len = 0
@@ -284,6 +307,7 @@ class SSEStream:
         self._cr = False  # the last read ended in "\r", held back for the next one
         self._whole: bool | None = None  # a non-SSE JSON answer; known from the first byte
         self._sse = False  # known to be SSE (the first byte that is not whitespace)
+        self._unsure = 0  # bytes before the body was known SSE (a JSON answer: all of them)
         self._choices = 0  # events with a non-empty choices list: JSON objects by their bytes
         self._side_ok = 0  # other data events read whole and found JSON objects (usage, errors)
         self._cut_tail = False  # the body ended inside an event, which is not counted
@@ -336,10 +360,17 @@ class SSEStream:
             # with many streams open, its bytes had left the CPU's caches and the count cost a
             # second trip to memory (17 µs per 28 KB body in a worker at the ceiling, not 4).
             self._lfs += sz.count(data, b"\n")
-        elif self._whole or not (data := self._begin()):
-            return  # a JSON document (read at finish), or only whitespace so far
         else:
+            self._unsure += len(data)
+            begun = b"" if self._whole else self._begin()
+            if not begun:  # a JSON document (read at finish), or only whitespace so far
+                if self._unsure > self.max_event_bytes:
+                    self._too_large("a body that is not SSE")
+                return
+            data = begun
             self._lfs = sz.count(data, b"\n")  # every read so far
+        if len(data) > self.max_event_bytes:
+            self._check_sizes(data)  # one read holding a whole event over the bound?
         if self._cr or b"\r" in data:
             data = self._lf(data)
             if not data:
@@ -388,6 +419,8 @@ class SSEStream:
         pending = self._pending
         seam = data.startswith(b"\n") and pending[-1].endswith(b"\n")
         if cut >= 0:
+            if self._pending_len + cut > self.max_event_bytes:
+                self._too_large("an SSE event")
             pending.append(data[:cut])
             part = b"".join(pending)  # the one copy of the held bytes
             rest = data[cut + 2 :]
@@ -412,6 +445,29 @@ class SSEStream:
             held = b"".join(self._pending)
             self._pending = [held]
             self._depth = held.count(b"{") - held.count(b"}")
+        else:
+            return
+        if self._pending_len > self.max_event_bytes:
+            self._too_large("an SSE event")
+
+    def _check_sizes(self, data: bytes) -> None:
+        """Raise EventTooLarge when a read longer than the bound completes an event longer
+        than it (a held event's bytes count with its end)."""
+        start, held = 0, self._pending_len
+        while (cut := data.find(b"\n\n", start)) >= 0:
+            if held + cut - start > self.max_event_bytes:
+                self._too_large("an SSE event")
+            start, held = cut + 2, 0
+
+    def _too_large(self, what: str) -> None:
+        """Fail the request: ``what`` is over ``max_event_bytes``; its bytes are let go."""
+        self.chunks = []
+        self._drop_pending()
+        limit = self.max_event_bytes
+        size = f"{limit / 2**20:g} MiB" if limit >= 2**20 else f"{limit} bytes"
+        raise EventTooLarge(
+            f"{what} longer than {size} (MAX_EVENT_BYTES): the answer is not held further"
+        )
 
     def _drop_pending(self) -> None:
         self._pending = []
@@ -485,12 +541,20 @@ class SSEStream:
             self._fail(f"the answer is not SSE: it begins {head[:80]!r}")
             return
         known = self._choices + self._side_ok + self.done
+        objects = known - self.done  # events that must be JSON objects: the rest is [DONE]
         last = chunks[-1] if len(chunks[-1]) >= 4 or len(chunks) == 1 else b"".join(chunks[-4:])
-        if last.endswith((b"\n\n", b"\r\n\r\n")) and self._lfs == 2 * known:
-            return  # every event is one data line and two newlines, all accounted for
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if sz.count(body, b"data:") == known + self._cut_tail and not (
-            body.startswith(b"error:") or b"\nerror:" in body
+        if (
+            last.endswith((b"\n\n", b"\r\n\r\n"))
+            and self._lfs == 2 * known
+            and _object_shaped(body, objects, self.done, one_line=True)
+        ):
+            return  # every event is one data line and two newlines, all accounted for
+        if (
+            not self._cut_tail
+            and sz.count(body, b"data:") == known
+            and not (body.startswith(b"error:") or b"\nerror:" in body)
+            and _object_shaped(body, objects, self.done, one_line=False)
         ):
             return  # comments, or multi-field events, and every data event accounted for
         blocks = body.replace(b"\r\n", b"\n").split(b"\n\n")
@@ -672,6 +736,32 @@ def _message(error: Any) -> str:
             return message
         return orjson.dumps(error).decode()
     return str(error)
+
+
+def _object_shaped(body: bytes, objects: int, done: bool, one_line: bool) -> bool:
+    """Whether the ``objects`` data events that must be JSON objects look like ones: as many
+    payloads open with ``{`` (``data: {``, ``data:{``) and as many events end with ``}`` (before
+    a separator, or at the body's end). Neither pattern can come from inside a JSON string but
+    ``data: {`` (text may hold it: then the counts disagree and every event is parsed). A body
+    with an event whose payload is not object-shaped, ``"choices":[{`` or not, disagrees.
+
+    First, when every event is one line (``one_line``), one count for the common body (vLLM's,
+    SGLang's): object events one after the other, then ``[DONE]``. A separator cannot be inside
+    an event, so each ``}\n\ndata: {`` is the seam of two object-shaped events; ``objects - 1``
+    seams, the first event's start and the last one's end account for every start and end."""
+    if (
+        one_line
+        and objects
+        and body.startswith(b"data: {")
+        and body.endswith(b"}\n\ndata: [DONE]\n\n" if done else b"}\n\n")
+        and sz.count(body, b"}\n\ndata: {") == objects - 1
+    ):
+        return True
+    starts = sz.count(body, b"data: {")
+    if starts != objects and starts + sz.count(body, b"data:{") != objects:
+        return False
+    ends = sz.count(body, b"}\n\n") or sz.count(body, b"}\r\n\r\n")
+    return ends + body.endswith((b"}", b"}\n", b"}\r\n")) == objects
 
 
 def _is_json(payload: bytes) -> bool:

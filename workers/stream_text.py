@@ -1,6 +1,13 @@
 """The generated text of a finished stream, for the output count upstream re-tokenises when the
 server sent no usage it reads (workers/sse.py decides that). Run once per response, after the
 stream is closed: it reads the whole body, which the parser never does.
+
+The text a worker keeps of one request is capped (``kept_text``): ``TEXT_CHARS_PER_EVENT``
+characters for each token event its output guard allows (twice max_tokens and 64: a token is
+a few characters, 64 is far above any tokenizer's longest), or ``TEXT_CAP_NO_GUARD`` (1 MiB)
+for a request without max_tokens. A server that sends more (one 100 MB line of "text") is
+counted (the record's ``text_capped``, ``loadgen.text_capped``) and the coordinator
+re-tokenises the cap, never more.
 """
 
 from __future__ import annotations
@@ -9,6 +16,22 @@ import orjson
 import stringzilla as sz
 
 from workers.sse import data_of, is_token_event
+
+TEXT_CHARS_PER_EVENT = 64  # kept characters per token event of the output guard
+TEXT_CAP_NO_GUARD = 2**20  # kept characters of a request without max_tokens (no guard)
+
+
+def text_cap(guard: int) -> int:
+    """The most characters kept of a request whose output guard is ``guard`` events (0: none)."""
+    return guard * TEXT_CHARS_PER_EVENT if guard > 0 else TEXT_CAP_NO_GUARD
+
+
+def kept_text(chunks: list[bytes], chat: bool, choice_events: int, cap: int) -> tuple[str, bool]:
+    """``generated_text`` cut to its first ``cap`` characters, and whether it was cut."""
+    text = generated_text(chunks, chat, choice_events)
+    if len(text) <= cap:
+        return text, False
+    return text[:cap], True
 
 
 def generated_text(chunks: list[bytes], chat: bool, choice_events: int = -1) -> str:

@@ -78,7 +78,7 @@ from workers.protocol import (
     worker_identity,
 )
 from workers.sse import NEVER_RECEIVED, SSEStream
-from workers.stream_text import generated_text
+from workers.stream_text import kept_text, text_cap
 from workers.timeouts import OpenRequest, sweep_timeouts
 
 NOT_SENT = "not sent: the run was stopped before this request's turn"
@@ -589,13 +589,18 @@ class Worker:
         success = status == 200 and n_events > 0 and error is None
         if error is not None:
             self.errors[index] = error
-        if isinstance(stream, SSEStream) and (
-            config.keep_text == "always" or stream.completion_tokens <= 0
-        ):
-            self.texts[index] = generated_text(stream.chunks, config.chat, stream.choice_events)
+        # The text is kept for re-tokenisation (no usage), --save-detailed or the next turn of
+        # a conversation; capped (workers/stream_text.py), the cap counted in the record.
+        text, text_capped = "", False
+        keep = config.keep_text == "always" or stream.completion_tokens <= 0
+        if isinstance(stream, SSEStream) and (keep or (success and self.conversations is not None)):
+            cap = text_cap(int(shard.max_events[k]))
+            text, text_capped = kept_text(stream.chunks, config.chat, stream.choice_events, cap)
+            if keep:
+                self.texts[index] = text
         self.events.extend(stream.event_ns)
         if self.conversations is not None:
-            self._turn_ended(shard, k, success, stream, end_ns - t0_ns, error)
+            self._turn_ended(shard, k, success, text, end_ns - t0_ns, error)
         server_queue_s, server_ttft_s = (
             (stream.server_queue_s, stream.server_ttft_s) if streamed else (math.nan, math.nan)
         )
@@ -615,6 +620,7 @@ class Worker:
                 truncated,
                 server_queue_s,
                 server_ttft_s,
+                text_capped,
             )
         )
         if self.report_first:
@@ -626,16 +632,14 @@ class Worker:
                 self.sock.send_multipart(self._records_message(), copy=False)
 
     def _turn_ended(
-        self, shard: Shard, k: int, ok: bool, stream: object, end_ns: int, error: str | None
+        self, shard: Shard, k: int, ok: bool, text: str, end_ns: int, error: str | None
     ) -> None:
-        """The conversation of turn k goes on (its next turn is due after the think time) or,
-        when k failed, ends: its later turns are each recorded at once, unsent with the reason
-        (turn k's error in it), and the credits they would have used go back at once."""
+        """The conversation of turn k goes on (its next turn is due after the think time, with
+        ``text``, the answer, in its history) or, when k failed, ends: its later turns are each
+        recorded at once, unsent with the reason (turn k's error in it), and the credits they
+        would have used go back at once."""
         conversations = self.conversations
         assert conversations is not None
-        text = ""
-        if ok and isinstance(stream, SSEStream):
-            text = generated_text(stream.chunks, shard.config.chat, stream.choice_events)
         dropped = conversations.ended(k, shard.body(k), ok, text, end_ns)
         turn = int(shard.turns[k, 1]) if shard.turns is not None else 0
         why = (

@@ -56,6 +56,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("connect_ns", pa.int64()),
     ("resent", pa.bool_()),
     ("truncated", pa.bool_()),
+    ("text_capped", pa.bool_()),  # its text was cut to the cap (absent before: read as false)
     ("server_queue_s", pa.float64()),
     ("server_ttft_s", pa.float64()),
     ("conversation", pa.int64()),  # --multi-turn: the request's conversation; else null
@@ -74,7 +75,7 @@ _MINUS_ONE_IS_NULL = {
     "completion_tokens": "completion_tokens",
 }
 _NAN_IS_NULL = ("server_queue_s", "server_ttft_s")
-_BOOL = ("success", "resent", "truncated")
+_BOOL = ("success", "resent", "truncated", "text_capped")
 
 
 class RecordsFileError(Exception):
@@ -382,7 +383,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRec
     for column in _NAN_IS_NULL:
         records[column][index] = table[column].to_numpy(zero_copy_only=False)
     for column in _BOOL:
-        if column in table.column_names:  # "truncated" came after format version 1's first files
+        if column in table.column_names:  # "truncated", "text_capped": absent from older files
             records[column][index] = table[column].to_numpy(zero_copy_only=False)
     worker[index] = table["worker"].fill_null(-1).to_numpy()
     scheduled[index] = table["scheduled_ns"].to_numpy()

@@ -54,6 +54,7 @@ from loadgen.report.summary import (
     plot_lines,
     reported_metrics,
     summary_lines,
+    text_capped_note,
     truncated_note,
 )
 from loadgen.report.verdict import RunScale, not_judged, verdict
@@ -168,6 +169,8 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
     lines += connection_notes(stats)
     truncated = int(records["truncated"].sum())
     lines += truncated_note(truncated)
+    text_capped = int(records["text_capped"].sum())
+    lines += text_capped_note(text_capped)
 
     sent = records["arrival_ns"] >= 0
     send_lag_ms = (records["arrival_ns"][sent] - run.scheduled_ns[sent]) / 1e6
@@ -194,6 +197,7 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
         "connections_closed_before_use": stats.closed_before_use,
         "resent_on_stale_connection": stats.resent,
         "truncated_streams": truncated,
+        "text_capped": text_capped,
         "connection_reuse_stopped": stats.reuse_stopped,
         "schedule_sha256": start.schedule_sha256,
         "send_lag_ms": _p50_p99_max(sample_stats(send_lag_ms, [50, 99])),

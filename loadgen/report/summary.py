@@ -176,6 +176,18 @@ def truncated_note(count: int) -> list[str]:
     ]
 
 
+def text_capped_note(count: int) -> list[str]:
+    """The console note on requests whose kept text was cut to the cap, when any was."""
+    if not count:
+        return []
+    requests = "1 request" if count == 1 else f"{count} requests"
+    return [
+        f"note: {requests} sent more text than kept (64 characters per token event of the "
+        "output guard, 1 MiB without max_tokens): the text was cut to that cap before it was "
+        "re-tokenised or saved (loadgen.text_capped)"
+    ]
+
+
 def connection_notes(stats: ConnectionStats) -> list[str]:
     """Console notes on what the server did to the connections, when it did anything."""
     notes = []

@@ -19,7 +19,7 @@ from loadgen.report.probes import ProbeResults
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import ServerError
 from workers.pooling import PooledAnswer
-from workers.sse import SSEStream
+from workers.sse import EventTooLarge, SSEStream
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
@@ -132,8 +132,11 @@ async def _probe(
         return None
     reader = SSEStream(chat) if response_form == "sse" else PooledAnswer()
     if isinstance(reader, SSEStream):
-        for arrived_ns, data in answer.chunks:
-            reader.feed(data, arrived_ns)
+        try:
+            for arrived_ns, data in answer.chunks:
+                reader.feed(data, arrived_ns)
+        except EventTooLarge:  # an event over MAX_EVENT_BYTES fails a probe as a request
+            return None
         reader.finish(answer.ended_ns)
         if reader.failure is not None:  # an error event, or a body that is not SSE of JSON
             return None

@@ -229,6 +229,43 @@ def paced(n_events: int, gap_s: float) -> Answer:
     return answer
 
 
+# --- issue 27: answer bounds ---
+
+HUGE_LINE_BYTES = 100 * 2**20  # one SSE line of 100 MB (issue 27: 14.9 GB in the coordinator)
+
+
+async def huge_sse_line(conn: Conn, k: int, n: int) -> None:
+    """A token, then one token event whose text is 100 MB, written 1 MiB at a time (no
+    separator before its end), then [DONE]: one line a client must not hold whole."""
+    conn.head()
+    await conn.chunk(token_event(0) + b'data: {"id":"cmpl-f","choices":[{"index":0,"text":"')
+    piece = b"x" * 2**20
+    for _ in range(HUGE_LINE_BYTES // len(piece)):
+        await conn.chunk(piece)
+    await conn.chunk(b'"}]}\n\n' + DONE)
+    await conn.end()
+
+
+async def data_not_json_with_choices(conn: Conn, k: int, n: int) -> None:
+    """n token events whose data is not JSON (a prefix before the object) though their bytes
+    hold ``"choices":[{``, then [DONE]: no usage, so they would count as tokens by bytes."""
+    conn.head()
+    await conn.chunk(b"".join(b"data: chunk " + token_event(i)[6:] for i in range(n)) + DONE)
+    await conn.end()
+
+
+TEXT_PER_EVENT = 2000  # characters per token event: n of them pass the cap of 64 per guard event
+
+
+async def long_text_no_usage(conn: Conn, k: int, n: int) -> None:
+    """n token events of 2000 characters each and no usage: the text is re-tokenised, and
+    more than the cap of a request asking for n tokens (64 x (2n + 64) characters)."""
+    conn.head()
+    text = " " + "y" * (TEXT_PER_EVENT - 1)
+    await conn.chunk(b"".join(token_event(i, text) for i in range(n)) + DONE)
+    await conn.end()
+
+
 # --- the server --------------------------------------------------------------------------------
 
 

@@ -762,7 +762,8 @@ def _signal_while_reporting(work: Path, signum: int) -> Outcome:
         await conn.end()
 
     with fs.FaultServer(no_usage) as server:
-        args = against(server, work, 8, "--max-concurrency", "4")
+        # max_tokens 8000: the kept text's cap (64 characters per guard event) is over 1 MB.
+        args = against(server, work, 8, "--max-concurrency", "4", "--random-output-len", "8000")
         args.remove("--disable-tqdm")
         launch = Launch(work, args)
         note = ""
@@ -926,6 +927,66 @@ multi_turn_case(
     "--idle-timeout",
     "1",
 )
+
+# --- issue 27: answer bounds ---
+
+PEAK_RSS_BOUND = 2**30  # the coordinator's peak RSS with two 100 MB lines (14.9 GB before)
+# A safety net: the coordinator under this data limit (RLIMIT_DATA: memory written to, not
+# address space reserved) fails the case with MemoryError rather than take the machine.
+DATA_LIMIT = 4 * 2**30
+
+
+def peak_rss(pid: int, stop: threading.Event, peak: list[int]) -> None:
+    """Until ``stop``: the process's peak RSS (VmHWM) in bytes, read every 20 ms, in peak[0]."""
+    while not stop.is_set():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            status = Path(f"/proc/{pid}/status").read_text()
+            kib = int(status.split("VmHWM:")[1].split()[0])
+            peak[0] = max(peak[0], kib * 1024)
+        time.sleep(0.02)
+
+
+@case(
+    "huge_sse_line",
+    "server",
+    "one 100 MB SSE line (every other request): the coordinator's peak RSS < 1 GiB",
+    Expect(0, 60, n=4, json=True, completed=2, failed=2,
+           every_reason=("EventTooLarge: an SSE event longer than 16 MiB",)),
+)  # fmt: skip
+def huge_sse_line(work: Path) -> Outcome:
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (DATA_LIMIT, DATA_LIMIT))
+
+    with fs.FaultServer(fs.every_other(fs.huge_sse_line)) as server:
+        launch = Launch(work, against(server, work, 4), preexec=limit_memory)
+        stop, peak = threading.Event(), [0]
+        sampler = threading.Thread(target=peak_rss, args=(launch.proc.pid, stop, peak))
+        sampler.start()
+        outcome = launch.finish(70)
+        stop.set()
+        sampler.join()
+        outcome.posts = server.posts
+    outcome.note = f"coordinator peak RSS {peak[0] / 2**20:.0f} MiB"
+    print(f"huge_sse_line: {outcome.note}", flush=True)
+    if peak[0] >= PEAK_RSS_BOUND:
+        outcome.problems.append(f"{outcome.note}, bound {PEAK_RSS_BOUND / 2**20:.0f} MiB")
+    return outcome
+
+
+server_case(
+    "data_not_json_with_choices",
+    "data events that are not JSON but hold \"choices\":[{ (every other request)",
+    Expect(0, 25, n=N, json=True, completed=3, failed=3, every_reason=("is not a JSON object",)),
+    fs.every_other(fs.data_not_json_with_choices), N,
+)  # fmt: skip
+server_case(
+    "text_capped",
+    "4 events of 2000 characters, no usage: more text than the cap of 4 max_tokens",
+    Expect(0, 25, n=N, json=True, completed=N, failed=0,
+           stdout=(f"note: {N} requests sent more text than kept",),
+           result_check=_loadgen_key("text_capped", N)),
+    fs.long_text_no_usage, N,
+)  # fmt: skip
 
 
 def run_help() -> str:

@@ -11,10 +11,14 @@ stream); each stream's cost includes the check of the whole body at its end (wor
 Then one huge event (5, 10 and 20 MB of text in one completions chunk) fed in 4 KiB reads,
 beside the same bytes in one read (the floor): milliseconds, which grow linearly with the size
 (before issue 14, the held bytes were concatenated and parsed again on every read: 3.4 s for a
-4 MB event, 20 MB out of reach). Run: python scripts/bench/sse_parser.py
+4 MB event, 20 MB out of reach). These parsers hold events of any size; the worker's stops at
+``MAX_EVENT_BYTES`` (16 MiB), and the last line times how soon a 100 MB line fails there.
+Run: python scripts/bench/sse_parser.py
 
 ``--baseline REF`` also times the parser as it was at git commit REF (its workers/sse.py, loaded
-from git) on the same streams, in the same rounds, and prints the tree/REF ratio of each figure.
+from git) on the same streams, in paired rounds (tree, then REF, 9 times), and prints REF's
+medians and the median of the rounds' tree/REF ratios: on a machine shared with other work,
+a ratio of paired rounds holds where two medians taken minutes apart do not.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from workers.sse import SSEStream
+from workers.sse import EventTooLarge, SSEStream
 
 EVENTS = 128
 USAGE = {"prompt_tokens": 128, "total_tokens": 256, "completion_tokens": EVENTS}
@@ -77,19 +81,31 @@ def stream_events(shape: str) -> list[bytes]:
     return [*body, _event(_chat({}, "length")), _event(usage), *tail]
 
 
-def us_per_event(reads: list[bytes], chat: bool, repeat: int, parser: type = SSEStream) -> float:
-    """Median over 5 rounds of the parser's time per token event for this split into reads."""
-    rounds = []
-    for _ in range(5):
+def us_per_event(
+    reads: list[bytes], chat: bool, repeat: int, parser: type = SSEStream, rounds: int = 5
+) -> float:
+    """Median over ``rounds`` rounds of the parser's time per token event for this split."""
+    times = []
+    for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(repeat):
             stream = parser(chat)
             for data in reads:
                 stream.feed(data, 1)
             stream.finish(2)
-        rounds.append((time.perf_counter() - start) / repeat / EVENTS * 1e6)
+        times.append((time.perf_counter() - start) / repeat / EVENTS * 1e6)
         assert len(stream.event_ns) == EVENTS and stream.completion_tokens == EVENTS
-    return sorted(rounds)[2]
+    return sorted(times)[rounds // 2]
+
+
+def paired(reads: list[bytes], chat: bool, repeat: int, baseline: type) -> tuple[float, float]:
+    """REF's median time per token event and the median tree/REF ratio over 9 paired rounds."""
+    then, ratios = [], []
+    for _ in range(9):
+        tree = us_per_event(reads, chat, repeat, rounds=1)
+        then.append(us_per_event(reads, chat, repeat, baseline, rounds=1))
+        ratios.append(tree / then[-1])
+    return sorted(then)[4], sorted(ratios)[4]
 
 
 def parser_at(ref: str) -> type:
@@ -122,7 +138,7 @@ def ms_to_parse(reads: list[bytes]) -> float:
     rounds = []
     for _ in range(3):
         start = time.perf_counter()
-        stream = SSEStream(False)
+        stream = SSEStream(False, max_event_bytes=2**40)
         for data in reads:
             stream.feed(data, 1)
         stream.finish(2)
@@ -156,13 +172,12 @@ def main() -> None:
         print(f"  {shape:<18} {costs[0]:9.3f} {costs[1]:12.3f} {costs[2]:11.3f}  {ratio}×")
         if baseline is not None:
             chat = shape != "vLLM completions"
-            then = [us_per_event(reads, chat, args.repeat, baseline) for reads in splits]
+            then, ratios = zip(
+                *(paired(reads, chat, args.repeat, baseline) for reads in splits), strict=True
+            )
             label = f"  at {args.baseline}"
             print(f"{label:<20} {then[0]:9.3f} {then[1]:12.3f} {then[2]:11.3f}", end="")
-            print(
-                f"  tree/{args.baseline} "
-                + "/".join(f"{c / t:.2f}" for c, t in zip(costs, then, strict=True))
-            )
+            print(f"  tree/{args.baseline} " + "/".join(f"{r:.2f}" for r in ratios))
     if args.huge_mb:
         print("One huge event; ms, median of 3")
         print(f"  {'size':>6} {'one read':>9} {'4 KiB reads':>12}  {'per MB':>7}  vs floor")
@@ -174,6 +189,19 @@ def main() -> None:
             f"  {megabytes:>3} MB {floor:9.1f} {small:12.1f}  {small / megabytes:7.2f}"
             f"  {small / floor:.1f}×"
         )
+    if args.huge_mb:
+        line = b'data: {"choices":[{"text":"' + b"x" * (100 * 2**20)
+        start = time.perf_counter()
+        try:
+            stream = SSEStream(False)
+            for at in range(0, len(line), 4096):
+                stream.feed(line[at : at + 4096], 1)
+        except EventTooLarge:
+            held = sum(map(len, stream.chunks))
+            print(
+                f"  a 100 MB line in 4 KiB reads fails at MAX_EVENT_BYTES after "
+                f"{(time.perf_counter() - start) * 1e3:.0f} ms, {held} bytes held after"
+            )
 
 
 if __name__ == "__main__":

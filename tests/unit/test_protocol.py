@@ -209,14 +209,16 @@ def test_empty_shard():
 
 def record_rows():
     # (index, arrival_ns, send_ns, end_ns, n_events, status, prompt, completion, connect_ns,
-    #  success, resent, truncated, server_queue_s, server_ttft_s)
+    #  success, resent, truncated, server_queue_s, server_ttft_s, text_capped)
     ms = 1_000_000
     return [
-        (0, 0, 1_000, 2_000 * ms, 3, 200, 12, 3, 0, True, False, False, 0.0015, 0.04225),
-        (5, 250 * ms, 260 * ms, 900 * ms, 0, 500, -1, -1, 180_000, False, True, False, nan, nan),
+        (0, 0, 1_000, 2_000 * ms, 3, 200, 12, 3, 0, True, False, False, 0.0015, 0.04225, False),
+        (5, 250 * ms, 260 * ms, 900 * ms, 0, 500, -1, -1, 180_000, False, True, False, nan, nan,
+         False),
         (17, *UNSENT_ROW[1:]),  # never sent
-        (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True, False, True, nan, 2.5),
-    ]
+        (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True, False, True, nan, 2.5,
+         True),
+    ]  # fmt: skip
 
 
 def test_records_round_trip():
@@ -236,11 +238,23 @@ def test_records_round_trip():
     assert records["n_events"].tolist() == [3, 0, 0, 2]
     assert records["prompt_tokens"].tolist() == [12, -1, -1, 2_000_000]
     assert records["success"].astype(bool).tolist() == [True, False, False, True]
+    assert records["text_capped"].astype(bool).tolist() == [False, False, False, True]
     assert event_ns.dtype == np.dtype("<i8")
     assert event_ns.tolist() == list(events)
     assert got_errors == errors  # int keys survive the JSON header
     assert got_texts == texts
     assert all(isinstance(k, int) for k in (*got_errors, *got_texts))
+
+
+def test_protocol_version_covers_the_text_capped_column():
+    # Version 11 added text_capped to RECORD_DTYPE: a worker of version 10 sends 14-field rows
+    # and is refused by version before any row is read as another layout.
+    assert PROTOCOL_VERSION >= 11
+    assert RECORD_DTYPE.names[-1] == "text_capped" and len(UNSENT_ROW) == len(RECORD_DTYPE)
+    assert UNSENT_ROW[-1] is False
+    old = orjson.dumps({"v": 10, "t": CODEC.token, "kind": "records", "errors": {}, "texts": {}})
+    with pytest.raises(ProtocolError, match="protocol version"):
+        CODEC.decode([old, b"", b""], from_worker=True)
 
 
 def test_records_without_errors_or_texts():
