@@ -80,7 +80,10 @@ def compare_command(base: str, others: tuple[str, ...], resamples: int, json_pat
         for other in others:
             samples = samples_of(short_name(other), runs_of(other))
             compared.append((samples, compare(base_samples, samples, resamples)))
-    except (RecordsFileError, OSError) as exc:
+    except RecordsFileError as exc:  # not a records file, or damaged: bad input
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     click.echo("\n".join(table_lines(base_samples, compared)))
