@@ -77,6 +77,15 @@ def checked_end(data: dict[str, Any], num_requests: int, path: str) -> RunEnd:
     return RunEnd(**values)
 
 
+def check_settings(config: dict[str, Any], cls: type, path: str) -> None:
+    """Each setting of the run's start a value of ``cls``'s field of its name, as JSON holds it
+    (a tuple or a set as a list); unknown names are the caller's to judge."""
+    hints = typing.get_type_hints(cls)
+    for name, value in config.items():
+        if name in hints and not _fits(value, hints[name]):
+            raise RecordsFileError(f"{path}: its setting {name} is of the wrong type")
+
+
 def check_columns(schema: pa.Schema, columns: list[tuple[str, pa.DataType]], path: str) -> None:
     """Every required column there, and every known column of its type."""
     names = set(schema.names)
@@ -165,9 +174,18 @@ def _fits(value: Any, hint: Any) -> bool:
         return isinstance(value, str)
     if hint is np.ndarray:
         return isinstance(value, np.ndarray)
-    if origin is list or hint is list:
+    if origin in (list, frozenset) or hint in (list, frozenset):  # a set: a sorted list
         (item,) = typing.get_args(hint) or (Any,)
         return isinstance(value, list) and all(_fits(v, item) for v in value)
+    if origin is tuple:  # a list in JSON: tuple[X, ...] or a fixed tuple[X, Y]
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+        return (
+            isinstance(value, list)
+            and len(value) == len(args)
+            and all(_fits(v, a) for v, a in zip(value, args, strict=True))
+        )
     if origin is dict or hint is dict:
         key, item = typing.get_args(hint) or (Any, Any)
         return isinstance(value, dict) and all(

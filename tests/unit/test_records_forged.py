@@ -93,6 +93,19 @@ def test_metadata_of_the_wrong_type(tmp_path: Path) -> None:
     refused(forge(tmp_path, meta=lambda m: {**m, "extra": 1}), "does not know: extra")
 
 
+def test_a_setting_of_the_wrong_type(tmp_path: Path) -> None:
+    def rate(meta: dict) -> dict:
+        return {**meta, "config": {**meta["config"], "request_rate": "fast"}}
+
+    path = forge(tmp_path, meta=rate)
+    read_records(str(path))  # the settings are judged where the report builds its config
+    for command, args in ((report_command, [str(path)]), (compare_command, [str(path)] * 2)):
+        result = CliRunner().invoke(command, args)
+        assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
+        (line,) = result.stderr.splitlines()
+        assert line.endswith("its setting request_rate is of the wrong type")
+
+
 def test_a_missing_column(tmp_path: Path) -> None:
     refused(forge(tmp_path, schema=without("events_ns")), "no column events_ns")
 
