@@ -7,8 +7,11 @@ Layout (docs/records.md says why Arrow and what every column means):
 - after the run, the requests no worker reported (their error says why), then an empty batch
   whose custom metadata ``loadgen.end`` holds ``RunEnd`` as JSON; the footer closes the file.
 
-A run that crashes leaves a file with no end batch and no footer: its batches are read as an
-Arrow stream (``read_records`` does), so every batch written is still there.
+A run that crashes leaves a file with no end batch and no footer, perhaps cut inside a batch:
+``read_records`` reads every file as the Arrow stream after the magic, up to its last complete
+batch, so every batch written before the crash is still there (a closed file's footer is
+checked against that stream). What it reads is checked before it is used
+(``loadgen/records/checks.py``): a forged or damaged file is one ``RecordsFileError``.
 """
 
 from __future__ import annotations
