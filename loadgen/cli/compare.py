@@ -16,8 +16,10 @@ from loadgen.report.compare import (
     compare,
     rows_json,
     samples_of,
+    setting_differences,
     table_lines,
 )
+from loadgen.terminal import printable
 
 RECORDS_SUFFIX = ".records.arrow"
 
@@ -75,12 +77,23 @@ def short_name(argument: str) -> str:
 def compare_command(base: str, others: tuple[str, ...], resamples: int, json_path: str | None):
     """Compare OTHER runs with BASE."""
     try:
-        base_samples = samples_of(short_name(base), runs_of(base))
+        base_runs = runs_of(base)
+        base_samples = samples_of(short_name(base), base_runs)
         compared = []
         for other in others:
-            samples = samples_of(short_name(other), runs_of(other))
+            other_runs = runs_of(other)
+            if differ := setting_differences(base_runs, other_runs):
+                click.echo(
+                    printable(f"warning: {other} was run with other settings than {base}: ")
+                    + "; ".join(map(printable, differ)),
+                    err=True,
+                )
+            samples = samples_of(short_name(other), other_runs)
             compared.append((samples, compare(base_samples, samples, resamples)))
-    except (RecordsFileError, OSError) as exc:
+    except RecordsFileError as exc:  # not a records file, or damaged: bad input
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     click.echo("\n".join(table_lines(base_samples, compared)))

@@ -93,9 +93,9 @@ def report_records(
         report = build_report(config, run, date=date)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    except RecordsFileError as exc:
+    except RecordsFileError as exc:  # not a records file, or damaged: bad input
         click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(2)
     rows_to_stdout = export_format in FORMATS and output is None
     # Rows on standard output keep it clean: the summary and the paths go to standard error.
     with contextlib.redirect_stdout(sys.stderr) if rows_to_stdout else contextlib.nullcontext():

@@ -7,8 +7,11 @@ Layout (docs/records.md says why Arrow and what every column means):
 - after the run, the requests no worker reported (their error says why), then an empty batch
   whose custom metadata ``loadgen.end`` holds ``RunEnd`` as JSON; the footer closes the file.
 
-A run that crashes leaves a file with no end batch and no footer: its batches are read as an
-Arrow stream (``read_records`` does), so every batch written is still there.
+A run that crashes leaves a file with no end batch and no footer, perhaps cut inside a batch:
+``read_records`` reads every file as the Arrow stream after the magic, up to its last complete
+batch, so every batch written before the crash is still there (a closed file's footer is
+checked against that stream). What it reads is checked before it is used
+(``loadgen/records/checks.py``): a forged or damaged file is one ``RecordsFileError``.
 """
 
 from __future__ import annotations
@@ -25,15 +28,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from loadgen.records.checks import (
+    RecordsFileError,
+    check_columns,
+    check_rows,
+    checked_end,
+    checked_start,
+    parse_json,
+)
 from loadgen.records.collected import Collected, assemble_events
-from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
-from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
+from loadgen.records.model import RunEnd, RunRecords, RunStart
+from workers.protocol import RECORD_DTYPE, UNSENT_ROW
 
 FORMAT = "loadgen-records"
 FORMAT_VERSION = 1
 START_KEY = b"loadgen.records"
 END_KEY = b"loadgen.end"
 SUFFIX = ".records.arrow"
+MAGIC = b"ARROW1"  # the file format's first and last bytes
 MAGIC_LEN = 8  # "ARROW1" padded: the file format's stream starts after it
 
 # Every column, in order (docs/records.md describes each). A worker's "none" (-1 for an
@@ -76,10 +88,6 @@ _MINUS_ONE_IS_NULL = {
 }
 _NAN_IS_NULL = ("server_queue_s", "server_ttft_s")
 _BOOL = ("success", "resent", "truncated", "text_capped")
-
-
-class RecordsFileError(Exception):
-    """A records file that cannot be read; the message names it and says why."""
 
 
 def records_path(result_path: str) -> str:
@@ -309,49 +317,125 @@ def _bitmap(values: np.ndarray) -> pa.Buffer:
 
 
 def read_records(path: str) -> RunRecords:
-    """A run's records file, whole or cut short by a crash (then ``end`` is None)."""
+    """A run's records file, whole or cut short by a crash (then ``end`` is None): every
+    complete batch up to where it stops. A file that is not one loadgen wrote, or is damaged
+    where a crash cannot damage it, is a RecordsFileError (loadgen/records/checks.py)."""
     if not os.path.isfile(path):
         raise RecordsFileError(f"records file {path}: No such file")
     try:
         data = pa.memory_map(path, "r").read_buffer()
     except (OSError, pa.ArrowException) as exc:
         raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
+    file_schema, batches, end_meta = _read_batches(data, path)
     try:
-        file_schema, batches, end_meta = _read_batches(data)
-    except (pa.ArrowException, ValueError) as exc:
-        raise RecordsFileError(f"{path} is not a loadgen records file ({exc})") from None
-    meta = json.loads((file_schema.metadata or {}).get(START_KEY, b"null"))
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return _records_of(file_schema, batches, end_meta, path)
+    except UnicodeDecodeError:  # a column's name, or a metadata key
+        raise RecordsFileError(f"{path}: a name in its schema is not UTF-8") from None
+
+
+def _records_of(
+    file_schema: pa.Schema, batches: list[pa.RecordBatch], end_meta: bytes | None, path: str
+) -> RunRecords:
+    """The run of a file's schema, row batches and end, every part checked."""
+    raw_meta = (file_schema.metadata or {}).get(START_KEY)
+    meta = parse_json(raw_meta, "metadata", path) if raw_meta is not None else {}
+    if meta.get("format") != FORMAT:
         raise RecordsFileError(f"{path} is an Arrow file but not a loadgen records file")
     if meta.get("format_version") != FORMAT_VERSION:
         raise RecordsFileError(
-            f"{path} has records format version {meta.get('format_version')}; this loadgen "
+            f"{path} has records format version {meta.get('format_version')!r}; this loadgen "
             f"reads version {FORMAT_VERSION}"
         )
     meta.pop("format")
     meta.pop("format_version")
-    start = RunStart(**meta)
-    table = pa.Table.from_batches(batches, schema=file_schema).combine_chunks()
-    return _run_records(start, table, _end_from_json(json.loads(end_meta)) if end_meta else None)
+    start = checked_start(meta, path)
+    check_columns(file_schema, COLUMNS, path)
+    try:
+        table = pa.Table.from_batches(batches, schema=file_schema).combine_chunks()
+    except (pa.ArrowException, ValueError) as exc:
+        raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
+    end = None
+    if end_meta is not None:
+        end = checked_end(parse_json(end_meta, "run's end", path), start.num_requests, path)
+    return _run_records(start, table, end, path)
 
 
-def _read_batches(data: pa.Buffer) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
-    """The schema, the row batches and the end's metadata; as a stream when the footer is
-    missing (the run did not close the file), keeping every complete batch."""
+def _read_batches(
+    data: pa.Buffer, path: str
+) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
+    """The schema, the row batches and the end's metadata, read as the stream the file starts
+    with, up to its last complete batch: a file the run did not close (a crash, a full disk)
+    has no footer. A closed file's footer must name the same batches."""
+    if data.size < MAGIC_LEN or data[: len(MAGIC)].to_pybytes() != MAGIC:
+        raise RecordsFileError(f"{path} is not a loadgen records file (not an Arrow file)")
+    file_schema, batches, ended = _stream_batches(data, path)
+    if data.size > 2 * MAGIC_LEN and data[-len(MAGIC) :].to_pybytes() == MAGIC:
+        if not ended:  # closed, yet a batch does not read: damaged, not cut by a crash
+            raise RecordsFileError(f"{path}: batch {len(batches) + 1} is damaged")
+        _check_footer(data, file_schema, batches, path)
+    return _split_end(file_schema, batches)
+
+
+def _check_footer(
+    data: pa.Buffer, file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]], path: str
+) -> None:
+    """The footer names the stream's schema and batches, at the same bytes (each buffer is a
+    slice of ``data``, so their addresses say where a batch was read)."""
     try:
         reader = ipc.open_file(data)
-        batches = [
-            reader.get_batch_with_custom_metadata(i) for i in range(reader.num_record_batches)
-        ]
-        file_schema = reader.schema
-    except pa.ArrowInvalid:
+        same = reader.num_record_batches == len(batches) and reader.schema.equals(
+            file_schema, check_metadata=True
+        )
+        for i, (batch, _) in enumerate(batches):
+            same = same and _addresses(reader.get_batch(i)) == _addresses(batch)
+    except (pa.ArrowException, OSError, ValueError, IndexError):
+        same = False
+    if not same:
+        raise RecordsFileError(f"{path}: its footer is damaged")
+
+
+def _addresses(batch: pa.RecordBatch) -> list[int]:
+    """Where each of a batch's buffers starts."""
+    return [
+        buffer.address if buffer is not None else 0
+        for column in batch.columns
+        for buffer in column.buffers()
+    ]
+
+
+def _stream_batches(
+    data: pa.Buffer, path: str
+) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool]:
+    """The batches of the stream after the magic, up to the first one that is cut short or
+    does not read; and whether the stream reached its end-of-stream marker."""
+    try:
         stream = ipc.open_stream(pa.BufferReader(data.slice(MAGIC_LEN)))
-        file_schema, batches = stream.schema, []
-        while True:
-            try:
-                batches.append(stream.read_next_batch_with_custom_metadata())
-            except (StopIteration, pa.ArrowInvalid):  # the end, or a batch cut short
-                break
+        file_schema = stream.schema
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise RecordsFileError(
+            f"{path} is not a loadgen records file, or stops before its schema ({exc})"
+        ) from None
+    batches = []
+    while True:
+        try:
+            batches.append(_checked(*stream.read_next_batch_with_custom_metadata()))
+        except StopIteration:
+            return file_schema, batches, True
+        except (pa.ArrowException, OSError, ValueError, IndexError):
+            return file_schema, batches, False  # cut short here (or damaged): the rest is lost
+
+
+def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
+    """A batch whose buffers hold what its metadata says (offsets in bounds, valid UTF-8):
+    nothing is read past them. ArrowInvalid when they do not."""
+    batch.validate(full=True)
+    return batch, custom
+
+
+def _split_end(
+    file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]]
+) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
+    """The row batches, and the metadata of the end batch when there is one."""
     end_meta = None
     rows = []
     for batch, custom in batches:
@@ -362,12 +446,11 @@ def _read_batches(data: pa.Buffer) -> tuple[pa.Schema, list[pa.RecordBatch], byt
     return file_schema, rows, end_meta
 
 
-def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None) -> RunRecords:
+def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str) -> RunRecords:
     """Rows in arrival order -> request-major arrays; requests with no row are lost."""
     n = start.num_requests
     index = table["index"].to_numpy()
-    if len(index) and (index.min() < 0 or index.max() >= n):
-        raise RecordsFileError(f"records file has a request index outside 0..{n - 1}")
+    check_rows(table, index, n, path)
     records = np.zeros(n, dtype=RECORD_DTYPE)
     records[:] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
     records["index"] = np.arange(n)
@@ -439,22 +522,9 @@ def _end_json(end: RunEnd) -> dict[str, Any]:
     return out
 
 
-def _end_from_json(data: dict[str, Any]) -> RunEnd:
-    data["loop_lag_ns"] = _b64_array(data["loop_lag_ns"], "<i8")
-    data["output_lens"] = _b64_array(data["output_lens"], "<i8")
-    data["connection_stats"] = ConnectionStats(**data["connection_stats"])
-    if data.get("host") is not None:
-        data["host"] = HostUsage(**data["host"])
-    return RunEnd(**data)
-
-
 def _array_b64(values: np.ndarray, dtype: str) -> str:
     """An integer array as base64 of its little-endian bytes (exact, and compact in JSON)."""
     return base64.b64encode(np.ascontiguousarray(values, dtype=dtype).tobytes()).decode()
-
-
-def _b64_array(text: str, dtype: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(text), dtype=dtype).astype(np.int64)
 
 
 def _dumps(value: Any) -> bytes:

@@ -11,18 +11,26 @@ requests could not have produced it by chance alone. Throughputs are one figure 
 single run a side there is nothing to resample, so they are shown without an interval. A run
 with more than ITL_DRAW_LIMIT gaps draws its ITL interval from a random part of its requests.
 
+Runs whose settings differ (``setting_differences``: every flag that shapes the traffic) are
+still compared, with a warning naming the flags. A figure a side does not have (no request
+succeeded) is shown as ``-``.
+
 Pure functions: the samples of a run, the bootstrap and the table, tested without sockets.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from loadgen.config import RUN_FLAGS
 from loadgen.records.model import RunRecords
+from loadgen.records.redact import redact_config
 from loadgen.report.metrics import derive_timings, tpot_of
 from loadgen.report.offline import stored_config
 from loadgen.report.run_report import request_results, run_end
@@ -36,6 +44,21 @@ DEFAULT_RESAMPLES = 1000
 SEED = 0
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "p99")
+# Fields that differ from run to run without changing the traffic: where the server listened
+# (a --mock run's port is picked at random), the run's request-id prefix (random by default),
+# the names the run was given, and what was written where.
+NOT_TRAFFIC = frozenset(
+    {"base_url", "host", "port", "request_id_prefix", "label", "metadata", "save_result",
+     "append_result", "save_records", "save_detailed", "result_dir", "result_filename",
+     "disable_tqdm", "quiet", "dry_run", "fail_on", "key", "listen"}
+)  # fmt: skip
+# Each traffic setting's flag; reporting flags (--percentile-metrics, --goodput...) are left
+# out: the report of the records applies them afresh.
+_FLAGS = {
+    flag.field: flag.name
+    for flag in RUN_FLAGS
+    if not flag.reporting and flag.field not in NOT_TRAFFIC
+}
 
 
 @dataclass
@@ -110,6 +133,26 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
         output_throughput=output / duration if duration > 0 else 0.0,
         runs=len(runs),
     )
+
+
+def setting_differences(base: Sequence[RunRecords], other: Sequence[RunRecords]) -> list[str]:
+    """``--flag A vs B`` for each traffic setting whose value in a run of ``other`` (or of
+    ``base`` beyond its first run) is not the first base run's; secrets as ``***``."""
+    first = redact_config(base[0].start.config)
+    differ: dict[str, tuple[Any, Any]] = {}
+    for run in [*base[1:], *other]:
+        config = redact_config(run.start.config)
+        for field, flag in _FLAGS.items():
+            if flag not in differ and config.get(field) != first.get(field):
+                differ[flag] = (first.get(field), config.get(field))
+    return [f"{flag} {_shown(a)} vs {_shown(b)}" for flag, (a, b) in differ.items()]
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A setting's value as a short text."""
+    text = value if isinstance(value, str | float) else json.dumps(value, default=str)
+    text = str(text)  # a float as Python writes it: inf, not JSON's Infinity
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def statistic(name: str) -> Callable[[np.ndarray], float]:
@@ -254,10 +297,16 @@ def table_lines(base: Samples, others: list[tuple[Samples, list[Row]]]) -> list[
             interval = "-" if math.isnan(row.low) else f"[{row.low:.3g}, {row.high:.3g}]"
             mark = " *" if row.flagged else ""
             lines.append(
-                f"  {row.metric:<28}{row.base:>11.3f}{row.other:>11.3f}{row.delta:>+11.3f}"
-                f"{share:>+8.1f}%{interval:>24}{mark}"
+                f"  {row.metric:<28}{_figure(row.base, '.3f'):>11}{_figure(row.other, '.3f'):>11}"
+                f"{_figure(row.delta, '+.3f'):>11}{_figure(share, '+.1f', '%'):>9}"
+                f"{interval:>24}{mark}"
             )
     return lines
+
+
+def _figure(value: float, spec: str, unit: str = "") -> str:
+    """A figure for the table; ``-`` where there is none (a side without a success)."""
+    return f"{value:{spec}}{unit}" if math.isfinite(value) else "-"
 
 
 def rows_json(base: Samples, others: list[tuple[Samples, list[Row]]]) -> dict:

@@ -18,6 +18,7 @@ from loadgen.config import (
     parse_itl_thresholds,
 )
 from loadgen.records.arrow_file import RecordsFileError, read_records
+from loadgen.records.checks import check_settings
 from loadgen.records.model import RunRecords
 from loadgen.report.run_report import Report, build_report
 
@@ -31,6 +32,7 @@ def stored_config(run: RunRecords, path: str) -> RunConfig:
             f"{path} was written by loadgen {run.start.loadgen_version} with settings this "
             f"version does not know: {', '.join(unknown)}"
         )
+    check_settings(run.start.config, RunConfig, path)
     values: dict[str, Any] = dict(run.start.config)
     if isinstance(values.get("given"), list):
         values["given"] = frozenset(values["given"])

@@ -10,6 +10,7 @@ report, with the same phases from here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -247,9 +248,13 @@ async def _report(
         config, pool, prepared, start, timed, writer, counters_after
     )
     collected = timed.collected
+    created = write_result and not os.path.lexists(report.path)
     try:
         write_report(config, report if write_result else dataclasses.replace(report, result=None))
     except OSError as exc:  # a full disk: the summary is printed, the records file is kept
+        if created:  # no empty or half-written result file left behind
+            with contextlib.suppress(OSError):
+                os.remove(report.path)
         raise RunFailed(_unwritten(report.path, exc, records_file)) from None
     if records_file is not None:
         print(f"Records written to {records_file}")

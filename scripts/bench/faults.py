@@ -989,6 +989,108 @@ server_case(
 )  # fmt: skip
 
 
+# --- issue 27: records ---
+
+
+def _loadgen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``loadgen ARGS`` (report, compare) in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", *args],
+        capture_output=True, text=True, cwd=REPO, timeout=timeout,
+    )  # fmt: skip
+
+
+def _batch_ends(path: Path) -> list[int]:
+    """The byte where each batch of a records file ends (up to where it can be read)."""
+    import pyarrow as pa  # the suite's other cases need no Arrow
+    import pyarrow.ipc as ipc
+
+    source = pa.BufferReader(pa.py_buffer(path.read_bytes()[8:]))
+    stream, ends = ipc.open_stream(source), []
+    with contextlib.suppress(StopIteration, OSError, pa.ArrowException):
+        while True:
+            stream.read_next_batch()
+            ends.append(8 + source.tell())
+    return ends
+
+
+@case(
+    "records_torn",
+    "process",
+    "SIGKILL mid-run, the records file then cut inside each of its last 3 batches",
+    Expect(0, 60, stderr=("the run did not end",), stdout=("Serving Benchmark Result",),
+           clean_temp=False),
+)  # fmt: skip
+def records_torn(work: Path) -> Outcome:
+    launch = Launch(work, [*SLOW_MOCK, "--num-prompts", "200", "--workers", "2",
+                           *result_args(work)])  # fmt: skip
+    if launch.wait_for("%|"):
+        time.sleep(0.8)
+        launch.signal(signal.SIGKILL)
+    killed = launch.finish(40)
+    if not killed.records:
+        return Outcome(code=killed.code, left=killed.left, problems=["no records file"])
+    whole = killed.records[0]
+    data, ends = whole.read_bytes(), _batch_ends(whole)
+    if len(ends) < 4:
+        return Outcome(code=killed.code, problems=[f"{len(ends) - 1} row batches, not 3+"])
+    cut, problems, report = work / "cut.records.arrow", [], None
+    began = time.monotonic()
+    for start, end in zip(ends[-4:-1], ends[-3:], strict=True):  # a write killed half-way
+        cut.write_bytes(data[: (start + end) // 2])
+        report = _loadgen("report", str(cut))
+        if report.returncode != 0 or "Traceback" in report.stderr:
+            problems.append(f"report of a file cut at {(start + end) // 2}: {_tail(report.stderr)}")
+    compared = _loadgen("compare", str(whole), str(cut), "--resamples", "20")
+    if compared.returncode != 0 or "Traceback" in compared.stderr:
+        problems.append(f"compare exit {compared.returncode}: {_tail(compared.stderr)}")
+    assert report is not None
+    return Outcome(
+        code=report.returncode, wall_s=time.monotonic() - began, stdout=report.stdout,
+        stderr=report.stderr + compared.stderr, left=killed.left, problems=problems,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _small_disk(path: Path, size: str) -> Iterator[Callable[[], None] | None]:
+    """A ``size`` tmpfs at ``path`` (root); elsewhere None, and the case limits file sizes
+    instead (RLIMIT_FSIZE: a write past it fails with EFBIG, as on a full disk)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]
+    mounted = os.geteuid() == 0 and subprocess.run(mount, capture_output=True).returncode == 0
+    try:
+        yield None if mounted else (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (8000,) * 2))
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(path)], capture_output=True)
+
+
+@case(
+    "records_disk_full",
+    "process",
+    "the disk fills mid-run (a 64 KiB tmpfs as --result-dir; RLIMIT_FSIZE when not root)",
+    Expect(1, 40, json=False, records=True, stdout=("Serving Benchmark Result",),
+           stderr=("error: cannot write the result file",)),
+)  # fmt: skip
+def records_disk_full(work: Path) -> Outcome:
+    args = [
+        "--mock", "--random-input-len", "16", "--random-output-len", "16", "--num-prompts", "400",
+        "--workers", "2", "--disable-tqdm", *result_args(work),
+    ]  # fmt: skip
+    with _small_disk(work / "results", "64k") as limit:
+        outcome = Launch(work, args, preexec=limit).finish(50)
+        warnings = [ln for ln in outcome.stdout.splitlines() if ln.startswith("warning: records")]
+        if len(warnings) != 1 or "the records stop here" not in warnings[0]:
+            outcome.problems.append(f"{len(warnings)} 'warning: records file' lines, not 1")
+        if list((work / "results").glob("*.json")):
+            outcome.problems.append("a result file was left")
+        for records in outcome.records:  # what the disk held reads as a run that did not end
+            report = _loadgen("report", str(records))
+            if report.returncode != 0 or "the run did not end" not in report.stderr:
+                outcome.problems.append(f"report exit {report.returncode}: {_tail(report.stderr)}")
+    return outcome
+
+
 def run_help() -> str:
     return subprocess.run(
         [sys.executable, "-m", "loadgen", "run", "--help"],

@@ -77,11 +77,11 @@ def test_a_folder_pools_its_runs(tmp_path: Path) -> None:
     assert "(2 and 2 run(s);" in proc.stdout
 
 
-def test_a_run_without_records_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def test_a_run_without_records_is_one_line_and_exit_2(tmp_path: Path) -> None:
     lonely = tmp_path / "lonely.json"
     lonely.write_text("{}")
     proc = compare(str(lonely), str(lonely))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"error: {lonely}: no records file beside it (lonely.records.arrow); "
         "runs save one with --save-result"

@@ -140,11 +140,11 @@ def test_a_crashed_runs_records_still_report(tmp_path: Path) -> None:
     assert "client: not judged: the run did not end" in proc.stdout
 
 
-def test_a_file_that_is_not_records_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def test_a_file_that_is_not_records_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "result.json"
     bad.write_text("{}")
     proc = report(str(bad))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: {bad} is not a loadgen records file")
 
