@@ -41,6 +41,7 @@ from loadgen.server.discovery import resolve_model
 from loadgen.server.errors import ConnectionLost, ServerUnreachable
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.terminal import printable
 from loadgen.text.chat_template import ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import (
     LocalTokenizer,
@@ -374,7 +375,7 @@ async def _load_codec(
     except TokenizerLoadError as exc:
         if is_local_path(tokenizer_id):
             raise
-        print(f"Using the server's /tokenize and /detokenize: {exc}", flush=True)
+        print(f"Using the server's /tokenize and /detokenize: {printable(exc)}", flush=True)
     return await _server_codec(config, client, model_task)
 
 
