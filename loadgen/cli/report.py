@@ -11,6 +11,7 @@ draws report.html (loadgen/report/html_report.py) of a run, or of a campaign's f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -19,13 +20,14 @@ import click
 
 from loadgen.cli.options import click_option, given_values
 from loadgen.cli.vllm_compat import normalize_argv
-from loadgen.config import RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS, ConfigError
+from loadgen.config import RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS, ConfigError, RunConfig
 from loadgen.flag import Flag
 from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.report.exports import FORMATS, request_rows, write_rows
 from loadgen.report.gate_keys import check_gates
 from loadgen.report.gates import report_breaches
 from loadgen.report.html_report import (
+    CAMPAIGN_REPORT,
     RECORDS_SUFFIX,
     html_path_for,
     plotly_missing,
@@ -34,6 +36,7 @@ from loadgen.report.html_report import (
 )
 from loadgen.report.offline import report_config
 from loadgen.report.run_report import build_report, write_report
+from loadgen.run.preflight import file_path_problem, output_path_problem
 
 REPORT_FLAGS = tuple(flag for flag in RUN_FLAGS if flag.reporting)
 # `report`'s own options: what it writes.
@@ -96,6 +99,9 @@ def report_records(
     except RecordsFileError as exc:  # not a records file, or damaged: bad input
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    if problem := output_problem(config, export_format, output, records):
+        click.echo(f"error: {problem}", err=True)  # before the summary: nothing half-written
+        sys.exit(1)
     rows_to_stdout = export_format in FORMATS and output is None
     # Rows on standard output keep it clean: the summary and the paths go to standard error.
     with contextlib.redirect_stdout(sys.stderr) if rows_to_stdout else contextlib.nullcontext():
@@ -119,6 +125,25 @@ def report_records(
     sys.exit(report_breaches(report.breaches))
 
 
+def output_problem(
+    config: RunConfig, export_format: str, output: Path | None, records: str
+) -> str | None:
+    """Why a file this report writes could not be written (the result file and plots the flags
+    ask for, --output, the html page), in one line naming the flag and the path; None when
+    they can. Checked as a run's preflight checks its own: a probe file is created and removed
+    where each goes. The records are read, not written."""
+    if problem := output_path_problem(dataclasses.replace(config, save_records=False)):
+        return problem
+    if output is not None:
+        shown, page = f"--output {output}", str(output)
+    elif export_format == "html":
+        shown, page = "--format html", str(html_path_for(records))
+    else:
+        return None
+    problem = file_path_problem(page)
+    return f"{shown}: {problem}" if problem else None
+
+
 def report_folder(ctx: click.Context, folder: str, html: bool, output: Path | None) -> None:
     """A campaign's folder: its report.html, and exit."""
     if not html:
@@ -130,6 +155,10 @@ def report_folder(ctx: click.Context, folder: str, html: bool, output: Path | No
         raise click.UsageError(
             f"a campaign's folder is drawn as its runs were reported; drop {named[0]}"
         )
+    page_path = str(output) if output is not None else str(Path(folder) / CAMPAIGN_REPORT)
+    if problem := file_path_problem(page_path):
+        click.echo(f"error: {'--output ' if output is not None else ''}{problem}", err=True)
+        sys.exit(1)
     try:
         page = write_campaign_report(folder, str(output) if output is not None else None)
     except (RecordsFileError, OSError, ValueError, KeyError) as exc:

@@ -19,6 +19,7 @@ from loadgen.run.campaign_run import run_campaign
 from loadgen.run.fanout import FanoutError
 from loadgen.run.runner import RunFailed, run
 from loadgen.server.errors import ServerError
+from loadgen.terminal import printable
 from loadgen.text.chat_template import ChatTemplateError
 from loadgen.text.tokenizer import TokenizerLoadError
 
@@ -78,7 +79,7 @@ def run_benchmark(ctx: click.Context, **values: object) -> None:
 
 
 def _fail(message: str, exit_code: int = 1) -> None:
-    click.echo(f"error: {redact_text(message)}", err=True)  # a URL's password never shows
+    click.echo(f"error: {printable(redact_text(message))}", err=True)  # no password, no escapes
     sys.exit(exit_code)
 
 

@@ -23,6 +23,7 @@ from loadgen.report.metrics import (
     Timings,
 )
 from loadgen.report.summary import percentile_word
+from loadgen.terminal import printable
 
 # Fields upstream drops from the JSON unless --save-detailed.
 DETAILED_FIELDS = (
@@ -166,7 +167,7 @@ def result_path(config: RunConfig, model_id: str, date: str) -> str:
     concurrency = (
         f"-concurrency{config.max_concurrency}" if config.max_concurrency is not None else ""
     )
-    model = model_id.split("/")[-1]
+    model = printable(model_id.split("/")[-1])  # a server's model id: no control characters
     if config.ramp_up_strategy is not None:
         rates = (
             f"ramp-up-{config.ramp_up_strategy}-"

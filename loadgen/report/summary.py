@@ -22,6 +22,7 @@ from loadgen.report.metrics import (
 )
 from loadgen.report.probes import probe_lines
 from loadgen.report.rows import RULE, row, section_title
+from loadgen.terminal import printable
 from workers.protocol import ConnectionStats
 
 SUMMARY_TITLE = section_title(" Serving Benchmark Result ", "=")  # the report's first line
@@ -62,7 +63,7 @@ def failure_preamble(errors: list[str]) -> list[str]:
     if not errors:
         return []
     lines = ["Failed requests during benchmark run detected (capping to 10):"]
-    lines += [f"Error {i}: {err}" for i, err in enumerate(errors[:10])]
+    lines += [f"Error {i}: {printable(err)}" for i, err in enumerate(errors[:10])]  # a server's
     return lines
 
 

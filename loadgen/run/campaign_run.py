@@ -58,6 +58,7 @@ from loadgen.run.timed_run import active_workers, timed_run
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
+from loadgen.terminal import printable
 
 
 def run_campaign(config: RunConfig) -> int:
@@ -176,7 +177,8 @@ def _run_problem(records: RunRecords, report: Report) -> str | None:
     if records.end is not None and records.end.worker_problems:
         return "the run lost workers: " + "; ".join(records.end.worker_problems)
     if report.completed == 0:
-        return f"every request failed; the first error: {report.first_error.splitlines()[0]}"
+        first = printable(report.first_error.splitlines()[0])
+        return f"every request failed; the first error: {first}"
     return None
 
 

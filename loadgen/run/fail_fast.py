@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from loadgen.terminal import printable
+
 FIRST = 20
 NOT_MISTAKES = (408, 429)  # timeouts and rate limits: load, not the command line
 
@@ -47,9 +49,10 @@ class FirstFailures:
         """The one line of a stopped run: what failed, how often, and the likely fix."""
         assert self.same is not None
         status, error = self.same
-        first = error.splitlines()[0] if error else f"HTTP {status}"
+        first = printable(error.splitlines()[0]) if error else f"HTTP {status}"
         fix = likely_fix(status, error, backend, endpoint, model)
-        return (
+        # The server's words and its model's name: printable, so nothing acts on the terminal.
+        return printable(
             f"the first {self.seen} requests all failed with {first!r}; stopped "
             f"(--no-fail-fast sends them all). {fix}"
         )

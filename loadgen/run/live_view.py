@@ -24,6 +24,7 @@ from loadgen.run.live_figures import (
     WorkerLoad,
     load_between,
 )
+from loadgen.terminal import printable
 
 if TYPE_CHECKING:
     from rich.live import Live
@@ -44,7 +45,7 @@ def _pair(figures: Percentiles | None) -> str:
 def _errors(figures: LiveFigures) -> str:
     if not figures.errors:
         return "none"
-    shown = [f"{kind} ×{count:,}" for kind, count in figures.errors[:SHOWN_ERROR_KINDS]]
+    shown = [f"{printable(kind)} ×{count:,}" for kind, count in figures.errors[:SHOWN_ERROR_KINDS]]
     rest = sum(count for _, count in figures.errors[SHOWN_ERROR_KINDS:])
     return ", ".join(shown) + (f", other ×{rest:,}" if rest else "")
 

@@ -3,10 +3,12 @@
 ``preflight`` runs after the flags are validated and before the mock server, the workers or any
 request start: a run that could not write its results, or whose connections would run out of
 file descriptors, is refused in one line (an ``InputError``, exit 1) rather than failing at its
-end or failing thousands of requests with "Too many open files". It also raises the open-file
-limit to the hard limit (the workers and the mock server inherit it), refuses a base URL with
-a password beside an Authorization header (aiohttp sends neither), and warns of a base URL and
-endpoint that join into a doubled path.
+end or failing thousands of requests with "Too many open files". Where the results go is tried
+for real: a probe file is created there and removed (permission bits pass for root, a
+read-only mount and /proc). It also raises the open-file limit to the hard limit (the workers
+and the mock server inherit it), refuses a base URL with a password beside an Authorization
+header (aiohttp sends neither), and warns of a base URL and endpoint that join into a doubled
+path.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import os
 import resource
 import sys
+import tempfile
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -95,23 +98,58 @@ def output_path_problem(config: RunConfig) -> str | None:
     if saves_records(config):
         files.append(("the records file ", records_path(path)))
     for what, file in files:
-        if os.path.isdir(file):
-            return f"--result-filename {config.result_filename}: {what}{file} is a directory"
-        if os.path.lexists(file) and not os.access(file, os.W_OK):
-            return f"--result-filename {config.result_filename}: {what}{file} is not writable"
+        if problem := existing_file_problem(file):
+            return f"--result-filename {config.result_filename}: {what}{problem}"
+    return None
+
+
+def file_path_problem(path: str) -> str | None:
+    """Why a file could not be written at ``path`` (its directory, or the file there), in one
+    line naming the path; None when it can."""
+    return directory_problem(os.path.dirname(path) or ".") or existing_file_problem(path)
+
+
+def existing_file_problem(path: str) -> str | None:
+    """Why the file already at ``path`` could not be written over, or None (or none is there):
+    it is a directory, or opening it for writing fails (tried without changing it)."""
+    if os.path.isdir(path):
+        return f"{path} is a directory"
+    if not os.path.isfile(path):  # none there, or a device or FIFO (/dev/null): not opened
+        return None
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+    except OSError as exc:
+        return f"{path} is not writable ({exc.strerror})"
     return None
 
 
 def directory_problem(directory: str) -> str | None:
-    """Why files cannot be created in ``directory``, or None: it is a directory that can be
-    written, or it can be created (its nearest existing ancestor is one)."""
+    """Why files cannot be created in ``directory``, or None: it is a directory, or it can be
+    created (its nearest existing ancestor is one), and a probe file can be created there and
+    removed. Permission bits are not asked: root passes them, and a read-only mount or /proc
+    pass them too (the run would be sent whole, its result and records then lost)."""
     existing = os.path.abspath(directory)
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         return f"{existing} is not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} is not writable"
+    return probe_problem(existing)
+
+
+PROBE_PREFIX = ".loadgen-probe-"
+
+
+def probe_problem(directory: str) -> str | None:
+    """Create a probe file in ``directory`` and remove it: why that failed, or None."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=directory)
+    except OSError as exc:
+        return f"{directory} is not writable: a file cannot be created there ({exc.strerror})"
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError as exc:
+        return f"{directory} is not writable: {probe} cannot be removed ({exc.strerror})"
     return None
 
 

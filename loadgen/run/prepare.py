@@ -41,6 +41,7 @@ from loadgen.server.discovery import resolve_model
 from loadgen.server.errors import ConnectionLost, ServerUnreachable
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.terminal import printable
 from loadgen.text.chat_template import ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import (
     LocalTokenizer,
@@ -101,10 +102,25 @@ def check_before_start(config: RunConfig) -> None:
         and "temperature" not in (config.extra_body or {})
     ):
         print(TEMPERATURE_WARNING)
-    is_file = DATASETS[config.dataset_name].path_is_file  # hf: a hub id, or a directory
-    if is_file and config.dataset_path is not None and not os.path.isfile(config.dataset_path):
+    if problem := dataset_path_problem(config):
         # Found now rather than after the tokenizer loads and the server is waited for.
-        raise InputError(f"--dataset-path {config.dataset_path}: No such file")
+        raise InputError(problem)
+
+
+def dataset_path_problem(config: RunConfig) -> str | None:
+    """Why --dataset-path cannot be the file its dataset reads, in one line naming it; None
+    when it can (or the dataset takes a directory or a hub id: hf, speed_bench)."""
+    path = config.dataset_path
+    if path is None or not DATASETS[config.dataset_name].path_is_file:
+        return None
+    if os.path.isdir(path):
+        return (
+            f"--dataset-path {path} is a directory: --dataset-name {config.dataset_name} "
+            "reads one file"
+        )
+    if not os.path.isfile(path):
+        return f"--dataset-path {path}: No such file"
+    return None
 
 
 async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
@@ -359,7 +375,7 @@ async def _load_codec(
     except TokenizerLoadError as exc:
         if is_local_path(tokenizer_id):
             raise
-        print(f"Using the server's /tokenize and /detokenize: {exc}", flush=True)
+        print(f"Using the server's /tokenize and /detokenize: {printable(exc)}", flush=True)
     return await _server_codec(config, client, model_task)
 
 

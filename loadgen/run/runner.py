@@ -44,6 +44,7 @@ from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
 from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.terminal import printable
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # exit 128 + the signal's number
@@ -381,5 +382,7 @@ def _exit_code(collected: Collected, report: Report, pool: WorkerPool) -> int:
         raise RunFailed("the run lost workers: " + "; ".join(collected.worker_problems))
     if report.completed == 0:
         first = report.first_error
-        raise RunFailed(f"every request failed; the first error: {first.splitlines()[0]}")
+        raise RunFailed(
+            f"every request failed; the first error: {printable(first.splitlines()[0])}"
+        )
     return report_breaches(report.breaches)

@@ -83,11 +83,16 @@ def request_owners(prepared: Prepared, num_workers: int, cap: int | None) -> np.
 
 
 def preopen_count(cap: int, share: int, num_requests: int) -> int:
-    """Connections a worker opens before t0: credits can gather at one worker (up to the whole
-    cap), so each opens the cap, up to PREOPEN_LIMIT; and never fewer than its share of the
-    cap, the credits it starts with, so that a burst at t0 opens none (20,000 streams over two
-    workers: 10,000 each, not 4,096). Never more than its requests (0 = no cap)."""
-    return min(num_requests, max(min(cap or num_requests, PREOPEN_LIMIT), share))
+    """Connections a worker opens before t0: with a cap, its share of the cap (the credits it
+    starts with), so the workers' pre-opened connections add up to the cap and never exceed it
+    (each opening the whole cap opened W times the cap, and a server with a fixed pool of
+    connection threads closed the extra ones unused); a share above PREOPEN_LIMIT is opened
+    whole, so a burst at t0 opens none. Without a cap (0), one per request, up to
+    PREOPEN_LIMIT. Never more than its requests. Credits that gather at one worker open the
+    rest during the run (counted in ``loadgen.new_connections_during_run``)."""
+    if cap:
+        return min(num_requests, share)
+    return min(num_requests, PREOPEN_LIMIT)
 
 
 def response_form(config: RunConfig) -> str:

@@ -26,6 +26,7 @@ from loadgen.server.tokenizer import (
     detect_form,
     gather_or_cancel,
 )
+from loadgen.terminal import printable
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -49,7 +50,7 @@ async def align_to_server_tokenizer(
         else:
             first = await server.tokenize(prompts[0])
     except ServerError as exc:
-        print(f"WARNING: {exc}; skipping alignment.")
+        print(f"WARNING: {printable(exc)}; skipping alignment.")
         return prompts
     if len(first) == prompt_lens[0]:
         return prompts
@@ -79,10 +80,13 @@ async def align_to_server_tokenizer(
     try:
         aligned = await gather_or_cancel(list(map(fix, prompts, prompt_lens)))
     except BuildTimeout as exc:
-        print(f"WARNING: {exc}.")
+        print(f"WARNING: {printable(exc)}.")
         return prompts
     finally:
         server.calls.end()
     if failures:
-        print(f"WARNING: {len(failures)} of {len(prompts)} prompts sent as built: {failures[-1]}")
+        print(
+            f"WARNING: {len(failures)} of {len(prompts)} prompts sent as built: "
+            f"{printable(failures[-1])}"
+        )
     return aligned

@@ -9,6 +9,7 @@ import orjson
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import NotRetryable, ServerError
 from loadgen.server.retry import wait_for_server
+from loadgen.terminal import printable
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
@@ -44,5 +45,5 @@ async def resolve_model(config: RunConfig, client: ServerClient) -> tuple[str, s
         config.ready_check_timeout_sec,
         config.ready_check_interval_sec,
     )
-    print(f"First model name: {model_name}, first model id: {model_id}")
+    print(f"First model name: {printable(model_name)}, first model id: {printable(model_id)}")
     return model_name, model_id

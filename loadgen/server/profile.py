@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import ServerError
+from loadgen.terminal import printable
 
 PROFILER_LINES = {
     "start": ("Starting profiler...", "Profiler started"),
@@ -21,6 +22,6 @@ async def profile(client: ServerClient, action: str) -> None:
     except ServerError as exc:
         if action == "start":
             raise ServerError(f"--profile: {exc} (the server needs profiling enabled)") from None
-        print(f"warning: --profile: {exc}")
+        print(f"warning: --profile: {printable(exc)}")
         return
     print(after)

@@ -11,6 +11,7 @@ from loadgen.audio_payloads import AUDIO_BACKEND, content_type
 from loadgen.server.client import ServerClient, server_message
 from loadgen.server.errors import ServerError, describe_error
 from loadgen.server.retry import wait_for_server
+from loadgen.terminal import printable
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
@@ -91,6 +92,6 @@ async def warm_up(config: RunConfig, client: ServerClient, first_body: bytes) ->
     if failures:
         print(
             f"Warmup: {len(failures)} of {config.num_warmups} requests failed; "
-            f"the first: {describe_error(failures[0])}"
+            f"the first: {printable(describe_error(failures[0]))}"
         )
     print("Warmup run completed.")

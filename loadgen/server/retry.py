@@ -24,6 +24,7 @@ from loadgen.server.errors import (
     ServerUnreachable,
     describe_error,
 )
+from loadgen.terminal import printable
 
 T = TypeVar("T")
 
@@ -97,7 +98,7 @@ def print_waiting(what: str) -> Callable[[str, float, float], None]:
 
     def report(error: str, retry_in_s: float, left_s: float) -> None:
         print(
-            f"Waiting for {what}: {redact_text(error)}; "
+            f"Waiting for {what}: {printable(redact_text(error))}; "
             f"next try in {retry_in_s:.1f} s, {left_s:.1f} s left",
             flush=True,
         )

@@ -276,7 +276,10 @@ class FaultServer:
     ``Connection: close`` on every answer and close after it. ``close_after_s``: close this
     long after every answer without saying so (llama.cpp's habit). ``restart(down_s)``: stop
     listening and abort every connection, then listen again on the same port after ``down_s``.
+    ``models``: the body of ``GET /v1/models`` (a subclass may list another model).
     """
+
+    models = MODELS
 
     def __init__(
         self,
@@ -369,7 +372,7 @@ class FaultServer:
                 body = await reader.readexactly(length)
                 conn = Conn(self, writer)
                 if head.startswith(b"GET /v1/models"):
-                    await conn.whole(b"200 OK", b"application/json", MODELS)
+                    await conn.whole(b"200 OK", b"application/json", self.models)
                 elif head.startswith((b"POST /v1/completions ", b"POST /v1/chat/completions ")):
                     with self.lock:
                         k = self.posts
@@ -436,3 +439,34 @@ def every_third(bad: Answer, good: Answer = chat_good) -> Answer:
         await (bad if k % 3 == 2 else good)(conn, k, n)
 
     return answer
+
+
+# --- issue 27: terminal escapes from the server ---------------------------------------------
+
+# What a terminal acts on: an ANSI colour, an OSC window title ended by BEL, a bare BEL, a line
+# break that would forge a line of loadgen's own, a carriage return and a clear-screen.
+ESCAPES = "\x1b[31mred\x1b[0m \x1b]0;owned title\x07bell\x07 two\nerror: forged line\r\x1b[2J"
+ESCAPED_MODEL = "m\x1b]0;model title\x07\x1b[1;31m\x07"  # listed by /v1/models, JSON-escaped
+ESCAPED_MODELS = json.dumps(
+    {"object": "list", "data": [{"id": ESCAPED_MODEL, "object": "model", "owned_by": "faults"}]}
+).encode()
+
+
+async def escape_codes(conn: Conn, k: int, n: int) -> None:
+    """Every third POST an HTTP 500 whose plain-text body carries ``ESCAPES`` as raw bytes,
+    every third a stream whose error event carries them (JSON-escaped), the rest good."""
+    if k % 3 == 0:
+        await conn.whole(b"500 Internal Server Error", b"text/plain", ESCAPES.encode())
+    elif k % 3 == 1:
+        event = {"error": {"message": ESCAPES, "type": "InternalServerError", "code": 500}}
+        conn.head()
+        await conn.chunk(token_event(0) + b"data: " + json.dumps(event).encode() + b"\n\n" + DONE)
+        await conn.end()
+    else:
+        await good(conn, k, n)
+
+
+class EscapingServer(FaultServer):
+    """A FaultServer whose one model's id carries escapes (``ESCAPED_MODEL``)."""
+
+    models = ESCAPED_MODELS

@@ -850,6 +850,107 @@ class Skip(Exception):
     """The case cannot run here; the message says why."""
 
 
+# --- issue 27: small (preflight probe, terminal escapes) ------------------------------------
+
+CLONE_NEWNS = 0x00020000  # <sched.h>
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18  # <sys/mount.h>
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # a control character but a line feed
+
+
+def read_only_mount(directory: Path) -> Callable[[], None]:
+    """A ``preexec`` that gives the run a mount namespace of its own in which ``directory`` is a
+    read-only bind mount of itself (nothing outside the run sees it); Skip where this machine
+    cannot make one (neither root nor a user namespace)."""
+    if shutil.which("unshare") is None:
+        raise Skip("no unshare (util-linux) to try a read-only bind mount")
+    probe = subprocess.run(
+        ["unshare", "--mount", "sh", "-c",
+         'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0"', str(directory)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        raise Skip(f"no read-only bind mount here: {probe.stderr.strip()[:60]}")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    path = str(directory).encode()
+
+    def preexec() -> None:
+        for result in (
+            lambda: libc.unshare(CLONE_NEWNS),
+            lambda: libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None),
+            lambda: libc.mount(path, path, None, MS_BIND, None),
+            lambda: libc.mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None),
+        ):
+            if result() != 0:
+                raise OSError(ctypes.get_errno(), "read-only bind mount")
+
+    return preexec
+
+
+def _refused_before_sending(
+    work: Path, result_dir: str, preexec: Callable[[], None] | None = None
+) -> Outcome:
+    with fs.FaultServer() as server:
+        args = against(server, work, 4)
+        args[args.index("--result-dir") + 1] = result_dir
+        outcome = Launch(work, args, preexec=preexec).finish(50)
+        outcome.posts = server.posts
+    return outcome
+
+
+@case(
+    "result_dir_proc",
+    "process",
+    "--result-dir /proc/x: the permission bits pass (root), no file can be made there",
+    Expect(1, 20, json=False,
+           stderr=("error: --result-dir /proc/x: /proc is not writable: a file cannot be created",),
+           posts=_all(0), posts_text="0", spawns_nothing=True),
+)  # fmt: skip
+def result_dir_proc(work: Path) -> Outcome:
+    return _refused_before_sending(work, "/proc/x")
+
+
+@case(
+    "result_dir_readonly",
+    "process",
+    "--result-dir on a read-only bind mount (the run's own mount namespace)",
+    Expect(1, 20, json=False,
+           stderr=("is not writable: a file cannot be created there (Read-only file system)",),
+           posts=_all(0), posts_text="0", spawns_nothing=True),
+)  # fmt: skip
+def result_dir_readonly(work: Path) -> Outcome:
+    results = work / "readonly"
+    results.mkdir()
+    outcome = _refused_before_sending(work, str(results), read_only_mount(results))
+    if left := list(results.iterdir()):
+        outcome.problems.append(f"left in the result directory: {left}")
+    return outcome
+
+
+@case(
+    "escape_codes_in_errors",
+    "server",
+    "ANSI, OSC title, BEL and a line break in error texts and in /v1/models' model id",
+    Expect(0, 25, n=12, json=True, completed=4, failed=8,
+           stdout=("First model name: m, first model id: m",
+                   "Error 0: ", "red bell two error: forged line")),
+)  # fmt: skip
+def escape_codes_in_errors(work: Path) -> Outcome:
+    with fs.EscapingServer(fs.escape_codes) as server:
+        args = against(server, work, 12, "--max-concurrency", "2")
+        for flag in ("--model", "m", "--disable-tqdm"):  # the server's model; the live view
+            args.remove(flag)
+        outcome = Launch(work, args).finish(35)
+        outcome.posts = server.posts
+    for name, text in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
+        if raw := [line for line in text.splitlines() if CONTROL.search(line)]:
+            outcome.problems.append(f"{len(raw)} {name} lines with control characters: {raw[0]!r}")
+    if raw := [p.name for p in (work / "results").iterdir() if CONTROL.search(p.name)]:
+        outcome.problems.append(f"control characters in result file names: {raw[0]!r}")
+    return outcome
+
+
 # --- the table --------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from helpers import cli_as_nobody, free_port, loadgen, locked_directory
 from loadgen.config import available_cores
 
 SMALL = ["--random-input-len", "16", "--random-output-len", "4", "--disable-tqdm"]
+DENIED = "a file cannot be created there (Permission denied)"  # the probe's failure
 STARTED = "Starting main benchmark run"  # printed once the workers and the server are ready
 
 
@@ -44,7 +45,7 @@ def test_a_result_dir_that_cannot_be_written(tmp_path: Path) -> None:
         code, stderr = cli_as_nobody("run", "--mock", "--save-result", "--result-dir", str(locked))
     assert code == 1
     assert stderr.strip().splitlines() == [
-        f"error: --result-dir {locked}: {locked} is not writable"
+        f"error: --result-dir {locked}: {locked} is not writable: {DENIED}"
     ]
 
 

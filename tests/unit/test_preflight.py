@@ -22,8 +22,10 @@ from loadgen.run import preflight as pf
 from loadgen.run import records as run_records
 from loadgen.run.preflight import (
     OWN_FILES,
+    PROBE_PREFIX,
     credentials_problem,
     directory_problem,
+    existing_file_problem,
     open_files_message,
     open_files_needed,
     output_path_problem,
@@ -32,6 +34,8 @@ from loadgen.run.preflight import (
 )
 from loadgen.run.runner import _unwritten
 from workers.protocol import RECORD_DTYPE
+
+DENIED = "a file cannot be created there (Permission denied)"  # the probe's failure
 
 # --- the output paths ---
 
@@ -85,9 +89,32 @@ def test_a_directory_that_cannot_be_written(tmp_path: Path) -> None:
             ]
         )
     assert problems == [
-        f"--result-dir {locked}: {locked} is not writable",
-        f"--result-dir {locked / 'new'}: {locked} is not writable",
+        f"--result-dir {locked}: {locked} is not writable: {DENIED}",
+        f"--result-dir {locked / 'new'}: {locked} is not writable: {DENIED}",
     ]
+
+
+def test_the_probe_file_is_removed(tmp_path: Path) -> None:
+    assert directory_problem(str(tmp_path)) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_proc_passes_the_permission_bits_but_not_the_probe() -> None:
+    # /proc's mode is 0555, yet root passes os.access; no file can be made there.
+    problem = directory_problem("/proc/x")
+    assert problem is not None
+    assert problem.startswith("/proc is not writable: a file cannot be created there (")
+    assert not any(name.startswith(PROBE_PREFIX) for name in os.listdir("/proc"))
+
+
+def test_an_existing_file_is_opened_for_writing_and_left_as_it_was(tmp_path: Path) -> None:
+    file = tmp_path / "out.json"
+    file.write_text("kept")
+    assert existing_file_problem(str(file)) is None
+    assert file.read_text() == "kept"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # never opened: opening a FIFO for writing blocks until it is read
+    assert existing_file_problem(str(fifo)) is None
 
 
 def test_result_filename_that_is_a_directory(tmp_path: Path) -> None:

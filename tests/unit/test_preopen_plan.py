@@ -14,11 +14,11 @@ from workers.protocol import WorkerConfig
 @pytest.mark.parametrize(
     ("cap", "share", "requests", "expected"),
     [
-        (64, 32, 500, 64),  # the whole cap: credits can gather at one worker
+        (64, 32, 500, 32),  # its share of the cap: the workers' shares add up to the cap
         (64, 32, 10, 10),  # never more than its requests
         (0, 0, 500, 500),  # no cap: one per request
         (0, 0, 50_000, PREOPEN_LIMIT),  # ... up to the limit
-        (8_000, 4_000, 8_000, PREOPEN_LIMIT),  # a cap above the limit: the limit
+        (8_000, 4_000, 8_000, 4_000),  # a cap above the limit: the share
         (20_000, 10_000, 10_000, 10_000),  # a share above the limit: the share, so t0 opens none
         (20_000, 10_000, 6_000, 6_000),
     ],
