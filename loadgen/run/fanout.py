@@ -226,10 +226,13 @@ class WorkerPool:
     def _lost(self, pending: set[int]) -> dict[int, str]:
         return {w: why for w in pending if (why := self.channel.lost(w)) is not None}
 
-    async def _await_all(self, kind: Kind, workers: set[int], timeout_s: float) -> dict[int, dict]:
-        """Wait until every worker in ``workers`` has sent ``kind``; fail on loss or timeout."""
-        pending = set(workers)
-        replies: dict[int, dict] = {}
+    async def _await_all(
+        self, kind: Kind, workers: set[int], timeout_s: float, early: dict[int, dict]
+    ) -> dict[int, dict]:
+        """Wait until every worker in ``workers`` has sent ``kind`` (or had, in ``early``);
+        fail on loss or timeout."""
+        replies = {w: fields for w, fields in early.items() if w in workers}
+        pending = set(workers) - replies.keys()
         deadline = time.monotonic() + timeout_s
         self.channel.listening()
         while pending:
@@ -249,8 +252,9 @@ class WorkerPool:
                 raise FanoutError(f"workers {sorted(pending)} did not send {kind.value} in time")
         return replies
 
-    async def _await_joined(self, count: int) -> None:
-        """Wait until the first ``count`` workers (those with a shard) have joined."""
+    async def _await_joined(self, count: int, early: dict[int, dict] | None = None) -> None:
+        """Wait until the first ``count`` workers (those with a shard) have joined; a READY
+        that comes meanwhile (of a worker with its shard) is kept in ``early``."""
         wanted = set(range(count))
         if wanted <= self.hellos.keys():
             return
@@ -263,6 +267,8 @@ class WorkerPool:
             got = await self._recv(POLL_MS)
             if got is not None and got[1] is Kind.FATAL:
                 raise FanoutError(f"worker {got[0]} failed: {printable(got[2]['message'])}")
+            if got is not None and got[1] is Kind.READY and early is not None:
+                early[got[0]] = got[2]
             lost = self._lost(wanted & self.channel.members.keys())
             for w in [w for w in lost if self.channel.members[w].placement == REMOTE]:
                 self.channel.forget(w)  # joined by hand and gone: its place is open again
@@ -302,8 +308,9 @@ class WorkerPool:
         for w, plan in enumerate(plans):
             owner[plan.indices] = w
         sent: set[int] = set()
+        early: dict[int, dict] = {}  # READY of workers with a shard, while another is awaited
         while len(sent) < len(plans):  # a worker gone before its shard: wait for another
-            await self._await_joined(len(plans))
+            await self._await_joined(len(plans), early)
             for w in sorted(workers - sent):
                 if await self._send(w, _shard(self.codec, plans[w])):
                     sent.add(w)
@@ -312,7 +319,7 @@ class WorkerPool:
                 else:
                     raise FanoutError(f"before the run: {self.channel.lost(w)}")
         probe_ports = {w: hello["probe_port"] for w, hello in self.hellos.items()}
-        ready = await self._await_all(Kind.READY, workers, timeout_s=600)
+        ready = await self._await_all(Kind.READY, workers, timeout_s=600, early=early)
         connections = sum(r["connections"] for r in ready.values())
         if connections == 0 and any(r["connect_error"] for r in ready.values()):
             error = next(r["connect_error"] for r in ready.values() if r["connect_error"])
