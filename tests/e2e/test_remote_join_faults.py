@@ -212,3 +212,27 @@ def test_a_worker_whose_handshakes_keep_failing_says_so_at_its_join_timeout(
     assert "CurveZMQ handshakes failed there" in err and "a proxy or sidecar" in err
     assert "refused this worker's key" not in err
     assert "has another key than this worker.key" not in err  # the old message's blame
+
+
+def test_a_remote_worker_with_an_empty_shard_is_no_sign_of_saturation(
+    keys: Path, tmp_path: Path
+) -> None:
+    """--max-concurrency 1 below the worker count leaves the remote worker no request: it
+    waits for t0 and ends at once, and its CPU over that instant (over 100 % of a few
+    milliseconds, measured here before) must not read as a saturated worker."""
+    port = free_port()
+    remote = worker(keys, port)
+    coord = coordinator(
+        keys, port, 1, "--max-concurrency", "1", "--save-result", "--result-dir", str(tmp_path)
+    )
+    try:
+        out, err = coord.communicate(timeout=90)
+        assert remote.wait(timeout=15) == 0
+    finally:
+        coord.kill()
+        remote.kill()
+    assert coord.returncode == 0, err[-2000:]
+    (path,) = tmp_path.glob("*.json")
+    client = json.loads(path.read_text())["loadgen"]["client"]
+    assert client["worker_cpu_pct"][1] == 0.0  # the remote worker, without requests
+    assert "workers saturated" not in out
