@@ -72,7 +72,7 @@ def run_benchmark(ctx: click.Context, **values: object) -> None:
         FanoutError,
         MockServerError,
     ) as exc:
-        _fail(str(exc))
+        _fail(str(exc), getattr(exc, "exit_code", 1))  # a FanoutError's stop signal: 130/143
     except RunFailed as exc:
         _fail(str(exc), exc.exit_code)
     sys.exit(code)

@@ -126,6 +126,9 @@ async def _campaign_with(config: RunConfig, points: list[Point], client: ServerC
                 except UnreachableServer:
                     raise  # no later run would reach it either
                 except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
+                    if isinstance(exc, FanoutError) and exc.exit_code != 1:  # a stop signal
+                        stopped = RunFailed("interrupted: the campaign stopped", exc.exit_code)
+                        raise stopped from None
                     if isinstance(exc, FanoutError):
                         broken.append(pool)  # its workers may be mid-run: none is reused
                     runs.errors.append(f"run={run_number}: {exc}")

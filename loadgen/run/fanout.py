@@ -9,9 +9,10 @@ A request a worker reported is taken as reported; a request whose worker died or
 that was never reported for any other reason, becomes a failed record with the reason as its
 error. A lost worker's credits of the cap go back to the others.
 
-A little over 500 lines because ``WorkerPool`` is the one owner of the channel through a run's
-phases (hello, clocks, shards, start, collect, stop); the channel, clocks, credits and placement
-are their own modules already.
+Nearly 600 lines because ``WorkerPool`` is the one owner of the channel through a run's
+phases (hello, clocks, shards, start, collect, stop), each of which must also survive a worker
+that vanishes or misbehaves; the channel, clocks, credits, placement and the screening of
+records (loadgen/run/screen_records.py) are their own modules already.
 """
 
 from __future__ import annotations
@@ -30,16 +31,17 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import zmq
 
 from loadgen.records.collected import Collected, assemble_events
 from loadgen.records.redact import redact_url
 from loadgen.run.channel_dir import private_directory
 from loadgen.run.credit_pool import CreditMessage, CreditPool
 from loadgen.run.fail_fast import FirstFailures
-from loadgen.run.worker_channel import LOCAL, Listen, Member, WorkerChannel
+from loadgen.run.screen_records import screen_batch
+from loadgen.run.worker_channel import LOCAL, REMOTE, Listen, Member, WorkerChannel, join_hint
 from loadgen.run.worker_spawn import start_without_main
 from loadgen.server.retry import READY_CHECK_HINT
+from loadgen.terminal import printable
 from workers.keys import new_keys
 from workers.protocol import (
     RECORD_DTYPE,
@@ -90,7 +92,12 @@ OnBatch = Callable[[np.ndarray, np.ndarray, dict[int, str]], None]
 
 
 class FanoutError(Exception):
-    """The run could not start or continue; the message says why."""
+    """The run could not start or continue; the message says why, ``exit_code`` how to exit
+    (128 + the signal's number when a stop signal ended the wait for workers)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class UnreachableServer(FanoutError):
@@ -169,11 +176,7 @@ class WorkerPool:
             for member in self.ray.start(self.tcp_endpoint, self.ray_keys, self.local_workers):
                 self.channel.add(member)
         if self.tcp_endpoint and self.remote_workers:
-            print(
-                f"Waiting for {self.remote_workers} remote workers: loadgen worker --connect "
-                f"{self.tcp_endpoint} --key worker.key",
-                flush=True,
-            )
+            print(join_hint(self.tcp_endpoint, self.remote_workers), flush=True)
 
     @property
     def hellos(self) -> dict[int, dict]:
@@ -204,24 +207,41 @@ class WorkerPool:
     async def _recv(self, timeout_ms: int) -> tuple[int, Kind, dict, list[bytes]] | None:
         return await self.channel.recv(timeout_ms)
 
-    async def _send(self, worker: int, parts: list) -> None:
-        await self.channel.send(worker, parts)
+    async def _send(self, worker: int, parts: list) -> bool:
+        return await self.channel.send(worker, parts)
+
+    def _drop(self, why: str) -> None:
+        self.channel.drop(why)
+
+    def _check_stop(self, waiting_for: str, wanted: set[int]) -> None:
+        """A stop signal while the run waits for its workers ends the wait at once."""
+        if self.stop_requested:
+            joined = len(wanted & self.hellos.keys())
+            raise FanoutError(
+                f"interrupted by {self.stop_signal.name} while waiting for {waiting_for}: "
+                f"{joined} of {len(wanted)} workers had joined",
+                self.exit_code,
+            )
 
     def _lost(self, pending: set[int]) -> dict[int, str]:
         return {w: why for w in pending if (why := self.channel.lost(w)) is not None}
 
-    async def _await_all(self, kind: Kind, workers: set[int], timeout_s: float) -> dict[int, dict]:
-        """Wait until every worker in ``workers`` has sent ``kind``; fail on loss or timeout."""
-        pending = set(workers)
-        replies: dict[int, dict] = {}
+    async def _await_all(
+        self, kind: Kind, workers: set[int], timeout_s: float, early: dict[int, dict]
+    ) -> dict[int, dict]:
+        """Wait until every worker in ``workers`` has sent ``kind`` (or had, in ``early``);
+        fail on loss or timeout."""
+        replies = {w: fields for w, fields in early.items() if w in workers}
+        pending = set(workers) - replies.keys()
         deadline = time.monotonic() + timeout_s
         self.channel.listening()
         while pending:
+            self._check_stop(f"the workers' {kind.value}", set(workers))
             got = await self._recv(POLL_MS)
             if got is not None:
                 worker, got_kind, fields, _ = got
                 if got_kind is Kind.FATAL:
-                    raise FanoutError(f"worker {worker} failed: {fields['message']}")
+                    raise FanoutError(f"worker {worker} failed: {printable(fields['message'])}")
                 if got_kind is kind and worker in pending:
                     pending.discard(worker)
                     replies[worker] = fields
@@ -232,8 +252,9 @@ class WorkerPool:
                 raise FanoutError(f"workers {sorted(pending)} did not send {kind.value} in time")
         return replies
 
-    async def _await_joined(self, count: int) -> None:
-        """Wait until the first ``count`` workers (those with a shard) have joined."""
+    async def _await_joined(self, count: int, early: dict[int, dict] | None = None) -> None:
+        """Wait until the first ``count`` workers (those with a shard) have joined; a READY
+        that comes meanwhile (of a worker with its shard) is kept in ``early``."""
         wanted = set(range(count))
         if wanted <= self.hellos.keys():
             return
@@ -242,10 +263,17 @@ class WorkerPool:
         deadline = time.monotonic() + timeout
         self.channel.listening()
         while not wanted <= self.hellos.keys():
+            self._check_stop("--remote-workers to join" if remote else "the workers", wanted)
             got = await self._recv(POLL_MS)
             if got is not None and got[1] is Kind.FATAL:
-                raise FanoutError(f"worker {got[0]} failed: {got[2]['message']}")
-            if lost := self._lost(wanted & self.channel.members.keys()):
+                raise FanoutError(f"worker {got[0]} failed: {printable(got[2]['message'])}")
+            if got is not None and got[1] is Kind.READY and early is not None:
+                early[got[0]] = got[2]
+            lost = self._lost(wanted & self.channel.members.keys())
+            for w in [w for w in lost if self.channel.members[w].placement == REMOTE]:
+                self.channel.forget(w)  # joined by hand and gone: its place is open again
+                del lost[w]
+            if lost:
                 raise FanoutError("before the run: " + "; ".join(lost.values()))
             if time.monotonic() > deadline:
                 missing = sorted(wanted - self.hellos.keys())
@@ -276,24 +304,22 @@ class WorkerPool:
             if max_concurrency
             else None
         )
-        await self._await_joined(len(plans))
-        probe_ports = {w: hello["probe_port"] for w, hello in self.hellos.items()}
         owner = np.full(num_requests, -1, dtype=np.int16)  # which worker sends each request
         for w, plan in enumerate(plans):
             owner[plan.indices] = w
-            await self._send(
-                w,
-                shard_message(
-                    self.codec,
-                    plan.config,
-                    plan.bodies,
-                    plan.indices,
-                    plan.scheduled_ns,
-                    plan.max_events,
-                    plan.turns,
-                ),
-            )
-        ready = await self._await_all(Kind.READY, workers, timeout_s=600)
+        sent: set[int] = set()
+        early: dict[int, dict] = {}  # READY of workers with a shard, while another is awaited
+        while len(sent) < len(plans):  # a worker gone before its shard: wait for another
+            await self._await_joined(len(plans), early)
+            for w in sorted(workers - sent):
+                if await self._send(w, _shard(self.codec, plans[w])):
+                    sent.add(w)
+                elif self.channel.members[w].placement == REMOTE:
+                    self.channel.forget(w)
+                else:
+                    raise FanoutError(f"before the run: {self.channel.lost(w)}")
+        probe_ports = {w: hello["probe_port"] for w, hello in self.hellos.items()}
+        ready = await self._await_all(Kind.READY, workers, timeout_s=600, early=early)
         connections = sum(r["connections"] for r in ready.values())
         if connections == 0 and any(r["connect_error"] for r in ready.values()):
             error = next(r["connect_error"] for r in ready.values() if r["connect_error"])
@@ -335,7 +361,7 @@ class WorkerPool:
     async def _before_start(self, worker: int, kind: Kind, fields: dict, _: list) -> None:
         """A message other than PONG while clocks are synchronized: a worker's failure."""
         if kind is Kind.FATAL:
-            raise FanoutError(f"worker {worker} failed: {fields['message']}")
+            raise FanoutError(f"worker {worker} failed: {printable(fields['message'])}")
 
     async def _collect(
         self,
@@ -369,9 +395,8 @@ class WorkerPool:
         while pending:
             if self.stop_requested and stop_deadline is None:
                 stop_deadline = time.monotonic() + STOP_GRACE_S
-                for w in pending:
-                    with contextlib.suppress(zmq.ZMQError):
-                        await self._send(w, self.codec.encode(Kind.STOP, reason="interrupted"))
+                for w in pending:  # a send never raises: one that fails makes the worker lost
+                    await self._send(w, self.codec.encode(Kind.STOP, reason="interrupted"))
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 for w in pending:
                     if w < len(self.processes):
@@ -402,10 +427,16 @@ class WorkerPool:
             worker, kind, fields, frames = got
             if kind is Kind.RECORDS:
                 try:
-                    batch, events, batch_errors, batch_texts = decode_records(fields, frames)
-                    _check_owned(batch["index"], owner, worker)
+                    decoded = decode_records(fields, frames)
                 except ProtocolError as exc:
                     self._drop(f"worker {worker}'s records: {exc}")
+                    continue
+                # Rows of another shard, or of a request already reported, never go on.
+                decoded, dropped = screen_batch(worker, *decoded, owner, received)
+                for why in dropped:
+                    self._drop(why)
+                batch, events, batch_errors, batch_texts = decoded
+                if not len(batch):
                     continue
                 records[batch["index"]] = batch
                 received[batch["index"]] = True
@@ -445,9 +476,12 @@ class WorkerPool:
                 stats.append(worker_stats)
             elif kind is Kind.FATAL:
                 pending.discard(worker)
-                problems.append(f"worker {worker} failed: {fields['message']}")
+                problems.append(f"worker {worker} failed: {printable(fields['message'])}")
 
         _write_held(sink, held)
+        for w in workers:
+            if not (owner == w).any():  # an empty shard: its start-up is no run's CPU
+                cpu_ns[w] = wall_ns[w] = 0
         missing = np.flatnonzero(~received)
         if len(missing):
             reason = "; ".join(problems) or "no record arrived for this request"
@@ -482,12 +516,11 @@ class WorkerPool:
         """Send the credit pool's CREDITS messages to the workers still running."""
         for message in messages:
             if message.worker in pending:
-                # A worker that has just finished may be gone; it needs no credits.
-                with contextlib.suppress(zmq.ZMQError):
-                    await self._send(
-                        message.worker,
-                        self.codec.encode(Kind.CREDITS, grant=message.grant, lend=message.lend),
-                    )
+                # A worker that has just finished may be gone (the send fails); it needs none.
+                await self._send(
+                    message.worker,
+                    self.codec.encode(Kind.CREDITS, grant=message.grant, lend=message.lend),
+                )
 
     def alive(self) -> bool:
         """Whether every worker still runs (a reusable pool can serve another run)."""
@@ -505,11 +538,10 @@ class WorkerPool:
         (``close`` waits for local ones)."""
         for w, member in self.channel.members.items():
             if member.hello is not None and placement in (None, member.placement):
-                with contextlib.suppress(zmq.ZMQError):
-                    await self._send(w, self.codec.encode(Kind.STOP, reason=DISMISSED))
+                await self._send(w, self.codec.encode(Kind.STOP, reason=DISMISSED))
 
     def close(self, graceful: bool = True) -> None:
-        """Stop the workers and release the socket.
+        """Stop the workers and release the socket; print the counts of capped warnings.
 
         After a finished run the workers are exiting on their own and are given time to; when
         the run never got that far they may still be importing, so they are killed at once.
@@ -527,6 +559,7 @@ class WorkerPool:
         self.channel.close(linger_ms=1000 if told else 0)
         self.probe.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.channel.warnings.flush()
 
 
 def preopen_shortfall(plans: list[ShardPlan], ready: dict[int, dict]) -> str:
@@ -545,17 +578,22 @@ def preopen_shortfall(plans: list[ShardPlan], ready: dict[int, dict]) -> str:
     )
 
 
+def _shard(codec: Codec, plan: ShardPlan) -> list:
+    """The SHARD message of ``plan``."""
+    return shard_message(
+        codec,
+        plan.config,
+        plan.bodies,
+        plan.indices,
+        plan.scheduled_ns,
+        plan.max_events,
+        plan.turns,
+    )
+
+
 def _write_held(sink: RecordsSink | None, held: list[tuple]) -> None:
     """Write the batches held back while fail fast judged the run's first requests."""
     if sink is not None:
         for worker, batch, events, errors, texts in held:
             sink.write(worker, batch, events, errors, texts)
     held.clear()
-
-
-def _check_owned(indices: np.ndarray, owner: np.ndarray, worker: int) -> None:
-    """A worker reports only requests of its own shard (ProtocolError otherwise)."""
-    if len(indices) and (
-        indices.min() < 0 or indices.max() >= len(owner) or (owner[indices] != worker).any()
-    ):
-        raise ProtocolError("for requests that are not in its shard")

@@ -10,14 +10,20 @@ loadgen or protocol version, or no place left for it.
 A ``Member`` is one worker as the coordinator knows it: where it was placed (local, Ray,
 remote), what it said, when it was last heard from, its clock offset, and how to tell it is
 gone: a local process's exit, a Ray actor's death, or a remote worker's silence (it says ALIVE
-every second it has nothing else to say). Before t0, ``sync_clocks`` estimates each worker's
-clock offset from PING/PONG exchanges (loadgen/run/clock_sync.py).
+every second it has nothing else to say), or a send to it that fails (``send``: with
+ROUTER_MANDATORY a peer whose connection is gone is unreachable). Before t0, ``sync_clocks``
+estimates each worker's clock offset from PING/PONG exchanges (loadgen/run/clock_sync.py).
+
+What peers say reaches the terminal through ``printable`` (loadgen/terminal.py), and repeated
+warnings (dropped messages, refused keys and workers) through one ``CappedWarnings``: five of a
+kind, then a count (``flush``, at the end of the run). The sets of refused keys and identities,
+which only quiet repeats, hold at most MAX_REFUSED_KEYS entries each.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +36,7 @@ import zmq.asyncio
 from zmq.auth.thread import ThreadAuthenticator
 
 from loadgen.run.clock_sync import PING_ROUND_TIMEOUT_S, PING_ROUNDS, ClockOffset, estimate_offset
+from loadgen.terminal import CappedWarnings, printable
 from workers.keys import CoordinatorKeys, server_options
 from workers.protocol import (
     LOADGEN_VERSION,
@@ -42,7 +49,8 @@ from workers.protocol import (
 )
 
 LOST_AFTER_S = 5.0  # a remote worker silent this long, while the coordinator listens, is lost
-MAX_DROP_WARNINGS = 5
+MAX_REFUSED_KEYS = 64  # refused keys (and identities) remembered to quiet their repeats
+ANY_ADDRESS = ("0.0.0.0", "::", "*", "")  # a bind address that no worker can connect to
 LOCAL, RAY, REMOTE = "local", "ray", "remote"
 
 
@@ -77,7 +85,7 @@ class Member:
         """Which worker this is, and where it runs unless on this host: for messages."""
         if self.placement == LOCAL:
             return f"worker {self.worker}"
-        host = self.hello["host"] if self.hello else "?"
+        host = printable(self.hello["host"]) if self.hello else "?"
         at = f" at {self.address}" if self.address else ""
         node = f" node {self.node[:12]}" if self.node else ""
         return f"worker {self.worker} ({self.placement}{node}, host {host}{at})"
@@ -102,25 +110,70 @@ class Member:
 
 
 class AdmitCurveKey:
-    """The ZAP handler's rule: only the run's worker key joins; a refused one is said once."""
+    """The ZAP handler's rule: only the run's worker key joins; a refused one is said once
+    (of the first MAX_REFUSED_KEYS; the warnings are capped besides)."""
 
-    def __init__(self, worker_public: str) -> None:
+    def __init__(self, worker_public: str, warnings: CappedWarnings | None = None) -> None:
         self.worker_public = worker_public.encode()
         self.refused: set[bytes] = set()
+        self.warnings = warnings if warnings is not None else CappedWarnings()
 
     def callback(self, domain: str, key: bytes) -> bool:
         """Whether a CurveZMQ client with public ``key`` may connect."""
         if key == self.worker_public:
             return True
-        if key not in self.refused:
+        if key in self.refused:
+            return False
+        if len(self.refused) < MAX_REFUSED_KEYS:
             self.refused.add(key)
-            print(
-                "warning: refused a worker whose key is not this run's (its worker.key is not "
-                "the one `loadgen keygen` wrote with this coordinator's key)",
-                file=sys.stderr,
-                flush=True,
-            )
+        self.warnings.warn(
+            "refused worker keys",
+            f"refused a worker whose key is not this run's (public key {key_name(key)}): its "
+            "worker.key is not the one `loadgen keygen` wrote with this coordinator's key",
+        )
         return False
+
+
+def key_name(public: bytes | str) -> str:
+    """How messages name a CurveZMQ public key: its first 8 Z85 characters (both sides print
+    the same, so a refusal can be matched to its worker)."""
+    text = public.decode(errors="replace") if isinstance(public, bytes) else public
+    return printable(text[:8]) + "..."
+
+
+def host_addresses() -> list[str]:
+    """This host's addresses a worker elsewhere may connect to: the one of the default route
+    (a UDP socket's connect sends nothing) and those its name resolves to, loopback last."""
+    found: list[str] = []
+    for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+        with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.connect((probe, 9))
+            found.append(sock.getsockname()[0])
+    with contextlib.suppress(OSError, UnicodeError):
+        for *_, address in socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM):
+            found.append(str(address[0]))
+    unique = list(dict.fromkeys(a.split("%")[0] for a in found))
+    return sorted(unique, key=lambda a: a.startswith(("127.", "::1")))
+
+
+def join_hint(
+    endpoint: str, count: int, hostname: str = "", addresses: list[str] | None = None
+) -> str:
+    """The line that tells how ``count`` workers join ``endpoint`` (ZeroMQ's LAST_ENDPOINT).
+    A wildcard bind (0.0.0.0, ::) is no address to connect to: the host's name stands in its
+    place, and its addresses are listed."""
+    scheme, _, rest = endpoint.partition("://")
+    host, _, port = rest.rpartition(":")
+    bare = host.strip("[]")
+    extra = ""
+    if bare in ANY_ADDRESS:
+        hostname = hostname or socket.gethostname()
+        addresses = host_addresses() if addresses is None else addresses
+        host = printable(hostname) or (addresses[0] if addresses else "THIS_HOST")
+        if addresses:
+            extra = f" (this host's addresses: {', '.join(addresses)})"
+    command = f"loadgen worker --connect {scheme}://{host}:{port} --key worker.key"
+    return f"Waiting for {count} remote workers: {command}{extra}"
 
 
 class WorkerChannel:
@@ -140,7 +193,8 @@ class WorkerChannel:
         self.remote_slots = 0  # workers that may still join by hand
         self.refused: set[bytes] = set()  # told REFUSED: what else they say is not news
         self.listening_since = time.monotonic()
-        self.dropped = 0
+        self.warnings = CappedWarnings()
+        self.unreachable: dict[int, str] = {}  # workers a send failed to: why
 
     def add(self, member: Member) -> None:
         """A worker placed by this run (local or Ray), known before it says HELLO."""
@@ -151,7 +205,7 @@ class WorkerChannel:
         """Also accept CurveZMQ workers on tcp://host:port (0: any free port); the endpoint."""
         self.auth = ThreadAuthenticator(zmq.Context.shadow(self.ctx.underlying))
         self.auth.start()
-        self.auth.configure_curve_callback("*", AdmitCurveKey(keys.worker_public))
+        self.auth.configure_curve_callback("*", AdmitCurveKey(keys.worker_public, self.warnings))
         server_options(self.sock, keys)
         self.sock.setsockopt(zmq.HEARTBEAT_IVL, 1000)
         self.sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
@@ -196,7 +250,7 @@ class WorkerChannel:
     async def _on_hello(self, identity: bytes, hello: dict, frames: list) -> int | None:
         """WELCOME a worker of this run (numbering one that joins by hand); REFUSE another."""
         address = _peer_address(frames[0]) if frames else ""
-        host = hello["host"]
+        host = printable(hello["host"])
         if why := version_mismatch(f"the worker on {host}", PROTOCOL_VERSION, hello["loadgen"]):
             await self._refuse(identity, why, host, address)
             return None
@@ -211,14 +265,17 @@ class WorkerChannel:
                 )
                 return None
             self.remote_slots -= 1
-            worker = len(self.members)
+            worker = next(w for w in range(len(self.members) + 1) if w not in self.members)
             self.add(Member(worker, identity, REMOTE))
         member = self.members[worker]
         member.hello = hello
         member.address = address if member.placement != LOCAL else ""
-        await self.send(
-            worker, self.codec.encode(Kind.WELCOME, worker=worker, loadgen=LOADGEN_VERSION)
-        )
+        welcome = self.codec.encode(Kind.WELCOME, worker=worker, loadgen=LOADGEN_VERSION)
+        if not await self.send(worker, welcome):
+            if member.placement == REMOTE:
+                self.forget(worker)  # gone as it joined: it never joined
+                return None
+            return worker  # a local or Ray worker: the run finds it lost
         if member.placement != LOCAL:
             print(f"{member.where()} joined ({hello['cores']} cores)", flush=True)
         return worker
@@ -230,16 +287,17 @@ class WorkerChannel:
         with contextlib.suppress(ProtocolError):
             version, kind, header = peek(parts)
             if kind == Kind.HELLO.value:
-                host = str(header.get("host", "?"))
+                host = printable(header.get("host", "?"))
                 why = version_mismatch(f"the worker on {host}", version, header.get("loadgen"))
                 if why:
                     address = _peer_address(frames[0]) if frames else ""
                     await self._refuse(identity, why, host, address)
 
     async def _refuse(self, identity: bytes, why: str, host: str, address: str) -> None:
-        self.refused.add(identity)
+        if len(self.refused) < MAX_REFUSED_KEYS:
+            self.refused.add(identity)
         at = f" ({address})" if address else ""
-        print(f"warning: refused a worker on {host}{at}: {why}", file=sys.stderr, flush=True)
+        self.warnings.warn("refused workers", f"refused a worker on {host}{at}: {why}")
         with contextlib.suppress(zmq.ZMQError):
             await self.sock.send_multipart(
                 [identity, *self.codec.encode(Kind.REFUSED, message=why)], copy=False
@@ -247,13 +305,33 @@ class WorkerChannel:
 
     def drop(self, why: str) -> None:
         """Log a message that is not acted on (the first few; then only counted)."""
-        self.dropped += 1
-        if self.dropped <= MAX_DROP_WARNINGS:
-            print(f"warning: dropped {why} on the worker channel", file=sys.stderr)
+        self.warnings.warn("dropped messages", f"dropped {why} on the worker channel")
 
-    async def send(self, worker: int, parts: list) -> None:
-        """Send a message to ``worker``."""
-        await self.sock.send_multipart([self.members[worker].identity, *parts], copy=False)
+    async def send(self, worker: int, parts: list) -> bool:
+        """Send a message to ``worker``; whether it went. A worker whose connection is gone
+        (EHOSTUNREACH with ROUTER_MANDATORY) is unreachable from then on: ``lost`` says so."""
+        if worker in self.unreachable:
+            return False
+        try:
+            await self.sock.send_multipart([self.members[worker].identity, *parts], copy=False)
+        except zmq.ZMQError as exc:
+            self.unreachable[worker] = (
+                f"{self.members[worker].where()} cannot be reached ({exc}: its connection is gone)"
+            )
+            return False
+        return True
+
+    def forget(self, worker: int) -> None:
+        """A worker that joined by hand and is gone before the run: it never joined, and its
+        place is open to another."""
+        member = self.members.pop(worker)
+        self.by_identity.pop(member.identity, None)
+        self.unreachable.pop(worker, None)
+        self.remote_slots += 1
+        self.warnings.warn(
+            "workers gone before the run",
+            f"{member.where()} is gone before the run; its place is open to another worker",
+        )
 
     def listening(self) -> None:
         """The coordinator listens again (after preparing): silence before now does not count."""
@@ -263,6 +341,8 @@ class WorkerChannel:
         """Why ``worker`` is gone (None while it lives): its process died, its Ray actor died,
         or a remote worker has been silent for LOST_AFTER_S while the coordinator listened."""
         member = self.members[worker]
+        if worker in self.unreachable:
+            return self.unreachable[worker]
         if member.process is not None:
             if member.process.is_alive():
                 return None
@@ -282,9 +362,10 @@ class WorkerChannel:
         them at once. Messages of other kinds that come meanwhile go to ``on_other``."""
         samples: dict[int, list[tuple[int, int, int]]] = {w: [] for w in workers}
         for _ in range(PING_ROUNDS):
-            waiting = set(workers)
+            waiting = set()
             for w in workers:
-                await self.send(w, self.codec.encode(Kind.PING, t_ns=perf_counter_ns()))
+                if await self.send(w, self.codec.encode(Kind.PING, t_ns=perf_counter_ns())):
+                    waiting.add(w)  # one that cannot be reached is lost: ``lost`` says so
             deadline = time.monotonic() + PING_ROUND_TIMEOUT_S
             while waiting and time.monotonic() < deadline:
                 got = await self.recv(int(PING_ROUND_TIMEOUT_S * 1000))
@@ -298,6 +379,8 @@ class WorkerChannel:
                 elif kind is not Kind.PONG:
                     await on_other(worker, kind, fields, payload)
         for w, exchanges in samples.items():
+            if not exchanges and w in self.unreachable:
+                continue  # lost: the run fails its requests
             if not exchanges:
                 raise OSError(f"{self.members[w].where()} answered no clock PING")
             self.members[w].clock = estimate_offset(exchanges)

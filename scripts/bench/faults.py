@@ -1189,6 +1189,99 @@ def records_disk_full(work: Path) -> Outcome:
             report = _loadgen("report", str(records))
             if report.returncode != 0 or "the run did not end" not in report.stderr:
                 outcome.problems.append(f"report exit {report.returncode}: {_tail(report.stderr)}")
+
+
+# --- issue 27: remote workers' channel ---
+
+
+def _keygen(work: Path) -> Path:
+    """A coordinator.key and worker.key for a case, outside the run's TMPDIR."""
+    keys = work / "keys"
+    subprocess.run(
+        [sys.executable, "-m", "loadgen", "keygen", str(keys)],
+        check=True, capture_output=True, cwd=REPO, timeout=60,
+    )  # fmt: skip
+    return keys
+
+
+def _listening(keys: Path, port: int, remote: int, work: Path, n: int) -> list[str]:
+    """Flags of a --mock run of ``n`` requests, one local worker, waiting for ``remote`` more."""
+    return [
+        "--mock", *TOKENS, "--num-prompts", str(n), "--workers", "1", "--disable-tqdm",
+        "--listen", f"127.0.0.1:{port}", "--remote-workers", str(remote),
+        "--key", str(keys / "coordinator.key"), *result_args(work),
+    ]  # fmt: skip
+
+
+def _remote_worker(keys: Path, port: int, work: Path, name: str) -> subprocess.Popen:
+    with (work / f"{name}.stderr.txt").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "loadgen", "worker", "--connect", f"tcp://127.0.0.1:{port}",
+             "--key", str(keys / "worker.key"), "--join-timeout-sec", "60"],
+            stdout=subprocess.DEVNULL, stderr=err, cwd=REPO,
+        )  # fmt: skip
+
+
+def _stdout_lines(launch: Launch, text: str, count: int = 1, timeout: float = 60.0) -> bool:
+    """Until ``count`` lines of the coordinator's stdout hold ``text`` (False: it ended or the
+    time ran out)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and launch.proc.poll() is None:
+        if launch.stdout_path.read_text(errors="replace").count(text) >= count:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@case(
+    "signal_waiting_for_workers",
+    "process",
+    "SIGINT while the coordinator waits for --remote-workers 2 to join",
+    Expect(130, 30, json=False, signal_bound_s=2, stderr=("workers had joined",)),
+    needs=("--remote-workers",),
+)
+def signal_waiting_for_workers(work: Path) -> Outcome:
+    keys = _keygen(work)
+    launch = Launch(work, _listening(keys, free_port(), 2, work, 10))
+    note = "the wait for workers was not seen"
+    if _stdout_lines(launch, "Waiting for 2 remote workers"):
+        time.sleep(1.0)  # the dataset (10 prompts) is built: the coordinator waits
+        launch.signal(signal.SIGINT)
+        note = ""
+    outcome = launch.finish(40)
+    outcome.note = note
+    return outcome
+
+
+@case(
+    "remote_worker_vanishes",
+    "process",
+    "a remote worker joins, is SIGKILLed before the run, and two more join",
+    Expect(0, 60, n=10, json=True, completed=10, failed=0,
+           stderr=("is gone before the run; its place is open to another worker",)),
+    needs=("--remote-workers",),
+)  # fmt: skip
+def remote_worker_vanishes(work: Path) -> Outcome:
+    keys = _keygen(work)
+    port = free_port()
+    launch = Launch(work, _listening(keys, port, 2, work, 10))
+    remotes = [_remote_worker(keys, port, work, "a")]
+    note = "the first worker did not join"
+    try:
+        if _stdout_lines(launch, " joined ("):
+            remotes[0].kill()  # its socket is gone; the coordinator still counts it joined
+            remotes[0].wait()
+            remotes.append(_remote_worker(keys, port, work, "b"))  # the count is complete
+            note = "the second worker did not join"
+            if _stdout_lines(launch, " joined (", 2):
+                remotes.append(_remote_worker(keys, port, work, "c"))  # the vanished one's place
+                note = ""
+        outcome = launch.finish(70)
+    finally:
+        for remote in remotes:
+            remote.kill()
+            remote.wait()
+    outcome.note = note
     return outcome
 
 
