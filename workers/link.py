@@ -20,6 +20,7 @@ while it waits), so the link arms no timer of its own.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -36,8 +37,12 @@ LOST_AFTER_S = 2.0  # after a disconnection, how long a worker waits for the coo
 REFUSED_EXIT = 2  # exit code of a worker the coordinator refused (key or version)
 
 
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")  # without ESC and BEL nothing acts on a terminal
+
+
 def _exit(message: str, code: int) -> None:
-    print(f"loadgen worker: {message}", file=sys.stderr, flush=True)
+    # The message may carry the coordinator's words (its refusal): one line, nothing raw.
+    print(f"loadgen worker: {_CONTROLS.sub(' ', message)}", file=sys.stderr, flush=True)
     os._exit(code)  # nothing of this process is worth keeping: no coordinator will read it
 
 

@@ -476,6 +476,8 @@ class WorkerPool:
                 stats.append(worker_stats)
             elif kind is Kind.FATAL:
                 pending.discard(worker)
+                if credit_pool is not None:  # a failed worker's credits, as a finished one's
+                    await self._send_credits(credit_pool.on_lost(worker), pending)
                 problems.append(f"worker {worker} failed: {printable(fields['message'])}")
 
         _write_held(sink, held)

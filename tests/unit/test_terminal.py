@@ -36,3 +36,21 @@ def test_capped_warnings_print_five_then_count() -> None:
     warnings.flush()
     assert lines[-1] == "warning: 3 more dropped messages not shown (8 in all)"
     assert len(lines) == 7
+
+
+def test_a_remote_worker_prints_the_coordinators_words_without_controls(monkeypatch, capsys):
+    """workers/ cannot import printable; its exit line drops what a terminal acts on."""
+    import workers.link as link
+
+    def no_exit(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(link.os, "_exit", no_exit)
+    try:
+        link._exit("refused: \x1b]0;owned\x07key\x1b[2J\nforged line", 2)
+    except SystemExit as stop:
+        assert stop.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert not any(c in err for c in "\x1b\x07\r")
+    assert "key" in err and "forged line" in err
