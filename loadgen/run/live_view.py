@@ -1,10 +1,10 @@
 """The live view of a timed run, drawn by the coordinator from the record batches it receives.
 
 On a terminal (stderr, where upstream's bar went) a rich panel redrawn at most REFRESH_S apart;
-otherwise one plain line at t0 and every PLAIN_EVERY_S, with the same figures; nothing with
---disable-tqdm (and so with -q). Its lines hold ``%|`` as tqdm's bar did: scripts and tests
-wait for that mark to know the run has started. Drawing runs on the coordinator's event loop
-between batches; the workers are asked for nothing new.
+otherwise one plain line at t0, every PLAIN_EVERY_S and at the end, with the same figures;
+nothing with --disable-tqdm (and so with -q). Its lines hold ``%|`` as tqdm's bar did: scripts
+and tests wait for that mark to know the run has started. Drawing runs on the coordinator's
+event loop between batches; the workers are asked for nothing new.
 """
 
 from __future__ import annotations
@@ -209,10 +209,13 @@ class LiveView:
         return {pid: (w.run_ns, w.wait_ns, w.at_ns) for pid, w in self.host.last.items()}
 
     def close(self) -> None:
-        """The run has ended: the panel's last frame stays on screen; the plain lines stop."""
+        """The run has ended: the panel's last frame stays on screen; a log gets a last plain
+        line, so it shows how the run ended, not how it was a few seconds before."""
         if self.task is not None:
             self.task.cancel()
             self.task = None
+            if self.live is None:
+                self.draw()
         if self.live is not None:
             self.draw()
             self.live.stop()

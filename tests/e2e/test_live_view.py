@@ -1,5 +1,5 @@
-"""The live view off a terminal: plain lines on stderr at t0 and every few seconds, with the
-run's figures; none with --disable-tqdm. The real CLI, workers and embedded mock."""
+"""The live view off a terminal: plain lines on stderr at t0, every few seconds and at the end,
+with the run's figures; none with --disable-tqdm. The real CLI, workers and embedded mock."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def test_a_run_off_a_terminal_prints_plain_lines_every_few_seconds() -> None:
     finished, total, completed, failed, _ = (number(x) for x in second[1:])
     assert total == 42 and 0 < finished < 42 and completed + failed == finished
     assert "TTFT -" not in lines[1].group(0)  # requests finished in the last 10 s: figures
+    last = lines[-1].groups()  # drawn as the run ends: a log shows how it ended
+    assert number(last[1]) == 42 and number(last[3]) + number(last[4]) == 42, proc.stderr
     assert not LINE.search(proc.stdout)  # stdout keeps upstream's lines and the report
 
 
