@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import helpers
 import pytest
 import pytest_timeout
-from helpers import hang_guard
 from tokenizers import Tokenizer
 
 from loadgen.text.tokenizer import MOCK_MODEL_NAME, LocalTokenizer, load_tokenizer
@@ -33,8 +33,17 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: pytest_timeout.Setting
     machine: stretched by ``hang_guard``, measured on this machine before the timer is set (the
     first e2e test of a session pays for the calibration outside its own timeout)."""
     if item.get_closest_marker("e2e") is not None:
-        settings = settings._replace(timeout=hang_guard(settings.timeout))
+        settings = settings._replace(timeout=helpers.hang_guard(settings.timeout))
     return pytest_timeout.pytest_timeout_set_timer(item=item, settings=settings)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The calibration the time bounds came from, when a test asked for it."""
+    if helpers._calibration.cache_info().currsize:
+        terminalreporter.write_line(
+            f"time bounds: a trivial CLI run took {helpers.startup_s():.2f} s here "
+            f"(startup_s), {helpers.slowdown():.2f}x its CPU time (slowdown)"
+        )
 
 
 @pytest.fixture(autouse=True, scope="session")
