@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import helpers
 import pytest
+import pytest_timeout
 from tokenizers import Tokenizer
 
 from loadgen.text.tokenizer import MOCK_MODEL_NAME, LocalTokenizer, load_tokenizer
@@ -23,6 +25,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 f"{item.nodeid}: a test belongs in tests/unit, integration or e2e"
             )
         item.add_marker(kind)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: pytest_timeout.Settings) -> bool:
+    """An e2e test's timeout (setup.cfg's, or its ``timeout`` mark) is seconds on a quiet
+    machine: stretched by ``hang_guard``, measured on this machine before the timer is set (the
+    first e2e test of a session pays for the calibration outside its own timeout)."""
+    if item.get_closest_marker("e2e") is not None:
+        settings = settings._replace(timeout=helpers.hang_guard(settings.timeout))
+    return pytest_timeout.pytest_timeout_set_timer(item=item, settings=settings)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The calibration the time bounds came from, when a test asked for it."""
+    if helpers._calibration.cache_info().currsize:
+        terminalreporter.write_line(
+            f"time bounds: a trivial CLI run took {helpers.startup_s():.2f} s here "
+            f"(startup_s), {helpers.slowdown():.2f}x its CPU time (slowdown)"
+        )
 
 
 @pytest.fixture(autouse=True, scope="session")

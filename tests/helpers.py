@@ -1,6 +1,8 @@
 """Helpers the tests import (fixtures live in conftest.py): a free port, the real CLI in its own
 process, the result JSON it wrote, the mock server as a process, and a run against one; a
-server of a test's own; and checks run as another local user."""
+server of a test's own; checks run as another local user; and time bounds measured on this
+machine, now (``startup_s``, ``startups``, ``slowdown``, ``hang_guard``): a test never bounds
+wall-clock time with a fixed number of seconds, which a busy machine breaks."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 import pickle
 import pkgutil
 import re
+import resource
 import select
 import shutil
 import signal
@@ -51,12 +54,13 @@ def free_port() -> int:
 def loadgen(
     *args: str, timeout: float = 60, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``loadgen run ARGS`` (the real CLI) in its own process and wait for it."""
+    """Run ``loadgen run ARGS`` (the real CLI) in its own process and wait for it: at most
+    ``hang_guard(timeout)``, ``timeout`` being seconds with room to spare on a quiet machine."""
     return subprocess.run(
         [sys.executable, "-m", "loadgen", "run", *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=hang_guard(timeout),
         env=None if env is None else dict(env),
     )
 
@@ -72,8 +76,10 @@ def start_loadgen(*args: str, env: Mapping[str, str] | None = None) -> subproces
     )
 
 
-def wait_for_t0(proc: subprocess.Popen[str], timeout: float = 30) -> None:
-    """Block until the run has started: the progress bar appears on stderr at t0."""
+def wait_for_t0(proc: subprocess.Popen[str], timeout: float | None = None) -> None:
+    """Block until the run has started: the progress bar appears on stderr at t0 (by default
+    within ``hang_guard(30)``: it only catches a run that never starts)."""
+    timeout = hang_guard(30) if timeout is None else timeout
     assert proc.stderr is not None
     fd = proc.stderr.fileno()
     seen = b""
@@ -97,6 +103,61 @@ def only_json_path(directory: Path) -> Path:
 def only_json(directory: Path) -> dict:
     """The content of the one JSON file in ``directory``: the result a run wrote there."""
     return json.loads(only_json_path(directory).read_text())
+
+
+# --- time bounds from this machine, now -------------------------------------------------------
+
+# A trivial real run: the coordinator, a worker, the mock, one request, and the exit.
+TRIVIAL_RUN = ("--mock", "--num-prompts", "1", "--random-input-len", "8", "--random-output-len",
+               "2", "--disable-tqdm", "-q")  # fmt: skip
+
+
+@functools.cache
+def _calibration() -> tuple[float, float]:
+    """The wall-clock and CPU seconds of a trivial real CLI run (``TRIVIAL_RUN``), the median of
+    three, measured once per test session (the first test that asks pays for it)."""
+    runs = []
+    for _ in range(3):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "loadgen", "run", *TRIVIAL_RUN],
+            capture_output=True,
+            text=True,
+        )  # no timeout: this is what every other bound is measured against
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        assert proc.returncode == 0, f"the calibration run failed: {proc.stderr[-500:]}"
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        runs.append((wall, cpu))
+    runs.sort()
+    return runs[1]
+
+
+def startup_s() -> float:
+    """Seconds a trivial real CLI run takes on this machine now (Python, the imports, a worker
+    and the mock started, one request, the exit): the unit of a bound on anything that starts
+    the CLI. Measured once per session, cached."""
+    return _calibration()[0]
+
+
+def startups(n: float) -> float:
+    """A bound for a step that costs at most ``n`` start-ups of the CLI on this machine now."""
+    return n * startup_s()
+
+
+def slowdown() -> float:
+    """How much longer than its own CPU time the trivial run took (at least 1): on a quiet
+    machine about 1, beside busy loops that hold every core about 1 + their number per core.
+    It stretches a wait that was sized on a quiet machine."""
+    wall, cpu = _calibration()
+    return max(1.0, wall / cpu) if cpu > 0 else 1.0
+
+
+def hang_guard(quiet_s: float) -> float:
+    """A bound that only catches a hang: ``quiet_s`` (a wait with room to spare on a quiet
+    machine) stretched by ``slowdown()``, plus a start-up. Never a claim about speed."""
+    return quiet_s * slowdown() + startup_s()
 
 
 # --- the mock server as a process -------------------------------------------------------------
@@ -165,9 +226,10 @@ def spawn_mock(*args: str, stderr: Path) -> subprocess.Popen[str]:
 
 
 def mock_listening_port(proc: subprocess.Popen[str], timeout: float = 20.0) -> int:
-    """The port from the mock's first line, "loadgen mock-server listening on ..."."""
+    """The port from the mock's first line, "loadgen mock-server listening on ..." (within
+    ``hang_guard(timeout)``)."""
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    ready, _, _ = select.select([proc.stdout], [], [], hang_guard(timeout))
     assert ready, "the server printed no 'listening on' line in time"
     line = proc.stdout.readline()
     match = LISTENING.fullmatch(line)
@@ -176,10 +238,11 @@ def mock_listening_port(proc: subprocess.Popen[str], timeout: float = 20.0) -> i
 
 
 def stop_process(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
-    """Send ``sig`` and return the exit code (killed, and the timeout raised, after 10 s)."""
+    """Send ``sig`` and return the exit code (killed, and the timeout raised, after
+    ``hang_guard(10)``)."""
     proc.send_signal(sig)
     try:
-        return proc.wait(timeout=10)
+        return proc.wait(timeout=hang_guard(10))
     except subprocess.TimeoutExpired:
         proc.kill()
         raise

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import loadgen, only_json, run_against_mock
+from helpers import hang_guard, loadgen, only_json, run_against_mock
 
 from loadgen.mock.handlers.audio import AUDIO_TOKENS_PER_S
 
@@ -68,7 +68,7 @@ def test_custom_audio_uploads_and_reports_rtfx(tmp_path: Path, custom_audio: Pat
     (records,) = out.glob("*.records.arrow")
     rebuilt = subprocess.run(
         [sys.executable, "-m", "loadgen", "report", str(records)], capture_output=True, text=True,
-        timeout=60,
+        timeout=hang_guard(60),
     )  # fmt: skip
     assert rebuilt.returncode == 0, rebuilt.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RTFx"))

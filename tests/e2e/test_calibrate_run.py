@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from helpers import hang_guard, slowdown
 
 from loadgen.calibrate import ClientRun, RecordingServer, compare, run_client
 from loadgen.mock.recorder import TimingRecords
@@ -61,7 +62,9 @@ def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
     assert (comparison.failed, comparison.unrecorded, comparison.count_mismatches) == (0, 0, 0)
     assert comparison.events == 160 and len(comparison.gap_error_s) == 20 * 7
     assert (comparison.ttft_error_s >= 0).all()
-    assert (comparison.ttft_error_s < 0.050).all()
+    # The client's TTFT is the server's plus the legs between them: 50 ms is ample on a quiet
+    # machine, and a busy one stretches it as it stretched the calibration run.
+    assert (comparison.ttft_error_s < 0.050 * slowdown()).all()
     assert (comparison.delivery_s > 0).all()  # nothing is read before it is written
     assert (comparison.send_leg_s > 0).all()
 
@@ -69,7 +72,7 @@ def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
 def test_calibrate_command(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "loadgen", "calibrate", "--concurrency", "4,8"]
     command += ["--output-len", "8", "--itl-ms", "5", "--work-dir", str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=hang_guard(120))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[:3] for line in lines[4:6]] == [["4", "12", "0"], ["8", "24", "0"]]

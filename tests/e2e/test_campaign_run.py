@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import hang_guard
+
 # The real CLI, with the worker processes it starts counted (pids, on stderr at exit).
 COUNTING_CLI = """
 import atexit, sys
@@ -39,7 +41,7 @@ def counted_run(*args: str) -> subprocess.CompletedProcess[str]:
     """``loadgen run --mock ARGS`` in its own process, its workers counted."""
     return subprocess.run(
         [sys.executable, "-c", COUNTING_CLI, "run", "--mock", *args],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True, text=True, timeout=hang_guard(180),
     )  # fmt: skip
 
 

@@ -8,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import hang_guard
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "coordinator_ingest.py"
 
 
 def ingest(*args: str) -> subprocess.CompletedProcess:
     """Run the script with ``args``."""
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=50
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=hang_guard(50)
     )
 
 

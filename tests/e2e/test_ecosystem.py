@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import loadgen
+from helpers import hang_guard, loadgen
 
 # What vllm 0.33's sweep appends to the bench command (vllm/benchmarks/sweep/serve.py,
 # run_benchmark); scripts/bench/vllm_sweep.py runs the sweep itself.
@@ -39,7 +39,9 @@ def complete(words: str) -> list[str]:
            "COMP_CWORD": str(len(words.split()) - 1)}  # fmt: skip
     # The console script: completion is keyed to the program's name (`python -m` is another).
     script = Path(sys.executable).with_name("loadgen")
-    proc = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(script)], env=env, capture_output=True, text=True, timeout=hang_guard(60)
+    )
     return [line.split(",", 1)[1] for line in proc.stdout.splitlines() if "," in line]
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import loadgen, only_json_path, run_against_mock
+from helpers import hang_guard, loadgen, only_json_path, run_against_mock
 
 SMALL = ["--random-input-len", "32", "--random-output-len", "8", "--disable-tqdm"]
 N = 12
@@ -24,7 +24,7 @@ def with_both_streams(*args: str) -> subprocess.CompletedProcess[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=120,
+        timeout=hang_guard(120),
     )
 
 
@@ -77,7 +77,7 @@ def test_report_exports_the_rows_of_a_real_run_and_applies_gates(tmp_path: Path)
     (records,) = tmp_path.glob("*.records.arrow")
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen", "report", str(records), "--format", "csv"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=hang_guard(60),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import loadgen, only_json_path
+from helpers import hang_guard, loadgen, only_json_path
 
 TINY = ["--num-prompts", "12", "--random-input-len", "16", "--random-output-len", "8",
         "--mock-ttft-ms", "5", "--mock-itl-ms", "2", "--workers", "1",
@@ -39,7 +39,7 @@ def report(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     """``loadgen report ARGS`` in its own process."""
     return subprocess.run(
         [sys.executable, "-m", "loadgen", "report", *args],
-        capture_output=True, text=True, timeout=60, env=env,
+        capture_output=True, text=True, timeout=hang_guard(60), env=env,
     )  # fmt: skip
 
 

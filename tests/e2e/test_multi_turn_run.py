@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from helpers import free_port, loadgen, mock_server, only_json, run_against_mock
+from helpers import free_port, hang_guard, loadgen, mock_server, only_json, run_against_mock
 
 CHAT = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
 
@@ -134,7 +134,7 @@ def test_sharegpt_conversations_run_every_turn_against_the_mock(tmp_path: Path) 
          "--multi-turn", "--dataset-name", "sharegpt", "--dataset-path", str(path),
          "--num-prompts", "3", "--multi-turn-max-turns", "3", "--workers", "2",
          "--save-result", "--result-dir", str(out)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=hang_guard(60),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     figures = only_json(out)["loadgen"]["multi_turn"]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_as_nobody, free_port, loadgen, locked_directory
+from helpers import cli_as_nobody, free_port, hang_guard, loadgen, locked_directory
 
 from loadgen.config import available_cores
 
@@ -80,7 +80,7 @@ def test_a_result_file_that_cannot_be_written_at_the_end(tmp_path: Path) -> None
     rebuilt = subprocess.run(
         [sys.executable, "-m", "loadgen", "report", str(records), "--save-result",
          "--result-dir", str(tmp_path / "again")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=hang_guard(60),
     )  # fmt: skip
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert len(list((tmp_path / "again").glob("*.json"))) == 1
@@ -158,7 +158,7 @@ def test_an_open_file_limit_too_low_for_the_concurrency() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen", "run", "--mock", "--max-concurrency", "1000",
          "--workers", "1"],
-        capture_output=True, text=True, timeout=60, preexec_fn=low_limit,
+        capture_output=True, text=True, timeout=hang_guard(60), preexec_fn=low_limit,
     )  # fmt: skip
     assert refused(proc, 1) == (
         "error: the open-file limit is 256, and a worker may hold 1000 connections at once "
@@ -180,7 +180,7 @@ def test_the_soft_limit_is_raised_for_the_run(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen", "run", "--mock", "--max-concurrency", "1000",
          "--workers", "1", "--num-prompts", "10", *SMALL],
-        capture_output=True, text=True, timeout=60, preexec_fn=low_soft_limit,
+        capture_output=True, text=True, timeout=hang_guard(60), preexec_fn=low_soft_limit,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "open-file limit" not in proc.stdout + proc.stderr

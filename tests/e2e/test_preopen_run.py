@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
-from helpers import loadgen, mock_stats, run_against_mock
+from helpers import hang_guard, loadgen, mock_stats, run_against_mock
 from raw_http_server import Habits, RawServer
 
 from loadgen.mock.process import EmbeddedMockServer
@@ -81,8 +81,8 @@ def test_mock_processes_with_reuse_port_share_one_port() -> None:
             assert first.process is not None and second.process is not None
             processes = (first.process, second.process)
             # Each process accepts from its queue on its own loop: on a busy machine the last
-            # accepts can come after the stats answer, so wait (bounded) until all are in.
-            deadline = time.monotonic() + 10
+            # accepts can come after the stats answer, so wait (hang_guard) until all are in.
+            deadline = time.monotonic() + hang_guard(10)
             while True:
                 counts = [_established(p.pid, port) for p in processes]
                 if sum(counts) >= 64 or time.monotonic() > deadline:

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-from helpers import only_json_path
+from helpers import hang_guard, only_json_path
 
 import loadgen
 
@@ -53,7 +53,11 @@ def test_a_script_without_a_main_guard(tmp_path: Path) -> None:
     script = tmp_path / "bench.py"
     script.write_text(SCRIPT)
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=90
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=hang_guard(90),
     )
     assert result_line(proc) == [20, 0, 0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.py"]  # no result file unasked
@@ -66,7 +70,7 @@ def test_a_script_from_stdin(tmp_path: Path) -> None:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=hang_guard(90),
     )
     assert result_line(proc) == [20, 0, 0]
 
@@ -77,7 +81,7 @@ def test_under_a_running_event_loop_as_in_a_notebook(tmp_path: Path) -> None:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=hang_guard(90),
     )
     assert result_line(proc) == [20, 0, 0]
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import hang_guard
 from netns import in_ns, namespace, skip_unless_netns
 
 pytestmark = pytest.mark.timeout(240)
@@ -27,7 +28,7 @@ def test_ray_places_a_worker_on_each_node_and_survives_losing_one(tmp_path: Path
     with namespace("lgray") as ns:
         done = subprocess.run(
             in_ns(ns, sys.executable, str(SCRIPT), str(tmp_path)),
-            capture_output=True, text=True, timeout=220,
+            capture_output=True, text=True, timeout=hang_guard(220),
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads((tmp_path / "runs.json").read_text())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import socket
@@ -19,13 +20,29 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from helpers import free_port, loadgen, server_tokenizer_round_trip, start_loadgen
+from helpers import (
+    free_port,
+    hang_guard,
+    loadgen,
+    server_tokenizer_round_trip,
+    start_loadgen,
+    startups,
+)
 
 from loadgen.mock.recorder import TimingRecords
 from loadgen.server.tokenizer import VLLM_FORM
 from loadgen.text.tokenizer import load_tokenizer
 
 SMALL = ["--random-input-len", "32", "--random-output-len", "8", "--disable-tqdm"]
+
+
+def no_wait_bound() -> tuple[str, float]:
+    """For a test that a refusal is not a wait: a ready-check timeout (the flag's value, whole
+    seconds) of ten start-ups of the CLI on this machine, and the bound on the refusal, half
+    that."""
+    return str(math.ceil(startups(10))), startups(5)
+
+
 FAST_RETRY = ["--ready-check-interval-sec", "0.25"]
 
 
@@ -41,11 +58,11 @@ def mock_on_port(port: int, *args: str) -> Iterator[subprocess.Popen[bytes]]:
         yield proc
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=hang_guard(10))
 
 
 def wait_listening(port: int, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + hang_guard(timeout_s)
     while time.monotonic() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
@@ -125,8 +142,9 @@ def test_an_empty_model_list_is_a_configuration_error_not_a_wait() -> None:
     port = free_port()
     with mock_on_port(port, "--empty-model-list"):
         wait_listening(port)
+        wait_s, bound_s = no_wait_bound()
         started = time.monotonic()
-        proc = loadgen_at(port, "--ready-check-timeout-sec", "60", "--num-prompts", "5", *SMALL)
+        proc = loadgen_at(port, "--ready-check-timeout-sec", wait_s, "--num-prompts", "5", *SMALL)
         elapsed = time.monotonic() - started
         seen = requests_seen(port)
     assert proc.returncode == 1
@@ -134,7 +152,7 @@ def test_an_empty_model_list_is_a_configuration_error_not_a_wait() -> None:
         f"error: no models found on the server at http://127.0.0.1:{port}/v1/models; pass --model"
     ]
     assert seen == {"GET /v1/models": 1}
-    assert elapsed < 20
+    assert elapsed < bound_s
 
 
 def test_probe_and_warmups_carry_the_runs_payload_with_min_tokens() -> None:
@@ -165,9 +183,10 @@ def test_a_probe_the_server_rejects_fails_fast_with_its_message() -> None:
     port = free_port()
     with mock_on_port(port):
         wait_listening(port)
+        wait_s, bound_s = no_wait_bound()
         started = time.monotonic()
         proc = loadgen_at(
-            port, "--model", "loadgen-mock", "--ready-check-timeout-sec", "60",
+            port, "--model", "loadgen-mock", "--ready-check-timeout-sec", wait_s,
             "--extra-body", '{"min_tokens": 50}', "--num-prompts", "5", *SMALL,
         )  # fmt: skip
         elapsed = time.monotonic() - started
@@ -177,7 +196,7 @@ def test_a_probe_the_server_rejects_fails_fast_with_its_message() -> None:
     assert line.startswith("error: initial test run failed: POST ")
     assert "HTTP 400: min_tokens must be less than or equal to max_tokens=8" in line
     assert seen["POST /v1/completions"] == 1
-    assert elapsed < 20
+    assert elapsed < bound_s
 
 
 def test_warmup_failures_are_counted_not_fatal() -> None:
@@ -227,8 +246,8 @@ def test_boot_and_dataset_build_overlap(tmp_path: Path) -> None:
         )  # fmt: skip
     finally:
         mock.terminate()
-        mock.wait(timeout=10)
-        watcher.join(timeout=10)
+        mock.wait(timeout=hang_guard(10))
+        watcher.join(timeout=hang_guard(10))
     booted_s = (listening_ns[0] - launched_ns) / 1e9  # the port opened (tokenizer load + delay)
     assert proc.returncode == 0, proc.stderr
     records = TimingRecords.load(timings)
@@ -292,10 +311,10 @@ def test_interrupt_while_waiting_stops_at_once() -> None:
             break
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=20)
+    _, stderr = proc.communicate(timeout=hang_guard(20))
     assert proc.returncode == 130
     assert "interrupted before the run started" in stderr
-    assert time.monotonic() - sent < 10
+    assert time.monotonic() - sent < startups(2)  # at once: less than starting the CLI twice
 
 
 # --- the server tokenizer on its own ----------------------------------------------------------

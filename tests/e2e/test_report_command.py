@@ -10,7 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import loadgen, only_json, only_json_path, start_loadgen, wait_for_t0
+from helpers import (
+    hang_guard,
+    loadgen,
+    only_json,
+    only_json_path,
+    start_loadgen,
+    wait_for_t0,
+)
 
 SMALL = ["--random-input-len", "64", "--random-output-len", "16"]
 FILE_LINES = ("Results written to ", "Records written to ")
@@ -22,7 +29,7 @@ def report(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "loadgen", "report", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=hang_guard(60),
     )
 
 
@@ -91,7 +98,7 @@ def test_an_interrupted_run_is_rebuilt_exactly(tmp_path: Path) -> None:
     wait_for_t0(proc)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=hang_guard(60))
     assert proc.returncode == 130, stderr
     rebuilt = assert_rebuilt(live_dir, stdout, tmp_path)
     assert rebuilt["loadgen"]["interrupted"] is True
@@ -201,7 +208,7 @@ def test_writing_records_never_imports_pandas(tmp_path: Path) -> None:
         [sys.executable, "-c", WRITE_A_BATCH, str(tmp_path / "r.records.arrow")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=hang_guard(60),
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from helpers import loadgen
+from helpers import hang_guard, loadgen
 from raw_http_server import Habits, RawServer
 from stream_errors import ERROR_TAILS
 
@@ -50,7 +50,7 @@ def run(
             "--tokenizer", "loadgen-mock", "--random-input-len", "8", "--random-output-len", "4",
             "--num-prompts", str(N), "--workers", "2", "--max-concurrency", "2",
             "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
-            timeout=120,
+            timeout=hang_guard(120),
         )  # fmt: skip
     assert habits.posts == N  # each request reached the server once
     files = list(tmp_path.glob("*.json"))

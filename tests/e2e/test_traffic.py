@@ -62,9 +62,15 @@ def test_closed_loop_cap_is_held_exactly_with_mixed_output_lengths(
     assert seen_by_server == cap  # never above the cap, and it was reached
     assert result["max_concurrent_requests"] <= cap
     # No request waits on a busy worker while a slot is free elsewhere: the cap stays full.
+    # A stranded request would leave a slot free for what is left of a stream (7-121 tokens,
+    # 2 ms apart); refilling a slot takes the client's own delay, which a busy machine stretches.
+    # Both are measured in this run: its shortest stream, and its workers' longest loop lag.
     dip_ms = longest_dip_s(result, cap) * 1e3
-    print(f"longest dip below the cap: {dip_ms:.1f} ms")
-    assert dip_ms < 25  # streams last 26-486 ms; a stranded request would leave a slot that long
+    shortest_ms = min(result["latencies"]) * 1e3
+    delay_ms = result["loadgen"]["client"]["loop_lag_max_ms"]
+    print(f"longest dip below the cap: {dip_ms:.1f} ms; shortest stream {shortest_ms:.1f} ms, "
+          f"client delay up to {delay_ms:.1f} ms")  # fmt: skip
+    assert dip_ms < shortest_ms + delay_ms
 
 
 def test_open_loop_cap_is_never_exceeded_across_workers(tmp_path: Path) -> None:

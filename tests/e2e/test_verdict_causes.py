@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import loadgen, only_json
+from helpers import hang_guard, loadgen, only_json
 
 from loadgen.report.verdict import HOST_BUSY, SATURATED, TOO_FAST
 from workers.busy_hook import SPIN_ENV
@@ -56,7 +56,7 @@ def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[
     """``loadgen run --mock ARGS``: its verdict line and the JSON's ``loadgen.client``."""
     proc = loadgen(
         "--mock", *args, "--save-result", "--result-dir", str(tmp_path),
-        timeout=150, env={**os.environ, **(env or {})},
+        timeout=hang_guard(150), env={**os.environ, **(env or {})},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path)

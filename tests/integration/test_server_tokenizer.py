@@ -18,6 +18,8 @@ from loadgen.server.errors import ConnectionLost, NotRetryable, ServerUnreachabl
 from loadgen.server.tokenizer import (
     LLAMA_CPP_FORM,
     RETRY_ATTEMPTS,
+    RETRY_BACKOFF,
+    RETRY_INTERVAL_S,
     VLLM_FORM,
     BuildTimeout,
     ServerTokenizer,
@@ -44,6 +46,17 @@ def against(server: FakeServer, body: Callable[[ServerTokenizer], Awaitable[Any]
 async def round_trip(tokenizer: ServerTokenizer) -> tuple[list[list[int]], list[str]]:
     ids = await asyncio.to_thread(tokenizer.encode_batch, TEXTS)
     return ids, await asyncio.to_thread(tokenizer.decode_batch, ids)
+
+
+def timed_against(server: FakeServer, body: Callable[[ServerTokenizer], Awaitable[Any]]) -> float:
+    """Seconds ``against(server, body)`` takes here, now: the floor a time bound is built on."""
+    started = time.monotonic()
+    against(server, body)
+    return time.monotonic() - started
+
+
+async def one_call(tokenizer: ServerTokenizer) -> None:
+    await tokenizer.aencode_batch(["one text"])
 
 
 def test_connections_closed_without_an_answer_are_retried(capsys) -> None:
@@ -74,23 +87,31 @@ def test_a_connection_that_keeps_breaking_fails_after_a_bounded_number_of_tries(
         server.drop_every = 1
         await tokenizer.aencode_batch(["one text"])
 
+    one_call_s = timed_against(FakeServer(), one_call)  # connect and one call, answered
     started = time.monotonic()
     with pytest.raises(ConnectionLost, match=f"closed without an answer.*tried {RETRY_ATTEMPTS}"):
         against(server, body)
-    assert time.monotonic() - started < 5
+    elapsed = time.monotonic() - started
     assert server.dropped == RETRY_ATTEMPTS
+    # The pauses between tries (0.05 s, doubling: 0.75 s), a call's time per try, and as much
+    # again as the pauses for what a try costs beyond a call (a new connection, its close):
+    # a longer backoff (3x: 2 s of pauses) or more tries fail it.
+    pauses_s = sum(RETRY_INTERVAL_S * RETRY_BACKOFF**k for k in range(RETRY_ATTEMPTS - 1))
+    assert elapsed < 2 * pauses_s + RETRY_ATTEMPTS * one_call_s, (elapsed, one_call_s)
 
 
 def test_concurrency_adapts_to_a_server_with_few_threads() -> None:
     # Four "threads": a fifth call in flight waits 1 s, as llama.cpp's queued connections wait
     # for an idle one to close. 64 at once would stall almost every call.
     server = FakeServer(threads=4, stall_s=1.0, delay_s=0.002)
+    unstalled_s = timed_against(FakeServer(delay_s=0.002), round_trip)  # the same, no threads
     started = time.monotonic()
     tokenizer, (_, texts) = against(server, lambda t: _with(t, round_trip(t)))
     elapsed = time.monotonic() - started
     assert texts == TEXTS
-    # The calls that stalled did so together, once: one stall's time, not one per batch.
-    assert elapsed < 2.5, (elapsed, server.stalls)
+    # The calls that stalled did so together, once (encode and decode: at most twice): a
+    # stall's time or two beyond the same round trip unstalled, not one per batch.
+    assert elapsed < unstalled_s + 2 * server.stall_s, (elapsed, unstalled_s, server.stalls)
     assert tokenizer.calls.limit.ceiling <= 5
 
 
@@ -107,10 +128,13 @@ def test_the_build_is_bounded_by_its_timeout() -> None:
         tokenizer.begin_build(0.4, 5000, progress=False)
         await asyncio.to_thread(tokenizer.encode_batch, TEXTS * 10)
 
+    one_call_s = timed_against(FakeServer(delay_s=0.05), one_call)  # connect and one call
     started = time.monotonic()
     with pytest.raises(BuildTimeout) as info:
         against(server, build)
-    assert time.monotonic() - started < 3
+    elapsed = time.monotonic() - started
+    # Connecting, the 0.4 s timeout, and the calls in flight cut short: a call's time at most.
+    assert elapsed < 0.4 + 2 * one_call_s, (elapsed, one_call_s)
     message = str(info.value)
     assert re.fullmatch(
         r"building the dataset of 5,000 prompts through the server's /tokenize and /detokenize: "

@@ -109,7 +109,9 @@ def test_deadline_error_names_the_timeout_and_the_last_error() -> None:
     message = str(info.value)
     assert "the model list was not ready within --ready-check-timeout-sec 0.2" in message
     assert message.endswith("last error: HTTP 503: still loading")
-    assert 3 <= op.calls <= 6
+    # Retried, and never more often than the 0.05 s pauses allow in 0.2 s (pauses are never
+    # short; a busy machine makes them longer, so fewer calls is no fault).
+    assert 2 <= op.calls <= 0.2 / 0.05 + 2
 
 
 def test_never_sleeps_past_the_deadline() -> None:
@@ -117,7 +119,9 @@ def test_never_sleeps_past_the_deadline() -> None:
     started = time.monotonic()
     with pytest.raises(ReadinessTimeout):
         retry(0.3, 60, op)
-    assert time.monotonic() - started < 2
+    # Nearer the 0.3 s deadline than the 60 s pause: no machine is that slow, and a pause
+    # past the deadline is never that quick.
+    assert time.monotonic() - started < (0.3 + 60) / 2
     assert op.calls == 1
 
 
@@ -128,7 +132,7 @@ def test_an_attempt_is_cut_short_at_the_deadline() -> None:
     started = time.monotonic()
     with pytest.raises(ReadinessTimeout, match="no answer before the deadline"):
         retry(0.3, 0.05, hangs)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < (0.3 + 60) / 2  # nearer the deadline than the hang
 
 
 @pytest.mark.parametrize("error", [NotRetryable("no models found"), KeyError("bug")])

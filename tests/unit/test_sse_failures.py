@@ -8,7 +8,9 @@ linear time however it is split into reads. Each byte sequence is fed split at e
 from __future__ import annotations
 
 import itertools
+import math
 import time
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -200,17 +202,27 @@ def test_a_huge_event_in_small_reads_is_parsed_about_once(monkeypatch):
     assert sum(parsed) < 3 * len(raw) + SPECULATE_PARSE_MAX * SPECULATE_PARSE_MAX // 4096
 
 
+def fastest_s(work: Callable[[], object], times: int = 3) -> float:
+    """The shortest of ``times`` timings of ``work()``: what it costs here, without the
+    pre-emptions a busy machine adds to some of them."""
+    best = math.inf
+    for _ in range(times):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def test_a_huge_event_costs_linear_time_however_it_is_split():
     raw = huge_event(8 * 2**20)
-    start = time.perf_counter()
-    assert outcome([raw]) == (1, None, True, False)
-    one_read = time.perf_counter() - start
-    start = time.perf_counter()
-    assert outcome(reads_of(raw)) == (1, None, True, False)
-    small_reads = time.perf_counter() - start
+    reads = reads_of(raw)
+    assert outcome([raw]) == outcome(reads) == (1, None, True, False)
+    one_read = fastest_s(lambda: outcome([raw]))
+    small_reads = fastest_s(lambda: outcome(reads))
     # Before: the held bytes were concatenated and parsed again on every read, 2,000 times
-    # for this event (about 14 s for 8 MB on the 2-core test machine; 20 ms now).
-    assert small_reads < 20 * one_read + 0.5
+    # for this event (about 14 s for 8 MB on the 2-core test machine; 20 ms now). Both timed
+    # here: the split event costs at most 20 times the whole one.
+    assert small_reads < 20 * one_read, (small_reads, one_read)
 
 
 def test_a_huge_event_complete_without_its_separator_is_released_at_once():
@@ -235,9 +247,12 @@ def test_a_huge_event_whose_text_has_unbalanced_braces_waits_for_its_separator()
 
 def test_a_huge_non_streamed_answer_is_read_once():
     body = orjson.dumps({"choices": [{"index": 0, "text": "x" * 2**22}], "usage": {}})
-    start = time.perf_counter()
-    assert outcome(reads_of(body))[:3] == (1, None, False)
-    assert time.perf_counter() - start < 2
+    reads = reads_of(body)
+    assert outcome(reads)[:3] == outcome([body])[:3] == (1, None, False)
+    # Read in 4 KB pieces it costs at most 20 times what it costs whole, both timed here
+    # (parsed again on every read, it cost a thousand times).
+    one_read, small_reads = fastest_s(lambda: outcome([body])), fastest_s(lambda: outcome(reads))
+    assert small_reads < 20 * one_read, (small_reads, one_read)
 
 
 def test_a_huge_event_whose_braces_balance_mid_text_is_still_parsed_about_once(monkeypatch):
