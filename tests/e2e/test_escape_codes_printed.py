@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import asyncio_server
+from helpers import asyncio_server, hang_guard
 
 from loadgen.run.live_figures import LiveFigures
 from loadgen.run.live_view import plain_line
@@ -82,7 +82,7 @@ def run(port: int, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[st
         [sys.executable, "-m", "loadgen", "run", "--base-url", f"http://127.0.0.1:{port}",
          "--tokenizer", "loadgen-mock", "--random-input-len", "8", "--random-output-len", "2",
          "--workers", "2", "--save-result", "--result-dir", str(tmp_path), *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=hang_guard(120),
     )  # fmt: skip
 
 

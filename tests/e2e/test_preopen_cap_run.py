@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import mock_server, mock_stats, start_loadgen, stop_process, wait_for_t0
+from helpers import hang_guard, mock_server, mock_stats, start_loadgen, stop_process, wait_for_t0
 
 
 def accepted_at_t0(tmp_path: Path, cap: int, workers: int) -> tuple[int, dict]:
@@ -26,7 +26,7 @@ def accepted_at_t0(tmp_path: Path, cap: int, workers: int) -> tuple[int, dict]:
         try:
             wait_for_t0(proc)
             accepted = mock_stats(url)["connections"]["accepted"]
-            _, err = proc.communicate(timeout=120)
+            _, err = proc.communicate(timeout=hang_guard(120))
         finally:
             stop_process(proc)
         assert proc.returncode == 0, err

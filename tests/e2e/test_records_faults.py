@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 from click.testing import CliRunner
-from helpers import loadgen
+from helpers import hang_guard, loadgen
 
 from loadgen.cli.compare import compare_command
 from loadgen.cli.report import report_command
@@ -71,7 +71,7 @@ def test_a_file_cut_at_any_byte_reports_every_complete_batch(tmp_path: Path) -> 
     cut.write_bytes(data[: cuts[0]])
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen", "report", str(cut)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=hang_guard(120),
     )  # fmt: skip
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "Serving Benchmark Result" in proc.stdout
@@ -87,7 +87,7 @@ def run_with_disk(directory: Path, size: int, n: int) -> subprocess.CompletedPro
     return subprocess.run(
         [sys.executable, "-m", "loadgen", "run", *RUN, "--num-prompts", str(n),
          "--result-dir", str(directory)],
-        capture_output=True, text=True, timeout=120, preexec_fn=full_disk_at(size),
+        capture_output=True, text=True, timeout=hang_guard(120), preexec_fn=full_disk_at(size),
     )  # fmt: skip
 
 

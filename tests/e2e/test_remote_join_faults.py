@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import free_port
+from helpers import free_port, hang_guard
 
 from workers.keys import write_keys
 
@@ -83,7 +83,7 @@ def test_a_stop_signal_while_waiting_for_remote_workers_exits_at_once(
         time.sleep(0.5)  # the coordinator is in its wait (its dataset takes milliseconds)
         coord.send_signal(signum)
         signalled = time.monotonic()
-        coord.wait(timeout=60)
+        coord.wait(timeout=hang_guard(60))
         exit_s = time.monotonic() - signalled
         err = coord.stderr.read()
     finally:
@@ -109,8 +109,8 @@ def test_a_worker_that_joins_and_vanishes_before_the_run_is_replaced(
         workers.append(worker(keys, port))  # completes the count: the shards go out
         wait_for_line(coord.stdout, "joined")
         workers.append(worker(keys, port))  # takes the vanished worker's place
-        _, err = coord.communicate(timeout=90)
-        codes = [w.wait(timeout=15) for w in workers[1:]]
+        _, err = coord.communicate(timeout=hang_guard(90))
+        codes = [w.wait(timeout=hang_guard(15)) for w in workers[1:]]
     finally:
         coord.kill()
         for w in workers:
@@ -182,8 +182,8 @@ def test_a_worker_behind_a_failing_handshake_keeps_trying_until_its_coordinator_
         assert remote.poll() is None, remote.stderr.read()  # not "another key" after 3
         server.stop()
         coord = coordinator(keys, port, 1)
-        out, err = coord.communicate(timeout=90)
-        code = remote.wait(timeout=15)
+        out, err = coord.communicate(timeout=hang_guard(90))
+        code = remote.wait(timeout=hang_guard(15))
     finally:
         remote.kill()
     assert coord.returncode == 0, err[-2000:]
@@ -200,7 +200,7 @@ def test_a_worker_whose_handshakes_keep_failing_says_so_at_its_join_timeout(
     assert server.first.wait(60), "the worker never connected"
     startup_s = time.monotonic() - started  # its interpreter and imports, on this machine
     try:
-        code = remote.wait(timeout=60)
+        code = remote.wait(timeout=hang_guard(60))
         ran_s = time.monotonic() - started
         err = remote.stderr.read()
     finally:
@@ -226,8 +226,8 @@ def test_a_remote_worker_with_an_empty_shard_is_no_sign_of_saturation(
         keys, port, 1, "--max-concurrency", "1", "--save-result", "--result-dir", str(tmp_path)
     )
     try:
-        out, err = coord.communicate(timeout=90)
-        assert remote.wait(timeout=15) == 0
+        out, err = coord.communicate(timeout=hang_guard(90))
+        assert remote.wait(timeout=hang_guard(15)) == 0
     finally:
         coord.kill()
         remote.kill()

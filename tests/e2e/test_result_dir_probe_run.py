@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import mock_server, mock_stats
+from helpers import hang_guard, mock_server, mock_stats
 
 SMALL = ["--num-prompts", "4", "--random-input-len", "8", "--random-output-len", "4"]
 PROC_DENIED = "/proc is not writable: a file cannot be created there (No such file or directory)"
@@ -28,7 +28,7 @@ def cli(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess
         [*prefix, sys.executable, "-m", "loadgen", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=hang_guard(120),
     )
 
 
