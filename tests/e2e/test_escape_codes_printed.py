@@ -106,10 +106,12 @@ def test_error_texts_and_the_model_name_are_printed_without_escapes(tmp_path: Pa
     names = [path.name for path in tmp_path.iterdir()]
     assert len(names) == 2 and not any(CONTROL.search(name) for name in names), names
     assert all("-m-" in name for name in names)
-    # The JSON keeps what the server said (JSON escapes it): only the terminal is spared.
+    # The JSON keeps what the server said (JSON escapes it): only the terminal is spared. The
+    # stream's error event keeps it whole (an HTTP error body is made one line by the worker),
+    # and which request failed first varies: look at every error.
     result = json.loads(next(tmp_path.glob("*.json")).read_text())
     assert result["model_id"] == MODEL
-    assert ESCAPES in result["errors"][0]
+    assert any(ESCAPES in error for error in result["errors"]), result["errors"]
 
 
 def test_the_fail_fast_line_names_the_model_without_escapes(tmp_path: Path) -> None:
