@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,22 +25,37 @@ RUN = [
 
 def loadgen(out: Path, name: str, *args: str, kill_node=None) -> dict:
     """Run ``loadgen run ARGS`` (results in OUT/NAME); with ``kill_node``, call it 1.5 s after
-    every worker has joined."""
+    the run's t0 (its first live-view line on stderr), so the node goes mid-run however long
+    the workers took to join and sync on a busy machine."""
     command = [sys.executable, "-m", "loadgen", "run", *RUN, *args, "--save-result",
                "--result-dir", str(out / name)]  # fmt: skip
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout = ""
-    assert proc.stdout is not None
-    joined = 0
-    for line in proc.stdout:
-        stdout += line
-        joined += " joined (" in line
-        if kill_node is not None and joined == 3:
+    assert proc.stdout is not None and proc.stderr is not None
+    started = threading.Event()
+    stderr: list[str] = []
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            stderr.append(line)
+            if "%|" in line:
+                started.set()
+        started.set()  # the run ended before its t0: nothing to kill mid-run
+
+    def kill_after_t0() -> None:
+        started.wait()
+        if proc.poll() is None:
             time.sleep(1.5)
             kill_node()
-            kill_node = None
-    stderr = proc.stderr.read() if proc.stderr else ""
-    return {"rc": proc.wait(), "stdout": stdout, "stderr": stderr}
+
+    threads = [threading.Thread(target=read_stderr)]
+    if kill_node is not None:
+        threads.append(threading.Thread(target=kill_after_t0))
+    for thread in threads:
+        thread.start()
+    stdout = proc.stdout.read()
+    for thread in threads:
+        thread.join()
+    return {"rc": proc.wait(), "stdout": stdout, "stderr": "".join(stderr)}
 
 
 def main(out: Path) -> None:
