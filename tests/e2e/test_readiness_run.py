@@ -104,11 +104,16 @@ def test_run_started_before_a_late_server_completes_without_model(tmp_path: Path
 
 def test_503s_while_loading_are_waited_out(tmp_path: Path) -> None:
     port = free_port()
-    with mock_on_port(port, "--unavailable-for", "1.5"):
+    # Long enough that the CLI, started after the port opens, meets several 503s on any machine:
+    # its start-up (under one trivial run) leaves two more start-ups of 503s at 0.25 s retries.
+    loading_s = max(1.5, startups(3))
+    with mock_on_port(port, "--unavailable-for", f"{loading_s:.2f}"):
         wait_listening(port)
+        wait_s = math.ceil(loading_s + hang_guard(30))
         proc = loadgen_at(
-            port, "--ready-check-timeout-sec", "30", *FAST_RETRY, "--num-prompts", "10", *SMALL
-        )
+            port, "--ready-check-timeout-sec", str(wait_s), *FAST_RETRY, "--num-prompts", "10",
+            *SMALL,
+        )  # fmt: skip
         seen = requests_seen(port)
     assert proc.returncode == 0, proc.stderr
     assert "HTTP 503: The model is loading" in proc.stdout
