@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
+from helpers import hang_guard
 from raw_http_server import Habits, RawServer
 
 from workers import pool
@@ -20,7 +21,9 @@ async def _preopen(port: int, count: int) -> tuple[int, str, str]:
         )
 
 
-def test_every_connection_asked_for_is_opened_with_nothing_to_say() -> None:
+def test_every_connection_asked_for_is_opened_with_nothing_to_say(monkeypatch) -> None:
+    # The budget bounds t0's delay in a run; here it only must not run out on a busy machine.
+    monkeypatch.setattr(pool, "PREOPEN_BUDGET_S", hang_guard(pool.PREOPEN_BUDGET_S))
     habits = Habits(close_after_stream_s=None)
     with RawServer(habits) as server:
         opened, error, short = asyncio.run(_preopen(server.port, 200))
