@@ -52,6 +52,9 @@ class Flag:
     # Upstream's words for a value out of the range, with {name} and {value} (and {minimum}):
     # given, validate() alone checks the range, so the CLI and the Python API refuse it alike.
     range_words: str | None = None
+    # A check of the value that has no range (ValueError: the refusal, in upstream's words),
+    # run by RunConfig.validate() on a value given; click does not run it.
+    check: Callable[[Any], Any] | None = None
     sets: tuple[str, ...] = ()  # other fields its value is copied into (--output-len)
     # Only changes what is reported, so `loadgen report` may take it again on saved records.
     reporting: bool = False
@@ -83,6 +86,18 @@ class Flag:
                 continue
             words = self.range_words or _range_words(self.minimum, self.maximum, self.min_open)
             return words.format(name=self.name, value=item, minimum=self.minimum)
+        return None
+
+    def value_problem(self, value: Any) -> str | None:
+        """Why ``value`` cannot be used: outside the flag's range, or refused by its ``check``;
+        None when it can."""
+        if problem := self.range_problem(value):
+            return problem
+        if self.check is not None and value is not None:
+            try:
+                self.check(value)
+            except ValueError as exc:
+                return str(exc)
         return None
 
     @property

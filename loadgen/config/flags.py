@@ -19,6 +19,7 @@ from typing import Any
 from loadgen.backends import GENERATION_BACKENDS
 from loadgen.config.gates import parse_fail_on
 from loadgen.config.parsers import (
+    check_tokenizer_mode,
     parse_comma_list,
     parse_goodput,
     parse_headers,
@@ -29,7 +30,7 @@ from loadgen.config.parsers import (
 )
 from loadgen.config.sweep_lists import parse_concurrency, parse_rate
 from loadgen.config.upstream import UPSTREAM_BACKENDS, UPSTREAM_DATASETS
-from loadgen.datasets.registry import SPEED_BENCH_SUBSETS, names
+from loadgen.datasets.registry import SPEED_BENCH_SUBSETS, names, parse_range_ratio
 from loadgen.flag import Flag, by_name, flag_name
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
@@ -129,6 +130,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--tokenizer-mode",
         default="auto",
+        check=check_tokenizer_mode,
         help="auto or hf: a Hugging Face tokenizer.json (other upstream modes are not supported "
         "yet).",
     ),
@@ -829,6 +831,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--random-range-ratio",
         default="0.0",
+        check=parse_range_ratio,
         group=RANDOM,
         help='A ratio r in [0, 1), or JSON {"input": r1, "output": r2}.',
     ),

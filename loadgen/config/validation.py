@@ -20,7 +20,7 @@ from loadgen.config.flags import RUN_FLAGS, SUPPORTED_DATASETS, available_cores
 from loadgen.config.parsers import parse_itl_thresholds
 from loadgen.config.upstream import UPSTREAM_BACKENDS, UPSTREAM_DATASETS
 from loadgen.config.urls import check_server_url
-from loadgen.datasets.registry import check_dataset, parse_range_ratio
+from loadgen.datasets.registry import check_dataset
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
@@ -89,9 +89,9 @@ class Validated(RunConfigBase):
         return warnings
 
     def validate(self) -> None:
-        """Reject values upstream rejects, with a one-line message naming the flag: a value out
-        of its flag's range (the flag table's), what the dataset refuses (its registry entry's
-        checks), and here the rules that span several flags."""
+        """Reject values upstream rejects, with a one-line message naming the flag: a value the
+        flag table refuses (its range or its check), what the dataset refuses (its registry
+        entry's checks), and here the rules that span several flags."""
         if self.backend not in BACKENDS:
             raise ConfigError(f"not supported yet: --backend {self.backend}")
         if problem := check_server_url(self.base_url, self.host, self.port, self.server_url):
@@ -99,7 +99,7 @@ class Validated(RunConfigBase):
         if self.dataset_name not in SUPPORTED_DATASETS:
             raise ConfigError(f"not supported yet: --dataset-name {self.dataset_name}")
         for flag in RUN_FLAGS:
-            if problem := flag.range_problem(getattr(self, flag.field)):
+            if problem := flag.value_problem(getattr(self, flag.field)):
                 raise ConfigError(problem)
         self._validate_pooling_inputs()
         if self.self_timed is not None and self.dataset_name != "timed_trace":
@@ -125,8 +125,6 @@ class Validated(RunConfigBase):
             raise ConfigError(f"--num-prompts must be at least 1, got {self.num_prompts}")
         if self.ramp_up_strategy is not None:
             self._validate_ramp_up()
-        if self.tokenizer_mode not in ("auto", "hf"):
-            raise ConfigError(f"not supported yet: --tokenizer-mode {self.tokenizer_mode}")
         self._validate_placement()
         self._validate_multi_turn()
         self._validate_rust_extras()
@@ -139,10 +137,6 @@ class Validated(RunConfigBase):
             )
         self.selected_metrics()
         self.percentiles()
-        try:
-            parse_range_ratio(self.random_range_ratio)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
 
     def _validate_multi_turn(self) -> None:
         """--multi-turn and its family: chat, random or sharegpt, turn counts that make sense."""

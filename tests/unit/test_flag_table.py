@@ -239,3 +239,18 @@ def test_range_problem_reads_each_value_of_a_list_and_refuses_nan() -> None:
     assert Flag("--x", int, minimum=1, maximum=3).range_problem(4) == (
         "--x must be >= 1 and <= 3, got 4"
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("tokenizer_mode", "mistral", "not supported yet: --tokenizer-mode mistral"),
+        ("random_range_ratio", "1.5", "--random-range-ratio values must be in [0, 1), got '1.5'"),
+    ],
+)
+def test_a_flags_own_check_is_run_by_validate(field: str, value: str, message: str) -> None:
+    flag = next(flag for flag in RUN_FLAGS if flag.field == field)
+    assert flag.check is not None and flag.value_problem(value) == message
+    with pytest.raises(ValueError) as refused:
+        RunConfig(**{field: value}).validate()
+    assert str(refused.value) == message
