@@ -19,7 +19,6 @@ from typing import Any
 from loadgen.audio import AudioClip
 
 AUDIO_BACKEND = "openai-audio"
-AUDIO_ENDPOINTS = ("transcriptions", "translations")
 # One per coordinator process: every body of a run is cut with it.
 BOUNDARY = f"loadgen-{secrets.token_hex(16)}"
 
@@ -83,12 +82,3 @@ def audio_bodies(
         )
         for model, out, clip in zip(models, output_lens, clips, strict=True)
     ]
-
-
-def check_audio_endpoint(api_url: str) -> None:
-    """Upstream's URL check for the audio API: it ends with transcriptions or translations."""
-    if not api_url.endswith((*AUDIO_ENDPOINTS, "profile")):
-        raise ValueError(
-            "OpenAI Audio API URL must end with 'transcriptions' or 'translations', got "
-            f"{api_url} (use --endpoint /v1/audio/transcriptions)"
-        )

@@ -46,9 +46,15 @@ class Flag:
     secondary: str | None = None  # a switch's "off" spelling: --no-self-timed
     short: str | None = None  # a one-letter spelling: -q
     metavar: str | None = None
-    minimum: float | None = None  # a numeric range click checks
+    minimum: float | None = None  # a numeric range: click checks it, and RunConfig.validate()
     maximum: float | None = None
     min_open: bool = False  # the minimum itself is refused
+    # Upstream's words for a value out of the range, with {name} and {value} (and {minimum}):
+    # given, validate() alone checks the range, so the CLI and the Python API refuse it alike.
+    range_words: str | None = None
+    # A check of the value that has no range (ValueError: the refusal, in upstream's words),
+    # run by RunConfig.validate() on a value given; click does not run it.
+    check: Callable[[Any], Any] | None = None
     sets: tuple[str, ...] = ()  # other fields its value is copied into (--output-len)
     # Only changes what is reported, so `loadgen report` may take it again on saved records.
     reporting: bool = False
@@ -58,6 +64,41 @@ class Flag:
             object.__setattr__(self, "field", self.name.removeprefix("--").replace("-", "_"))
         if self.nargs is not None and not self.multiple:
             raise ValueError(f"{self.name}: nargs needs multiple")
+
+    @property
+    def click_range(self) -> bool:
+        """Whether click checks the flag's range (one without upstream's own words)."""
+        has_range = self.minimum is not None or self.maximum is not None
+        return has_range and self.range_words is None
+
+    def range_problem(self, value: Any) -> str | None:
+        """Why ``value`` (each value, for a list) is outside the flag's range, or None (also
+        for None, the flag not given). NaN is outside every range."""
+        if self.minimum is None and self.maximum is None:
+            return None
+        for item in value if isinstance(value, tuple) else (value,):
+            if item is None or isinstance(item, bool):
+                continue
+            low = self.minimum is None or (
+                item > self.minimum if self.min_open else item >= self.minimum
+            )
+            if low and (self.maximum is None or item <= self.maximum):
+                continue
+            words = self.range_words or _range_words(self.minimum, self.maximum, self.min_open)
+            return words.format(name=self.name, value=item, minimum=self.minimum)
+        return None
+
+    def value_problem(self, value: Any) -> str | None:
+        """Why ``value`` cannot be used: outside the flag's range, or refused by its ``check``;
+        None when it can."""
+        if problem := self.range_problem(value):
+            return problem
+        if self.check is not None and value is not None:
+            try:
+                self.check(value)
+            except ValueError as exc:
+                return str(exc)
+        return None
 
     @property
     def alias(self) -> str:
@@ -107,6 +148,16 @@ class Flag:
                 dataclasses.field(default_factory=lambda: parse(default), metadata=meta),
             )
         return self.field, self.annotation, dataclasses.field(default=value, metadata=meta)
+
+
+def _range_words(minimum: float | None, maximum: float | None, min_open: bool) -> str:
+    """The refusal of a value outside a range that has no words of its own."""
+    bounds = []
+    if minimum is not None:
+        bounds.append(f"{'>' if min_open else '>='} {minimum:g}")
+    if maximum is not None:
+        bounds.append(f"<= {maximum:g}")
+    return "{name} must be " + " and ".join(bounds) + ", got {value}"
 
 
 def config_class(

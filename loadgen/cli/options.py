@@ -44,7 +44,7 @@ def click_type(flag: Flag) -> click.ParamType | type:
         return click.Choice(flag.choices)
     if flag.type is Path:
         return click.Path(dir_okay=False, path_type=Path)
-    if flag.minimum is not None or flag.maximum is not None:
+    if flag.click_range:
         ranged = click.IntRange if flag.type is int else click.FloatRange
         return ranged(flag.minimum, flag.maximum, min_open=flag.min_open)
     return flag.type

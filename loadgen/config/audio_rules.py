@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadgen.audio_payloads import AUDIO_BACKEND
-from loadgen.datasets.hf_asr import ASR_PATHS
+from loadgen.datasets.registry import ASR_PATHS
 
 SAMPLING_FLAGS = (
     "--top-p", "--top-k", "--min-p", "--temperature", "--frequency-penalty",

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.backends import POOLING_BACKENDS
 from loadgen.config.errors import ConfigError
 from loadgen.config.flags import SAMPLING_FIELDS, SHORTHANDS
-from loadgen.datasets.hf import HFDataset, find_hf_dataset
-from loadgen.datasets.registry import names
-from loadgen.payloads import POOLING_BACKENDS
+from loadgen.datasets.registry import HFDataset, find_hf_dataset, names
 
 PERCENTILE_METRICS = (
     "ttft",

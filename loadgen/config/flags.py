@@ -13,10 +13,13 @@ split, the flags would no longer be in one table to read.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
+from loadgen.backends import GENERATION_BACKENDS
 from loadgen.config.gates import parse_fail_on
 from loadgen.config.parsers import (
+    check_tokenizer_mode,
     parse_comma_list,
     parse_goodput,
     parse_headers,
@@ -26,11 +29,9 @@ from loadgen.config.parsers import (
     parse_names,
 )
 from loadgen.config.sweep_lists import parse_concurrency, parse_rate
-from loadgen.config.upstream import UPSTREAM_DATASETS
-from loadgen.datasets.registry import names
-from loadgen.datasets.speed_bench import SUBSETS as SPEED_BENCH_SUBSETS
+from loadgen.config.upstream import UPSTREAM_BACKENDS, UPSTREAM_DATASETS
+from loadgen.datasets.registry import SPEED_BENCH_SUBSETS, names, parse_range_ratio
 from loadgen.flag import Flag, by_name, flag_name
-from loadgen.payloads import GENERATION_BACKENDS, UPSTREAM_BACKENDS
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 SUPPORTED_DATASETS = names()
@@ -82,6 +83,9 @@ GROUP_TITLES = (
 FILE_DATASETS = (
     "custom", "custom_image", "custom_audio", "sharegpt", "spec_bench", "speed_bench", "hf",
 )  # fmt: skip
+# Upstream's refusals of a value out of a flag's range (validate() checks them, not click).
+AT_LEAST = "{name} must be >= {minimum:g}, got {value}"
+ABOVE = "{name} must be > {minimum:g}, got {value}"
 NOT_RERANK = tuple(backend for backend in UPSTREAM_BACKENDS if backend != "vllm-rerank")
 
 
@@ -126,6 +130,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--tokenizer-mode",
         default="auto",
+        check=check_tokenizer_mode,
         help="auto or hf: a Hugging Face tokenizer.json (other upstream modes are not supported "
         "yet).",
     ),
@@ -223,14 +228,28 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--request-rate",
         default="inf",
+        minimum=0,
+        min_open=True,
+        range_words=ABOVE,
         value_type=float | tuple[float, ...],
         parse=parse_rate,
         help="Requests per second; inf sends all at t0. A comma list (1,2,inf) runs each in turn "
         "(a campaign).",
     ),
-    Flag("--burstiness", float, 1.0, help="Gamma shape of the arrival gaps; 1 is Poisson."),
+    Flag(
+        "--burstiness",
+        float,
+        1.0,
+        minimum=0,
+        min_open=True,
+        range_words=ABOVE,
+        help="Gamma shape of the arrival gaps; 1 is Poisson.",
+    ),
     Flag(
         "--max-concurrency",
+        minimum=0,
+        min_open=True,
+        range_words="{name} must be greater than 0",
         value_type=int | tuple[int, ...] | None,
         parse=parse_concurrency,
         help="Most requests in flight at once, across all workers. A comma list (1,4,16) runs "
@@ -341,6 +360,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--probe-request-rate",
         float,
         0.0,
+        minimum=0,
+        maximum=sys.float_info.max,  # finite
+        range_words="{name} must be a finite rate >= 0, got {value}",
         help="Single-token probes per second, one at a time beside the run and outside "
         "--max-concurrency; their E2EL is reported apart (0: none).",
     ),
@@ -384,6 +406,8 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--ready-check-timeout-sec",
         int,
         0,
+        minimum=0,
+        range_words="{name} must be >= 0, got {value:g}",
         help="Seconds to wait for the server: model discovery, the server tokenizer and a "
         "first request like the run's are retried until they succeed. 0: one attempt each, "
         "and no test request.",
@@ -392,6 +416,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--ready-check-interval-sec",
         float,
         5.0,
+        minimum=0,
+        min_open=True,
+        range_words="{name} must be > 0, got {value:g}",
         group=LOADGEN,
         help="Seconds between two tries while waiting for the server.",
     ),
@@ -399,6 +426,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--server-tokenizer-timeout-sec",
         float,
         300.0,
+        minimum=0,
+        min_open=True,
+        range_words="{name} must be > 0, got {value:g}",
         help="Seconds the dataset may take to build through the server's /tokenize and "
         "/detokenize (when no local tokenizer loads) before the run stops with exit 1; also "
         "bounds the alignment of random prompts to the server's tokenizer.",
@@ -407,6 +437,8 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--num-warmups",
         int,
         0,
+        minimum=0,
+        range_words=AT_LEAST,
         help="Copies of the first request sent before the timed run (capped by "
         "--max-concurrency), not measured.",
     ),
@@ -744,6 +776,8 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--sharegpt-output-len",
         int,
+        minimum=1,
+        range_words=AT_LEAST,
         group=SHAREGPT,
         readers=("sharegpt",),
         help="sharegpt: max_tokens per request instead of each completion's token count.",
@@ -797,6 +831,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--random-range-ratio",
         default="0.0",
+        check=parse_range_ratio,
         group=RANDOM,
         help='A ratio r in [0, 1), or JSON {"input": r1, "output": r2}.',
     ),
@@ -805,6 +840,8 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "--random-batch-size",
         int,
         1,
+        minimum=1,
+        range_words=AT_LEAST,
         group=RANDOM,
         readers=("random", "random-rerank"),
         help="random, random-rerank: texts per request (pooling backends only).",

@@ -13,6 +13,12 @@ import orjson
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
 
+def check_tokenizer_mode(mode: str) -> None:
+    """``--tokenizer-mode``: auto or hf (a tokenizer.json); upstream's other modes are refused."""
+    if mode not in ("auto", "hf"):
+        raise ValueError(f"not supported yet: --tokenizer-mode {mode}")
+
+
 def parse_json_object(value: str | None) -> dict[str, Any] | None:
     """``--extra-body``, ``--chat-template-kwargs``: a JSON object, or None when not given."""
     if value is None:

@@ -1,5 +1,6 @@
 """The 105 long flags of `vllm bench serve` (upstream's python_serve_flags.txt), and the choices
-of its --dataset-name. A flag here that the run table (flags.py) lacks exits 2 as not supported yet.
+of its --dataset-name and --backend. A flag here that the run table (flags.py) lacks exits 2 as
+not supported yet.
 """
 
 VLLM_BENCH_SERVE_FLAGS = frozenset(
@@ -118,4 +119,11 @@ UPSTREAM_DATASETS = (
     "sharegpt", "burstgpt", "sonnet", "random", "random-mm", "random-rerank", "hf", "custom",
     "custom_audio", "custom_image", "prefix_repetition", "spec_bench", "speed_bench",
     "timed_trace",
+)  # fmt: skip
+# Every backend upstream accepts; those without an entry in loadgen/backends.py are refused as
+# not supported yet.
+UPSTREAM_BACKENDS = (
+    "vllm", "openai", "openai-chat", "openai-audio", "openai-embeddings",
+    "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
+    "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling", "vllm-rerank",
 )  # fmt: skip

@@ -12,29 +12,15 @@ from __future__ import annotations
 import importlib.util
 import math
 
+from loadgen.backends import BACKENDS, COMPLETIONS_BACKENDS
 from loadgen.config.audio_rules import audio_problem
-from loadgen.config.base import (
-    ALL_ROWS_DATASETS,
-    SYNTHETIC_DATASETS,
-    RunConfigBase,
-)
+from loadgen.config.base import ALL_ROWS_DATASETS, RunConfigBase
 from loadgen.config.errors import ConfigError
 from loadgen.config.flags import RUN_FLAGS, SUPPORTED_DATASETS, available_cores
 from loadgen.config.parsers import parse_itl_thresholds
-from loadgen.config.upstream import UPSTREAM_DATASETS
+from loadgen.config.upstream import UPSTREAM_BACKENDS, UPSTREAM_DATASETS
 from loadgen.config.urls import check_server_url
-from loadgen.datasets.bfcl import BFCL_PATH
-from loadgen.datasets.hf_multimodal import IMAGE_PATHS, multimodal_backend_problem
-from loadgen.datasets.random import parse_range_ratio
-from loadgen.datasets.random_mm import item_count_range, parse_bucket_config, parse_limits
-from loadgen.datasets.speed_bench import PREPARE_SCRIPT as SPEED_BENCH_PREPARE
-from loadgen.payloads import (
-    COMPLETIONS_BACKENDS,
-    EMBEDDINGS_CHAT_BACKENDS,
-    IMAGE_BACKENDS,
-    SUPPORTED_BACKENDS,
-    UPSTREAM_BACKENDS,
-)
+from loadgen.datasets.registry import check_dataset
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
@@ -103,137 +89,42 @@ class Validated(RunConfigBase):
         return warnings
 
     def validate(self) -> None:
-        """Reject values upstream rejects, with a one-line message naming the flag."""
-        if self.backend not in SUPPORTED_BACKENDS:
+        """Reject values upstream rejects, with a one-line message naming the flag: a value the
+        flag table refuses (its range or its check), what the dataset refuses (its registry
+        entry's checks), and here the rules that span several flags."""
+        if self.backend not in BACKENDS:
             raise ConfigError(f"not supported yet: --backend {self.backend}")
         if problem := check_server_url(self.base_url, self.host, self.port, self.server_url):
             raise ConfigError(problem)
         if self.dataset_name not in SUPPORTED_DATASETS:
             raise ConfigError(f"not supported yet: --dataset-name {self.dataset_name}")
-        if self.dataset_name in SYNTHETIC_DATASETS and self.dataset_path is not None:
-            raise ConfigError(f"--dataset-path is not read by --dataset-name {self.dataset_name}")
+        for flag in RUN_FLAGS:
+            if problem := flag.value_problem(getattr(self, flag.field)):
+                raise ConfigError(problem)
         self._validate_pooling_inputs()
-        if self.dataset_name == "sharegpt" and self.dataset_path is None:
-            raise ConfigError("--dataset-name sharegpt needs --dataset-path (a ShareGPT JSON file)")
-        if self.sharegpt_output_len is not None and self.sharegpt_output_len < 1:
-            raise ConfigError(f"--sharegpt-output-len must be >= 1, got {self.sharegpt_output_len}")
         if self.self_timed is not None and self.dataset_name != "timed_trace":
             raise ConfigError(
                 "--self-timed/--no-self-timed is only supported with --dataset-name=timed_trace"
             )
-        if self.dataset_name == "timed_trace":
-            if self.dataset_path is None:
-                raise ConfigError("--dataset-name timed_trace needs --dataset-path (a JSONL trace)")
-            if self.backend not in ("vllm", "openai"):
-                raise ConfigError(
-                    "timed_trace dataset passes pre-tokenized prompts (list[int]) and requires a "
-                    f"completions backend ('vllm' or 'openai'), not --backend {self.backend}"
-                )
         hf = self.dataset_name == "hf" and self.dataset_path is not None
         hf_paths = self.hf_dataset().paths if hf else None
         if problem := audio_problem(
             self.backend, self.dataset_name, hf_paths, self.enable_multimodal_chat, self.given
         ):
             raise ConfigError(problem)
-        if self.dataset_name == "custom_audio" and self.dataset_path is None:
-            raise ConfigError("--dataset-name custom_audio needs --dataset-path (a JSONL file)")
-        if self.dataset_name == "random-mm":
-            self._validate_random_mm()
-        if self.dataset_name == "custom_image":
-            self._validate_custom_image()
-        if self.dataset_name == "hf":
-            if self.dataset_path is None:
-                raise ConfigError("--dataset-name hf needs --dataset-path (a hub dataset id)")
-            if BFCL_PATH in self.hf_dataset().paths:
-                if self.backend != "openai-chat":
-                    raise ConfigError(
-                        "BFCL dataset requires the 'openai-chat' backend because it sends "
-                        "per-request tool schemas via chat completions; got --backend "
-                        f"{self.backend}"
-                    )
-            elif importlib.util.find_spec("datasets") is None:
-                raise ConfigError(
-                    "--dataset-name hf needs the datasets library: pip install 'loadgen[hf]'"
-                )
-            if self.hf_output_len is not None and self.hf_output_len < 1:
-                raise ConfigError(f"--hf-output-len must be >= 1, got {self.hf_output_len}")
-            if problem := multimodal_backend_problem(self.backend, self.hf_dataset().paths):
-                raise ConfigError(problem)
-            images = self.hf_dataset().paths[0] in IMAGE_PATHS
-            if images and importlib.util.find_spec("PIL") is None:
-                raise ConfigError("the hf image datasets need pillow: pip install 'loadgen[mm]'")
-        if self.dataset_name == "sonnet":
-            if self.dataset_path is None:
-                raise ConfigError(
-                    "--dataset-name sonnet needs --dataset-path (a text of poem lines)"
-                )
-            if self.skip_tokenizer_init:
-                raise ConfigError(
-                    "--dataset-name sonnet measures its prompts with the tokenizer's chat "
-                    "template; --skip-tokenizer-init leaves none"
-                )
-        if self.dataset_name == "spec_bench":
-            if self.dataset_path is None:
-                raise ConfigError(
-                    "--dataset-name spec_bench needs --dataset-path (Spec-Bench's question.jsonl)"
-                )
-            if self.spec_bench_output_len < 1:
-                raise ConfigError(
-                    f"--spec-bench-output-len must be >= 1, got {self.spec_bench_output_len}"
-                )
-        if self.dataset_name == "speed_bench":
-            if self.dataset_path is None:
-                raise ConfigError(
-                    "--dataset-name speed_bench needs --dataset-path (the directory of "
-                    f"SPEED-Bench's subsets; fetch it with `curl -LsSf {SPEED_BENCH_PREPARE} | "
-                    "python3 -`)"
-                )
-            if self.speed_bench_output_len < 1:
-                raise ConfigError(
-                    f"--speed-bench-output-len must be >= 1, got {self.speed_bench_output_len}"
-                )
-        if self.dataset_name == "burstgpt" and self.dataset_path is None:
-            raise ConfigError("--dataset-name burstgpt needs --dataset-path (the BurstGPT CSV)")
-        if self.dataset_name == "custom":
-            if self.dataset_path is None:
-                raise ConfigError("--dataset-name custom needs --dataset-path (a .jsonl file)")
-            if self.custom_output_len < 1 and self.custom_output_len != -1:
-                raise ConfigError(
-                    f"--custom-output-len must be >= 1, or -1 for each line's output_tokens; "
-                    f"got {self.custom_output_len}"
-                )
-        self._validate_plots()
-        if not self.probe_request_rate >= 0 or math.isinf(self.probe_request_rate):
+        if self.probe_request_rate > 0 and BACKENDS[self.backend].multipart:
             raise ConfigError(
-                f"--probe-request-rate must be a finite rate >= 0, got {self.probe_request_rate}"
+                f"--probe-request-rate sends JSON probes; --backend {self.backend} takes uploads"
             )
-        if self.max_concurrency is not None and self.max_concurrency <= 0:
-            raise ConfigError("--max-concurrency must be greater than 0")
-        if not self.burstiness > 0:
-            raise ConfigError(f"--burstiness must be > 0, got {self.burstiness}")
-        if not self.request_rate > 0:
-            raise ConfigError(f"--request-rate must be > 0, got {self.request_rate}")
+        try:
+            check_dataset(self)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self._validate_plots()
         if self.num_prompts < 1 and self.dataset_name not in ALL_ROWS_DATASETS:
             raise ConfigError(f"--num-prompts must be at least 1, got {self.num_prompts}")
         if self.ramp_up_strategy is not None:
             self._validate_ramp_up()
-        if self.tokenizer_mode not in ("auto", "hf"):
-            raise ConfigError(f"not supported yet: --tokenizer-mode {self.tokenizer_mode}")
-        if self.ready_check_timeout_sec < 0:
-            raise ConfigError(
-                f"--ready-check-timeout-sec must be >= 0, got {self.ready_check_timeout_sec:g}"
-            )
-        if not self.ready_check_interval_sec > 0:
-            raise ConfigError(
-                f"--ready-check-interval-sec must be > 0, got {self.ready_check_interval_sec:g}"
-            )
-        if not self.server_tokenizer_timeout_sec > 0:
-            raise ConfigError(
-                "--server-tokenizer-timeout-sec must be > 0, "
-                f"got {self.server_tokenizer_timeout_sec:g}"
-            )
-        if self.num_warmups < 0:
-            raise ConfigError(f"--num-warmups must be >= 0, got {self.num_warmups}")
         self._validate_placement()
         self._validate_multi_turn()
         self._validate_rust_extras()
@@ -246,10 +137,6 @@ class Validated(RunConfigBase):
             )
         self.selected_metrics()
         self.percentiles()
-        try:
-            parse_range_ratio(self.random_range_ratio)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
 
     def _validate_multi_turn(self) -> None:
         """--multi-turn and its family: chat, random or sharegpt, turn counts that make sense."""
@@ -316,51 +203,6 @@ class Validated(RunConfigBase):
                 "and --key coordinator.key (from `loadgen keygen DIR`)"
             )
 
-    def _validate_custom_image(self) -> None:
-        """custom_image needs a file, a backend that sends images, a fixed output length, and
-        pillow to inline images."""
-        if self.dataset_path is None:
-            raise ConfigError("--dataset-name custom_image needs --dataset-path (a .jsonl file)")
-        if self.backend not in IMAGE_BACKENDS:
-            raise ConfigError(
-                f"Multi-modal content is not supported on backend {self.backend!r}; use one "
-                f"of {list(IMAGE_BACKENDS)} (--dataset-name custom_image)"
-            )
-        if self.custom_output_len < 1:
-            raise ConfigError(
-                f"--custom-output-len must be >= 1 with custom_image, got {self.custom_output_len}"
-            )
-        if self.custom_ensure_client_side_data and importlib.util.find_spec("PIL") is None:
-            raise ConfigError(
-                "--custom-ensure-client-side-data needs pillow: pip install 'loadgen[mm]'"
-            )
-
-    def _validate_random_mm(self) -> None:
-        """Upstream's refusals for random-mm, and the image library installed."""
-        if self.backend != "openai-chat":
-            raise ConfigError(
-                f"Multi-modal content (images) is not supported on backend {self.backend!r}; "
-                "use one of ['openai-chat'] (--dataset-name random-mm)"
-            )
-        if self.random_batch_size != 1:
-            raise ConfigError("--random-batch-size above 1 is not supported for random-mm")
-        if importlib.util.find_spec("PIL") is None:
-            raise ConfigError("--dataset-name random-mm needs pillow: pip install 'loadgen[mm]'")
-        try:
-            _, _, limits, _ = item_count_range(
-                self.random_mm_base_items_per_request,
-                self.random_mm_num_mm_items_range_ratio,
-                parse_limits(self.random_mm_limit_mm_per_prompt),
-                parse_bucket_config(self.random_mm_bucket_config),
-            )
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        if limits.get("video", 0) > 0 and importlib.util.find_spec("cv2") is None:
-            raise ConfigError(
-                "--random-mm-bucket-config: video buckets (frames > 1) need OpenCV: "
-                "pip install 'loadgen[mm]'"
-            )
-
     def _validate_plots(self) -> None:
         """Upstream's threshold check, and the [plot] extra installed for the plots asked for."""
         if self.plot_timeline:
@@ -379,8 +221,6 @@ class Validated(RunConfigBase):
     def _validate_pooling_inputs(self) -> None:
         """Batched and query-document prompts exist only for pooling backends, and the rerank
         backend needs them."""
-        if self.random_batch_size < 1:
-            raise ConfigError(f"--random-batch-size must be >= 1, got {self.random_batch_size}")
         if not self.pooling and self.random_batch_size > 1:
             raise ConfigError(
                 "--random-batch-size above 1 batches embedding inputs; it needs a pooling "
@@ -392,15 +232,15 @@ class Validated(RunConfigBase):
                 f"openai-embeddings, ...), not {self.backend}"
             )
         batched = self.random_batch_size > 1 or self.dataset_name == "random-rerank"
-        if batched and self.backend in EMBEDDINGS_CHAT_BACKENDS:
+        if batched and not BACKENDS[self.backend].batches:
             raise ConfigError(
                 f"--backend {self.backend} sends one chat message per request; batched inputs "
                 "(--random-batch-size, random-rerank) need openai-embeddings, "
                 "infinity-embeddings, vllm-pooling or vllm-rerank"
             )
-        if self.backend == "vllm-rerank" and self.dataset_name != "random-rerank":
+        if BACKENDS[self.backend].query_documents and self.dataset_name != "random-rerank":
             raise ConfigError(
-                "--backend vllm-rerank sends a query and documents per request: it needs "
+                f"--backend {self.backend} sends a query and documents per request: it needs "
                 "--dataset-name random-rerank"
             )
 

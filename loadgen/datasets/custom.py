@@ -164,3 +164,18 @@ def row_output_len(row: dict, output_len: int, what: str) -> int:
             f"got {value!r} for {what}"
         )
     return value
+
+
+def check_custom(custom_output_len: int) -> None:
+    """Refuse (ValueError) an output length that is neither at least 1 nor -1 (each line's)."""
+    if custom_output_len < 1 and custom_output_len != -1:
+        raise ValueError(
+            f"--custom-output-len must be >= 1, or -1 for each line's output_tokens; "
+            f"got {custom_output_len}"
+        )
+
+
+def check_spec_bench(spec_bench_output_len: int) -> None:
+    """Refuse (ValueError) an output length below 1."""
+    if spec_bench_output_len < 1:
+        raise ValueError(f"--spec-bench-output-len must be >= 1, got {spec_bench_output_len}")

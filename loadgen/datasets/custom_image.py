@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import importlib.util
 import io
 import urllib.request
 from typing import Any
 
+from loadgen.backends import IMAGE_BACKENDS
 from loadgen.datasets.errors import file_errors
 from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.media import media_url, rgb_image
@@ -159,3 +161,21 @@ def sample_custom_image(
             no_oversample,
             custom_ensure_client_side_data,
         )
+
+
+def check_custom_image(
+    backend: str, custom_output_len: int, custom_ensure_client_side_data: bool
+) -> None:
+    """Refuse (ValueError) a backend that sends no images, an output length below 1 (none is
+    read from the file), and inlined images without pillow."""
+    if backend not in IMAGE_BACKENDS:
+        raise ValueError(
+            f"Multi-modal content is not supported on backend {backend!r}; use one "
+            f"of {list(IMAGE_BACKENDS)} (--dataset-name custom_image)"
+        )
+    if custom_output_len < 1:
+        raise ValueError(
+            f"--custom-output-len must be >= 1 with custom_image, got {custom_output_len}"
+        )
+    if custom_ensure_client_side_data and importlib.util.find_spec("PIL") is None:
+        raise ValueError("--custom-ensure-client-side-data needs pillow: pip install 'loadgen[mm]'")

@@ -14,6 +14,7 @@ the rows are taken in order until ``--num-prompts`` are kept, then topped up as 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from loadgen.datasets.bfcl import BFCL_OUTPUT_LEN, BFCL_PATH, load_bfcl, sample_
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.hf_asr import ASR_OUTPUT_LEN, ASR_PATHS, load_asr_rows, sample_asr_requests
 from loadgen.datasets.hf_multimodal import (
+    IMAGE_PATHS,
     LLAVA_PATHS,
     MM_OUTPUT_LEN,
     MM_SPLITS,
@@ -31,6 +33,7 @@ from loadgen.datasets.hf_multimodal import (
     MULTIMODAL_PATHS,
     VISION_ARENA_PATHS,
     mmvu_root,
+    multimodal_backend_problem,
     sample_mm_requests,
 )
 from loadgen.datasets.sampled_prompts import SampledPrompts, top_up
@@ -201,6 +204,28 @@ def find_hf_dataset(dataset_path: str, hf_name: str | None) -> HFDataset:
         f"Unsupported dataset path: {hf_name or dataset_path}. --dataset-name hf reads one of: "
         f"{names} (a local copy's directory with --hf-name naming one)"
     )
+
+
+def check_hf(
+    backend: str, dataset_path: str, hf_name: str | None, hf_output_len: int | None
+) -> None:
+    """Refuse (ValueError) a hub dataset loadgen does not build, a backend it cannot be sent
+    with, an output length below 1, and a missing library (datasets; pillow for images)."""
+    paths = find_hf_dataset(dataset_path, hf_name).paths
+    if BFCL_PATH in paths:
+        if backend != "openai-chat":
+            raise ValueError(
+                "BFCL dataset requires the 'openai-chat' backend because it sends "
+                f"per-request tool schemas via chat completions; got --backend {backend}"
+            )
+    elif importlib.util.find_spec("datasets") is None:
+        raise ValueError("--dataset-name hf needs the datasets library: pip install 'loadgen[hf]'")
+    if hf_output_len is not None and hf_output_len < 1:
+        raise ValueError(f"--hf-output-len must be >= 1, got {hf_output_len}")
+    if problem := multimodal_backend_problem(backend, paths):
+        raise ValueError(problem)
+    if paths[0] in IMAGE_PATHS and importlib.util.find_spec("PIL") is None:
+        raise ValueError("the hf image datasets need pillow: pip install 'loadgen[mm]'")
 
 
 def load_hf_rows(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import base64
 import contextlib
+import importlib.util
 import io
 import json
 import math
@@ -257,4 +258,36 @@ def sample_random_mm(
             random_mm_num_mm_items_range_ratio,
             parse_limits(random_mm_limit_mm_per_prompt),
             parse_bucket_config(random_mm_bucket_config),
+        )
+
+
+def check_random_mm(
+    backend: str,
+    random_batch_size: int,
+    random_mm_base_items_per_request: int,
+    random_mm_num_mm_items_range_ratio: float,
+    random_mm_limit_mm_per_prompt: str,
+    random_mm_bucket_config: str,
+) -> None:
+    """Upstream's refusals for random-mm (ValueError), and the image (and video) libraries
+    installed."""
+    if backend != "openai-chat":
+        raise ValueError(
+            f"Multi-modal content (images) is not supported on backend {backend!r}; "
+            "use one of ['openai-chat'] (--dataset-name random-mm)"
+        )
+    if random_batch_size != 1:
+        raise ValueError("--random-batch-size above 1 is not supported for random-mm")
+    if importlib.util.find_spec("PIL") is None:
+        raise ValueError("--dataset-name random-mm needs pillow: pip install 'loadgen[mm]'")
+    _, _, limits, _ = item_count_range(
+        random_mm_base_items_per_request,
+        random_mm_num_mm_items_range_ratio,
+        parse_limits(random_mm_limit_mm_per_prompt),
+        parse_bucket_config(random_mm_bucket_config),
+    )
+    if limits.get("video", 0) > 0 and importlib.util.find_spec("cv2") is None:
+        raise ValueError(
+            "--random-mm-bucket-config: video buckets (frames > 1) need OpenCV: "
+            "pip install 'loadgen[mm]'"
         )

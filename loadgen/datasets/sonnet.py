@@ -15,9 +15,9 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from loadgen.backends import CHAT_BACKENDS
 from loadgen.datasets.errors import FlagError
 from loadgen.datasets.sampled_prompts import SampledPrompts
-from loadgen.payloads import CHAT_BACKENDS
 from loadgen.text.chat_template import ChatTemplate
 from loadgen.text.tokenizer import TokenCodec
 
@@ -108,3 +108,13 @@ def sample_sonnet(
         seed,
         send_templated=backend not in CHAT_BACKENDS,  # the server templates chat
     )
+
+
+def check_sonnet(skip_tokenizer_init: bool) -> None:
+    """Refuse (ValueError) a sonnet run without a tokenizer: its prompts are measured with the
+    tokenizer's chat template."""
+    if skip_tokenizer_init:
+        raise ValueError(
+            "--dataset-name sonnet measures its prompts with the tokenizer's chat "
+            "template; --skip-tokenizer-init leaves none"
+        )

@@ -168,3 +168,9 @@ def sample_speed_bench(
             if template is None
             else lambda prompt: template.render_user_prompt(prompt, chat_template_kwargs),
         )
+
+
+def check_speed_bench(speed_bench_output_len: int) -> None:
+    """Refuse (ValueError) an output length below 1."""
+    if speed_bench_output_len < 1:
+        raise ValueError(f"--speed-bench-output-len must be >= 1, got {speed_bench_output_len}")

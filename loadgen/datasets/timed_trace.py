@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.backends import COMPLETIONS_BACKENDS
 from loadgen.datasets.errors import FlagError
 from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.sampled_prompts import SampledPrompts
@@ -160,3 +161,12 @@ def _field(row: dict[str, Any], labels: dict[str, str], name: str, where: str) -
             f"{where}: no number in field '{label}' ({flag} names it); the line has: {fields}"
         )
     return value
+
+
+def check_timed_trace(backend: str) -> None:
+    """Refuse (ValueError) a backend that cannot send token-id prompts."""
+    if backend not in COMPLETIONS_BACKENDS:
+        raise ValueError(
+            "timed_trace dataset passes pre-tokenized prompts (list[int]) and requires a "
+            f"completions backend ('vllm' or 'openai'), not --backend {backend}"
+        )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from loadgen.backends import COMPLETIONS_BACKENDS
 from loadgen.terminal import printable
 
 FIRST = 20
@@ -68,7 +69,7 @@ def likely_fix(status: int, error: str, backend: str, endpoint: str, model: str)
     if status in (404, 405):
         chat = (
             " (a chat-only server: --backend openai-chat --endpoint /v1/chat/completions)"
-            if backend in ("openai", "vllm")
+            if backend in COMPLETIONS_BACKENDS
             else ""
         )
         return f"Does the server serve {endpoint}? Check --endpoint and --base-url{chat}."

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.audio_payloads import AUDIO_BACKEND, audio_bodies
+from loadgen.audio_payloads import audio_bodies
+from loadgen.backends import BACKENDS
 from loadgen.config import (
     ALWAYS_TEMPLATED_DATASETS,
     TEMPLATED_DATASETS,
@@ -305,7 +306,7 @@ def serialize(
 
 
 def _bodies(config: RunConfig, dataset: SampledPrompts, models: list[str]) -> list[bytes]:
-    if config.backend == AUDIO_BACKEND:
+    if BACKENDS[config.backend].multipart:
         assert dataset.audios is not None  # validate() allows only the audio datasets
         return audio_bodies(
             models,

@@ -14,8 +14,8 @@ import numpy as np
 
 from loadgen import __version__
 from loadgen.audio import audio_seconds
+from loadgen.backends import input_sequences
 from loadgen.config import RunConfig
-from loadgen.payloads import input_sequences
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
 from loadgen.records.collected import Collected
 from loadgen.records.environment import environment

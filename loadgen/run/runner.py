@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from loadgen.backends import check_endpoint
 from loadgen.config import ConfigError, InputError, RunConfig
 from loadgen.mock.process import EmbeddedMockServer
-from loadgen.payloads import check_endpoint
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunRecords, RunStart

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.audio_payloads import AUDIO_BACKEND, content_type
+from loadgen.audio_payloads import content_type
+from loadgen.backends import BACKENDS
 from loadgen.config import RunConfig
-from loadgen.payloads import CHAT_BACKENDS
 from loadgen.run.fail_fast import FIRST
 from loadgen.run.fanout import ShardPlan
 from loadgen.run.prepare import Prepared
@@ -34,6 +34,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
     cap = config.max_concurrency or 0
     shares = split_concurrency(cap, num_workers)
     headers = auth_headers(config.headers)
+    backend = BACKENDS[config.backend]
     plans = []
     for w in range(num_workers):
         indices = np.flatnonzero(owner == w)
@@ -48,7 +49,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             preopen_url=f"{config.server_url}/v1/models",
             preopen_connections=preopen_count(cap, shares[w], len(indices)),
             keep_text="always" if config.save_detailed else "when_no_usage",
-            chat=config.backend in (*CHAT_BACKENDS, AUDIO_BACKEND),  # audio streams chat's SSE
+            chat=backend.answer == "chat",  # openai-chat, and openai-audio
             response_form=response_form(config),
             proxy=proxy_for(config.api_url),
             insecure=config.insecure,
@@ -58,7 +59,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             report_first=FIRST if config.fail_fast else 0,
             multi_turn=prepared.turns is not None,
             session_prefix=config.request_id_prefix or "",
-            content_type=content_type() if config.backend == AUDIO_BACKEND else JSON_TYPE,
+            content_type=content_type() if backend.multipart else JSON_TYPE,
         )
         plans.append(
             ShardPlan(

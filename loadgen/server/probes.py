@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from loadgen.payloads import CHAT_BACKENDS, serialize_bodies
+from loadgen.backends import BACKENDS
+from loadgen.payloads import serialize_bodies
 from loadgen.report.probes import ProbeResults
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import ServerError
@@ -64,7 +65,8 @@ def probe_loop(
     if config.probe_request_rate <= 0:
         return None
     print(f"Probe request rate: {config.probe_request_rate} req/s")
-    prompt = [PROBE_PROMPT, PROBE_PROMPT] if config.backend == "vllm-rerank" else PROBE_PROMPT
+    backend = BACKENDS[config.backend]
+    prompt = [PROBE_PROMPT, PROBE_PROMPT] if backend.query_documents else PROBE_PROMPT
     body = serialize_bodies(
         config.backend,
         [model_name],
@@ -80,7 +82,7 @@ def probe_loop(
         body=body,
         interval_s=1 / config.probe_request_rate,
         response_form=response_form,
-        chat=config.backend in CHAT_BACKENDS,
+        chat=backend.answer == "chat",
         # --request-timeout and --idle-timeout, as for the run's requests
         timeouts=(
             min(config.request_timeout or PROBE_TIMEOUT_S, PROBE_TIMEOUT_S),

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from loadgen.audio_payloads import AUDIO_BACKEND, content_type
+from loadgen.audio_payloads import content_type
+from loadgen.backends import BACKENDS
 from loadgen.server.client import ServerClient, server_message
 from loadgen.server.errors import ServerError, describe_error
 from loadgen.server.retry import wait_for_server
@@ -27,7 +28,7 @@ async def generate(
     a non-empty ``choices`` list, and one that carries an error event fails like an error
     status would.
     """
-    audio = config is not None and config.backend == AUDIO_BACKEND  # a multipart upload
+    audio = config is not None and BACKENDS[config.backend].multipart  # an upload
     payload = await client.request(
         "POST",
         url,

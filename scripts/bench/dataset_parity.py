@@ -37,10 +37,10 @@ import numpy as np
 from mm_hub_copies import ROWS, write_mm_copies
 
 from loadgen.audio import read_wav
+from loadgen.backends import chat_content
 from loadgen.config import RunConfig
 from loadgen.datasets.sample import sample_dataset
 from loadgen.datasets.sharegpt import load_sharegpt_entries
-from loadgen.payloads import chat_content
 from loadgen.text.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import LocalTokenizer, load_tokenizer
 

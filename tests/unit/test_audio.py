@@ -24,7 +24,8 @@ from loadgen.audio import (
     reencoded_clip,
     wav_duration_s,
 )
-from loadgen.audio_payloads import audio_bodies, check_audio_endpoint, content_type
+from loadgen.audio_payloads import audio_bodies, content_type
+from loadgen.backends import check_endpoint
 from loadgen.config.audio_rules import audio_problem
 from loadgen.datasets.custom_audio import load_custom_audio_rows, sample_custom_audio_requests
 from loadgen.datasets.hf_asr import ASR_PATHS, WHISPER_PROMPT, sample_asr_requests
@@ -120,9 +121,9 @@ def test_bodies_carry_the_file_then_upstreams_fields_as_text() -> None:
 
 
 def test_the_endpoint_must_be_an_audio_one() -> None:
-    check_audio_endpoint("http://h/v1/audio/translations")
+    check_endpoint("openai-audio", "http://h/v1/audio/translations")
     with pytest.raises(ValueError, match="must end with 'transcriptions' or 'translations'"):
-        check_audio_endpoint("http://h/v1/completions")
+        check_endpoint("openai-audio", "http://h/v1/completions")
 
 
 # --- the audio datasets --------------------------------------------------------------------

@@ -4,17 +4,20 @@ classified by type (a flag's value, or the file's contents)."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
+from pathlib import Path
 
 import pytest
 from helpers import config_given
 
 from loadgen.config import FLAGS, RUN_FLAGS, UPSTREAM_DATASETS, RunConfig
 from loadgen.datasets.errors import FlagError
-from loadgen.datasets.registry import DATASETS
+from loadgen.datasets.registry import DATASETS, check_dataset
 from loadgen.datasets.sample import sample_dataset
 
 FIELDS = {field.name for field in dataclasses.fields(RunConfig)}
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize("name", list(DATASETS))
@@ -75,3 +78,51 @@ def test_hf_takes_disable_shuffle_and_no_oversample_as_upstream():
     )
     assert config.ignored_flag_warnings() == []
     assert readers("--disable-shuffle") >= {"custom", "hf"}
+
+
+@pytest.mark.parametrize("name", [name for name, d in DATASETS.items() if d.check is not None])
+def test_each_dataset_check_reads_run_config_fields(name):
+    check = DATASETS[name].check
+    assert set(inspect.signature(check).parameters) <= FIELDS
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_a_file_dataset_needs_a_path_and_a_synthetic_one_refuses_it(name):
+    dataset = DATASETS[name]
+    path = None if dataset.synthetic else "data.file"
+    wrong = RunConfig(dataset_name=name, dataset_path="data.file" if path is None else None)
+    with pytest.raises(ValueError) as refused:
+        check_dataset(wrong)
+    if dataset.synthetic:
+        assert str(refused.value) == f"--dataset-path is not read by --dataset-name {name}"
+    else:
+        assert dataset.path_help, name
+        assert str(refused.value) == (
+            f"--dataset-name {name} needs --dataset-path ({dataset.path_help})"
+        )
+
+
+def test_the_needs_dataset_path_refusal_is_written_once():
+    sources = (ROOT / "loadgen").rglob("*.py")
+    assert sum(path.read_text().count("needs --dataset-path") for path in sources) == 1
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"dataset_name": "sonnet", "skip_tokenizer_init": True}, "--skip-tokenizer-init"),
+        ({"dataset_name": "custom", "custom_output_len": 0}, "--custom-output-len must be >= 1"),
+        ({"dataset_name": "spec_bench", "spec_bench_output_len": 0}, "--spec-bench-output-len"),
+        ({"dataset_name": "speed_bench", "speed_bench_output_len": 0}, "--speed-bench-output"),
+        ({"dataset_name": "timed_trace", "backend": "openai-chat"}, "completions backend"),
+        ({"dataset_name": "custom_image", "backend": "openai"}, "not supported on backend"),
+        ({"dataset_name": "hf", "hf_name": "nobody/nothing"}, "Unsupported dataset path"),
+        ({"dataset_name": "random-mm", "backend": "openai"}, "not supported on backend"),
+    ],
+)
+def test_each_datasets_own_check_refuses_through_the_registry(fields, message):
+    config = RunConfig(**fields)
+    if not DATASETS[config.dataset_name].synthetic:
+        config.dataset_path = "data.file"
+    with pytest.raises(ValueError, match=message):
+        check_dataset(config)

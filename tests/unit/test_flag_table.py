@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import re
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from loadgen.cli import cli
 from loadgen.cli import run as run_cli
 from loadgen.cli.mock_server import mock_server_command
+from loadgen.cli.options import click_type
 from loadgen.cli.run import run_command
 from loadgen.config import (
     FLAGS,
@@ -29,8 +32,9 @@ from loadgen.config import (
     VLLM_BENCH_SERVE_FLAGS,
     RunConfig,
 )
+from loadgen.config.upstream import UPSTREAM_BACKENDS
+from loadgen.flag import Flag
 from loadgen.mock.config import MOCK_FLAGS, MockConfig
-from loadgen.payloads import UPSTREAM_BACKENDS
 
 ROOT = Path(__file__).parents[2]
 COMPAT = ROOT / "docs" / "compat.md"
@@ -200,3 +204,53 @@ def test_compat_lists_loadgens_own_flags() -> None:
     own = {flag.name for flag in RUN_FLAGS if flag.name not in VLLM_BENCH_SERVE_FLAGS}
     assert set(compat_rows("loadgen's own flags")) == own
     assert "These options of `loadgen run` have no upstream counterpart" in COMPAT.read_text()
+
+
+def _outside(flag: Flag) -> float:
+    """A value just outside ``flag``'s range."""
+    if flag.minimum is not None:
+        return flag.minimum if flag.min_open else flag.minimum - 1
+    return math.inf
+
+
+@pytest.mark.parametrize(
+    "flag", [flag for flag in RUN_FLAGS if flag.minimum is not None or flag.maximum is not None]
+)
+def test_a_value_outside_a_flags_range_is_refused_by_validate(flag: Flag) -> None:
+    """The range is the table's: the Python API is refused as the command line is, in the
+    flag's own words where it has upstream's, and click checks only those without."""
+    config = RunConfig()
+    setattr(config, flag.field, _outside(flag))
+    with pytest.raises(ValueError, match=f"^{flag.name} must be ") as refused:
+        config.validate()
+    assert str(refused.value) == flag.range_problem(_outside(flag))
+    assert isinstance(click_type(flag), click.IntRange | click.FloatRange) is flag.click_range
+
+
+def test_range_problem_reads_each_value_of_a_list_and_refuses_nan() -> None:
+    rate = FLAGS["--request-rate"]
+    assert rate.range_problem((1.0, math.inf)) is None
+    assert rate.range_problem((1.0, 0.0)) == "--request-rate must be > 0, got 0.0"
+    assert rate.range_problem(math.nan) == "--request-rate must be > 0, got nan"
+    assert FLAGS["--ready-check-timeout-sec"].range_problem(-2) == (
+        "--ready-check-timeout-sec must be >= 0, got -2"
+    )
+    assert FLAGS["--max-model-len"].range_problem(None) is None  # not given
+    assert Flag("--x", int, minimum=1, maximum=3).range_problem(4) == (
+        "--x must be >= 1 and <= 3, got 4"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("tokenizer_mode", "mistral", "not supported yet: --tokenizer-mode mistral"),
+        ("random_range_ratio", "1.5", "--random-range-ratio values must be in [0, 1), got '1.5'"),
+    ],
+)
+def test_a_flags_own_check_is_run_by_validate(field: str, value: str, message: str) -> None:
+    flag = next(flag for flag in RUN_FLAGS if flag.field == field)
+    assert flag.check is not None and flag.value_problem(value) == message
+    with pytest.raises(ValueError) as refused:
+        RunConfig(**{field: value}).validate()
+    assert str(refused.value) == message

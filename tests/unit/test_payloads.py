@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.payloads import (
-    POOLING_BACKENDS,
-    SUPPORTED_BACKENDS,
-    build_body,
-    check_endpoint,
-    input_sequences,
-)
+from loadgen.backends import BACKENDS, POOLING_BACKENDS, check_endpoint, input_sequences
+from loadgen.payloads import build_body
 
 CHAT_CONTENT = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 
@@ -45,7 +40,7 @@ def test_pooling_bodies_have_upstreams_keys_in_order(backend: str, expected: dic
 
 
 def test_every_supported_pooling_backend_has_a_body_and_an_endpoint() -> None:
-    for backend in set(SUPPORTED_BACKENDS) & set(POOLING_BACKENDS) - {"vllm-rerank"}:
+    for backend in set(BACKENDS) & set(POOLING_BACKENDS) - {"vllm-rerank"}:
         build_body(backend, "m", "x", 1, logprobs=None, ignore_eos=False, extra_body=None)
         check_endpoint(
             backend, "http://h/pooling" if backend == "vllm-pooling" else "http://h/v1/embeddings"
