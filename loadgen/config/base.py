@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.config.errors import ConfigError
+from loadgen.config.fields import RunConfigFields
 from loadgen.config.flags import SAMPLING_FIELDS, SHORTHANDS
 from loadgen.datasets.hf import HFDataset, find_hf_dataset
 from loadgen.datasets.registry import names
@@ -37,8 +38,9 @@ ALL_ROWS_DATASETS = names(lambda dataset: dataset.every_row)
 ALWAYS_TEMPLATED_DATASETS = names(lambda dataset: dataset.templated == "always")
 
 
-class RunConfigBase:
-    """RunConfig's derived values (its fields come from the flag table)."""
+class RunConfigBase(RunConfigFields):
+    """RunConfig's derived values (its fields come from the flag table; a type checker reads
+    them in fields.pyi)."""
 
     @property
     def uses_chat_template(self) -> bool:
