@@ -424,7 +424,7 @@ def calibrate(
 ) -> None:
     """Run the steps and print a row per step, the legend, then the conclusion."""
     temporary = work_dir is None
-    folder = Path(tempfile.mkdtemp(prefix="loadgen-calibrate-")) if temporary else work_dir
+    folder = Path(tempfile.mkdtemp(prefix="loadgen-calibrate-")) if work_dir is None else work_dir
     folder.mkdir(parents=True, exist_ok=True)
     server = RecordingServer(folder, ttft_ms, itl_ms)
     try:

@@ -11,7 +11,9 @@ click options (loadgen/cli/options.py), the config dataclass's fields (``config_
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import types
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
@@ -125,7 +127,7 @@ class Flag:
         """The config field's type."""
         if self.value_type is not None:
             return self.value_type
-        kind: Any = tuple[self.type, ...] if self.multiple else self.type
+        kind: Any = types.GenericAlias(tuple, (self.type, ...)) if self.multiple else self.type
         unset = self.default is None and self.default_factory is None
         return kind | None if unset else kind
 
@@ -142,10 +144,13 @@ class Flag:
         value = self.parse(self.default) if self.parse is not None else self.default
         if isinstance(value, dict | list | set):  # mutable: a fresh one per config
             parse, default = self.parse, self.default
+            fresh: Callable[[], Any] = (
+                (lambda: parse(default)) if parse is not None else (lambda: copy.deepcopy(default))
+            )
             return (
                 self.field,
                 self.annotation,
-                dataclasses.field(default_factory=lambda: parse(default), metadata=meta),
+                dataclasses.field(default_factory=fresh, metadata=meta),
             )
         return self.field, self.annotation, dataclasses.field(default=value, metadata=meta)
 
@@ -166,7 +171,8 @@ def config_class(
     module: str,
     doc: str,
     bases: tuple[type, ...] = (),
-    extra: Iterable[tuple[str, Any, dataclasses.Field]] = (),
+    # (name, type, dataclasses.field(...)); Any: typeshed types field() as its default's type.
+    extra: Iterable[tuple[str, Any, Any]] = (),
     namespace: dict[str, Any] | None = None,
 ) -> type:
     """A dataclass with one field per flag (in the table's order), then ``extra`` fields; the

@@ -41,7 +41,7 @@ def arrival_offsets_s(
     burstiness: float,
     seed: int,
     rng: np.random.RandomState | None = None,
-):
+) -> np.ndarray:
     """Arrival offsets in seconds (float64 [N]) of a run at ``request_rate`` with ``burstiness``;
     gamma gaps come from ``rng`` when given (upstream's global generator), else ``seed``."""
     if num_requests < 1:

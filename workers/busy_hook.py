@@ -15,7 +15,7 @@ from time import perf_counter_ns
 SPIN_ENV = "LOADGEN_TEST_WORKER_SPIN_MS"
 
 
-def start_spinning() -> asyncio.Task | None:
+def start_spinning() -> asyncio.Task[None] | None:
     """The busy-waiting task when the variable asks for it (test-only), else None."""
     value = os.environ.get(SPIN_ENV)
     if not value:

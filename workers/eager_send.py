@@ -30,7 +30,7 @@ import sys
 import types
 from collections.abc import Coroutine, Generator
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp.client_reqrep import ClientRequest
 
@@ -40,6 +40,10 @@ WRITTEN_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
 )
 
 
+_T = TypeVar("_T")
+# What a task factory is given before Python 3.12: a coroutine or a generator-based one.
+_CoroutineLike = Generator[Any, None, _T] | Coroutine[Any, Any, _T]
+
 _write_bytes = ClientRequest.write_bytes
 _WRITE_BYTES = _write_bytes.__code__
 
@@ -48,7 +52,7 @@ class StampedRequest(ClientRequest):
     """aiohttp's request, noting in ``WRITTEN_NS`` when its status line, headers and body go to
     the connection (aiohttp buffers the head and writes it with the body in ``write_bytes``)."""
 
-    def write_bytes(self, *args: Any) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+    def write_bytes(self, *args: Any) -> Coroutine[Any, Any, None]:
         # A plain function handing back aiohttp's own coroutine, which aiohttp (or ``install``)
         # starts at once: no coroutine of its own, and the factory still knows the write.
         if (written := WRITTEN_NS.get()) is not None:
@@ -62,7 +66,9 @@ def install(loop: asyncio.AbstractEventLoop) -> None:
         loop.set_task_factory(_factory)
 
 
-def _factory(loop: asyncio.AbstractEventLoop, coro: Coroutine, **kwargs: Any) -> asyncio.Future:
+def _factory(
+    loop: asyncio.AbstractEventLoop, coro: _CoroutineLike[_T], **kwargs: Any
+) -> asyncio.Future[_T]:
     if getattr(coro, "cr_code", None) is not _WRITE_BYTES:
         return asyncio.Task(coro, loop=loop, **kwargs)
     try:
@@ -79,7 +85,7 @@ def _factory(loop: asyncio.AbstractEventLoop, coro: Coroutine, **kwargs: Any) ->
 
 
 @types.coroutine
-def _resume(coro: Coroutine, waiting: Any) -> Generator[Any, Any, Any]:
+def _resume(coro: _CoroutineLike[Any], waiting: Any) -> Generator[Any, Any, Any]:
     """The rest of ``coro``, which yielded ``waiting`` (the future it awaits) on its first step:
     the task waits on that future, then every value and exception goes on to ``coro``."""
     while True:

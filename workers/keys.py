@@ -18,6 +18,7 @@ import os
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import zmq
 
@@ -76,7 +77,8 @@ def write_keys(directory: str | Path) -> tuple[Path, Path]:
     paths = directory / COORDINATOR_FILE, directory / WORKER_FILE
     if existing := [str(path) for path in paths if path.exists()]:
         raise KeyFileError(f"{', '.join(existing)} exists already; remove it or choose another DIR")
-    for path, keys in zip(paths, new_keys(), strict=True):
+    both: tuple[CoordinatorKeys | WorkerKeys, ...] = new_keys()
+    for path, keys in zip(paths, both, strict=True):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as file:
             json.dump(asdict(keys), file, indent=1)
@@ -87,7 +89,9 @@ def write_keys(directory: str | Path) -> tuple[Path, Path]:
 def read_keys(path: str | Path, role: str) -> CoordinatorKeys | WorkerKeys:
     """The keys in ``path`` for ``role`` ("coordinator" or "worker"); KeyFileError names the file
     and what is wrong with it."""
-    kind = CoordinatorKeys if role == "coordinator" else WorkerKeys
+    kind: type[CoordinatorKeys | WorkerKeys] = (
+        CoordinatorKeys if role == "coordinator" else WorkerKeys
+    )
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -117,14 +121,14 @@ def read_keys(path: str | Path, role: str) -> CoordinatorKeys | WorkerKeys:
     return keys
 
 
-def server_options(socket: zmq.Socket, keys: CoordinatorKeys) -> None:
+def server_options(socket: zmq.Socket[Any], keys: CoordinatorKeys) -> None:
     """Make ``socket``'s next bind a CurveZMQ server with the coordinator's keys."""
     socket.curve_secretkey = keys.secret.encode()
     socket.curve_publickey = keys.public.encode()
     socket.curve_server = True
 
 
-def client_options(socket: zmq.Socket, keys: WorkerKeys) -> None:
+def client_options(socket: zmq.Socket[Any], keys: WorkerKeys) -> None:
     """Make ``socket``'s next connect a CurveZMQ client that trusts only the coordinator's key."""
     socket.curve_secretkey = keys.secret.encode()
     socket.curve_publickey = keys.public.encode()

@@ -54,7 +54,9 @@ class ParentLink:
     def __init__(self, parent_pid: int) -> None:
         self.parent_pid = parent_pid
 
-    def connect(self, ctx: zmq.asyncio.Context, endpoint: str, identity: bytes) -> zmq.Socket:
+    def connect(
+        self, ctx: zmq.asyncio.Context, endpoint: str, identity: bytes
+    ) -> zmq.asyncio.Socket:
         """The worker's DEALER, connected to ``endpoint``."""
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, identity)
@@ -81,13 +83,15 @@ class CoordinatorLink:
         self.join_deadline = time.monotonic() + join_timeout_s
         self.join_timeout_s = join_timeout_s
         self.endpoint = ""
-        self.monitor: zmq.Socket | None = None
+        self.monitor: zmq.Socket[bytes] | None = None
         self.joined = False  # a handshake succeeded at least once
         self.connected = False
         self.lost_since: float | None = None
         self.failed_handshakes = 0
 
-    def connect(self, ctx: zmq.asyncio.Context, endpoint: str, identity: bytes) -> zmq.Socket:
+    def connect(
+        self, ctx: zmq.asyncio.Context, endpoint: str, identity: bytes
+    ) -> zmq.asyncio.Socket:
         """The worker's DEALER, a CurveZMQ client of ``endpoint`` with heartbeats, watched."""
         self.endpoint = endpoint
         sock = ctx.socket(zmq.DEALER)

@@ -33,7 +33,7 @@ PROBE_INTERVAL_NS = 10_000_000  # as often as the coordinator probes local worke
 class LoopProbe:
     """Samples the loop's lag every PROBE_INTERVAL_NS into ``samples`` until ``close``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, samples: array) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, samples: array[int]) -> None:
         self.loop = loop
         self.samples = samples
         self.fd = -1

@@ -7,10 +7,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+from collections.abc import Callable
 from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+
+if TYPE_CHECKING:
+    from aiohttp.client_reqrep import ClientRequest, ConnectionKey
+    from aiohttp.connector import Connection
+    from aiohttp.tracing import Trace
 
 # The current request's connect time, set in its own task's context (see PoolConnector).
 CONNECT_NS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
@@ -45,7 +52,10 @@ class StampingHandler(ResponseHandler):
     received_ns = 0
 
     def data_received(
-        self, data: bytes, _now=perf_counter_ns, _received=ResponseHandler.data_received
+        self,
+        data: bytes,
+        _now: Callable[[], int] = perf_counter_ns,
+        _received: Callable[[ResponseHandler, bytes], None] = ResponseHandler.data_received,
     ) -> None:
         # Runs for every read: the clock and aiohttp's method are bound once, as defaults.
         if data:  # aiohttp calls it with no bytes to resume its own parsing
@@ -67,14 +77,19 @@ class PoolConnector(aiohttp.TCPConnector):
     - each connection's protocol is a ``StampingHandler`` (aiohttp's ``_factory``).
     """
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._factory = functools.partial(StampingHandler, loop=self._loop)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # typeshed's partial is invariant in what it returns: a StampingHandler is a
+        # ResponseHandler, which is all aiohttp asks of the factory.
+        self._factory = functools.partial(StampingHandler, loop=self._loop)  # type: ignore[assignment]
         self.reuse = True
         self.preopening = False
-        self.preopened: set[object] = set()  # pre-opened protocols no request has taken yet
+        # Pre-opened protocols no request has taken yet.
+        self.preopened: set[ResponseHandler] = set()
 
-    async def _create_connection(self, req, traces, timeout):  # type: ignore[no-untyped-def]
+    async def _create_connection(
+        self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout
+    ) -> ResponseHandler:
         started = perf_counter_ns()
         try:
             return await super()._create_connection(req, traces, timeout)
@@ -82,7 +97,7 @@ class PoolConnector(aiohttp.TCPConnector):
             if (spent := CONNECT_NS.get()) is not None:
                 spent.append(perf_counter_ns() - started)
 
-    async def _get(self, key, traces):  # type: ignore[no-untyped-def]
+    async def _get(self, key: ConnectionKey, traces: list[Trace]) -> Connection | None:
         if FRESH_ONLY.get():
             return None
         connection = await super()._get(key, traces)
@@ -91,23 +106,25 @@ class PoolConnector(aiohttp.TCPConnector):
             TOOK_PREOPENED.set(True)
         return connection
 
-    def _release(self, key, protocol, *, should_close=False):  # type: ignore[no-untyped-def]
+    def _release(
+        self, key: ConnectionKey, protocol: ResponseHandler, *, should_close: bool = False
+    ) -> None:
         super()._release(key, protocol, should_close=should_close or not self.reuse)
         if self.preopening and protocol.is_connected():
             self.preopened.add(protocol)
 
     def open_preopened(self) -> int:
         """Forget the pre-opened connections that are closed already; how many are open."""
-        self.preopened = {p for p in self.preopened if p.is_connected()}  # type: ignore[attr-defined]
+        self.preopened = {p for p in self.preopened if p.is_connected()}
         return len(self.preopened)
 
     def some_preopened_closed(self) -> bool:
         """Whether the server has closed a pre-opened connection already."""
-        return not all(p.is_connected() for p in self.preopened)  # type: ignore[attr-defined]
+        return not all(p.is_connected() for p in self.preopened)
 
     def closed_before_use(self) -> int:
         """Pre-opened connections open at t0 that the server closed before any request."""
-        return sum(not p.is_connected() for p in self.preopened)  # type: ignore[attr-defined]
+        return sum(not p.is_connected() for p in self.preopened)
 
 
 def before_any_byte(exc: BaseException) -> bool:

@@ -39,7 +39,7 @@ class PooledAnswer:
     __slots__ = ("completion_tokens", "error", "event_ns", "prompt_tokens")
 
     def __init__(self) -> None:
-        self.event_ns: array = array("q")
+        self.event_ns: array[int] = array("q")
         self.prompt_tokens = -1  # -1: not reported; the coordinator uses the dataset's length
         self.completion_tokens = -1
         self.error: str | None = None

@@ -66,6 +66,7 @@ from __future__ import annotations
 import hmac
 import importlib.metadata
 import secrets
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
@@ -251,8 +252,8 @@ class Codec:
         return bytes.fromhex(self.token)[:PROBE_TOKEN_BYTES]
 
     def encode(
-        self, kind: Kind, frames: list[bytes | memoryview] | None = None, **fields: Any
-    ) -> list:
+        self, kind: Kind, frames: Sequence[bytes | memoryview] | None = None, **fields: Any
+    ) -> list[bytes | memoryview]:
         """Build the multipart frames of one message."""
         header = orjson.dumps(
             {"v": PROTOCOL_VERSION, "t": self.token, "kind": kind.value, **fields}
@@ -327,7 +328,7 @@ def shard_message(
     scheduled_ns: np.ndarray,
     max_events: np.ndarray | None = None,
     turns: np.ndarray | None = None,
-) -> list:
+) -> list[bytes | memoryview]:
     """Frames of a SHARD: request bodies ready to send, their indices, scheduled offsets,
     output guards (the most token events each may stream; 0: no guard) and, for conversations,
     each turn's (conversation, turn index, think time in ns) as an [N, 3] int64 array."""
@@ -394,11 +395,11 @@ def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
 
 def records_message(
     codec: Codec,
-    rows: list[tuple],
+    rows: list[tuple[Any, ...]],
     event_ns: bytes,
     errors: dict[int, str],
     texts: dict[int, str],
-) -> list:
+) -> list[bytes | memoryview]:
     """Frames of a RECORDS batch: one RECORD_DTYPE row per request plus their event instants."""
     records = np.array(rows, dtype=RECORD_DTYPE)
     return codec.encode(

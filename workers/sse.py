@@ -313,7 +313,7 @@ class SSEStream:
         self._cut_tail = False  # the body ended inside an event, which is not counted
         self._finished = False
         self._lfs = 0  # LF bytes in the body so far, counted as each read comes (hot in cache)
-        self.event_ns: array = array("q")  # arrival instants of token events
+        self.event_ns: array[int] = array("q")  # arrival instants of token events
         self.ends = 0  # reads that ended at least one SSE message (pings and empty events too)
         self.prompt_tokens = -1
         self.completion_tokens = -1

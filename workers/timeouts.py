@@ -41,7 +41,7 @@ def _ns(seconds: float | None) -> int | None:
 
 
 async def sweep_timeouts(
-    open_requests: dict[asyncio.Task, OpenRequest], config: WorkerConfig
+    open_requests: dict[asyncio.Task[None], OpenRequest], config: WorkerConfig
 ) -> None:
     """Until cancelled: fail each open request past the output guard, --request-timeout or
     --idle-timeout (its task cancelled, ``timed_out`` saying why)."""

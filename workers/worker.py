@@ -33,6 +33,7 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import asdict
 from time import perf_counter_ns
+from typing import Any
 
 import aiohttp
 import numpy as np
@@ -139,7 +140,7 @@ class Worker:
 
     def _reset_run_state(self) -> None:
         """Everything one shard's run keeps, fresh (a reusable worker serves several)."""
-        self.rows: list[tuple] = []
+        self.rows: list[tuple[Any, ...]] = []
         self.events = array("q")
         self.errors: dict[int, str] = {}
         self.texts: dict[int, str] = {}
@@ -157,7 +158,7 @@ class Worker:
         self.connector: PoolConnector | None = None
         self.stale_streak = 0  # stale pooled connections in a row, since the last good reuse
         self.report_first = 0  # finished requests still to report one by one (fail fast)
-        self.open: dict[asyncio.Task, OpenRequest] = {}  # requests in flight, for the sweep
+        self.open: dict[asyncio.Task[None], OpenRequest] = {}  # requests in flight, for the sweep
         self.conversations: Conversations | None = None  # --multi-turn: the shard's turns
 
     async def run(self) -> None:
@@ -212,11 +213,11 @@ class Worker:
                 self.worker_id = fields["worker"]
                 return
 
-    async def _send(self, parts: list) -> None:
+    async def _send(self, parts: list[bytes | memoryview]) -> None:
         self.last_sent_ns = perf_counter_ns()
         await self.sock.send_multipart(parts, copy=False)
 
-    async def _receive(self, watch_parent: bool = True) -> tuple[Kind, dict, list[bytes]]:
+    async def _receive(self, watch_parent: bool = True) -> tuple[Kind, dict[str, Any], list[bytes]]:
         """The coordinator's next message; one that is not this run's is logged and dropped, a
         PING is answered here. While waiting, the worker exits if the coordinator is gone
         (``watch_parent``; during the run the flusher checks instead, so a message costs no
@@ -357,7 +358,7 @@ class Worker:
             )
         headers = {"Content-Type": config.content_type, **config.headers}
         url = URL(config.url)
-        tasks: set[asyncio.Task] = set()
+        tasks: set[asyncio.Task[None]] = set()
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))
         listener = asyncio.create_task(self._listen(tasks))
         sweeper = asyncio.create_task(sweep_timeouts(self.open, config))
@@ -426,7 +427,7 @@ class Worker:
         shard: Shard,
         headers: dict[str, str],
         slots: CreditGate | None,
-        tasks: set[asyncio.Task],
+        tasks: set[asyncio.Task[None]],
     ) -> None:
         """Release conversations' turns as they fall due (workers/conversations.py): turn 0
         at its conversation's scheduled instant, each later one when the turn before it ended,
@@ -482,7 +483,7 @@ class Worker:
         shard: Shard,
         k: int,
         headers: dict[str, str],
-        slots: asyncio.Semaphore | None,
+        slots: CreditGate | None,
         t0_ns: int,
         arrival_ns: int,
         body: bytes | None = None,
@@ -602,7 +603,9 @@ class Worker:
         if self.conversations is not None:
             self._turn_ended(shard, k, success, text, end_ns - t0_ns, error)
         server_queue_s, server_ttft_s = (
-            (stream.server_queue_s, stream.server_ttft_s) if streamed else (math.nan, math.nan)
+            (stream.server_queue_s, stream.server_ttft_s)
+            if isinstance(stream, SSEStream)
+            else (math.nan, math.nan)
         )
         self.rows.append(
             (
@@ -701,7 +704,7 @@ class Worker:
         if self.rows:
             await self._send(self._records_message())
 
-    def _records_message(self) -> list:
+    def _records_message(self) -> list[bytes | memoryview]:
         """The RECORDS message of the requests finished since the last one."""
         rows, events, errors, texts = self.rows, self.events, self.errors, self.texts
         self.rows, self.events, self.errors, self.texts = [], array("q"), {}, {}
@@ -715,7 +718,7 @@ class Worker:
             if self.link.remote and perf_counter_ns() - self.last_sent_ns > ALIVE_AFTER_NS:
                 await self._send(self.codec.encode(Kind.ALIVE))
 
-    async def _listen(self, tasks: set[asyncio.Task]) -> None:
+    async def _listen(self, tasks: set[asyncio.Task[None]]) -> None:
         """Handle the coordinator's messages during the run (STOP) and the loop-lag probes."""
         loop = asyncio.get_running_loop()
         probe = self.probe
@@ -744,7 +747,7 @@ class Worker:
             if sent is not None:
                 self.loop_lag_ns.append(now - sent)
 
-    async def _listen_for_stop(self, tasks: set[asyncio.Task]) -> None:
+    async def _listen_for_stop(self, tasks: set[asyncio.Task[None]]) -> None:
         while True:
             kind, fields, _ = await self._receive(watch_parent=False)
             if kind is Kind.CREDITS and self.gate is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -80,7 +81,7 @@ def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> li
     help="Keep the server's records and the client's results here (default: a temporary "
     "directory, removed afterwards).",
 )
-def calibrate_command(**settings: object) -> None:
+def calibrate_command(**settings: Any) -> None:
     """Measure loadgen's own TTFT and inter-event timing error against the mock server's records.
 
     Starts `loadgen mock-server --record-timings`, runs `loadgen run` against it at each

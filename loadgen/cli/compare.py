@@ -74,7 +74,9 @@ def short_name(argument: str) -> str:
     type=click.Path(dir_okay=False, writable=True),
     help="Also write the comparison to this JSON file.",
 )
-def compare_command(base: str, others: tuple[str, ...], resamples: int, json_path: str | None):
+def compare_command(
+    base: str, others: tuple[str, ...], resamples: int, json_path: str | None
+) -> None:
     """Compare OTHER runs with BASE."""
     try:
         base_runs = runs_of(base)

@@ -25,7 +25,7 @@ HELP = (
 
 
 @click.pass_context
-def serve_mock(ctx: click.Context, **values: object) -> None:
+def serve_mock(ctx: click.Context, /, **values: object) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
     # Options not given take MockConfig's defaults, the table's: --keepalive-timeout and
     # --http-threads then stay None, the personality's. Asked by source, not by value.

@@ -33,7 +33,7 @@ def click_option(flag: Flag) -> click.Option:
     else:
         kwargs["type"] = click_type(flag)
     if flag.parse is not None:
-        kwargs["callback"] = _parse_with(flag)
+        kwargs["callback"] = _parse_with(flag.name, flag.parse)
     shorts = [flag.short] if flag.short else []
     return click.Option([spelling, *shorts, flag.field], **kwargs)
 
@@ -45,20 +45,25 @@ def click_type(flag: Flag) -> click.ParamType | type:
     if flag.type is Path:
         return click.Path(dir_okay=False, path_type=Path)
     if flag.click_range:
-        ranged = click.IntRange if flag.type is int else click.FloatRange
+        # The table's bounds are numbers; an int flag's are ints.
+        ranged: Callable[..., click.ParamType] = (
+            click.IntRange if flag.type is int else click.FloatRange
+        )
         return ranged(flag.minimum, flag.maximum, min_open=flag.min_open)
     return flag.type
 
 
-def _parse_with(flag: Flag) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A click callback that parses the value as the table says; a ValueError is a usage error
-    naming the flag."""
+def _parse_with(
+    name: str, parse_value: Callable[[Any], Any]
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback that parses the value as the table says (the flag ``name``'s
+    ``parse``); a ValueError is a usage error naming the flag."""
 
     def parse(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         try:
-            return flag.parse(value)
+            return parse_value(value)
         except ValueError as exc:
-            raise click.BadParameter(str(exc), ctx=ctx, param_hint=flag.name) from None
+            raise click.BadParameter(str(exc), ctx=ctx, param_hint=name) from None
 
     return parse
 

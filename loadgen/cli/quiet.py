@@ -19,7 +19,7 @@ class ReportOnlyStdout(io.TextIOBase):
     """Writes through to ``stream`` the whole lines from SUMMARY_TITLE to the verdict line,
     inclusive; drops the rest."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO | io.TextIOBase) -> None:
         self.stream = stream
         self.partial = ""  # a line written in pieces (print writes the newline apart)
         self.in_report = False

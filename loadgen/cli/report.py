@@ -76,7 +76,7 @@ class ReportCommand(click.Command):
 
 @click.pass_context
 def report_records(
-    ctx: click.Context, records: str, export_format: str, output: Path | None, **_: object
+    ctx: click.Context, /, records: str, export_format: str, output: Path | None, **_: object
 ) -> None:
     """Rebuild the report of the run whose records file is RECORDS; exit 3 when it breaches a
     --fail-on gate."""

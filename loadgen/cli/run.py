@@ -37,7 +37,7 @@ def mock_flags_conflict(mock: bool, flags_given: frozenset[str]) -> str | None:
 
 
 @click.pass_context
-def run_benchmark(ctx: click.Context, **values: object) -> None:
+def run_benchmark(ctx: click.Context, /, **values: object) -> None:
     """Build the RunConfig from the options given, run it, and exit with its code."""
     flags_given = given(ctx, RUN_FLAGS)
     if conflict := mock_flags_conflict(bool(values["mock"]), flags_given):

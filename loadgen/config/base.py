@@ -13,6 +13,7 @@ from typing import Any
 
 from loadgen.backends import POOLING_BACKENDS
 from loadgen.config.errors import ConfigError
+from loadgen.config.fields import RunConfigFields
 from loadgen.config.flags import SAMPLING_FIELDS, SHORTHANDS
 from loadgen.datasets.registry import HFDataset, find_hf_dataset, names
 
@@ -36,8 +37,9 @@ ALL_ROWS_DATASETS = names(lambda dataset: dataset.every_row)
 ALWAYS_TEMPLATED_DATASETS = names(lambda dataset: dataset.templated == "always")
 
 
-class RunConfigBase:
-    """RunConfig's derived values (its fields come from the flag table)."""
+class RunConfigBase(RunConfigFields):
+    """RunConfig's derived values (its fields come from the flag table; a type checker reads
+    them in fields.pyi)."""
 
     @property
     def uses_chat_template(self) -> bool:

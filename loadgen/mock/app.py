@@ -16,9 +16,9 @@ import functools
 import gc
 import signal
 import time
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from loadgen.mock.bodies import RequestError
 from loadgen.mock.config import MockConfig
@@ -36,9 +36,6 @@ IDLE_GC_TICK_S = 0.5
 STATS_PATH = "/mock/stats"
 
 STATE_KEY = web.AppKey("state", MockState)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
 def _answer(answer: Answer) -> web.Response:

@@ -53,6 +53,7 @@ class EmbeddedMockServer:
     def start(self, timeout_s: float = 60.0) -> str:
         """Launch the server and return its base URL once it listens."""
         with contextlib.ExitStack() as stack:
+            stderr: IO[bytes]
             if self.stderr_path is None:
                 # Kept open for last_error(); closed with this object.
                 self.stderr_file = stderr = tempfile.TemporaryFile(prefix="loadgen-mock-")  # noqa: SIM115

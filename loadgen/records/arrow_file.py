@@ -190,8 +190,7 @@ class RecordsWriter:
 
     def _write(self, batch: Any, custom_metadata: dict[bytes, bytes] | None = None) -> None:
         """Write the batch ``batch()`` builds, unless the file is closed or has failed."""
-        if self._writer is not None:
-            writer, file = self._writer, self._file
+        if (writer := self._writer) is not None and (file := self._file) is not None:
             self._guard(lambda: writer.write_batch(batch(), custom_metadata=custom_metadata))
             self._guard(file.flush)
 

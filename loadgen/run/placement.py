@@ -22,6 +22,7 @@ def worker_pool(config: RunConfig, size: int | None = None, reusable: bool = Fal
     listen = None
     if config.listen is not None:
         host, port = config.listen
+        assert config.key is not None  # validate(): --listen needs --key
         try:
             keys = read_keys(config.key, "coordinator")
         except KeyFileError as exc:

@@ -133,7 +133,10 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
     """
     model_task = asyncio.ensure_future(resolve_model(config, client))
 
-    async def tokenizer_and_dataset() -> tuple[str | None, TokenCodec, SampledPrompts]:
+    async def tokenizer_and_dataset() -> tuple[
+        str | None, TokenCodec, SampledPrompts, Turns | None
+    ]:
+        tokenizer: TokenCodec
         if config.skip_tokenizer_init:  # upstream reports tokenizer_id null
             tokenizer_id = None
             print("--skip-tokenizer-init: the dataset is built with the server's /tokenize")

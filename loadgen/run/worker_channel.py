@@ -214,7 +214,7 @@ class WorkerChannel:
             self.sock.bind(f"tcp://{bracketed}:{port}")
         except zmq.ZMQError as exc:
             raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
-        self.tcp_endpoint = self.sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.tcp_endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.remote_slots = remote_slots
         return self.tcp_endpoint
 
@@ -401,7 +401,8 @@ class WorkerChannel:
             if member.placement != LOCAL and member.hello is not None:
                 # Queued at once (a ROUTER never waits to send); one that is gone fails it.
                 sent = self.sock.send_multipart([member.identity, *stop], copy=False)
-                sent.add_done_callback(_ignore_failure)
+                # pyzmq types it an Awaitable; it is an asyncio.Future.
+                sent.add_done_callback(_ignore_failure)  # type: ignore[attr-defined]
                 told = True
         return told
 

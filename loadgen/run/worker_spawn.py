@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
 
@@ -34,7 +34,7 @@ def _main_module_hidden() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
-def start_without_main(processes: list[BaseProcess]) -> None:
+def start_without_main(processes: Sequence[BaseProcess]) -> None:
     """Start spawn-context ``processes`` whose children skip the caller's main module.
 
     ``Process.start`` pickles the preparation data synchronously, so the swap lasts only as

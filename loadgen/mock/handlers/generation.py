@@ -40,7 +40,8 @@ def token_cycle(tokenizer: Tokenizer) -> list[int]:
     Re-encoding the generated text then gives back exactly the generated token count.
     """
     special = set(tokenizer.get_added_tokens_decoder())
-    words, printable = [], []
+    words: list[int] = []
+    printable: list[int] = []
     for token_id in range(tokenizer.get_vocab_size()):
         if token_id in special:
             continue

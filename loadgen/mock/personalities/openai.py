@@ -81,7 +81,12 @@ class OpenAI(Personality):
 
     def response(self, r: StreamRequest, text: str) -> dict[str, Any]:
         if r.chat:
-            message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "annotations": [],
+            }
             choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None}
             choice["finish_reason"] = r.finish_reason
         else:
