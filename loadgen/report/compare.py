@@ -33,7 +33,7 @@ from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
 from loadgen.report.metrics import derive_timings, tpot_of
 from loadgen.report.offline import stored_config
-from loadgen.report.run_report import request_results, run_end
+from loadgen.report.summarize import request_results, run_end
 
 CONFIDENCE = 0.95
 # ITL intervals are drawn from at most this many gaps a side (whole requests picked at random):
