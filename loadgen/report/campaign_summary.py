@@ -203,9 +203,12 @@ def write_summary_csv(path: str, rows: Sequence[dict[str, object]]) -> None:
 
 
 def summary_table(rows: Sequence[dict[str, object]], num_runs: int) -> list[str]:
-    """The console's table at the campaign's end: per point, runs finished, req/s, output
-    tok/s, TTFT and ITL p99 (means across runs, ± the interval's half width with repeats)."""
-    shown = ("request_throughput", "output_throughput", "p99_ttft_ms", "p99_itl_ms")
+    """The console's table at the campaign's end: per point, runs finished, req/s, goodput
+    (where a point measured it), output tok/s, TTFT and ITL p99 (means across runs, ± the
+    interval's half width with repeats)."""
+    goodput = any(_shown(row, "request_goodput", num_runs) != "-" for row in rows)
+    rates = ("request_throughput", *(("request_goodput",) if goodput else ()), "output_throughput")
+    shown = (*rates, "p99_ttft_ms", "p99_itl_ms")
     header = f"{'point':<40} {'ok':>5} " + " ".join(f"{key:>22}" for key in shown)
     lines = ["=" * len(header), header, "-" * len(header)]
     for row in rows:
@@ -222,9 +225,11 @@ def summary_table(rows: Sequence[dict[str, object]], num_runs: int) -> list[str]
 
 def _shown(row: dict[str, object], key: str, num_runs: int) -> str:
     if num_runs == 1:
-        value = row[key]
+        value = row.get(key, "")
         return "-" if value == "" else f"{value:.2f}"
-    mean, low, high = (row[f"{key}{s}"] for s in ("_mean_of_runs", "_ci95_t_low", "_ci95_t_high"))
+    mean, low, high = (
+        row.get(f"{key}{s}", "") for s in ("_mean_of_runs", "_ci95_t_low", "_ci95_t_high")
+    )
     if mean == "":
         return "-"
     if low == "":

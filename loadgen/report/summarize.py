@@ -57,7 +57,7 @@ from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
 from workers.protocol import ConnectionStats
 
-ERROR_KIND_WORDS = 3  # as the live view counts them (loadgen/run/live_figures.py)
+ERROR_KIND_WORDS = 5  # an error's kind: at most its first 5 words before a colon
 
 
 def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
@@ -198,8 +198,8 @@ def reported_metrics(config: RunConfig) -> list[str]:
 
 
 def error_kind(error: str) -> str:
-    """The first words of an error, before any colon: its kind for the counts (as the live
-    view's)."""
+    """The first words of an error, before any colon: its kind for the counts (the summary's
+    and the live view's)."""
     head = error.split(":", 1)[0]
     return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
 

@@ -15,6 +15,7 @@ from loadgen.report.campaign_summary import (
     metric_keys,
     summary_metrics,
     summary_rows,
+    summary_table,
 )
 from loadgen.report.html_report import summary_table as html_summary_table
 from loadgen.report.metric_table import (
@@ -139,3 +140,14 @@ def test_the_report_renders_its_summary() -> None:
     assert report.breaches == ["breached: completed<100 (measured 7)"]
     assert report.summary.errors.by_kind == {"HTTP 500": 1}
     assert math.isclose(report.summary.totals.rtfx or 0.0, 7 * 1.5 / report.summary.totals.duration)
+
+
+@pytest.mark.parametrize("goodput", [{"ttft": 50.0}, None], ids=["goodput", "none"])
+def test_the_campaign_table_shows_goodput_where_it_was_measured(goodput: object) -> None:
+    cfg = full_config(goodput=goodput)
+    metrics, _ = summary_metrics(summarize(cfg, made_up_run(cfg)))
+    for runs in (1, 2):
+        rows = summary_rows([PointRuns("c=4", 4, 100.0, metrics=[metrics] * runs)], runs)
+        header = summary_table(rows, runs)[1].split()
+        rates = ["request_throughput", "request_goodput", "output_throughput"]
+        assert header[2:-2] == (rates if goodput else [rates[0], rates[2]])
