@@ -28,7 +28,7 @@ from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_argv, redact_text, redact_url
 from loadgen.report.campaign_summary import metric_keys
-from loadgen.report.compare import samples_of
+from loadgen.report.compare import Samples, pooled_samples, samples_of
 from loadgen.report.hosts import host_lines
 from loadgen.report.html_charts import (
     OVER_TIME_TITLE,
@@ -134,10 +134,14 @@ def run_notes(summary: RunSummary) -> list[str]:
 
 
 def run_latencies(label: str, runs: list[RunRecords]) -> Latencies:
-    """The CDFs' line of one run, or a point's runs pooled: every successful request's TTFT
-    and E2EL and every gap between its token events, in ms."""
-    samples = samples_of(label, runs)
-    return Latencies(label, samples.ttft_s * 1e3, samples.itl_s * 1e3, samples.e2el_s * 1e3)
+    """The CDFs' line of a point's runs pooled: every successful request's TTFT and E2EL and
+    every gap between its token events, in ms."""
+    return latencies_of(samples_of(label, runs))
+
+
+def latencies_of(samples: Samples) -> Latencies:
+    """The CDFs' line of a side's samples, in ms."""
+    return Latencies(samples.name, samples.ttft_s * 1e3, samples.itl_s * 1e3, samples.e2el_s * 1e3)
 
 
 def run_over_time(label: str, run: RunRecords) -> OverTime:
@@ -163,8 +167,9 @@ def run_over_time(label: str, run: RunRecords) -> OverTime:
 
 def run_page(run: RunRecords, report: Report, title: str) -> str:
     """The page of one run from its records and its report."""
-    pooling = stored_config(run, title).pooling
+    pooling = report.summary.settings.pooling
     names = POOLING_CDFS if pooling else GENERATION_CDFS
+    run_latency = latencies_of(pooled_samples(title, [report.summary]))
     verdict = report.verdict
     return render(
         title=title,
@@ -175,7 +180,7 @@ def run_page(run: RunRecords, report: Report, title: str) -> str:
         notes=[redact_text(note) for note in run_notes(report.summary)],
         summary=summary_table(report.summary),
         figures=[
-            ("Latency distributions", cdf_figure([run_latencies(title, [run])], names)),
+            ("Latency distributions", cdf_figure([run_latency], names)),
             (OVER_TIME_TITLE, over_time_figure([run_over_time(title, run)], tokens=not pooling)),
         ],
     )
