@@ -16,6 +16,7 @@ import json
 import math
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -322,12 +323,26 @@ def trade_off_planes(points: list[CampaignPoint], num_runs: int) -> list[TradeOf
 
 
 _CAMPAIGN_FIGURES = figures_in(CAMPAIGN, pooling=False)
-CAMPAIGN_COLUMNS = (  # summary.csv's throughputs, its counts, then its latencies
-    *(f.key for f in _CAMPAIGN_FIGURES if f.unit.endswith("/s")),
-    *(f.key for f in _CAMPAIGN_FIGURES if not f.unit.endswith("/s")),
-    *(key for key in metric_keys() if key.endswith("_ms")),
-)
 _MEASURED_WHEN_ASKED = {f.key for f in _CAMPAIGN_FIGURES if f.shown == "known"}
+_PERCENTILE_KEY = re.compile(r"^p(\d+(?:\.\d+)?)_[a-z0-9_]+_ms")
+
+
+def campaign_columns(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
+    """summary.csv's throughputs, its counts, then its latencies (with ``percentiles``, the
+    runs' --metric-percentiles, beside p99)."""
+    return (
+        *(f.key for f in _CAMPAIGN_FIGURES if f.unit.endswith("/s")),
+        *(f.key for f in _CAMPAIGN_FIGURES if not f.unit.endswith("/s")),
+        *(key for key in metric_keys(percentiles) if key.endswith("_ms")),
+    )
+
+
+def row_percentiles(points: list[CampaignPoint]) -> list[float]:
+    """The percentiles summary.csv's rows have columns for."""
+    found = {
+        float(m[1]) for point in points for key in point.row if (m := _PERCENTILE_KEY.match(key))
+    }
+    return sorted(found)
 
 
 def column_title(key: str) -> str:
@@ -350,7 +365,7 @@ def campaign_table(points: list[CampaignPoint], num_runs: int) -> Table:
     runs above its 95 % interval)."""
     columns = [  # a figure measured only when asked (goodput) is left out when none has it
         key
-        for key in CAMPAIGN_COLUMNS
+        for key in campaign_columns(row_percentiles(points))
         if key not in _MEASURED_WHEN_ASKED
         or any(math.isfinite(_value(point.row, key, num_runs)[0]) for point in points)
     ]

@@ -128,6 +128,17 @@ def test_goodput_has_a_column_only_where_a_point_measured_it() -> None:
     assert table.rows[-1][table.header.index("goodput req/s")] == "5\n[4, 6]"
 
 
+def test_the_runs_other_percentiles_have_columns_beside_p99() -> None:
+    asked = point(
+        "e", "c=2", **with_ci("p50_ttft_ms", 90, 89, 91), **with_ci("p99.9_itl_ms", 9, 8, 10)
+    )
+    header = campaign_table([*POINTS, asked], num_runs=2).header
+    ttft = header.index("p50 TTFT (ms)")
+    assert header[ttft + 1] == "p99 TTFT (ms)"
+    assert header[header.index("p99 ITL (ms)") + 1] == "p99.9 ITL (ms)"
+    assert "p50 TTFT (ms)" not in campaign_table(POINTS, num_runs=2).header
+
+
 def test_column_titles_and_the_verdict_count() -> None:
     assert column_title("median_itl_ms") == "median ITL (ms)"
     assert column_title("request_throughput") == "req/s"
