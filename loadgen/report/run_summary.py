@@ -136,7 +136,8 @@ class Ending:
 
 @dataclass(frozen=True)
 class Requests:
-    """Per-request values the detailed JSON, the plots and the campaign read."""
+    """Per-request values the detailed JSON, the per-request exports, the plots, the campaign
+    and compare read."""
 
     results: RequestResults
     timings: Timings
@@ -144,6 +145,10 @@ class Requests:
     server_queue_s: np.ndarray  # NaN where the server did not say
     server_ttft_s: np.ndarray
     end_s: np.ndarray  # each request's end after t0 (s)
+    rows: np.ndarray  # the run's records as the workers reported them (RECORD_DTYPE)
+    worker: np.ndarray  # the worker that reported each request; -1 when none did
+    scheduled_ns: np.ndarray  # each request's scheduled instant after t0
+    event_ns: np.ndarray  # the token events' instants after t0, request-major
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,10 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             server_queue_s=records["server_queue_s"],
             server_ttft_s=records["server_ttft_s"],
             end_s=ends / 1e9,
+            rows=records,
+            worker=run.worker,
+            scheduled_ns=run.scheduled_ns,
+            event_ns=run.event_ns,
         ),
         gates=[],
     )
