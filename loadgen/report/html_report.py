@@ -29,7 +29,7 @@ from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_argv, redact_text, redact_url
 from loadgen.report.campaign_summary import metric_keys
-from loadgen.report.compare import Samples, pooled_samples, samples_of
+from loadgen.report.compare import Samples, pooled_samples
 from loadgen.report.hosts import host_lines
 from loadgen.report.html_charts import (
     OVER_TIME_TITLE,
@@ -56,7 +56,7 @@ from loadgen.report.offline import stored_config
 from loadgen.report.run_context import dataset_settings
 from loadgen.report.run_report import Report
 from loadgen.report.run_summary import RunSummary
-from loadgen.report.summarize import request_results, run_end
+from loadgen.report.summarize import summarize
 from loadgen.report.summary import notes, report_blocks
 
 CAMPAIGN_REPORT = "report.html"
@@ -134,10 +134,10 @@ def run_notes(summary: RunSummary) -> list[str]:
     return [*notes(summary), *host_lines(summary.ending.hosts)]
 
 
-def run_latencies(label: str, runs: list[RunRecords]) -> Latencies:
-    """The CDFs' line of a point's runs pooled: every successful request's TTFT and E2EL and
-    every gap between its token events, in ms."""
-    return latencies_of(samples_of(label, runs))
+def run_latencies(label: str, summaries: list[RunSummary]) -> Latencies:
+    """The CDFs' line of a run, or of a point's runs pooled: every successful request's TTFT
+    and E2EL and every gap between its token events, in ms."""
+    return latencies_of(pooled_samples(label, summaries))
 
 
 def latencies_of(samples: Samples) -> Latencies:
@@ -145,11 +145,10 @@ def latencies_of(samples: Samples) -> Latencies:
     return Latencies(samples.name, samples.ttft_s * 1e3, samples.itl_s * 1e3, samples.e2el_s * 1e3)
 
 
-def run_over_time(label: str, run: RunRecords) -> OverTime:
+def run_over_time(label: str, summary: RunSummary) -> OverTime:
     """A run's completions, output tokens and in-flight requests per bin (100 bins, fewer for
     a run of fewer than 500 requests)."""
-    results = request_results(run, run_end(run, stored_config(run, label).pooling))
-    ends_s = run.records["end_ns"] / 1e9
+    results, ends_s = summary.requests.results, summary.requests.end_s
     length_s = float(ends_s.max()) if len(ends_s) else 0.0
     bins = time_bins(length_s, bin_count(int(results.success.sum())))
     sent = (results.send_s >= 0) & (ends_s >= results.send_s)
@@ -170,7 +169,7 @@ def run_page(run: RunRecords, report: Report, title: str) -> str:
     """The page of one run from its records and its report."""
     pooling = report.summary.settings.pooling
     names = POOLING_CDFS if pooling else GENERATION_CDFS
-    run_latency = latencies_of(pooled_samples(title, [report.summary]))
+    run_latency = run_latencies(title, [report.summary])
     verdict = report.verdict
     return render(
         title=title,
@@ -182,7 +181,10 @@ def run_page(run: RunRecords, report: Report, title: str) -> str:
         summary=summary_table(report.summary),
         figures=[
             ("Latency distributions", cdf_figure([run_latency], names)),
-            (OVER_TIME_TITLE, over_time_figure([run_over_time(title, run)], tokens=not pooling)),
+            (
+                OVER_TIME_TITLE,
+                over_time_figure([run_over_time(title, report.summary)], tokens=not pooling),
+            ),
         ],
     )
 
@@ -241,9 +243,15 @@ def campaign_page(folder: Path) -> str:
             verdict = json.loads(path.read_text(encoding="utf-8")).get("loadgen", {}).get("verdict")
             if verdict:
                 verdicts.append(f"{point.label} {path.stem.rpartition('-')[2]}: {verdict}")
-    latencies = [run_latencies(p.label, runs[p.row["point"]]) for p in with_runs]
+    summaries = {  # each run summarized as its report summarizes it
+        point: [summarize(stored_config(run, str(folder)), run) for run in point_runs]
+        for point, point_runs in runs.items()
+    }
+    latencies = [run_latencies(p.label, summaries[p.row["point"]]) for p in with_runs]
     over_time = [
-        run_over_time(f"{p.label} (run 0)" if num_runs > 1 else p.label, runs[p.row["point"]][0])
+        run_over_time(
+            f"{p.label} (run 0)" if num_runs > 1 else p.label, summaries[p.row["point"]][0]
+        )
         for p in with_runs
     ]
     pooling = stored_config(first, str(folder)).pooling
