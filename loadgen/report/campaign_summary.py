@@ -104,11 +104,14 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
     ttft, e2el = timings.ttft_s[ok], timings.latency_s[ok]
     tpot = np.zeros(len(out))
     tpot[many] = (e2el - ttft)[many] / (out[many] - 1)
-    samples = {
+    queue = timings.queue_s[ok]
+    samples = {  # every latency of the metric table, so any of them may name the campaign
         "ttft": ttft,
         "e2el": e2el,
         "tpot": tpot[many],
         "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
+        "client_queue_time": queue,
+        "e2el_including_client_queue": e2el + queue,
     }
     metrics: dict[str, float] = {}
     statistics = campaign_statistics(summary.settings.percentiles)

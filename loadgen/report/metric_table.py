@@ -6,8 +6,10 @@ stem (the result JSON's key, and the attribute of ``RunSummary`` that holds it),
 label, its unit, the views it appears in, and whether a generation run, a pooling run or both
 report it. The console's "Serving Benchmark Result" block and the result JSON's metric keys are
 made from these rows in their order (``FIGURES`` is in the JSON's order, upstream's; ``console``
-gives the console's); the campaign's table and summary.csv read the rows whose views name
-``campaign``. A row added here appears in every view it names (tests/unit/test_metric_table.py).
+gives the console's; report.html's run table is made from the console's blocks); summary.csv,
+the campaign's console table and report.html's campaign table take the rows whose views name
+``campaign``. A row added here appears in every view it names, and in no other
+(tests/unit/test_metric_table.py).
 """
 
 from __future__ import annotations
