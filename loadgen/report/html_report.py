@@ -130,8 +130,17 @@ def summary_table(summary: RunSummary) -> Table:
 
 
 def run_notes(summary: RunSummary) -> list[str]:
-    """The console's notes after the summary's blocks, and where the workers ran."""
-    return [*notes(summary), *host_lines(summary.ending.hosts)]
+    """The console's notes after the summary's blocks, the failed requests counted by kind
+    (the console lists only the first ten), and where the workers ran."""
+    return [*notes(summary), *error_kinds_note(summary), *host_lines(summary.ending.hosts)]
+
+
+def error_kinds_note(summary: RunSummary) -> list[str]:
+    """One line counting the failed requests by kind, most frequent first; none without."""
+    kinds = sorted(summary.errors.by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
+    if not kinds:
+        return []
+    return ["failed requests by kind: " + ", ".join(f"{n} × {kind}" for kind, n in kinds)]
 
 
 def run_latencies(label: str, summaries: list[RunSummary]) -> Latencies:

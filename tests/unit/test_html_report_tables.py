@@ -54,9 +54,12 @@ def test_the_notes_are_the_consoles_after_the_blocks() -> None:
     cfg = full_config()
     run = made_up_run(cfg)
     run.records["connect_ns"][:3] = 2_000_000
+    run.errors[2] = "timeout: no answer"
+    run.errors[3] = "timeout: again"
     summary = summarize(cfg, run)
-    (note,) = run_notes(summary)
+    note, kinds = run_notes(summary)
     assert note.startswith("note: 3 requests opened a new connection during the run")
+    assert kinds == "failed requests by kind: 2 × timeout, 1 × HTTP 500"
     lines = console_lines(summary)
     assert lines[lines.index(note) - 1] == RULE and lines[-1] == summary.client.verdict
 
