@@ -25,6 +25,7 @@ from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.records.arrow_file import read_records
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_text
+from loadgen.report.run_summary import RunSummary
 from loadgen.run.fanout import FanoutError
 from loadgen.run.runner import RunFailed, RunOutcome, StopSwitch, run_outcome
 from loadgen.server.errors import ServerError
@@ -62,6 +63,8 @@ class Result:
     result_file: str | None  # the result JSON file, when --save-result/--append-result asked
     exit_code: int  # the CLI's: 0, or 3 when a --fail-on gate was breached
     summary: list[str] = field(repr=False)  # the lines the CLI prints
+    # the run's figures, typed (loadgen/report/run_summary.py): what metrics and summary render
+    run_summary: RunSummary | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{key}={self.metrics.get(key)!r}" for key in REPR_METRICS)
@@ -164,10 +167,11 @@ def _result(outcome: RunOutcome) -> Result:
     metrics = json.loads(json.dumps(report.result))  # plain values, inf as the file has it
     return Result(
         metrics=metrics,
-        verdict=metrics["loadgen"]["verdict"],
+        verdict=report.summary.client.verdict,
         records=outcome.records,
         records_file=outcome.records_file,
         result_file=outcome.result_file,
         exit_code=outcome.exit_code,
         summary=report.lines,
+        run_summary=report.summary,
     )

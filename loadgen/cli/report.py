@@ -113,7 +113,7 @@ def report_records(
         )
         print(f"Report written to {page}")
     elif export_format != "summary":
-        rows = request_rows(run, report.results.output_lens, config.request_id_prefix)
+        rows = request_rows(report.summary, config.request_id_prefix)
         if output is None:
             write_rows(rows, export_format, sys.stdout)
         else:

@@ -1,7 +1,8 @@
 """A campaign's figures: each run's metrics (over its steady state with --steady-state), each
 point's mean and 95 % confidence interval across its runs, summary.csv and the console table.
 
-Pure functions of a run's report: no sockets, no files but the CSV written at the end.
+A renderer of each run's ``RunSummary``: the metric table's rows whose views name ``campaign``
+are its columns. Pure functions: no sockets, no files but the CSV written at the end.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.report.metrics import RequestResults, Timings
-
-LATENCIES = ("ttft", "tpot", "itl", "e2el")
-STATISTICS = ("mean", "median", "p99")
-LATENCY_KEYS = tuple(f"{stat}_{name}_ms" for name in LATENCIES for stat in STATISTICS)
-COUNT_KEYS = ("request_throughput", "output_throughput", "completed", "failed")
-METRIC_KEYS = (*LATENCY_KEYS, *COUNT_KEYS)
+from loadgen.report.metric_table import CAMPAIGN, figures_in, latencies_in
+from loadgen.report.metrics import good_requests
+from loadgen.report.run_summary import RunSummary
+from loadgen.report.summary import percentile_word
 
 # Two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30).
 T975 = (
@@ -74,46 +72,74 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def run_metrics(
-    results: RequestResults,
-    timings: Timings,
-    end_s: np.ndarray,
-    whole_run: dict[str, float],
-    steady: bool,
-) -> tuple[dict[str, float], int]:
-    """One run's summary metrics and how many requests the steady state trimmed (0 without
-    it). ``whole_run``: the result JSON's throughputs and counts, used as they are when the
-    whole run counts."""
+def campaign_statistics(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
+    """The statistics a campaign keeps of each latency: mean, median, p99 and the run's other
+    --metric-percentiles, in increasing order."""
+    chosen = sorted({*percentiles, 99.0})
+    return ("mean", "median", *(f"p{percentile_word(p)}" for p in chosen))
+
+
+def metric_keys(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
+    """summary.csv's metric columns, in order: each campaign latency's statistics, then the
+    campaign figures (the metric table's rows whose views name ``campaign``)."""
+    statistics = campaign_statistics(percentiles)
+    latencies = (
+        f"{stat}_{latency.key}_ms" for latency in latencies_in(CAMPAIGN) for stat in statistics
+    )
+    return (*latencies, *(f.key for f in figures_in(CAMPAIGN, pooling=False)))
+
+
+def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str, float], int]:
+    """One run's campaign metrics from its summary, and how many requests the steady state
+    trimmed (0 without it). Without it the figures are the run's own (its result JSON's);
+    with it they are counted over the steady window (a figure it cannot count is NaN)."""
+    requests = summary.requests
+    results, timings = requests.results, requests.timings
     sent = results.send_s >= 0
-    if steady:
-        window = steady_window(results.send_s, end_s, sent)
-        kept, trimmed = window.kept, window.trimmed
-    else:
-        kept, trimmed = np.ones(len(sent), bool), 0
+    window = steady_window(results.send_s, requests.end_s, sent) if steady else None
+    kept = window.kept if window is not None else np.ones(len(sent), bool)
     ok = kept & results.success & (np.diff(results.event_offsets) > 0)
     out = results.output_lens[ok]
     many = out > 1
-    itl_counts = np.diff(timings.itl_offsets)
-    samples = {
-        "ttft": timings.ttft_s[ok],
-        "e2el": timings.latency_s[ok],
-        "tpot": (timings.latency_s[ok] - timings.ttft_s[ok])[many] / (out[many] - 1),
-        "itl": timings.itl_s[np.repeat(ok, itl_counts)],
+    ttft, e2el = timings.ttft_s[ok], timings.latency_s[ok]
+    tpot = np.zeros(len(out))
+    tpot[many] = (e2el - ttft)[many] / (out[many] - 1)
+    queue = timings.queue_s[ok]
+    samples = {  # every latency of the metric table, so any of them may name the campaign
+        "ttft": ttft,
+        "e2el": e2el,
+        "tpot": tpot[many],
+        "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
+        "client_queue_time": queue,
+        "e2el_including_client_queue": e2el + queue,
     }
     metrics: dict[str, float] = {}
-    for name in LATENCIES:
-        values_ms = samples[name] * 1000.0
-        for stat in STATISTICS:
-            metrics[f"{stat}_{name}_ms"] = _statistic(stat, values_ms)
-    if steady:
-        seconds = window.duration_s
-        metrics["request_throughput"] = int(ok.sum()) / seconds if seconds > 0 else math.nan
-        metrics["output_throughput"] = float(out.sum()) / seconds if seconds > 0 else math.nan
-        metrics["completed"] = float(ok.sum())
-        metrics["failed"] = float((kept & ~ok).sum())
-    else:
-        metrics.update({key: float(whole_run.get(key, math.nan)) for key in COUNT_KEYS})
-    return metrics, trimmed
+    statistics = campaign_statistics(summary.settings.percentiles)
+    for latency in latencies_in(CAMPAIGN):
+        values_ms = samples[latency.key] * 1000.0
+        for stat in statistics:
+            metrics[f"{stat}_{latency.key}_ms"] = _statistic(stat, values_ms)
+    figures = figures_in(CAMPAIGN, summary.settings.pooling)
+    if window is None:
+        metrics |= {f.key: _number(getattr(summary.totals, f.key)) for f in figures}
+        return metrics, 0
+    seconds = window.duration_s
+    slos = summary.settings.goodput
+    counted = {
+        "completed": float(ok.sum()),
+        "failed": float((kept & ~ok).sum()),
+        "request_throughput": int(ok.sum()) / seconds if seconds > 0 else math.nan,
+        "output_throughput": float(out.sum()) / seconds if seconds > 0 else math.nan,
+        "request_goodput": (
+            good_requests(ttft, tpot, e2el, slos) / seconds if slos and seconds > 0 else math.nan
+        ),
+    }
+    metrics |= {f.key: counted.get(f.key, math.nan) for f in figures}
+    return metrics, window.trimmed
+
+
+def _number(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _statistic(stat: str, values: np.ndarray) -> float:
@@ -123,7 +149,7 @@ def _statistic(stat: str, values: np.ndarray) -> float:
         return float(values.mean())
     if stat == "median":
         return float(np.median(values))
-    return float(np.percentile(values, 99))
+    return float(np.percentile(values, float(stat[1:])))
 
 
 @dataclass
@@ -138,9 +164,12 @@ class PointRuns:
     errors: list[str] = field(default_factory=list)  # why runs failed, one line each
 
 
-def summary_rows(points: Sequence[PointRuns], num_runs: int) -> list[dict[str, object]]:
+def summary_rows(
+    points: Sequence[PointRuns], num_runs: int, percentiles: Sequence[float] = ()
+) -> list[dict[str, object]]:
     """summary.csv's rows, one per point: each metric (its mean across runs, and with repeats
-    the 95 % t interval's ends), the runs that finished, the requests trimmed, the errors."""
+    the 95 % t interval's ends; ``percentiles``: the runs' --metric-percentiles), the runs that
+    finished, the requests trimmed, the errors."""
     rows = []
     for point in points:
         row: dict[str, object] = {
@@ -151,7 +180,7 @@ def summary_rows(points: Sequence[PointRuns], num_runs: int) -> list[dict[str, o
             "runs_ok": len(point.metrics),
             "steady_state_trimmed": sum(point.trimmed),
         }
-        for key in METRIC_KEYS:
+        for key in metric_keys(percentiles):
             mean, low, high = mean_ci95([m.get(key, math.nan) for m in point.metrics])
             if num_runs == 1:
                 row[key] = _cell(mean)
@@ -177,9 +206,12 @@ def write_summary_csv(path: str, rows: Sequence[dict[str, object]]) -> None:
 
 
 def summary_table(rows: Sequence[dict[str, object]], num_runs: int) -> list[str]:
-    """The console's table at the campaign's end: per point, runs finished, req/s, output
-    tok/s, TTFT and ITL p99 (means across runs, ± the interval's half width with repeats)."""
-    shown = ("request_throughput", "output_throughput", "p99_ttft_ms", "p99_itl_ms")
+    """The console's table at the campaign's end: per point, runs finished, req/s, goodput
+    (where a point measured it), output tok/s, TTFT and ITL p99 (means across runs, ± the
+    interval's half width with repeats)."""
+    goodput = any(_shown(row, "request_goodput", num_runs) != "-" for row in rows)
+    rates = ("request_throughput", *(("request_goodput",) if goodput else ()), "output_throughput")
+    shown = (*rates, "p99_ttft_ms", "p99_itl_ms")
     header = f"{'point':<40} {'ok':>5} " + " ".join(f"{key:>22}" for key in shown)
     lines = ["=" * len(header), header, "-" * len(header)]
     for row in rows:
@@ -196,9 +228,11 @@ def summary_table(rows: Sequence[dict[str, object]], num_runs: int) -> list[str]
 
 def _shown(row: dict[str, object], key: str, num_runs: int) -> str:
     if num_runs == 1:
-        value = row[key]
+        value = row.get(key, "")
         return "-" if value == "" else f"{value:.2f}"
-    mean, low, high = (row[f"{key}{s}"] for s in ("_mean_of_runs", "_ci95_t_low", "_ci95_t_high"))
+    mean, low, high = (
+        row.get(f"{key}{s}", "") for s in ("_mean_of_runs", "_ci95_t_low", "_ci95_t_high")
+    )
     if mean == "":
         return "-"
     if low == "":

@@ -31,9 +31,10 @@ import numpy as np
 from loadgen.config import RUN_FLAGS
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
-from loadgen.report.metrics import derive_timings, tpot_of
+from loadgen.report.metrics import tpot_of
 from loadgen.report.offline import stored_config
-from loadgen.report.run_report import request_results, run_end
+from loadgen.report.run_summary import RunSummary
+from loadgen.report.summarize import summarize
 
 CONFIDENCE = 0.95
 # ITL intervals are drawn from at most this many gaps a side (whole requests picked at random):
@@ -98,28 +99,30 @@ class Row:
 
 
 def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
-    """The figures of one side: its runs' successful requests pooled."""
+    """The figures of one side: its runs' successful requests pooled, each run summarized as
+    its report summarizes it (a crashed run's outputs as its report counts them)."""
+    return pooled_samples(name, [summarize(stored_config(run, name), run) for run in runs])
+
+
+def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
+    """The figures of one side from its runs' summaries: the successful requests pooled."""
     ttft, tpot, e2el, itls, counts = [], [], [], [], []
     completed = output = 0
     duration = 0.0
-    for run in runs:
-        records = run.records
-        # A crashed run's outputs as its report counts them.
-        results = request_results(run, run_end(run, stored_config(run, name).pooling))
-        output_lens = results.output_lens
-        timings = derive_timings(results)
+    for summary in summaries:
+        results, timings = summary.requests.results, summary.requests.timings
         ok = results.success  # as the report counts them (a success has a token event)
         ttft.append(timings.ttft_s[ok])
         e2el.append(timings.latency_s[ok])
-        out = output_lens[ok]
+        out = results.output_lens[ok]
         tpot.append(tpot_of(timings.ttft_s[ok], timings.latency_s[ok], out))
         picked = np.flatnonzero(ok)
         itls.append(gather(timings.itl_s, timings.itl_offsets, picked))
         counts.append(np.diff(timings.itl_offsets)[picked])
-        completed += int(ok.sum())
+        completed += summary.totals.completed
         output += int(out.sum())
-        ends = records["end_ns"]
-        duration += float(ends.max()) / 1e9 if len(ends) else 0.0
+        end_s = summary.requests.end_s
+        duration += float(end_s.max()) if len(end_s) else 0.0
     sizes = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
     return Samples(
@@ -131,7 +134,7 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
         itl_offsets=offsets,
         request_throughput=completed / duration if duration > 0 else 0.0,
         output_throughput=output / duration if duration > 0 else 0.0,
-        runs=len(runs),
+        runs=len(summaries),
     )
 
 

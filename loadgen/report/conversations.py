@@ -14,6 +14,7 @@ import numpy as np
 
 from loadgen.records.model import RunRecords
 from loadgen.report.metrics import Timings
+from loadgen.report.rows import RULE, Block, Row, block_lines
 
 
 def _stats_ms(values_s: np.ndarray) -> dict[str, float | None]:
@@ -81,21 +82,20 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def conversation_lines(figures: dict[str, Any] | None) -> list[str]:
-    """The console block of a run's conversations (nothing without them)."""
-    if figures is None:
-        return []
+def conversation_block(figures: dict[str, Any]) -> Block:
+    """The block of a run's conversations: its figures, then a table's lines, one per turn."""
     duration = figures["duration_s"]
-    lines = [
-        "{s:{c}^{n}}".format(s=" Multi-turn conversations ", n=50, c="="),
-        "{:<40} {:<10}".format(
+    items: list[Row | str] = [
+        (
             "Conversations completed/total:",
             f"{figures['completed']}/{figures['conversations']}",
+            "",
         ),
-        "{:<40} {:<10.2f}".format("Mean turns completed:", figures["mean_turns_completed"]),
-        "{:<40} {:<10}".format(
+        ("Mean turns completed:", figures["mean_turns_completed"], ".2f"),
+        (
             "Conversation duration p50/p99 (s):",
             "-" if duration["p50"] is None else f"{duration['p50']:.2f}/{duration['p99']:.2f}",
+            "",
         ),
         f"{'turn':>4} {'ok':>6} {'failed':>6} {'TTFT mean':>10} {'p50':>8} {'p99':>8} "
         f"{'E2EL p50':>9} {'p99':>8} {'input tok':>10}",
@@ -103,10 +103,16 @@ def conversation_lines(figures: dict[str, Any] | None) -> list[str]:
     for row in figures["per_turn"]:
         ttft, e2el = row["ttft_ms"], row["e2el_ms"]
         tokens = row["mean_input_tokens"]
-        lines.append(
+        items.append(
             f"{row['turn']:>4} {row['completed']:>6} {row['failed']:>6} {_ms(ttft['mean']):>10} "
             f"{_ms(ttft['p50']):>8} {_ms(ttft['p99']):>8} {_ms(e2el['p50']):>9} "
             f"{_ms(e2el['p99']):>8} {'-' if tokens is None else f'{tokens:.0f}':>10}"
         )
-    lines.append("=" * 50)
-    return lines
+    return Block(" Multi-turn conversations ", tuple(items), "=")
+
+
+def conversation_lines(figures: dict[str, Any] | None) -> list[str]:
+    """The console block of a run's conversations, closed (nothing without them)."""
+    if figures is None:
+        return []
+    return [*block_lines(conversation_block(figures)), RULE]

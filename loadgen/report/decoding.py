@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.report.rows import row, section_title
+from loadgen.report.rows import Block, Row, block_lines
 
 
 @dataclass
@@ -160,33 +160,39 @@ def result_keys(spec: dict[str, Any] | None, diffusion: dict[str, Any] | None) -
     return keys
 
 
-def summary_block(spec: dict[str, Any] | None, diffusion: dict[str, Any] | None) -> list[str]:
-    """Upstream's "Diffusion Decoding" block, or else its "Speculative Decoding" block."""
+def decoding_blocks(spec: dict[str, Any] | None, diffusion: dict[str, Any] | None) -> list[Block]:
+    """Upstream's "Diffusion Decoding" block, or else its "Speculative Decoding" block (none
+    without either)."""
     if diffusion is not None:
-        lines = [section_title("Diffusion Decoding")]
-        for label, key, spec in (
-            ("Committed throughput (tok/s):", "committed_throughput", ".2f"),
-            ("Denoising steps per canvas:", "steps_per_canvas", ".2f"),
-            ("Committed per denoising step:", "committed_per_step", ".2f"),
-            ("Committed tokens:", "committed_tokens", "d"),
-            ("Denoising steps:", "denoising_steps", "d"),
-            ("Canvas positions evaluated:", "canvas_positions", "d"),
-        ):
-            value = int(diffusion[key]) if spec == "d" else diffusion[key]
-            lines.append(row(label, value, spec))
-        return lines
+        rows = tuple(
+            (label, int(diffusion[key]) if fmt == "d" else diffusion[key], fmt)
+            for label, key, fmt in (
+                ("Committed throughput (tok/s):", "committed_throughput", ".2f"),
+                ("Denoising steps per canvas:", "steps_per_canvas", ".2f"),
+                ("Committed per denoising step:", "committed_per_step", ".2f"),
+                ("Committed tokens:", "committed_tokens", "d"),
+                ("Denoising steps:", "denoising_steps", "d"),
+                ("Canvas positions evaluated:", "canvas_positions", "d"),
+            )
+        )
+        return [Block("Diffusion Decoding", rows)]
     if spec is None:
         return []
-    lines = [
-        section_title("Speculative Decoding"),
-        row("Acceptance rate (%):", spec["acceptance_rate"], ".2f"),
-        row("Acceptance length:", spec["acceptance_length"], ".2f"),
-        row("Drafts:", int(spec["num_drafts"])),
-        row("Draft tokens:", int(spec["draft_tokens"])),
-        row("Accepted tokens:", int(spec["accepted_tokens"])),
+    items: list[Row | str] = [
+        ("Acceptance rate (%):", spec["acceptance_rate"], ".2f"),
+        ("Acceptance length:", spec["acceptance_length"], ".2f"),
+        ("Drafts:", int(spec["num_drafts"]), ""),
+        ("Draft tokens:", int(spec["draft_tokens"]), ""),
+        ("Accepted tokens:", int(spec["accepted_tokens"]), ""),
     ]
     if spec["per_position_acceptance_rates"]:
-        lines.append("Per-position acceptance (%):")
+        items.append("Per-position acceptance (%):")
         for i, rate in enumerate(spec["per_position_acceptance_rates"]):
-            lines.append(row(f"  Position {i}:", rate * 100, ".2f"))
-    return lines
+            items.append((f"  Position {i}:", rate * 100, ".2f"))
+    return [Block("Speculative Decoding", tuple(items))]
+
+
+def summary_block(spec: dict[str, Any] | None, diffusion: dict[str, Any] | None) -> list[str]:
+    """Upstream's "Diffusion Decoding" block, or else its "Speculative Decoding" block, line
+    for line."""
+    return [line for block in decoding_blocks(spec, diffusion) for line in block_lines(block)]

@@ -1,4 +1,4 @@
-"""Per-request rows of a run's records, as ``loadgen report --format csv|jsonl`` writes them.
+"""Per-request rows of a run's summary, as ``loadgen report --format csv|jsonl`` writes them.
 
 One row per request, in request order, with the timings the report computes (TTFT, E2EL and
 the ITLs measured from the send instant, as upstream) and the token counts it uses; the
@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from loadgen.records.model import RunRecords
+from loadgen.report.run_summary import RunSummary
 
 COLUMNS = (
     "index",
@@ -82,32 +82,31 @@ def _where(valid: np.ndarray, ns: np.ndarray) -> np.ndarray:
     return np.where(valid, ns, np.nan)
 
 
-def request_rows(
-    run: RunRecords, output_lens: np.ndarray, request_id_prefix: str | None
-) -> list[dict[str, Any]]:
-    """One row per request (keys: COLUMNS); None where the request has no such value (never
-    sent, no token event, failed)."""
-    records, offsets, n = run.records, run.event_offsets, run.num_requests
+def request_rows(summary: RunSummary, request_id_prefix: str | None) -> list[dict[str, Any]]:
+    """One row per request of a run's summary (keys: COLUMNS); None where the request has no
+    such value (never sent, no token event, failed)."""
+    requests, results = summary.requests, summary.requests.results
+    records, offsets, n = requests.rows, results.event_offsets, results.num_requests
     counts = np.diff(offsets)
     sent_ns, released_ns = records["send_ns"], records["arrival_ns"]
     sent, released = sent_ns >= 0, released_ns >= 0
     ok = records["success"].astype(bool)
     timed = sent & (counts > 0)
-    last_event = len(run.event_ns) - 1
-    events = run.event_ns if len(run.event_ns) else np.zeros(1, np.int64)
+    event_ns = requests.event_ns
+    last_event = len(event_ns) - 1
+    events = event_ns if len(event_ns) else np.zeros(1, np.int64)
     first_ns = events[np.clip(offsets[:-1], 0, max(last_event, 0))]
     last_ns = events[np.clip(offsets[1:] - 1, 0, max(last_event, 0))]
-    itl = itl_stats_ns(run.event_ns, offsets)
-    prompt = np.where(records["prompt_tokens"] >= 0, records["prompt_tokens"], run.prompt_lens)
+    itl = itl_stats_ns(event_ns, offsets)
     columns: dict[str, list[Any]] = {
         "index": list(range(n)),
         "request_id": [
             None if request_id_prefix is None else f"{request_id_prefix}{i}" for i in range(n)
         ],
-        "worker": [w if w >= 0 else None for w in run.worker.tolist()],
+        "worker": [w if w >= 0 else None for w in requests.worker.tolist()],
         "status": records["status"].tolist(),
         "success": ok.tolist(),
-        "scheduled_ms": _ms(run.scheduled_ns),
+        "scheduled_ms": _ms(requests.scheduled_ns),
         "released_ms": _ms(_where(released, released_ns)),
         "sent_ms": _ms(_where(sent, sent_ns)),
         "end_ms": _ms(_where(records["end_ns"] >= 0, records["end_ns"])),
@@ -120,11 +119,11 @@ def request_rows(
         "itl_p50_ms": _ms(itl["p50"]),
         "itl_p99_ms": _ms(itl["p99"]),
         "itl_max_ms": _ms(itl["max"]),
-        "prompt_tokens": prompt.tolist(),
-        "output_tokens": np.asarray(output_lens).tolist(),
+        "prompt_tokens": results.prompt_lens.tolist(),  # the server's count, else the dataset's
+        "output_tokens": np.asarray(results.output_lens).tolist(),
         "resent": records["resent"].astype(bool).tolist(),
         "truncated": records["truncated"].astype(bool).tolist(),
-        "error": [run.errors.get(i) or None for i in range(n)],
+        "error": [error or None for error in summary.errors.per_request],
     }
     table = zip(*(columns[name] for name in COLUMNS), strict=True)
     return [dict(zip(COLUMNS, values, strict=True)) for values in table]

@@ -16,6 +16,7 @@ import json
 import math
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,8 +28,9 @@ from loadgen.config import PLOT_EXTRA, missing_libraries
 from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_argv, redact_text, redact_url
-from loadgen.report.campaign_summary import LATENCIES, STATISTICS
-from loadgen.report.compare import samples_of
+from loadgen.report.campaign_summary import metric_keys
+from loadgen.report.compare import Samples, pooled_samples
+from loadgen.report.hosts import host_lines
 from loadgen.report.html_charts import (
     OVER_TIME_TITLE,
     Latencies,
@@ -49,18 +51,19 @@ from loadgen.report.html_figures import (
     tokens_per_s,
 )
 from loadgen.report.html_template import PAGE_TEMPLATE
+from loadgen.report.metric_table import CAMPAIGN, figures_in
 from loadgen.report.offline import stored_config
-from loadgen.report.rows import RULE
 from loadgen.report.run_context import dataset_settings
-from loadgen.report.run_report import Report, request_results, run_end
-from loadgen.report.summary import SUMMARY_TITLE
+from loadgen.report.run_report import Report
+from loadgen.report.run_summary import RunSummary
+from loadgen.report.summarize import summarize
+from loadgen.report.summary import notes, report_blocks
 
 CAMPAIGN_REPORT = "report.html"
 RECORDS_SUFFIX = ".records.arrow"
 VERDICT_OK = "client: OK: "
 GENERATION_CDFS = ("ttft", "itl", "e2el")
 POOLING_CDFS = ("e2el",)  # a pooling answer has one instant: its TTFT is its E2EL
-_ROW = re.compile(r"^(?P<label>.+?:)\s+(?P<value>\S.*)$")
 _RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")
 
 
@@ -116,42 +119,45 @@ def settings_rows(
     return [(name, value) for name, value in rows if value]
 
 
-def summary_table(lines: list[str]) -> Table:
-    """The console summary's blocks (upstream's and loadgen's, from its first line to the last
-    closing rule) as rows: a section title, then label and value."""
-    first = lines.index(SUMMARY_TITLE) if SUMMARY_TITLE in lines else len(lines)
-    closing = [i for i, line in enumerate(lines) if line == RULE]
-    last = closing[-1] if closing else len(lines)
-    rows = []
-    for line in lines[first:last]:
-        if line == RULE:
-            continue
-        if line.endswith(("=", "-")) and line.startswith(("=", "-")):
-            rows.append([line.strip("=- ")])
-            continue
-        if match := _ROW.match(line):
-            rows.append([match["label"].rstrip(":"), match["value"].strip()])
+def summary_table(summary: RunSummary) -> Table:
+    """The report's blocks (upstream's and loadgen's) as rows: a section title, then label and
+    value as the console shows them."""
+    rows: list[list[str]] = []
+    for block in report_blocks(summary):
+        rows.append([block.title.strip()])
+        rows += [[label.rstrip(":"), format(value, spec)] for label, value, spec in block.rows()]
     return Table(["metric", "value"], rows)
 
 
-def run_notes(lines: list[str]) -> list[str]:
-    """The console's lines after the summary's blocks: notes, then the verdict last."""
-    closing = [i for i, line in enumerate(lines) if line == RULE]
-    return [line for line in lines[closing[-1] + 1 :] if line] if closing else []
+def run_notes(summary: RunSummary) -> list[str]:
+    """The console's notes after the summary's blocks, the failed requests counted by kind
+    (the console lists only the first ten), and where the workers ran."""
+    return [*notes(summary), *error_kinds_note(summary), *host_lines(summary.ending.hosts)]
 
 
-def run_latencies(label: str, runs: list[RunRecords]) -> Latencies:
-    """The CDFs' line of one run, or a point's runs pooled: every successful request's TTFT
+def error_kinds_note(summary: RunSummary) -> list[str]:
+    """One line counting the failed requests by kind, most frequent first; none without."""
+    kinds = sorted(summary.errors.by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
+    if not kinds:
+        return []
+    return ["failed requests by kind: " + ", ".join(f"{n} × {kind}" for kind, n in kinds)]
+
+
+def run_latencies(label: str, summaries: list[RunSummary]) -> Latencies:
+    """The CDFs' line of a run, or of a point's runs pooled: every successful request's TTFT
     and E2EL and every gap between its token events, in ms."""
-    samples = samples_of(label, runs)
-    return Latencies(label, samples.ttft_s * 1e3, samples.itl_s * 1e3, samples.e2el_s * 1e3)
+    return latencies_of(pooled_samples(label, summaries))
 
 
-def run_over_time(label: str, run: RunRecords) -> OverTime:
+def latencies_of(samples: Samples) -> Latencies:
+    """The CDFs' line of a side's samples, in ms."""
+    return Latencies(samples.name, samples.ttft_s * 1e3, samples.itl_s * 1e3, samples.e2el_s * 1e3)
+
+
+def run_over_time(label: str, summary: RunSummary) -> OverTime:
     """A run's completions, output tokens and in-flight requests per bin (100 bins, fewer for
     a run of fewer than 500 requests)."""
-    results = request_results(run, run_end(run, stored_config(run, label).pooling))
-    ends_s = run.records["end_ns"] / 1e9
+    results, ends_s = summary.requests.results, summary.requests.end_s
     length_s = float(ends_s.max()) if len(ends_s) else 0.0
     bins = time_bins(length_s, bin_count(int(results.success.sum())))
     sent = (results.send_s >= 0) & (ends_s >= results.send_s)
@@ -170,9 +176,9 @@ def run_over_time(label: str, run: RunRecords) -> OverTime:
 
 def run_page(run: RunRecords, report: Report, title: str) -> str:
     """The page of one run from its records and its report."""
-    notes = run_notes(report.lines)
-    pooling = stored_config(run, title).pooling
+    pooling = report.summary.settings.pooling
     names = POOLING_CDFS if pooling else GENERATION_CDFS
+    run_latency = run_latencies(title, [report.summary])
     verdict = report.verdict
     return render(
         title=title,
@@ -180,11 +186,14 @@ def run_page(run: RunRecords, report: Report, title: str) -> str:
         settings=settings_rows(run, []),
         verdicts=[(verdict, verdict.startswith(VERDICT_OK))],
         verdict_summary=None,
-        notes=[redact_text(n) for n in notes if n != verdict],
-        summary=summary_table(report.lines),
+        notes=[redact_text(note) for note in run_notes(report.summary)],
+        summary=summary_table(report.summary),
         figures=[
-            ("Latency distributions", cdf_figure([run_latencies(title, [run])], names)),
-            (OVER_TIME_TITLE, over_time_figure([run_over_time(title, run)], tokens=not pooling)),
+            ("Latency distributions", cdf_figure([run_latency], names)),
+            (
+                OVER_TIME_TITLE,
+                over_time_figure([run_over_time(title, report.summary)], tokens=not pooling),
+            ),
         ],
     )
 
@@ -243,9 +252,15 @@ def campaign_page(folder: Path) -> str:
             verdict = json.loads(path.read_text(encoding="utf-8")).get("loadgen", {}).get("verdict")
             if verdict:
                 verdicts.append(f"{point.label} {path.stem.rpartition('-')[2]}: {verdict}")
-    latencies = [run_latencies(p.label, runs[p.row["point"]]) for p in with_runs]
+    summaries = {  # each run summarized as its report summarizes it
+        point: [summarize(stored_config(run, str(folder)), run) for run in point_runs]
+        for point, point_runs in runs.items()
+    }
+    latencies = [run_latencies(p.label, summaries[p.row["point"]]) for p in with_runs]
     over_time = [
-        run_over_time(f"{p.label} (run 0)" if num_runs > 1 else p.label, runs[p.row["point"]][0])
+        run_over_time(
+            f"{p.label} (run 0)" if num_runs > 1 else p.label, summaries[p.row["point"]][0]
+        )
         for p in with_runs
     ]
     pooling = stored_config(first, str(folder)).pooling
@@ -324,15 +339,36 @@ def trade_off_planes(points: list[CampaignPoint], num_runs: int) -> list[TradeOf
     return planes
 
 
-CAMPAIGN_COLUMNS = (
-    "request_throughput", "output_throughput", "completed", "failed",
-    *(f"{stat}_{name}_ms" for name in LATENCIES for stat in STATISTICS),
-)  # fmt: skip
+_CAMPAIGN_FIGURES = figures_in(CAMPAIGN, pooling=False)
+_MEASURED_WHEN_ASKED = {f.key for f in _CAMPAIGN_FIGURES if f.shown == "known"}
+_PERCENTILE_KEY = re.compile(r"^p(\d+(?:\.\d+)?)_[a-z0-9_]+_ms")
+
+
+def campaign_columns(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
+    """summary.csv's throughputs, its counts, then its latencies (with ``percentiles``, the
+    runs' --metric-percentiles, beside p99)."""
+    return (
+        *(f.key for f in _CAMPAIGN_FIGURES if f.unit.endswith("/s")),
+        *(f.key for f in _CAMPAIGN_FIGURES if not f.unit.endswith("/s")),
+        *(key for key in metric_keys(percentiles) if key.endswith("_ms")),
+    )
+
+
+def row_percentiles(points: list[CampaignPoint]) -> list[float]:
+    """The percentiles summary.csv's rows have columns for."""
+    found = {
+        float(m[1]) for point in points for key in point.row if (m := _PERCENTILE_KEY.match(key))
+    }
+    return sorted(found)
 
 
 def column_title(key: str) -> str:
     """``p99_ttft_ms`` as ``p99 TTFT (ms)``, ``output_throughput`` as ``output tok/s``."""
-    names = {"request_throughput": "req/s", "output_throughput": "output tok/s"}
+    names = {
+        "request_throughput": "req/s",
+        "request_goodput": "goodput req/s",
+        "output_throughput": "output tok/s",
+    }
     if key in names:
         return names[key]
     parts = key.split("_")
@@ -344,13 +380,19 @@ def column_title(key: str) -> str:
 def campaign_table(points: list[CampaignPoint], num_runs: int) -> Table:
     """summary.csv's rows: per point its runs and each metric (with repeats, the mean across
     runs above its 95 % interval)."""
-    header = ["point", "runs ok", "trimmed", *map(column_title, CAMPAIGN_COLUMNS)]
+    columns = [  # a figure measured only when asked (goodput) is left out when none has it
+        key
+        for key in campaign_columns(row_percentiles(points))
+        if key not in _MEASURED_WHEN_ASKED
+        or any(math.isfinite(_value(point.row, key, num_runs)[0]) for point in points)
+    ]
+    header = ["point", "runs ok", "trimmed", *map(column_title, columns)]
     rows = []
     for point in points:
         cells = [f"{point.label}\n{point.row['point']}",
                  f"{point.row['runs_ok']}/{point.row['runs']}",
                  point.row.get("steady_state_trimmed", "")]  # fmt: skip
-        for key in CAMPAIGN_COLUMNS:
+        for key in columns:
             mean, low, high = _value(point.row, key, num_runs)
             cell = "-" if not math.isfinite(mean) else _format(mean)
             if math.isfinite(low):

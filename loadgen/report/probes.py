@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.report.rows import row, section_title
+from loadgen.report.rows import Block, block_lines
 from loadgen.report.stats import sample_stats
 
 
@@ -34,13 +34,20 @@ def probe_stats(results: ProbeResults) -> dict[str, Any] | None:
     }
 
 
-def probe_lines(stats: dict[str, Any]) -> list[str]:
+def probe_block(stats: dict[str, Any]) -> Block:
     """Upstream's "Probe Requests" block of the summary."""
-    return [
-        section_title("Probe Requests"),
-        row("Probe requests completed:", stats["probe_completed"]),
-        row("Probe requests failed:", stats["probe_failed"]),
-        row("Median probe E2EL (ms):", stats["probe_median_e2el_ms"], ".2f"),
-        row("P99 probe E2EL (ms):", stats["probe_p99_e2el_ms"], ".2f"),
-        row("Max probe E2EL (ms):", stats["probe_max_e2el_ms"], ".2f"),
-    ]
+    return Block(
+        "Probe Requests",
+        (
+            ("Probe requests completed:", stats["probe_completed"], ""),
+            ("Probe requests failed:", stats["probe_failed"], ""),
+            ("Median probe E2EL (ms):", stats["probe_median_e2el_ms"], ".2f"),
+            ("P99 probe E2EL (ms):", stats["probe_p99_e2el_ms"], ".2f"),
+            ("Max probe E2EL (ms):", stats["probe_max_e2el_ms"], ".2f"),
+        ),
+    )
+
+
+def probe_lines(stats: dict[str, Any]) -> list[str]:
+    """Upstream's "Probe Requests" block of the summary, line for line."""
+    return block_lines(probe_block(stats))

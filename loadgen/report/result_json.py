@@ -1,4 +1,5 @@
-"""The result JSON: upstream's keys, order and types, its file name, and how it is written.
+"""The result JSON, a renderer of ``RunSummary``: upstream's keys, order and types (its metric
+keys from the metric table), its file name, and how it is written.
 
 loadgen's own figures go under the one top-level key ``"loadgen"``, last, so consumers of
 upstream's JSON are undisturbed.
@@ -15,13 +16,10 @@ import numpy as np
 
 from loadgen.config import RunConfig
 from loadgen.report.decoding import result_keys as decoding_keys
-from loadgen.report.metrics import (
-    BenchmarkMetrics,
-    MetricStats,
-    PoolingMetrics,
-    RequestResults,
-    Timings,
-)
+from loadgen.report.metric_table import JSON, figures_in
+from loadgen.report.metrics import MetricStats
+from loadgen.report.run_summary import RunSummary, Settings
+from loadgen.report.stats import SampleStats
 from loadgen.report.summary import percentile_word
 from loadgen.terminal import printable
 
@@ -47,97 +45,112 @@ def stats_json(stats: MetricStats) -> dict[str, float]:
     return out
 
 
-def build_result(
-    *,
-    config: RunConfig,
-    date: str,
-    model_id: str,
-    tokenizer_id: str | None,
-    duration_s: float,
-    metrics: BenchmarkMetrics | PoolingMetrics,
-    results: RequestResults,
-    timings: Timings,
-    start_origin_s: float,
-    errors: list[str],
-    generated_texts: list[str],
-    metric_names: list[str],
-    loadgen_extra: dict[str, Any],
-    rps_change_events: list[dict[str, Any]] | None = None,
-    probe: dict[str, Any] | None = None,
-    decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
-    server_metrics: tuple[np.ndarray, np.ndarray] | None = None,
-) -> dict[str, Any]:
-    """The result JSON object, keys in upstream's order (detailed fields included)."""
+def result_json(summary: RunSummary, date: str) -> dict[str, Any]:
+    """The result JSON object of a run, keys in upstream's order (the per-request lists only
+    with --save-detailed); loadgen's own figures under ``"loadgen"``, last. ``date`` stamps it
+    (upstream's ``%Y%m%d-%H%M%S``)."""
+    settings, identity = summary.settings, summary.identity
     result: dict[str, Any] = {
         "date": date,
-        "endpoint_type": config.backend,
-        "backend": config.backend,
-        "label": config.label,
-        "model_id": model_id,
-        "tokenizer_id": tokenizer_id,
-        "num_prompts": config.num_prompts,
-        **(config.metadata or {}),
-        "request_rate": config.request_rate if not math.isinf(config.request_rate) else "inf",
-        "burstiness": config.burstiness,
-        "max_concurrency": config.max_concurrency,
-        **_ramp_up_keys(config),
-        "duration": duration_s,
+        "endpoint_type": settings.backend,
+        "backend": settings.backend,
+        "label": settings.label,
+        "model_id": identity.model_id,
+        "tokenizer_id": identity.tokenizer_id,
+        "num_prompts": settings.num_prompts,
+        **(settings.metadata or {}),
+        "request_rate": settings.request_rate if not math.isinf(settings.request_rate) else "inf",
+        "burstiness": settings.burstiness,
+        "max_concurrency": settings.max_concurrency,
+        **_ramp_up_keys(settings),
     }
-    if isinstance(metrics, PoolingMetrics):
-        result |= {  # upstream's pooling JSON has no "failed" key
-            "completed": metrics.completed,
-            "total_input_tokens": metrics.total_input,
-            "total_input_sequences": metrics.total_input_sequences,
-            "request_throughput": metrics.request_throughput,
-            "input_sequence_throughput": metrics.input_sequence_throughput,
-            "total_token_throughput": metrics.total_token_throughput,
-            "input_lens": results.prompt_lens.tolist(),
-            "latencies": timings.latency_s.tolist(),
-            "queue_times": timings.queue_s.tolist(),
-            "errors": errors,
-        }
-    else:
-        result |= {
-            "completed": metrics.completed,
-            "failed": metrics.failed,
-            "total_input_tokens": metrics.total_input,
-            "total_output_tokens": metrics.total_output,
-            "request_throughput": metrics.request_throughput,
-            "request_goodput": metrics.request_goodput if config.goodput else None,
-            "output_throughput": metrics.output_throughput,
-            "total_token_throughput": metrics.total_token_throughput,
-            "input_lens": results.prompt_lens.tolist(),
-            "output_lens": results.output_lens.tolist(),
-            "ttfts": timings.ttft_s.tolist(),
-            "itls": [timings.itls_of(i).tolist() for i in range(results.num_requests)],
-            "latencies": timings.latency_s.tolist(),
-            "start_times": (results.send_s + start_origin_s).tolist(),
-            "queue_times": timings.queue_s.tolist(),
-            "generated_texts": generated_texts,
-            "errors": errors,
-            "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
-            "max_concurrent_requests": metrics.max_concurrent_requests,
-            "rtfx": metrics.rtfx,
-        }
-    if server_metrics is not None:
-        result |= server_metric_keys(*server_metrics)
-    if probe is not None:
-        result |= probe
-    if rps_change_events:
-        result["rps_change_events"] = rps_change_events
-    result |= decoding_keys(*decoding)
-    for name in metric_names:
-        stats = metrics.stats[name]
+    figures = figures_in(JSON, settings.pooling)
+    result |= {f.key: getattr(summary.totals, f.key) for f in figures if not f.after_detail}
+    result |= _per_request(summary)
+    result |= {f.key: getattr(summary.totals, f.key) for f in figures if f.after_detail}
+    requests = summary.requests
+    result |= server_metric_keys(requests.server_queue_s, requests.server_ttft_s)
+    if summary.probes is not None:
+        result |= summary.probes
+    if summary.rps_change_events:
+        result["rps_change_events"] = summary.rps_change_events
+    result |= decoding_keys(summary.decoding.spec_decode, summary.decoding.diffusion)
+    for name, stats in summary.latencies.items():
         result[f"mean_{name}_ms"] = stats.mean_ms
         result[f"median_{name}_ms"] = stats.median_ms
         result[f"std_{name}_ms"] = stats.std_ms
         for p, value in stats.percentiles_ms:
             result[f"p{percentile_word(p)}_{name}_ms"] = value
-    result["loadgen"] = loadgen_extra
-    if not config.save_detailed:
+    result["loadgen"] = loadgen_keys(summary)
+    if not settings.save_detailed:
         for key in DETAILED_FIELDS:
             result.pop(key, None)
     return result
+
+
+def _per_request(summary: RunSummary) -> dict[str, Any]:
+    """Upstream's per-request lists, in its order (a pooling run's are fewer)."""
+    results, timings = summary.requests.results, summary.requests.timings
+    errors = summary.errors.per_request
+    if summary.settings.pooling:
+        return {
+            "input_lens": results.prompt_lens.tolist(),
+            "latencies": timings.latency_s.tolist(),
+            "queue_times": timings.queue_s.tolist(),
+            "errors": errors,
+        }
+    return {
+        "input_lens": results.prompt_lens.tolist(),
+        "output_lens": results.output_lens.tolist(),
+        "ttfts": timings.ttft_s.tolist(),
+        "itls": [timings.itls_of(i).tolist() for i in range(results.num_requests)],
+        "latencies": timings.latency_s.tolist(),
+        "start_times": (results.send_s + summary.identity.t0_s).tolist(),
+        "queue_times": timings.queue_s.tolist(),
+        "generated_texts": summary.requests.generated_texts,
+        "errors": errors,
+    }
+
+
+def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
+    """loadgen's own figures, the result's last key: the run's identity, its connections, the
+    client's health and context, and the verdict last."""
+    connections = summary.connections
+    stats = connections.stats
+    identity = summary.identity
+    return {
+        "version": identity.loadgen_version,
+        "workers": identity.num_workers,
+        "connections_preopened": stats.preopened_at_t0,
+        "connections_closed_before_use": stats.closed_before_use,
+        "resent_on_stale_connection": stats.resent,
+        "truncated_streams": connections.truncated_streams,
+        "text_capped": connections.text_capped,
+        "connection_reuse_stopped": stats.reuse_stopped,
+        "schedule_sha256": identity.schedule_sha256,
+        "send_lag_ms": p50_p99_max(summary.client.send_lag_ms),
+        "from_intended": (  # None unless the run was paced
+            None
+            if summary.intended is None
+            else {k: stats_json(v) for k, v in summary.intended.items()}
+        ),
+        "new_connections_during_run": {
+            "count": connections.new_during_run.count,
+            "connect_ms": p50_p99_max(connections.new_during_run),
+        },
+        "worker_problems": summary.ending.worker_problems,
+        "hosts": summary.ending.hosts,
+        "multi_turn": summary.multi_turn,  # None unless --multi-turn
+        "interrupted": summary.ending.interrupted,
+        "client": summary.client.health.to_json(),
+        **identity.context,
+        "verdict": summary.client.verdict,  # last, so the result JSON ends with it
+    }
+
+
+def p50_p99_max(stats: SampleStats) -> dict[str, float]:
+    """p50, p99 and max of a sample's statistics as JSON keys (zeros when it is empty)."""
+    return {"p50": stats.at(50), "p99": stats.at(99), "max": stats.max}
 
 
 def server_metric_keys(queue_s: np.ndarray, ttft_s: np.ndarray) -> dict[str, Any]:
@@ -151,13 +164,13 @@ def server_metric_keys(queue_s: np.ndarray, ttft_s: np.ndarray) -> dict[str, Any
     }
 
 
-def _ramp_up_keys(config: RunConfig) -> dict[str, Any]:
-    if config.ramp_up_strategy is None:
+def _ramp_up_keys(settings: Settings) -> dict[str, Any]:
+    if settings.ramp_up_strategy is None:
         return {}
     return {
-        "ramp_up_strategy": config.ramp_up_strategy,
-        "ramp_up_start_rps": config.ramp_up_start_rps,
-        "ramp_up_end_rps": config.ramp_up_end_rps,
+        "ramp_up_strategy": settings.ramp_up_strategy,
+        "ramp_up_start_rps": settings.ramp_up_start_rps,
+        "ramp_up_end_rps": settings.ramp_up_end_rps,
     }
 
 

@@ -7,6 +7,8 @@ decoding blocks, loadgen's "From intended send time") is ``row``; every title is
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 WIDTH = 50  # upstream's block width
 RULE = "=" * WIDTH  # the line that closes a block
 
@@ -22,3 +24,28 @@ def section_title(text: str, fill: str = "-") -> str:
     """``text`` centred in a line of ``fill`` as wide as a block: upstream's
     ``"{s:{c}^{n}}".format(s=text, n=50, c=fill)``."""
     return f"{text:{fill}^{WIDTH}}"
+
+
+Row = tuple[str, object, str]  # label, value, format spec: one ``row``
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of the summary: its title (``section_title`` with ``fill``), then its items,
+    each a ``Row`` or a line of text as it is. The console prints it (``block_lines``);
+    report.html makes a table of it."""
+
+    title: str
+    items: tuple[Row | str, ...]
+    fill: str = "-"
+
+    def rows(self) -> list[Row]:
+        """The block's rows, without its lines of text."""
+        return [item for item in self.items if not isinstance(item, str)]
+
+
+def block_lines(block: Block) -> list[str]:
+    """A block as the console prints it: its title line, then a line per item."""
+    lines = [section_title(block.title, block.fill)]
+    lines += [item if isinstance(item, str) else row(*item) for item in block.items]
+    return lines

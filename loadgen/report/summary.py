@@ -1,5 +1,5 @@
-"""The console summary: upstream's "Serving Benchmark Result" block, line for line, and
-loadgen's own blocks and notes around it."""
+"""The console summary, a renderer of ``RunSummary``: upstream's "Serving Benchmark Result"
+block, line for line (its rows from the metric table), and loadgen's own blocks and notes."""
 
 from __future__ import annotations
 
@@ -10,33 +10,19 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.config import RunConfig
-from loadgen.report.decoding import summary_block as decoding_block
-from loadgen.report.metrics import (
-    BenchmarkMetrics,
-    MetricStats,
-    PoolingMetrics,
-    RequestResults,
-    Timings,
-    tokens_per_second,
-)
-from loadgen.report.probes import probe_lines
-from loadgen.report.rows import RULE, row, section_title
+from loadgen.report.conversations import conversation_block, conversation_lines
+from loadgen.report.decoding import decoding_blocks
+from loadgen.report.hosts import host_lines
+from loadgen.report.metric_table import LATENCY_BY_KEY, Figure, console_figures
+from loadgen.report.metrics import MetricStats, RequestResults, Timings, tokens_per_second
+from loadgen.report.probes import probe_block
+from loadgen.report.rows import RULE, Block, Row, block_lines, section_title
+from loadgen.report.run_summary import RunSummary
 from loadgen.terminal import printable
 from workers.protocol import ConnectionStats
 
-SUMMARY_TITLE = section_title(" Serving Benchmark Result ", "=")  # the report's first line
-METRIC_TITLES = {
-    "ttft": ("TTFT", "Time to First Token"),
-    "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
-    "itl": ("ITL", "Inter-token Latency"),
-    "e2el": ("E2EL", "End-to-end Latency"),
-    "client_queue_time": ("Client Queue Time", "Client-side Queueing"),
-    "e2el_including_client_queue": (
-        "E2EL incl. Client Queue",
-        "Queue-inclusive End-to-end Latency",
-    ),
-}
+SUMMARY_TEXT = " Serving Benchmark Result "
+SUMMARY_TITLE = section_title(SUMMARY_TEXT, "=")  # the report's first line
 
 
 def percentile_word(p: float) -> str:
@@ -44,18 +30,39 @@ def percentile_word(p: float) -> str:
     return str(int(p)) if int(p) == p else str(p)
 
 
-def reported_metrics(config: RunConfig) -> list[str]:
-    """The selected metrics that are reported, in upstream's order and under its conditions:
-    TTFT, TPOT and ITL only for generation with a tokenizer."""
-    selected = set(config.selected_metrics())
-    with_tokens = not config.pooling and not config.skip_tokenizer_init
-    order = ["ttft", "tpot", "itl"] if with_tokens else []
-    order.append("e2el")
-    if config.max_concurrency is not None:
-        order.append("client_queue_time")
-        if not math.isinf(config.request_rate):
-            order.append("e2el_including_client_queue")
-    return [m for m in order if m in selected]
+def console_lines(summary: RunSummary) -> list[str]:
+    """The console report of a run, line for line: upstream's failures, plot and "Serving
+    Benchmark Result" block, then loadgen's blocks and notes, the verdict last."""
+    lines: list[str] = []
+    if not summary.settings.pooling:  # upstream prints neither failures nor a plot for pooling
+        lines += failure_preamble([e for e in summary.errors.per_request if e])
+        lines += plot_lines(summary.requests.results, summary.requests.timings)
+    lines += summary_lines(summary)
+    if summary.intended is not None:
+        lines += intended_lines(summary.intended)
+    lines += notes(summary)
+    lines += conversation_lines(summary.multi_turn)
+    lines += host_lines(summary.ending.hosts)
+    lines.append(summary.client.verdict)
+    return lines
+
+
+def notes(summary: RunSummary) -> list[str]:
+    """The notes on what the connections did: new ones during the run, the server's habits,
+    streams cut short, text cut to the cap."""
+    connections = summary.connections
+    connect = connections.new_during_run
+    lines = []
+    if connect.count:
+        lines.append(
+            f"note: {connect.count} requests opened a new connection during the run "
+            f"(p50 {connect.median:.2f} ms, max {connect.max:.2f} ms), "
+            "inside their TTFT"
+        )
+    lines += connection_notes(connections.stats)
+    lines += truncated_note(connections.truncated_streams)
+    lines += text_capped_note(connections.text_capped)
+    return lines
 
 
 def failure_preamble(errors: list[str]) -> list[str]:
@@ -67,74 +74,78 @@ def failure_preamble(errors: list[str]) -> list[str]:
     return lines
 
 
-def summary_lines(
-    config: RunConfig,
-    metrics: BenchmarkMetrics | PoolingMetrics,
-    duration_s: float,
-    metric_names: list[str],
-    probe: dict[str, Any] | None = None,
-    decoding: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
-) -> list[str]:
+def summary_blocks(summary: RunSummary) -> list[Block]:
+    """The blocks of upstream's "Serving Benchmark Result", in order: the metric table's
+    figures, the probes, a block per reported latency, the decoding figures."""
+    figures: list[Row] = []
+    for figure in console_figures(summary.settings.pooling):
+        value = getattr(getattr(summary, figure.of), figure.key)
+        if _shown(figure, value, summary):
+            figures.append((figure.label, value, figure.spec))
+    blocks = [Block(SUMMARY_TEXT, tuple(figures), "=")]
+    if summary.probes is not None:
+        blocks.append(probe_block(summary.probes))
+    blocks += [latency_block(name, stats) for name, stats in summary.latencies.items()]
+    blocks += decoding_blocks(summary.decoding.spec_decode, summary.decoding.diffusion)
+    return blocks
+
+
+def report_blocks(summary: RunSummary) -> list[Block]:
+    """Every block of the report, as report.html tabulates them: the summary's, then the
+    intended send time's and the conversations' where the run has them."""
+    blocks = summary_blocks(summary)
+    if summary.intended is not None:
+        blocks.append(intended_block(summary.intended))
+    if summary.multi_turn is not None:
+        blocks.append(conversation_block(summary.multi_turn))
+    return blocks
+
+
+def summary_lines(summary: RunSummary) -> list[str]:
     """The "Serving Benchmark Result" block, line for line as upstream prints it."""
-    lines = [SUMMARY_TITLE]
-    lines.append(row("Successful requests:", metrics.completed))
-    lines.append(row("Failed requests:", metrics.failed))
-    if config.max_concurrency is not None:
-        lines.append(row("Maximum request concurrency:", config.max_concurrency))
-    if not math.isinf(config.request_rate):
-        lines.append(row("Request rate configured (RPS):", config.request_rate, ".2f"))
-    lines.append(row("Benchmark duration (s):", duration_s, ".2f"))
-    lines.append(row("Total input tokens:", metrics.total_input))
-    has_tokenizer = not config.skip_tokenizer_init
-    if isinstance(metrics, PoolingMetrics):
-        lines.append(row("Request throughput (req/s):", metrics.request_throughput, ".2f"))
-        lines.append(row("Input throughput (inputs/s):", metrics.input_sequence_throughput, ".2f"))
-    else:
-        if has_tokenizer:
-            lines.append(row("Total generated tokens:", metrics.total_output))
-        lines.append(row("Request throughput (req/s):", metrics.request_throughput, ".2f"))
-        if config.goodput:
-            lines.append(row("Request goodput (req/s):", metrics.request_goodput, ".2f"))
-        if has_tokenizer:
-            lines.append(row("Output token throughput (tok/s):", metrics.output_throughput, ".2f"))
-            lines.append(
-                row("Peak output token throughput (tok/s):", metrics.max_output_tokens_per_s, ".2f")
-            )
-        lines.append(row("Peak concurrent requests:", metrics.max_concurrent_requests, ".2f"))
-        if metrics.rtfx > 0.0:
-            lines.append(row("RTFx (Inverse Real-Time Factor):", metrics.rtfx, ".2f"))
-    if has_tokenizer:
-        lines.append(row("Total token throughput (tok/s):", metrics.total_token_throughput, ".2f"))
-    if probe is not None:
-        lines += probe_lines(probe)
-    for name in metric_names:
-        lines += _metric_block(name, metrics.stats[name])
-    lines += decoding_block(*decoding)
-    lines.append(RULE)
-    return lines
+    return [*(line for block in summary_blocks(summary) for line in block_lines(block)), RULE]
+
+
+def _shown(figure: Figure, value: Any, summary: RunSummary) -> bool:
+    """Whether the console shows a figure of this run (the table's ``shown``)."""
+    if figure.shown == "tokenizer":
+        return summary.settings.tokenizer
+    if figure.shown == "known":
+        return value is not None
+    if figure.shown == "nonzero":
+        return bool(value)
+    if figure.shown == "finite":
+        return not math.isinf(value)
+    return True
+
+
+def intended_block(stats_by_name: dict[str, MetricStats]) -> Block:
+    """loadgen's block for paced runs: TTFT and E2EL counted from the scheduled send instant."""
+    rows: list[Row] = []
+    for name, stats in stats_by_name.items():
+        short = name.upper()
+        rows.append((f"Mean {short} from intended (ms):", stats.mean_ms, ".2f"))
+        rows.append((f"Median {short} from intended (ms):", stats.median_ms, ".2f"))
+        for p, value in stats.percentiles_ms:
+            rows.append((f"P{percentile_word(p)} {short} from intended (ms):", value, ".2f"))
+    return Block(" From intended send time (wrk2-style) ", tuple(rows))
 
 
 def intended_lines(stats_by_name: dict[str, MetricStats]) -> list[str]:
-    """loadgen's block for paced runs: TTFT and E2EL counted from the scheduled send instant."""
-    lines = [section_title(" From intended send time (wrk2-style) ")]
-    for name, stats in stats_by_name.items():
-        short = name.upper()
-        lines.append(row(f"Mean {short} from intended (ms):", stats.mean_ms, ".2f"))
-        lines.append(row(f"Median {short} from intended (ms):", stats.median_ms, ".2f"))
-        for p, value in stats.percentiles_ms:
-            lines.append(row(f"P{percentile_word(p)} {short} from intended (ms):", value, ".2f"))
-    lines.append(RULE)
-    return lines
+    """The intended send time's block, line for line, closed."""
+    return [*block_lines(intended_block(stats_by_name)), RULE]
 
 
-def _metric_block(name: str, stats: MetricStats) -> list[str]:
-    short, title = METRIC_TITLES[name]
-    lines = [section_title(title)]
-    lines.append(row(f"Mean {short} (ms):", stats.mean_ms, ".2f"))
-    lines.append(row(f"Median {short} (ms):", stats.median_ms, ".2f"))
-    for p, value in stats.percentiles_ms:
-        lines.append(row(f"P{percentile_word(p)} {short} (ms):", value, ".2f"))
-    return lines
+def latency_block(name: str, stats: MetricStats) -> Block:
+    """Upstream's block of one latency: mean, median and the percentiles, in ms."""
+    latency = LATENCY_BY_KEY[name]
+    short = latency.short
+    rows: list[Row] = [
+        (f"Mean {short} (ms):", stats.mean_ms, ".2f"),
+        (f"Median {short} (ms):", stats.median_ms, ".2f"),
+    ]
+    rows += [(f"P{percentile_word(p)} {short} (ms):", v, ".2f") for p, v in stats.percentiles_ms]
+    return Block(latency.title, tuple(rows))
 
 
 def plot_lines(results: RequestResults, timings: Timings) -> list[str]:

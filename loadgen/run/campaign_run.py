@@ -15,7 +15,7 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
     PointRuns,
-    run_metrics,
+    summary_metrics,
     summary_rows,
     summary_table,
     write_summary_csv,
@@ -141,13 +141,7 @@ async def _campaign_with(config: RunConfig, points: list[Point], client: ServerC
                     runs.errors.append(f"run={run_number}: {problem}")
                     print(failed_line(step, total, point, run_number, problem))
                     continue
-                metrics, trimmed = run_metrics(
-                    report.results,
-                    report.timings,
-                    records.records["end_ns"] / 1e9,
-                    report.result or {},
-                    config.steady_state,
-                )
+                metrics, trimmed = summary_metrics(report.summary, config.steady_state)
                 runs.metrics.append(metrics)
                 runs.trimmed.append(trimmed)
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
@@ -187,7 +181,7 @@ def _run_problem(records: RunRecords, report: Report) -> str | None:
 
 def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> None:
     """summary.csv in the campaign's folder, its table on the console, and report.html."""
-    rows = summary_rows(results, config.num_runs)
+    rows = summary_rows(results, config.num_runs, config.percentiles())
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
     for line in summary_table(rows, config.num_runs):

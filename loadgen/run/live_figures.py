@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadgen.report.summarize import error_kind  # the report counts errors by the same kinds
+
 RATE_WINDOW_NS = 5_000_000_000  # req/s and tok/s "now": over the last 5 s
 LATENCY_WINDOW_NS = 10_000_000_000  # rolling TTFT and ITL percentiles: over the last 10 s
 TTFT_RING = 1 << 14
 ITL_RING = 1 << 16  # at a higher event rate the window is the last 65,536 gaps instead
-ERROR_KIND_WORDS = 5
 
 
 @dataclass(frozen=True)
@@ -89,12 +90,6 @@ def percentiles(values: np.ndarray) -> Percentiles | None:
         return None
     p50, p99 = np.percentile(values, [50, 99])
     return Percentiles(float(p50) * 1e3, float(p99) * 1e3)
-
-
-def error_kind(error: str) -> str:
-    """The first words of an error, before any colon: its kind for the counts."""
-    head = error.split(":", 1)[0]
-    return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
 
 
 def rate_over(samples: deque[tuple[int, int, int]], window_ns: int) -> tuple[float, float]:

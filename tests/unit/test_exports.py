@@ -17,6 +17,8 @@ from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.report.exports import COLUMNS, itl_stats_ns, request_rows, write_csv, write_jsonl
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import build_report
+from loadgen.report.run_summary import RunSummary
+from loadgen.report.summarize import summarize
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
 MS = 1_000_000
@@ -81,8 +83,13 @@ def three_requests() -> RunRecords:
     )
 
 
+def summary_of(run: RunRecords) -> RunSummary:
+    """The run's summary under the configuration it ran with."""
+    return summarize(RunConfig(**{**run.start.config, "given": frozenset()}), run)
+
+
 def test_each_request_is_one_row_with_its_timings_and_tokens() -> None:
-    rows = request_rows(three_requests(), np.array([4, 0, 0]), "bench-x-")
+    rows = request_rows(summary_of(three_requests()), "bench-x-")
     assert [list(row) for row in rows] == [list(COLUMNS)] * 3
     ok, failed, lost = rows
     assert ok == {
@@ -106,14 +113,14 @@ def test_the_rows_agree_with_the_report() -> None:
     run = three_requests()
     cfg = RunConfig(**{**run.start.config, "given": frozenset()})
     report = build_report(cfg, run, date="d")
-    row = request_rows(run, report.results.output_lens, "p-")[0]
+    row = request_rows(report.summary, "p-")[0]
     assert row["ttft_ms"] == round(report.timings.ttft_s[0] * 1000, 3)
     assert row["e2el_ms"] == round(report.timings.latency_s[0] * 1000, 3)
     assert row["itl_max_ms"] == round(report.timings.itls_of(0).max() * 1000, 3)
 
 
 def test_csv_has_a_header_empty_fields_for_none_and_true_false() -> None:
-    rows = request_rows(three_requests(), np.array([4, 0, 0]), None)
+    rows = request_rows(summary_of(three_requests()), None)
     out = io.StringIO()
     write_csv(rows, out)
     text = out.getvalue()
@@ -125,7 +132,7 @@ def test_csv_has_a_header_empty_fields_for_none_and_true_false() -> None:
 
 
 def test_jsonl_is_one_object_a_line_with_nulls() -> None:
-    rows = request_rows(three_requests(), np.array([4, 0, 0]), "p-")
+    rows = request_rows(summary_of(three_requests()), "p-")
     out = io.StringIO()
     write_jsonl(rows, out)
     lines = out.getvalue().split("\n")

@@ -1,11 +1,13 @@
-"""report.html's tables and the campaign's planes (loadgen/report/html_report.py), from made-up
-summary lines and summary.csv rows: no files, no sockets."""
+"""report.html's tables and the campaign's planes (loadgen/report/html_report.py), from the
+summary of a made-up run and made-up summary.csv rows: no files, no sockets."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 from types import SimpleNamespace
+
+from report_runs import full_config, made_up_run
 
 from loadgen.report.html_report import (
     CampaignPoint,
@@ -19,42 +21,47 @@ from loadgen.report.html_report import (
     verdict_summary,
 )
 from loadgen.report.rows import RULE, row, section_title
-from loadgen.report.summary import SUMMARY_TITLE
-
-LINES = [
-    "warning: something before the summary",
-    SUMMARY_TITLE,
-    row("Successful requests:", 100),
-    row("Benchmark duration (s):", 5.4321, ".2f"),
-    section_title("Time to First Token"),
-    row("Mean TTFT (ms):", 101.5, ".2f"),
-    RULE,
-    section_title(" From intended send time (wrk2-style) "),
-    row("P99 TTFT from intended (ms):", 10998.46, ".2f"),
-    RULE,
-    "note: 3 requests opened a new connection during the run",
-    "client: OK: timings carry ...",
-]
+from loadgen.report.summarize import summarize
+from loadgen.report.summary import console_lines
 
 
 def test_the_summary_blocks_become_sections_and_rows() -> None:
-    table = summary_table(LINES)
-    assert table.rows == [
+    cfg = full_config(metric_percentiles="99", percentile_metrics="ttft")
+    run = made_up_run(cfg)
+    run.records["connect_ns"][:3] = 2_000_000  # three new connections: a note
+    summary = summarize(cfg, run)
+    table = summary_table(summary)
+    assert table.rows[:3] == [
         ["Serving Benchmark Result"],
-        ["Successful requests", "100"],
-        ["Benchmark duration (s)", "5.43"],
-        ["Time to First Token"],
-        ["Mean TTFT (ms)", "101.50"],
-        ["From intended send time (wrk2-style)"],
-        ["P99 TTFT from intended (ms)", "10998.46"],
+        ["Successful requests", "7"],
+        ["Failed requests", "1"],
     ]
+    titles = [cells[0] for cells in table.rows if len(cells) == 1]
+    assert titles == [
+        "Serving Benchmark Result",
+        "Time to First Token",
+        "From intended send time (wrk2-style)",
+    ]
+    assert ["Mean TTFT (ms)", "30.00"] in table.rows
+    duration = f"{summary.totals.duration:.2f}"
+    assert ["Benchmark duration (s)", duration] in table.rows
+    lines = console_lines(summary)  # the console shows the same rows
+    assert row("Benchmark duration (s):", summary.totals.duration, ".2f") in lines
+    assert section_title(" From intended send time (wrk2-style) ") in lines
 
 
-def test_the_lines_after_the_blocks_are_the_notes_and_the_verdict() -> None:
-    assert run_notes(LINES) == [
-        "note: 3 requests opened a new connection during the run",
-        "client: OK: timings carry ...",
-    ]
+def test_the_notes_are_the_consoles_after_the_blocks() -> None:
+    cfg = full_config()
+    run = made_up_run(cfg)
+    run.records["connect_ns"][:3] = 2_000_000
+    run.errors[2] = "timeout: no answer"
+    run.errors[3] = "timeout: again"
+    summary = summarize(cfg, run)
+    note, kinds = run_notes(summary)
+    assert note.startswith("note: 3 requests opened a new connection during the run")
+    assert kinds == "failed requests by kind: 2 × timeout, 1 × HTTP 500"
+    lines = console_lines(summary)
+    assert lines[lines.index(note) - 1] == RULE and lines[-1] == summary.client.verdict
 
 
 def point(name: str, label: str, **values: str) -> CampaignPoint:
@@ -114,6 +121,25 @@ def test_the_campaign_table_shows_each_mean_over_its_interval() -> None:
     assert first[table.header.index("output tok/s")] == "40\n[39, 41]"
     assert first[table.header.index("p99 TTFT (ms)")] == "100\n[99, 101]"
     assert failed[table.header.index("p99 TTFT (ms)")] == "-"
+
+
+def test_goodput_has_a_column_only_where_a_point_measured_it() -> None:
+    assert "goodput req/s" not in campaign_table(POINTS, num_runs=2).header
+    measured = point("e", "c=2", **with_ci("request_goodput", 5, 4, 6))
+    table = campaign_table([*POINTS, measured], num_runs=2)
+    assert table.header[3:6] == ["req/s", "goodput req/s", "output tok/s"]
+    assert table.rows[-1][table.header.index("goodput req/s")] == "5\n[4, 6]"
+
+
+def test_the_runs_other_percentiles_have_columns_beside_p99() -> None:
+    asked = point(
+        "e", "c=2", **with_ci("p50_ttft_ms", 90, 89, 91), **with_ci("p99.9_itl_ms", 9, 8, 10)
+    )
+    header = campaign_table([*POINTS, asked], num_runs=2).header
+    ttft = header.index("p50 TTFT (ms)")
+    assert header[ttft + 1] == "p99 TTFT (ms)"
+    assert header[header.index("p99 ITL (ms)") + 1] == "p99.9 ITL (ms)"
+    assert "p50 TTFT (ms)" not in campaign_table(POINTS, num_runs=2).header
 
 
 def test_column_titles_and_the_verdict_count() -> None:

@@ -1,0 +1,172 @@
+"""``RunSummary``: everything a run's report shows, computed once from its records, formatted
+nowhere. ``summarize.summarize`` builds it; the console (``summary.console_lines``), the result
+JSON (``result_json.result_json``) and the other views render it.
+
+Field names follow the result JSON where it has the figure (``totals.request_throughput`` is
+``"request_throughput"``), so the metric table (``metric_table``) names each one once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from loadgen.report.metrics import MetricStats, RequestResults, Timings
+from loadgen.report.stats import SampleStats
+from loadgen.report.verdict import ClientHealth
+from workers.protocol import ConnectionStats
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the views read of the run's configuration."""
+
+    backend: str
+    label: str | None
+    num_prompts: int
+    metadata: dict[str, Any] | None
+    request_rate: float
+    burstiness: float
+    max_concurrency: int | None
+    ramp_up_strategy: str | None
+    ramp_up_start_rps: float | None
+    ramp_up_end_rps: float | None
+    pooling: bool
+    tokenizer: bool  # token counts are known (not --skip-tokenizer-init)
+    save_detailed: bool
+    percentiles: tuple[float, ...]  # --metric-percentiles
+    goodput: dict[str, float] | None  # --goodput's SLOs (ms)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which run this was: the model, the loadgen that ran it, its start, its context."""
+
+    model_id: str
+    tokenizer_id: str | None
+    loadgen_version: str
+    num_workers: int
+    schedule_sha256: str
+    t0_s: float  # the run's origin on the coordinator's clock (start_times are after it)
+    context: dict[str, Any]  # command line, dataset settings, environment (run_context)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The run's counts and throughputs (the metric table's figures); None where a run of its
+    kind has no such figure (pooling has no output tokens) or it was not measured."""
+
+    duration: float  # seconds, from t0 to the last end
+    completed: int
+    failed: int
+    total_input_tokens: int
+    request_throughput: float
+    total_token_throughput: float
+    total_output_tokens: int | None = None
+    request_goodput: float | None = None  # None without --goodput
+    output_throughput: float | None = None
+    max_output_tokens_per_s: float | None = None
+    max_concurrent_requests: int | None = None
+    rtfx: float | None = None
+    total_input_sequences: int | None = None  # pooling only
+    input_sequence_throughput: float | None = None  # pooling only
+
+
+@dataclass(frozen=True)
+class Connections:
+    """What the connections did: those the server closed or stopped reusing, requests re-sent,
+    new connections opened during the run, streams cut short, text cut to the cap."""
+
+    stats: ConnectionStats
+    new_during_run: SampleStats  # connect times (ms) of the requests that opened one
+    truncated_streams: int
+    text_capped: int
+
+
+@dataclass(frozen=True)
+class Errors:
+    """The requests' errors: one per request ("" where it had none), and counts by kind."""
+
+    per_request: list[str]
+    by_kind: dict[str, int]
+
+    @property
+    def first(self) -> str:
+        """The first request's error in request order ("" when none failed)."""
+        return next((e for e in self.per_request if e), "")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """The server's speculative-decoding and diffusion figures over the run (None without)."""
+
+    spec_decode: dict[str, Any] | None
+    diffusion: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Client:
+    """The client's health and its verdict on its own timing."""
+
+    health: ClientHealth
+    send_lag_ms: SampleStats  # p50, p99 and max of release minus scheduled instant
+    verdict: str  # the console's last line and the result JSON's last key
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the run ended: interrupted, workers lost, where its workers ran."""
+
+    interrupted: bool
+    worker_problems: list[str]
+    hosts: list[dict[str, Any]] | None
+
+    @property
+    def caveat(self) -> str | None:
+        """Why the report covers only part of the run: its workers' problems, or an
+        interruption; None when it covers all of it."""
+        if self.worker_problems:
+            return "; ".join(self.worker_problems)
+        if self.interrupted:
+            return "the run was interrupted: the results cover the requests that finished"
+        return None
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Per-request values the detailed JSON, the per-request exports, the plots, the campaign
+    and compare read."""
+
+    results: RequestResults
+    timings: Timings
+    generated_texts: list[str]
+    server_queue_s: np.ndarray  # NaN where the server did not say
+    server_ttft_s: np.ndarray
+    end_s: np.ndarray  # each request's end after t0 (s)
+    rows: np.ndarray  # the run's records as the workers reported them (RECORD_DTYPE)
+    worker: np.ndarray  # the worker that reported each request; -1 when none did
+    scheduled_ns: np.ndarray  # each request's scheduled instant after t0
+    event_ns: np.ndarray  # the token events' instants after t0, request-major
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run's report, computed: figures, samples, notes' facts and the verdict."""
+
+    settings: Settings
+    identity: Identity
+    totals: Totals
+    latencies: dict[str, MetricStats]  # the reported ones, in the metric table's order
+    intended: dict[str, MetricStats] | None  # from the intended send instant (paced runs)
+    connections: Connections
+    errors: Errors
+    decoding: Decoding
+    probes: dict[str, Any] | None  # upstream's probe_* keys, when probes succeeded
+    client: Client
+    ending: Ending
+    multi_turn: dict[str, Any] | None  # per turn and per conversation (--multi-turn)
+    rps_change_events: list[dict[str, Any]] | None  # a ramp-up's, upstream's keys
+    requests: Requests
+    gates: list[str]  # the --fail-on conditions breached, one line each

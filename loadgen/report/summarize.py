@@ -1,0 +1,368 @@
+"""``summarize(config, run) -> RunSummary``: a run's report computed once from its records.
+
+A function of plain data (the configuration and ``RunRecords``): no socket, no clock, no
+formatting, so the live run and ``loadgen report RECORDS`` summarize the same way and every view
+renders the same figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from loadgen.config import RunConfig
+from loadgen.records.model import RunEnd, RunRecords
+from loadgen.report.conversations import conversation_figures
+from loadgen.report.decoding import (
+    diffusion_stats,
+    parse_diffusion,
+    parse_spec_decode,
+    spec_decode_stats,
+)
+from loadgen.report.metric_table import LATENCIES
+from loadgen.report.metrics import (
+    BenchmarkMetrics,
+    PoolingMetrics,
+    RequestResults,
+    Timings,
+    calculate_metrics,
+    calculate_pooling_metrics,
+    derive_timings,
+    latency_from_intended,
+)
+from loadgen.report.metrics import summarize as sample_summary
+from loadgen.report.output_lens import resolve_output_lens
+from loadgen.report.probes import ProbeResults, probe_stats
+from loadgen.report.run_context import run_context
+from loadgen.report.run_summary import (
+    Client,
+    Connections,
+    Decoding,
+    Ending,
+    Errors,
+    Identity,
+    Requests,
+    RunSummary,
+    Settings,
+    Totals,
+)
+from loadgen.report.stats import sample_stats
+from loadgen.report.verdict import RunScale, not_judged, verdict
+from loadgen.report.verdict import measure as client_health
+from loadgen.schedule import rps_change_events
+from workers.protocol import ConnectionStats
+
+ERROR_KIND_WORDS = 5  # an error's kind: at most its first 5 words before a colon
+
+
+def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
+    """The summary of a run's records. A run that never ended (the records of a crash) is
+    summarized as interrupted, with what its records hold; ``gates`` is left empty (the
+    result JSON judges them: ``run_report.build_report``)."""
+    end = run_end(run, config.pooling)
+    records = run.records
+    results = request_results(run, end)
+    ends = records["end_ns"]
+    duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
+    timings = derive_timings(results)
+    metrics: BenchmarkMetrics | PoolingMetrics
+    if config.pooling:
+        metrics = calculate_pooling_metrics(
+            results, timings, run.input_sequences, duration_s, config.percentiles()
+        )
+    else:
+        metrics = calculate_metrics(
+            results, timings, duration_s, config.percentiles(), goodput_slos_ms=config.goodput
+        )
+    rate = paced_rate(config, run.scheduled_ns)
+    errors = [run.errors.get(i, "") for i in range(run.num_requests)]
+    health = _client(config, run, end, results, timings, rate)
+    return RunSummary(
+        settings=settings_of(config),
+        identity=Identity(
+            model_id=run.start.model_id,
+            tokenizer_id=run.start.tokenizer_id,
+            loadgen_version=run.start.loadgen_version,
+            num_workers=run.start.num_workers,
+            schedule_sha256=run.start.schedule_sha256,
+            t0_s=run.start.t0_ns / 1e9,
+            context=run_context(run.start),
+        ),
+        totals=totals_of(config, metrics, duration_s),
+        latencies={name: metrics.stats[name] for name in reported_metrics(config)},
+        intended=_intended(config, results, run.scheduled_ns, rate),
+        connections=Connections(
+            stats=end.connection_stats,
+            new_during_run=sample_stats(
+                records["connect_ns"][records["connect_ns"] > 0] / 1e6, [50, 99]
+            ),
+            truncated_streams=int(records["truncated"].sum()),
+            text_capped=int(records["text_capped"].sum()),
+        ),
+        errors=Errors(errors, dict(Counter(error_kind(e) for e in errors if e))),
+        decoding=_decoding(run, end, duration_s),
+        probes=(
+            probe_stats(ProbeResults(end.probe_latencies_s, end.probe_failures))
+            if end.probe_latencies_s is not None
+            else None
+        ),
+        client=health,
+        ending=Ending(end.interrupted, end.worker_problems, end.hosts),
+        multi_turn=conversation_figures(run, timings),
+        rps_change_events=_rps_change_events(
+            config, run.scheduled_ns, datetime.fromisoformat(run.start.t0_wall)
+        ),
+        requests=Requests(
+            results=results,
+            timings=timings,
+            generated_texts=[run.texts.get(i, "") for i in range(run.num_requests)],
+            server_queue_s=records["server_queue_s"],
+            server_ttft_s=records["server_ttft_s"],
+            end_s=ends / 1e9,
+            rows=records,
+            worker=run.worker,
+            scheduled_ns=run.scheduled_ns,
+            event_ns=run.event_ns,
+        ),
+        gates=[],
+    )
+
+
+def settings_of(config: RunConfig) -> Settings:
+    """What the views read of the configuration."""
+    return Settings(
+        backend=config.backend,
+        label=config.label,
+        num_prompts=config.num_prompts,
+        metadata=config.metadata,
+        request_rate=config.request_rate,
+        burstiness=config.burstiness,
+        max_concurrency=config.max_concurrency,
+        ramp_up_strategy=config.ramp_up_strategy,
+        ramp_up_start_rps=config.ramp_up_start_rps,
+        ramp_up_end_rps=config.ramp_up_end_rps,
+        pooling=config.pooling,
+        tokenizer=not config.skip_tokenizer_init,
+        save_detailed=config.save_detailed,
+        percentiles=tuple(config.percentiles()),
+        goodput=config.goodput,
+    )
+
+
+def totals_of(
+    config: RunConfig, metrics: BenchmarkMetrics | PoolingMetrics, duration_s: float
+) -> Totals:
+    """The metric table's figures of the run."""
+    common: dict[str, Any] = {
+        "duration": duration_s,
+        "completed": metrics.completed,
+        "failed": metrics.failed,
+        "total_input_tokens": metrics.total_input,
+        "request_throughput": metrics.request_throughput,
+        "total_token_throughput": metrics.total_token_throughput,
+    }
+    if isinstance(metrics, PoolingMetrics):
+        return Totals(
+            **common,
+            total_input_sequences=metrics.total_input_sequences,
+            input_sequence_throughput=metrics.input_sequence_throughput,
+        )
+    return Totals(
+        **common,
+        total_output_tokens=metrics.total_output,
+        request_goodput=metrics.request_goodput if config.goodput else None,
+        output_throughput=metrics.output_throughput,
+        max_output_tokens_per_s=metrics.max_output_tokens_per_s,
+        max_concurrent_requests=metrics.max_concurrent_requests,
+        rtfx=metrics.rtfx,
+    )
+
+
+def reported_metrics(config: RunConfig) -> list[str]:
+    """The selected latencies that are reported, in the metric table's order (upstream's) and
+    under upstream's conditions: TTFT, TPOT and ITL only for generation with a tokenizer; the
+    client's queue only with --max-concurrency (and queue-inclusive E2EL at a finite rate)."""
+    selected = set(config.selected_metrics())
+    with_tokens = not config.pooling and not config.skip_tokenizer_init
+    concurrency = config.max_concurrency is not None
+    paced = not math.isinf(config.request_rate)
+    return [
+        latency.key
+        for latency in LATENCIES
+        if latency.key in selected
+        and (with_tokens or not latency.tokens)
+        and (concurrency or not latency.concurrency)
+        and (paced or not latency.paced)
+    ]
+
+
+def error_kind(error: str) -> str:
+    """The first words of an error, before any colon: its kind for the counts (the summary's
+    and the live view's)."""
+    head = error.split(":", 1)[0]
+    return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
+
+
+def _intended(
+    config: RunConfig, results: RequestResults, scheduled_ns: np.ndarray, rate: float | None
+) -> dict[str, Any] | None:
+    """TTFT and E2EL from the scheduled send instant of a paced run (E2EL only for pooling,
+    whose answer has one instant: its TTFT is its E2EL); None for an unpaced run."""
+    if rate is None:
+        return None
+    ttft_s, e2el_s = latency_from_intended(results, scheduled_ns / 1e9)
+    samples = {"e2el": e2el_s} if config.pooling else {"ttft": ttft_s, "e2el": e2el_s}
+    return {k: sample_summary(x, config.percentiles()) for k, x in samples.items()}
+
+
+def _decoding(run: RunRecords, end: RunEnd, duration_s: float) -> Decoding:
+    before, after = run.start.counters_before, end.counters_after
+    return Decoding(
+        spec_decode=spec_decode_stats(
+            *(parse_spec_decode(page) if page else None for page in (before, after))
+        ),
+        diffusion=diffusion_stats(
+            parse_diffusion(before) if before else None,
+            parse_diffusion(after) if after else None,
+            duration_s,
+        ),
+    )
+
+
+def _client(
+    config: RunConfig,
+    run: RunRecords,
+    end: RunEnd,
+    results: RequestResults,
+    timings: Timings,
+    rate: float | None,
+) -> Client:
+    """The client's health over the run and its verdict (not judged for a run that never
+    ended)."""
+    records = run.records
+    sent = records["arrival_ns"] >= 0
+    send_lag_ms = (records["arrival_ns"][sent] - run.scheduled_ns[sent]) / 1e6
+    health = client_health(
+        send_lag_ms,
+        end.loop_lag_ns,
+        end.worker_cpu_ns,
+        end.worker_wall_ns,
+        rate or math.inf,
+        scale=run_scale(
+            results, timings, run.scheduled_ns, pooling=config.pooling, paced=rate is not None
+        ),
+        host=end.host,
+    )
+    judged = verdict(health) if run.end is not None else not_judged(health)
+    return Client(health, sample_stats(send_lag_ms, [50, 99]), judged)
+
+
+def run_end(run: RunRecords, pooling: bool) -> RunEnd:
+    """The run's end as its records hold it, or, for a run whose records stop short, the end
+    its report assumes (``unfinished_end``)."""
+    return run.end if run.end is not None else unfinished_end(run, pooling)
+
+
+def request_results(run: RunRecords, end: RunEnd) -> RequestResults:
+    """What the metrics read of a run: its rows' instants and counts, the prompt as the server
+    counted it where it did, the output as the run's end counted it."""
+    records = run.records
+    prompt_lens = np.where(
+        records["prompt_tokens"] >= 0, records["prompt_tokens"], run.prompt_lens
+    ).astype(np.int64)
+    return RequestResults(
+        success=records["success"].astype(bool),
+        arrival_s=records["arrival_ns"] / 1e9,
+        send_s=records["send_ns"] / 1e9,
+        event_s=run.event_ns / 1e9,
+        event_offsets=run.event_offsets,
+        prompt_lens=prompt_lens,
+        output_lens=end.output_lens,
+        audio_s=run.audio_s,
+    )
+
+
+def unfinished_end(run: RunRecords, pooling: bool) -> RunEnd:
+    """The end of a run whose records stop short (it crashed): interrupted, the client's own
+    figures unknown, each output counted from the server's usage (1 without one, as upstream
+    counts without a tokenizer)."""
+    return RunEnd(
+        interrupted=True,
+        worker_problems=["the run did not end: its records file stops before the end"],
+        worker_cpu_ns=[],
+        worker_wall_ns=[],
+        connection_stats=ConnectionStats(),
+        loop_lag_ns=np.zeros(0, np.int64),
+        output_lens=(
+            np.zeros(run.num_requests, np.int64)
+            if pooling
+            else resolve_output_lens(run.records, run.texts, None)
+        ),
+        counters_after=None,
+        probe_latencies_s=None,
+    )
+
+
+def paced_rate(config: RunConfig, scheduled_ns: np.ndarray) -> float | None:
+    """The highest rate the schedule paces requests at (its send lag is then judged), or None
+    for an unpaced run (everything due at once): a finite --request-rate, a ramp-up's end rate,
+    or a self-timed trace's mean rate."""
+    if config.self_timed_trace:
+        span_s = float(scheduled_ns[-1]) / 1e9
+        return len(scheduled_ns) / span_s if span_s > 0 else None
+    if config.ramp_up_strategy is not None:
+        return float(config.ramp_up_end_rps or 0) or None
+    return None if math.isinf(config.request_rate) else config.request_rate
+
+
+def _rps_change_events(
+    config: RunConfig, scheduled_ns: np.ndarray, t0_wall: datetime
+) -> list[dict[str, Any]] | None:
+    """Upstream's ``rps_change_events`` of a ramp-up run, stamped from the schedule; else None."""
+    if config.ramp_up_strategy is None:
+        return None
+    return rps_change_events(
+        config.ramp_up_strategy,
+        config.ramp_up_start_rps,
+        config.ramp_up_end_rps,
+        scheduled_ns / 1e9,
+        t0_wall,
+    )
+
+
+def run_scale(
+    results: RequestResults,
+    timings: Timings,
+    scheduled_ns: np.ndarray,
+    *,
+    pooling: bool,
+    paced: bool,
+) -> RunScale:
+    """The medians the verdict weighs the client's delay against, in ms: ITL and TTFT of the
+    successful requests (E2EL for pooling, whose answer has one instant), and a paced run's
+    median gap between scheduled arrivals."""
+    ok = results.success
+    counts = np.diff(results.event_offsets)
+    itl_s = timings.itl_s[np.repeat(ok, np.maximum(counts - 1, 0))]
+    first_s = (timings.latency_s if pooling else timings.ttft_s)[ok & (counts > 0)]
+    gaps_s = np.diff(np.sort(scheduled_ns)) / 1e9 if paced else np.zeros(0)
+    return RunScale(
+        itl_ms=_median_ms(itl_s) if not pooling else None,
+        ttft_ms=_median_ms(first_s),
+        ttft_name="E2EL" if pooling else "TTFT",
+        arrival_gap_ms=_median_ms(gaps_s),
+    )
+
+
+def _median_ms(values_s: np.ndarray) -> float | None:
+    return float(np.median(values_s)) * 1000 if len(values_s) else None
+
+
+def with_gates(summary: RunSummary, gates: list[str]) -> RunSummary:
+    """The summary with the --fail-on conditions its result JSON breaches."""
+    return dataclasses.replace(summary, gates=gates)

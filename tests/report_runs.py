@@ -1,0 +1,96 @@
+"""Made-up runs for the report's tests: a small RunRecords and a configuration under which
+the report shows every figure it can (no socket, no file)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from loadgen.config import RunConfig
+from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.report.metric_table import LATENCIES
+from workers.protocol import RECORD_DTYPE, ConnectionStats
+
+N = 8
+EVENTS = 5
+POOLING_BACKEND = "openai-embeddings"
+EVERY_LATENCY = ",".join(latency.key for latency in LATENCIES)
+
+
+def full_config(**changes: object) -> RunConfig:
+    """A configuration under which the console shows every row it can: paced, a concurrency
+    cap, goodput SLOs, every latency selected."""
+    return dataclasses.replace(
+        RunConfig(
+            save_result=True,
+            request_rate=100.0,
+            max_concurrency=4,
+            goodput={"ttft": 50.0, "e2el": 200.0},
+            percentile_metrics=EVERY_LATENCY,
+            metric_percentiles="50,99",
+        ),
+        **changes,
+    )
+
+
+def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunRecords:
+    """N requests paced ``gap_ms`` apart, EVENTS token events 10 ms apart each from 30 ms after
+    the send, each ending 80 ms after it, the last one failed (HTTP 500); with ``audio`` each
+    request carries 1.5 s of input audio (RTFx)."""
+    records = np.zeros(N, dtype=RECORD_DTYPE)
+    records["index"] = np.arange(N)
+    records["arrival_ns"] = np.arange(N) * gap_ms * 1_000_000 + 50_000
+    records["send_ns"] = records["arrival_ns"] + 20_000
+    records["n_events"] = EVENTS
+    records["n_events"][-1] = 0
+    records["status"] = 200
+    records["status"][-1] = 500
+    records["prompt_tokens"] = 30
+    records["completion_tokens"] = EVENTS
+    records["success"] = True
+    records["success"][-1] = False
+    records["server_queue_s"] = np.nan
+    records["server_ttft_s"] = np.nan
+    records["end_ns"] = records["send_ns"] + 80_000_000
+    starts = records["send_ns"][:-1]
+    event_ns = (starts[:, None] + 30_000_000 + 10_000_000 * np.arange(EVENTS)).ravel()
+    start = RunStart(
+        loadgen_version="0.1.0",
+        command_line=["loadgen", "run"],
+        config=dataclasses.asdict(cfg),
+        model_id="org/model",
+        tokenizer_id="org/model",
+        num_requests=N,
+        num_workers=2,
+        connections=4,
+        schedule_sha256="00" * 8,
+        t0_ns=1_000,
+        t0_wall="2026-12-03T10:00:00",
+        counters_before=None,
+    )
+    end = RunEnd(
+        interrupted=False,
+        worker_problems=[],
+        worker_cpu_ns=[1_000_000, 2_000_000],
+        worker_wall_ns=[100_000_000, 100_000_000],
+        connection_stats=ConnectionStats(preopened_at_t0=4),
+        loop_lag_ns=np.array([100_000, 200_000], dtype=np.int64),
+        output_lens=np.where(records["success"], EVENTS, 0).astype(np.int64),
+        counters_after=None,
+        probe_latencies_s=None,
+    )
+    return RunRecords(
+        start=start,
+        end=end,
+        records=records,
+        worker=np.array([0, 1] * (N // 2), dtype=np.int16),
+        scheduled_ns=np.arange(N, dtype=np.int64) * gap_ms * 1_000_000,
+        prompt_lens=np.full(N, 29, dtype=np.int64),
+        input_sequences=np.full(N, 2, dtype=np.int64),
+        event_ns=event_ns.astype(np.int64),
+        event_offsets=np.concatenate(([0], np.cumsum(records["n_events"]))).astype(np.int64),
+        errors={N - 1: "HTTP 500: boom"},
+        texts={},
+        audio_s=np.full(N, 1.5) if audio else None,
+    )
