@@ -1189,6 +1189,7 @@ def records_disk_full(work: Path) -> Outcome:
             report = _loadgen("report", str(records))
             if report.returncode != 0 or "the run did not end" not in report.stderr:
                 outcome.problems.append(f"report exit {report.returncode}: {_tail(report.stderr)}")
+    return outcome
 
 
 # --- issue 27: remote workers' channel ---
