@@ -4,12 +4,10 @@ records files by the real compare CLI."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import hang_guard, loadgen, only_json_path
+from helpers import InProcess, cli, only_json_path, run_in_process
 
 PACED = ["--num-prompts", "120", "--request-rate", "60", "--random-input-len", "16",
          "--random-output-len", "8", "--mock-itl-ms", "5", "--disable-tqdm"]  # fmt: skip
@@ -17,7 +15,7 @@ PACED = ["--num-prompts", "120", "--request-rate", "60", "--random-input-len", "
 
 def run_into(directory: Path, ttft_ms: int) -> Path:
     """A paced run whose mock answers after ``ttft_ms``; its result JSON."""
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--mock-ttft-ms", str(ttft_ms), *PACED,
         "--save-result", "--result-dir", str(directory),
     )  # fmt: skip
@@ -25,12 +23,9 @@ def run_into(directory: Path, ttft_ms: int) -> Path:
     return only_json_path(directory)
 
 
-def compare(*args: str) -> subprocess.CompletedProcess[str]:
-    """``loadgen compare ARGS`` in its own process."""
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", "compare", *args],
-        capture_output=True, text=True, timeout=hang_guard(120),
-    )  # fmt: skip
+def compare(*args: str) -> InProcess:
+    """``loadgen compare ARGS``, in this process (it reads files and starts nothing)."""
+    return cli("compare", *args)
 
 
 def metric_line(stdout: str, metric: str) -> str:
