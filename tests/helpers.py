@@ -97,15 +97,16 @@ def refusal(*args: str, env: Mapping[str, str] | None = None) -> InProcess:
     return cli("run", *args, env=env)
 
 
-def run_in_process(*args: str) -> InProcess:
+def run_in_process(*args: str, env: Mapping[str, str] | None = None) -> InProcess:
     """``loadgen run ARGS`` in this process (``cli``): a real run, its workers and its server
     real processes, whose coordinator is this one (no interpreter to start, no imports to
     repeat), and whose ``--mock`` server is one the session keeps (``shared_mock_servers``).
     For a test of what a run sends and measures (its result JSON, its notes); the CLI's own
     process (exit codes of real runs, signals, stdout as a terminal or a pipe gets it, ``-q``)
-    is ``loadgen``'s."""
+    is ``loadgen``'s. ``env``: variables set for the run (not those a module reads as it is
+    imported: HF_HUB_OFFLINE and the like need ``loadgen``)."""
     with shared_mock_servers():
-        return cli("run", *args)
+        return cli("run", *args, env=env)
 
 
 # Mock server processes kept for the session, by command line (``shared_mock_servers``).
