@@ -57,7 +57,7 @@ def private_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 
 @pytest.fixture(autouse=True, scope="session")
-def shared_mock_servers() -> Iterator[None]:
+def stop_shared_mock_servers() -> Iterator[None]:
     """The mock servers that runs in this process shared (helpers.run_in_process), stopped as
     the session ends."""
     yield

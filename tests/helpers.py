@@ -1,8 +1,9 @@
 """Helpers the tests import (fixtures live in conftest.py): a free port, the real CLI in its own
-process, the result JSON it wrote, the mock server as a process, and a run against one; a
-server of a test's own; checks run as another local user; and time bounds measured on this
-machine, now (``startup_s``, ``startups``, ``slowdown``, ``hang_guard``): a test never bounds
-wall-clock time with a fixed number of seconds, which a busy machine breaks."""
+process or in this one (``cli``, ``refusal``, ``run_in_process``), the result JSON it wrote,
+the mock server as a process, and a run against one; a server of a test's own; checks run as
+another local user; and time bounds measured on this machine, now (``startup_s``,
+``startups``, ``slowdown``, ``hang_guard``): a test never bounds wall-clock time with a fixed
+number of seconds, which a busy machine breaks."""
 
 from __future__ import annotations
 
