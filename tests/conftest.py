@@ -56,6 +56,14 @@ def private_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     patch.undo()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def stop_shared_mock_servers() -> Iterator[None]:
+    """The mock servers that runs in this process shared (helpers.run_in_process), stopped as
+    the session ends."""
+    yield
+    helpers.stop_shared_mock_servers()
+
+
 @pytest.fixture(scope="module")
 def tok() -> LocalTokenizer:
     """The mock's packaged tokenizer, as the datasets use it."""

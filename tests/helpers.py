@@ -1,8 +1,9 @@
 """Helpers the tests import (fixtures live in conftest.py): a free port, the real CLI in its own
-process, the result JSON it wrote, the mock server as a process, and a run against one; a
-server of a test's own; checks run as another local user; and time bounds measured on this
-machine, now (``startup_s``, ``startups``, ``slowdown``, ``hang_guard``): a test never bounds
-wall-clock time with a fixed number of seconds, which a busy machine breaks."""
+process or in this one (``cli``, ``refusal``, ``run_in_process``), the result JSON it wrote,
+the mock server as a process, and a run against one; a server of a test's own; checks run as
+another local user; and time bounds measured on this machine, now (``startup_s``,
+``startups``, ``slowdown``, ``hang_guard``): a test never bounds wall-clock time with a fixed
+number of seconds, which a busy machine breaks."""
 
 from __future__ import annotations
 
@@ -63,6 +64,92 @@ def loadgen(
         timeout=hang_guard(timeout),
         env=None if env is None else dict(env),
     )
+
+
+@dataclass
+class InProcess:
+    """What ``cli`` returns: the fields of a finished ``subprocess.CompletedProcess`` that the
+    tests read, so that a check reads the same either way."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, env: Mapping[str, str] | None = None, merged: bool = False) -> InProcess:
+    """``loadgen ARGS`` run in this process by click's test runner (``env``: variables set for
+    the call): its exit code, stdout and stderr (``merged``: stderr in stdout, interleaved as a
+    log shows them, and no stderr). For what ends before a run starts (a refusal, ``--help``)
+    and for ``loadgen report`` and ``compare``, which start nothing: no interpreter to start,
+    no imports to repeat. A run, a signal or a terminal stays with ``loadgen``."""
+    from click.testing import CliRunner
+
+    from loadgen.cli import cli as loadgen_cli
+
+    result = CliRunner().invoke(loadgen_cli, list(args), env=env, catch_exceptions=False)
+    if merged:
+        return InProcess(list(args), result.exit_code, result.output, "")
+    return InProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
+def refusal(*args: str, env: Mapping[str, str] | None = None) -> InProcess:
+    """``loadgen run ARGS`` in this process (``cli``), for a run refused before it starts."""
+    return cli("run", *args, env=env)
+
+
+def run_in_process(*args: str, env: Mapping[str, str] | None = None) -> InProcess:
+    """``loadgen run ARGS`` in this process (``cli``): a real run, its workers and its server
+    real processes, whose coordinator is this one (no interpreter to start, no imports to
+    repeat), and whose ``--mock`` server is one the session keeps (``shared_mock_servers``).
+    For a test of what a run sends and measures (its result JSON, its notes); the CLI's own
+    process (exit codes of real runs, signals, stdout as a terminal or a pipe gets it, ``-q``)
+    is ``loadgen``'s. ``env``: variables set for the run (not those a module reads as it is
+    imported: HF_HUB_OFFLINE and the like need ``loadgen``)."""
+    with shared_mock_servers():
+        return cli("run", *args, env=env)
+
+
+# Mock server processes kept for the session, by command line (``shared_mock_servers``).
+_SHARED_MOCKS: dict[tuple[str, ...], EmbeddedMockServer] = {}
+
+
+@contextmanager
+def shared_mock_servers() -> Iterator[None]:
+    """For the block, a ``--mock`` run in this process gets the session's mock server process
+    started with the same command line (``--mock-ttft-ms`` and the like), started by the first
+    run that asks and kept until the session ends (``stop_shared_mock_servers``), instead of a
+    server of its own: the same server, less its start. Its counters are the session's; a run
+    reads the server's /metrics before and after, and a test that counts requests starts its
+    own (``mock_server``)."""
+    real_start, real_stop = EmbeddedMockServer.start, EmbeddedMockServer.stop
+
+    def start(self: EmbeddedMockServer, timeout_s: float = 60.0) -> str:
+        key = tuple(self.args)
+        shared = _SHARED_MOCKS.get(key)
+        if shared is None or shared.process is None or shared.process.poll() is not None:
+            shared = EmbeddedMockServer()
+            shared.args = list(self.args)
+            real_start(shared, timeout_s)
+            _SHARED_MOCKS[key] = shared
+        self.url = shared.url
+        return self.url
+
+    def stop(self: EmbeddedMockServer, timeout_s: float = 5.0) -> int | None:
+        return None  # the session's server: stopped at the session's end
+
+    EmbeddedMockServer.start, EmbeddedMockServer.stop = start, stop  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        EmbeddedMockServer.start, EmbeddedMockServer.stop = real_start, real_stop  # type: ignore[method-assign]
+
+
+def stop_shared_mock_servers() -> None:
+    """Stop the mock servers ``shared_mock_servers`` kept (at the session's end)."""
+    while _SHARED_MOCKS:
+        _, server = _SHARED_MOCKS.popitem()
+        server.stop()
 
 
 def start_loadgen(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
@@ -183,7 +270,7 @@ def mock_server(*mock_args: str, itl_ms: float = 0.0) -> Iterator[str]:
 
 @dataclass
 class MockRun:
-    proc: subprocess.CompletedProcess[str]
+    proc: subprocess.CompletedProcess[str] | InProcess
     stats: dict[str, Any]  # the mock's /mock/stats after the run
     launched: float  # time.perf_counter() just before loadgen was started
     ended: float  # time.perf_counter() just after it ended
@@ -195,12 +282,20 @@ def run_against_mock(
     itl_ms: float = 0.0,
     timeout: float = 120,
     env: Mapping[str, str] | None = None,
+    in_process: bool = True,
 ) -> MockRun:
     """``loadgen run --base-url URL ARGS`` against a fresh mock server process started with
-    ``mock_args``; the finished process and what the mock counted."""
+    ``mock_args``; the finished run and what the mock counted. The run's coordinator is this
+    process (``run_in_process``) unless ``in_process`` is False or ``env`` is given: then it is
+    the CLI in its own process (``loadgen``), bounded by ``timeout``."""
     with mock_server(*mock_args, itl_ms=itl_ms) as url:
         launched = time.perf_counter()
-        proc = loadgen("--base-url", url, *args, timeout=timeout, env=env)
+        if in_process and env is None:
+            proc: subprocess.CompletedProcess[str] | InProcess = run_in_process(
+                "--base-url", url, *args
+            )
+        else:
+            proc = loadgen("--base-url", url, *args, timeout=timeout, env=env)
         ended = time.perf_counter()
         stats = mock_stats(url)
     return MockRun(proc, stats, launched, ended)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
-from helpers import asyncio_server, loadgen, only_json
+from helpers import asyncio_server, only_json, run_in_process
 
 from workers.sse import MAX_EVENT_BYTES
 from workers.stream_text import text_cap
@@ -76,7 +76,7 @@ def server() -> Iterator[str]:
 
 def test_huge_lines_fail_non_json_events_fail_and_kept_text_is_capped(tmp_path: Path) -> None:
     with server() as url:
-        proc = loadgen(
+        proc = run_in_process(
             "--base-url", url, "--model", "loadgen-mock", "--num-prompts", "6", "--workers", "2",
             "--max-concurrency", "1", "--random-input-len", "16",
             "--random-output-len", str(OUTPUT_LEN), "--disable-tqdm", "--no-fail-fast",

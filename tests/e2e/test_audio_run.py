@@ -1,14 +1,12 @@
 """End to end: openai-audio uploads from custom_audio and from a local copy of an hf ASR
-dataset, through the real CLI, real workers and the mock's audio endpoints; RTFx in the
-summary, the JSON and a rebuilt report; the refusals."""
+dataset, through the real CLI (in process), real workers and the mock's audio endpoints; RTFx
+in the summary, the JSON and a rebuilt report; the refusals."""
 
 from __future__ import annotations
 
 import io
 import json
 import math
-import subprocess
-import sys
 import wave
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import hang_guard, loadgen, only_json, run_against_mock
+from helpers import cli, only_json, refusal, run_against_mock, run_in_process
 
 from loadgen.mock.handlers.audio import AUDIO_TOKENS_PER_S
 
@@ -53,7 +51,7 @@ def custom_audio(tmp_path: Path) -> Path:
 def test_custom_audio_uploads_and_reports_rtfx(tmp_path: Path, custom_audio: Path) -> None:
     out = tmp_path / "out"
     args = ["--dataset-name", "custom_audio", "--dataset-path", str(custom_audio)]
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", *AUDIO, *args, "--disable-shuffle", "--num-prompts", "3",
         "--custom-output-len", "-1", *SAVED, "--result-dir", str(out),
     )  # fmt: skip
@@ -66,10 +64,7 @@ def test_custom_audio_uploads_and_reports_rtfx(tmp_path: Path, custom_audio: Pat
     assert result["rtfx"] == pytest.approx(sum(SECONDS) / result["duration"])
     assert "RTFx (Inverse Real-Time Factor):" in proc.stdout
     (records,) = out.glob("*.records.arrow")
-    rebuilt = subprocess.run(
-        [sys.executable, "-m", "loadgen", "report", str(records)], capture_output=True, text=True,
-        timeout=hang_guard(60),
-    )  # fmt: skip
+    rebuilt = cli("report", str(records))
     assert rebuilt.returncode == 0, rebuilt.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RTFx"))
     assert line in rebuilt.stdout
@@ -92,7 +87,7 @@ def test_a_mock_server_process_answers_the_ready_check_warmups_and_run(custom_au
 def test_custom_audio_goes_in_a_chat_message_with_multimodal_chat(
     tmp_path: Path, custom_audio: Path
 ) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
         "--enable-multimodal-chat", "--dataset-name", "custom_audio", "--dataset-path",
         str(custom_audio), "--num-prompts", "3", *SAVED, "--result-dir", str(tmp_path / "o"),
@@ -110,7 +105,7 @@ def test_hf_asr_reads_a_local_copy_within_the_length_bounds(tmp_path: Path) -> N
     ]
     (tmp_path / "data").mkdir()
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data" / "train-00000-of-00001.parquet")
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--backend", "openai-audio", "--endpoint", "/v1/audio/translations",
         "--dataset-name", "hf", "--dataset-path", str(tmp_path), "--hf-name",
         "openslr/librispeech_asr", "--asr-min-audio-len-sec", "0.75", "--asr-max-audio-len-sec",
@@ -135,13 +130,13 @@ def test_audio_refusals_are_one_line(tmp_path: Path, custom_audio: Path) -> None
         # As for every backend, a URL that does not fit is refused when the run starts.
         (["--backend", "openai-audio", *custom], "OpenAI Audio API URL must end with", 1),
     ):  # fmt: skip
-        proc = loadgen("--mock", "--disable-tqdm", *args)
+        proc = refusal("--mock", "--disable-tqdm", *args)
         assert proc.returncode == code, (args, proc.stderr)
         assert message in proc.stderr and "Traceback" not in proc.stderr
     flac = tmp_path / "song.flac"
     flac.write_bytes(b"fLaC" + bytes(64))
     (tmp_path / "flac.jsonl").write_text(json.dumps({"prompt": "p", "audio": str(flac)}) + "\n")
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", *AUDIO, "--dataset-name", "custom_audio", "--dataset-path",
         str(tmp_path / "flac.jsonl"), "--disable-tqdm",
     )  # fmt: skip

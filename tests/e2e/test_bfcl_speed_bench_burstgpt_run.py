@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import numpy as np
-from helpers import loadgen, only_json
+from helpers import loadgen, only_json, refusal, run_in_process
 
 from loadgen.text.tokenizer import load_tokenizer
 
@@ -36,14 +36,16 @@ def test_bfcl_runs_from_a_local_copy_with_chat_only(tmp_path: Path) -> None:
         "--mock", "--dataset-name", "hf", "--dataset-path", str(tmp_path), "--hf-name", BFCL,
         "--bfcl-categories", "simple,multiple", "--num-prompts", "8", "--hf-output-len", "5",
     ]  # fmt: skip
-    proc = loadgen(*args, *CHAT, *SAVED, "--result-dir", str(tmp_path / "out"))
+    proc = run_in_process(*args, *CHAT, *SAVED, "--result-dir", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path / "out")
     assert result["completed"] == 8 and result["output_lens"] == [5] * 8
-    refused = loadgen(*args, "--disable-tqdm")  # the default backend, openai
+    refused = refusal(*args, "--disable-tqdm")  # the default backend, openai
     assert refused.returncode == 2
     assert "BFCL dataset requires the 'openai-chat' backend" in refused.stderr
-    missing = loadgen(*args[:-4], "--bfcl-categories", "live_simple", *CHAT, "--disable-tqdm")
+    missing = run_in_process(
+        *args[:-4], "--bfcl-categories", "live_simple", *CHAT, "--disable-tqdm"
+    )
     assert missing.returncode != 0
     assert "BFCL_v3_live_simple.json is not there" in missing.stderr
 
@@ -57,7 +59,7 @@ def test_speed_bench_reads_the_subset_directory(tmp_path: Path) -> None:
         for i in range(7)
     ]
     (tmp_path / "throughput_1k.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "speed_bench", "--dataset-path", str(tmp_path),
         "--speed-bench-dataset-subset", "throughput_1k", "--speed-bench-category", "qa",
         "--speed-bench-output-len", "3", "--num-prompts", "3", "--skip-chat-template",
@@ -70,7 +72,9 @@ def test_speed_bench_reads_the_subset_directory(tmp_path: Path) -> None:
     tokenizer = load_tokenizer("loadgen-mock")
     assert result["input_lens"] == [len(tokenizer.encode(p).ids) for p in prompts[:3]]
     assert result["output_lens"] == [3] * 3
-    absent = loadgen("--mock", "--dataset-name", "speed_bench", "--dataset-path", str(tmp_path))
+    absent = run_in_process(
+        "--mock", "--dataset-name", "speed_bench", "--dataset-path", str(tmp_path)
+    )
     assert absent.returncode != 0
     assert "qualitative.jsonl is not in the directory" in absent.stderr
 
@@ -126,7 +130,7 @@ def test_burstgpt_sends_the_traces_lengths(tmp_path: Path) -> None:
     rows = "".join(f"{i},GPT-4,{8 + i},{1 + i % 3},0,Conversation log\n" for i in range(6))
     path = tmp_path / "burst.csv"
     path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + rows)
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "burstgpt", "--dataset-path", str(path), "--num-prompts", "9",
         *SAVED, "--result-dir", str(tmp_path / "out"),
     )  # fmt: skip

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import hang_guard
+from helpers import hang_guard, refusal
 
 # The real CLI, with the worker processes it starts counted (pids, on stderr at exit).
 COUNTING_CLI = """
@@ -117,6 +117,6 @@ def test_a_single_value_is_a_plain_run(tmp_path: Path) -> None:
 
 
 def test_a_bad_list_is_one_line_naming_the_flag() -> None:
-    proc = counted_run("--max-concurrency", "2,x", *SMALL)
+    proc = refusal("--mock", "--max-concurrency", "2,x", *SMALL)
     assert proc.returncode == 2
     assert "--max-concurrency" in proc.stderr and "'x' is not an integer" in proc.stderr

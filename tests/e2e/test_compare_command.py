@@ -4,12 +4,11 @@ records files by the real compare CLI."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
-from helpers import hang_guard, loadgen, only_json_path
+from helpers import InProcess, cli, only_json_path, run_in_process
 
 PACED = ["--num-prompts", "120", "--request-rate", "60", "--random-input-len", "16",
          "--random-output-len", "8", "--mock-itl-ms", "5", "--disable-tqdm"]  # fmt: skip
@@ -17,7 +16,7 @@ PACED = ["--num-prompts", "120", "--request-rate", "60", "--random-input-len", "
 
 def run_into(directory: Path, ttft_ms: int) -> Path:
     """A paced run whose mock answers after ``ttft_ms``; its result JSON."""
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--mock-ttft-ms", str(ttft_ms), *PACED,
         "--save-result", "--result-dir", str(directory),
     )  # fmt: skip
@@ -25,12 +24,18 @@ def run_into(directory: Path, ttft_ms: int) -> Path:
     return only_json_path(directory)
 
 
-def compare(*args: str) -> subprocess.CompletedProcess[str]:
-    """``loadgen compare ARGS`` in its own process."""
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", "compare", *args],
-        capture_output=True, text=True, timeout=hang_guard(120),
-    )  # fmt: skip
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The module's runs, made once: two against a mock answering after 20 ms ("fast",
+    "again"), one after 60 ms ("slow"); each result JSON, its records file beside it."""
+    folder = tmp_path_factory.mktemp("runs")
+    return {name: run_into(folder / name, ttft_ms) for name, ttft_ms in
+            (("fast", 20), ("again", 20), ("slow", 60))}  # fmt: skip
+
+
+def compare(*args: str) -> InProcess:
+    """``loadgen compare ARGS``, in this process (it reads files and starts nothing)."""
+    return cli("compare", *args)
 
 
 def metric_line(stdout: str, metric: str) -> str:
@@ -38,9 +43,10 @@ def metric_line(stdout: str, metric: str) -> str:
     return line
 
 
-def test_a_slower_server_is_flagged_and_a_run_against_itself_is_not(tmp_path: Path) -> None:
-    fast = run_into(tmp_path / "fast", 20)
-    slow = run_into(tmp_path / "slow", 60)
+def test_a_slower_server_is_flagged_and_a_run_against_itself_is_not(
+    tmp_path: Path, runs: dict[str, Path]
+) -> None:
+    fast, slow = runs["fast"], runs["slow"]
     records = str(fast).replace(".json", ".records.arrow")
     proc = compare(records, str(slow), str(fast), "--resamples", "300", "--json",
                    str(tmp_path / "cmp.json"))  # fmt: skip
@@ -71,13 +77,12 @@ def test_a_slower_server_is_flagged_and_a_run_against_itself_is_not(tmp_path: Pa
     )
 
 
-def test_a_folder_pools_its_runs(tmp_path: Path) -> None:
+def test_a_folder_pools_its_runs(tmp_path: Path, runs: dict[str, Path]) -> None:
     repeats = tmp_path / "repeats"
     repeats.mkdir()
-    for name in ("first", "second"):
-        run_into(tmp_path / name, 20)
-        for path in (tmp_path / name).iterdir():
-            path.rename(repeats / path.name)
+    for name in ("fast", "again"):
+        for path in runs[name].parent.iterdir():
+            shutil.copy(path, repeats / path.name)
     proc = compare(str(repeats), str(repeats), "--resamples", "50")
     assert proc.returncode == 0, proc.stderr
     assert "(2 and 2 run(s);" in proc.stdout

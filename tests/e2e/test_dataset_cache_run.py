@@ -1,13 +1,13 @@
-"""The dataset cache through the real CLI against --mock: a second run with the same tokenizer,
-flags and seed reads the dataset the first one stored and sends the same prompts;
---no-dataset-cache neither reads nor writes it."""
+"""The dataset cache through the real CLI (in process) against --mock: a second run with the
+same tokenizer, flags and seed reads the dataset the first one stored and sends the same
+prompts; --no-dataset-cache neither reads nor writes it."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from helpers import loadgen, only_json
+from helpers import only_json, run_in_process
 
 DATASET = ["--num-prompts", "40", "--random-input-len", "96", "--random-output-len", "4"]
 
@@ -15,10 +15,9 @@ DATASET = ["--num-prompts", "40", "--random-input-len", "96", "--random-output-l
 def run(tmp_path: Path, name: str, *flags: str) -> tuple[str, dict]:
     """A run with its own XDG cache home; (stdout, result JSON)."""
     result_dir = tmp_path / name
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "1", *DATASET, "--save-result", "--save-detailed",
-        "--result-dir", str(result_dir), *flags, env=env,
+        "--result-dir", str(result_dir), *flags, env={"XDG_CACHE_HOME": str(tmp_path / "xdg")},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, only_json(result_dir)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import loadgen, mock_server, mock_stats
+from helpers import mock_server, mock_stats, refusal
 
 from loadgen.config import RunConfig
 from loadgen.run.prepare import dataset_path_problem
@@ -19,7 +19,7 @@ def test_a_directory_is_one_line_naming_it_and_nothing_is_sent(
 ) -> None:
     with mock_server() as url:
         before = mock_stats(url)["requests"]
-        proc = loadgen(
+        proc = refusal(
             "--base-url", url, "--tokenizer", "loadgen-mock", "--dataset-name", dataset,
             "--dataset-path", str(tmp_path), "--num-prompts", "4", "--disable-tqdm",
         )  # fmt: skip

@@ -11,7 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import hang_guard, loadgen, only_json_path, run_against_mock
+from helpers import (
+    cli,
+    hang_guard,
+    loadgen,
+    mock_server,
+    mock_stats,
+    only_json_path,
+    refusal,
+    run_in_process,
+)
 
 SMALL = ["--random-input-len", "32", "--random-output-len", "8", "--disable-tqdm"]
 N = 12
@@ -52,33 +61,34 @@ def test_a_breached_gate_exits_3_and_prints_the_breaches_last(tmp_path: Path) ->
 
 
 def test_a_run_that_meets_its_gates_exits_0(tmp_path: Path) -> None:
-    proc = loadgen(*run_args(tmp_path, "--fail-on", "failed>0", "--fail-on", "completed<12")[1:])
+    proc = run_in_process(
+        *run_args(tmp_path, "--fail-on", "failed>0", "--fail-on", "completed<12")[1:]
+    )
     assert proc.returncode == 0, proc.stderr
     assert "breached" not in proc.stdout + proc.stderr
 
 
 def test_a_bad_gate_is_refused_before_anything_is_sent() -> None:
-    for condition, says in (
-        ("p99_tfft_ms>500", "no key p99_tfft_ms in this run's result JSON (close: p99_ttft_ms"),
-        ("p99_ttft_ms=>500", "'p99_ttft_ms=>500' is not a condition"),
-        ("label>1", "label has no value (null)"),
-    ):
-        run = run_against_mock("--num-prompts", "4", *SMALL, "--fail-on", condition)
-        assert run.proc.returncode == 2, run.proc.stderr
-        error = run.proc.stderr.strip().splitlines()[-1]
-        assert says in error and "--fail-on" in error, error
-        assert run.stats["requests"] == {} and not run.proc.stdout  # not even GET /v1/models
+    with mock_server() as url:
+        for condition, says in (
+            ("p99_tfft_ms>500", "no key p99_tfft_ms in this run's result JSON (close: p99_ttft_ms"),
+            ("p99_ttft_ms=>500", "'p99_ttft_ms=>500' is not a condition"),
+            ("label>1", "label has no value (null)"),
+        ):
+            proc = refusal("--base-url", url, "--num-prompts", "4", *SMALL, "--fail-on", condition)
+            assert proc.returncode == 2, proc.stderr
+            error = proc.stderr.strip().splitlines()[-1]
+            assert says in error and "--fail-on" in error, error
+            assert not proc.stdout
+        assert mock_stats(url)["requests"] == {}  # not even GET /v1/models
 
 
 def test_report_exports_the_rows_of_a_real_run_and_applies_gates(tmp_path: Path) -> None:
-    live = loadgen(*run_args(tmp_path)[1:])
+    live = run_in_process(*run_args(tmp_path)[1:])
     assert live.returncode == 0, live.stderr
     result = json.loads(only_json_path(tmp_path).read_text())
     (records,) = tmp_path.glob("*.records.arrow")
-    proc = subprocess.run(
-        [sys.executable, "-m", "loadgen", "report", str(records), "--format", "csv"],
-        capture_output=True, text=True, timeout=hang_guard(60),
-    )  # fmt: skip
+    proc = cli("report", str(records), "--format", "csv")
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [int(row["index"]) for row in rows] == list(range(N))
@@ -89,11 +99,11 @@ def test_report_exports_the_rows_of_a_real_run_and_applies_gates(tmp_path: Path)
     assert mean_ttft_ms == pytest.approx(result["mean_ttft_ms"], abs=0.001)
     assert "Serving Benchmark Result" in proc.stderr  # the summary moved off the rows
 
-    gated = with_both_streams("report", str(records), "--fail-on", "total_output_tokens>1")
+    gated = cli("report", str(records), "--fail-on", "total_output_tokens>1", merged=True)
     assert gated.returncode == 3
     total = result["total_output_tokens"]
     assert gated.stdout.splitlines()[-1] == f"breached: total_output_tokens>1 (measured {total})"
-    bad = with_both_streams("report", str(records), "--fail-on", "p99_itl_msec>1")
+    bad = cli("report", str(records), "--fail-on", "p99_itl_msec>1", merged=True)
     assert bad.returncode == 2 and "Serving Benchmark Result" not in bad.stdout
 
 

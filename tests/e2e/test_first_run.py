@@ -8,7 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-from helpers import loadgen, only_json, run_against_mock
+from helpers import loadgen, only_json, refusal, run_against_mock
 
 from loadgen.report.summary import SUMMARY_TITLE
 from loadgen.report.verdict import VERDICT_HEADS
@@ -83,6 +83,6 @@ def test_upstreams_temperature_warning_stays_for_a_server() -> None:
 
 
 def test_quiet_refuses_a_campaign() -> None:
-    proc = loadgen("--mock", "-q", "--max-concurrency", "1,2", timeout=30)
+    proc = refusal("--mock", "-q", "--max-concurrency", "1,2")
     assert proc.returncode == 2
     assert "-q/--quiet prints one run's report; a campaign" in proc.stderr

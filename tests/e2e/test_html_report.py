@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import hang_guard, loadgen, only_json_path
+from helpers import InProcess, cli, hang_guard, loadgen, only_json_path, run_in_process
 
 TINY = ["--num-prompts", "12", "--random-input-len", "16", "--random-output-len", "8",
         "--mock-ttft-ms", "5", "--mock-itl-ms", "2", "--workers", "1",
@@ -35,8 +35,13 @@ PLOTLY_JS_BANNER = re.compile(r"\* plotly\.js v\d")
 FETCHED = re.compile(r"""(?:(?:src|href)\s*=|url\()\s*["']?(?:https?:)?//""", re.I)
 
 
-def report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``loadgen report ARGS`` in its own process."""
+def report(*args: str) -> InProcess:
+    """``loadgen report ARGS``, in this process (it reads files and starts nothing)."""
+    return cli("report", *args)
+
+
+def report_without_plotly(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``loadgen report ARGS`` in its own process, whose Python cannot import plotly (``env``)."""
     return subprocess.run(
         [sys.executable, "-m", "loadgen", "report", *args],
         capture_output=True, text=True, timeout=hang_guard(60), env=env,
@@ -91,6 +96,7 @@ def test_a_campaign_writes_its_report_and_report_redraws_it(tmp_path: Path) -> N
 
 
 def test_a_run_s_report_html_beside_its_records_without_its_secrets(tmp_path: Path) -> None:
+    # The CLI in its own process: the page shows its command line (sys.argv).
     proc = loadgen("--mock", *TINY, "--max-concurrency", "3", "--save-result", "--result-dir",
                    str(tmp_path), "--header", f"Authorization=Bearer {SECRET}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -126,7 +132,7 @@ def test_without_plotly_report_exits_2_in_one_line_and_a_campaign_still_succeeds
     assert (folder / "summary.csv").is_file() and not (folder / "report.html").exists()
     (records, *_) = sorted(folder.glob("*/*.records.arrow"))
     for path in (str(records), str(folder)):
-        refused = report(path, "--format", "html", env=env)
+        refused = report_without_plotly(path, "--format", "html", env=env)
         assert refused.returncode == 2
         assert refused.stderr.splitlines() == [
             "error: --format html: plotly is not installed: pip install 'loadgen[plot]'"
@@ -137,9 +143,10 @@ def test_without_plotly_report_exits_2_in_one_line_and_a_campaign_still_succeeds
 
 def test_a_pooling_run_s_page_has_no_token_figures(tmp_path: Path) -> None:
     """A pooling answer has one instant: its TTFT is its E2EL, it has no ITL and no tokens."""
-    proc = loadgen("--mock", "--workers", "1", "--backend", "openai-embeddings", "--endpoint",
-                   "/v1/embeddings", "--num-prompts", "12", "--random-input-len", "16",
-                   "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path))  # fmt: skip
+    proc = run_in_process("--mock", "--workers", "1", "--backend", "openai-embeddings",
+                          "--endpoint", "/v1/embeddings", "--num-prompts", "12",
+                          "--random-input-len", "16", "--disable-tqdm", "--save-result",
+                          "--result-dir", str(tmp_path))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     (records,) = tmp_path.glob("*.records.arrow")
     drawn = report(str(records), "--format", "html")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import loadgen, only_json
+from helpers import only_json, refusal, run_in_process
 
 pytest.importorskip("cv2")  # the [mm] extra, installed by the test extra
 
@@ -16,7 +16,7 @@ TEXTS = [f"Describe picture {i}" for i in range(4)]
 
 
 def run(tmp_path: Path, backend: str, endpoint: str, *args: str) -> dict:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--backend", backend, "--endpoint", endpoint, "--num-prompts", "4",
         "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path / backend), *args,
     )  # fmt: skip
@@ -33,7 +33,7 @@ def test_random_mm_sends_videos_within_their_limit(tmp_path: Path) -> None:
         "--random-mm-bucket-config", "{(16, 16, 1): 0.5, (16, 24, 4): 0.5}",
     )  # fmt: skip
     assert (result["completed"], result["failed"]) == (4, 0)
-    too_many = loadgen(
+    too_many = refusal(
         "--mock", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
         "--dataset-name", "random-mm", "--random-mm-limit-mm-per-prompt", '{"image": 1}',
         "--random-mm-bucket-config", "{(16, 24, 4): 1.0}", "--disable-tqdm",
@@ -68,7 +68,7 @@ def test_infinity_clip_sends_the_image_url(tmp_path: Path, images) -> None:
     assert result["completed"] == 4
     two = tmp_path / "two.jsonl"
     two.write_text(json.dumps({"prompt": "p", "image_files": [IMAGE, IMAGE]}) + "\n")
-    refused = loadgen(
+    refused = run_in_process(
         "--mock", "--backend", "infinity-embeddings-clip", "--endpoint", "/v1/embeddings",
         "--dataset-name", "custom_image", "--dataset-path", str(two), "--num-prompts", "1",
         "--disable-tqdm",

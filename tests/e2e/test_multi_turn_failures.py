@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from helpers import free_port, loadgen, only_json
+from helpers import free_port, only_json, run_in_process
 
 CHAT = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
 IDLE_TIMEOUT_S = 0.5  # the stalled turn's --idle-timeout
@@ -91,18 +91,17 @@ def server() -> Iterator[tuple[EveryThird, str]]:
         thread.join(timeout=5)
 
 
-def run(url: str, out: Path, timeout: float) -> tuple[float, object]:
+def run(url: str, out: Path) -> tuple[float, object]:
     """The issue's repro (12 conversations of 2 to 4 turns, 2 workers sharing a cap of 4); the
     seconds it took and the finished process."""
     started = time.perf_counter()
-    proc = loadgen(
+    proc = run_in_process(
         "--base-url", url, "--model", "m", "--tokenizer", "loadgen-mock", *CHAT,
         "--multi-turn", "--num-prompts", "12", "--multi-turn-min-turns", "2",
         "--multi-turn-max-turns", "4", "--random-input-len", "16", "--per-turn-input-len", "8",
         "--random-output-len", "5", "--max-concurrency", "4", "--workers", "2",
         "--idle-timeout", str(IDLE_TIMEOUT_S), "--no-fail-fast", "--disable-tqdm",
         "--save-result", "--save-detailed", "--result-dir", str(out),
-        timeout=timeout,
     )  # fmt: skip
     return time.perf_counter() - started, proc
 
@@ -115,7 +114,7 @@ def test_a_run_with_failing_turns_ends_by_itself(
     server: tuple[EveryThird, str], tmp_path: Path, fault: str, reason: str
 ) -> None:
     state, url = server
-    healthy_s, healthy = run(url, tmp_path / "healthy", timeout=300)
+    healthy_s, healthy = run(url, tmp_path / "healthy")
     assert healthy.returncode == 0, healthy.stderr[-2000:]
     turns = only_json(tmp_path / "healthy")["loadgen"]["multi_turn"]
     total_turns = sum(t["completed"] + t["failed"] for t in turns["per_turn"])
@@ -125,7 +124,7 @@ def test_a_run_with_failing_turns_ends_by_itself(
     # The failing run sends fewer turns than the healthy one; a stalled turn adds its idle
     # timeout (each worker's stalls overlap, at most 4 in flight). Generous: a hang is forever.
     bound_s = 3 * healthy_s + 2 * IDLE_TIMEOUT_S * total_turns / 4
-    took_s, failing = run(url, tmp_path / "failing", timeout=10 * bound_s)
+    took_s, failing = run(url, tmp_path / "failing")
     assert failing.returncode == 0, failing.stderr[-2000:]
     assert took_s < bound_s, (took_s, bound_s, healthy_s)
 

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from helpers import free_port, hang_guard, loadgen, mock_server, only_json, run_against_mock
+from helpers import (
+    free_port,
+    hang_guard,
+    mock_server,
+    only_json,
+    run_against_mock,
+    run_in_process,
+)
 
 CHAT = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
 
@@ -78,7 +85,7 @@ def test_each_turn_carries_the_conversation_and_a_failed_turn_ends_it(
     chat_server: tuple[ChatServer, str], tmp_path: Path
 ) -> None:
     server, url = chat_server
-    run = loadgen(
+    run = run_in_process(
         "--base-url", url, "--model", "loadgen-mock", "--tokenizer", "loadgen-mock", *CHAT,
         "--multi-turn", "--num-prompts", "4", "--multi-turn-num-turns", "3", "--workers", "2",
         "--random-input-len", "16", "--random-output-len", "4", "--request-id-prefix", "t-",

@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_as_nobody, free_port, hang_guard, loadgen, locked_directory
+from helpers import (
+    InProcess,
+    cli_as_nobody,
+    free_port,
+    hang_guard,
+    loadgen,
+    locked_directory,
+    refusal,
+)
 
 from loadgen.config import available_cores
 
@@ -21,7 +29,7 @@ DENIED = "a file cannot be created there (Permission denied)"  # the probe's fai
 STARTED = "Starting main benchmark run"  # printed once the workers and the server are ready
 
 
-def refused(proc: subprocess.CompletedProcess[str], code: int) -> str:
+def refused(proc: subprocess.CompletedProcess[str] | InProcess, code: int) -> str:
     """The one error line of a run refused before it started (exit ``code``)."""
     assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -32,7 +40,7 @@ def refused(proc: subprocess.CompletedProcess[str], code: int) -> str:
 def test_a_result_dir_under_a_file(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     result_dir = tmp_path / "file" / "results"
-    proc = loadgen("--mock", "--save-result", "--result-dir", str(result_dir))
+    proc = refusal("--mock", "--save-result", "--result-dir", str(result_dir))
     assert refused(proc, 1) == (
         f"error: --result-dir {result_dir}: {tmp_path / 'file'} is not a directory"
     )
@@ -51,7 +59,7 @@ def test_a_result_dir_that_cannot_be_written(tmp_path: Path) -> None:
 
 def test_a_result_filename_that_is_a_directory(tmp_path: Path) -> None:
     (tmp_path / "out.json").mkdir()
-    proc = loadgen(
+    proc = refusal(
         "--mock", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "out.json"
     )
     assert refused(proc, 1) == (
@@ -88,7 +96,7 @@ def test_a_result_file_that_cannot_be_written_at_the_end(tmp_path: Path) -> None
 
 def test_too_many_workers() -> None:
     most = 4 * available_cores()
-    proc = loadgen("--mock", "--workers", str(most + 1))
+    proc = refusal("--mock", "--workers", str(most + 1))
     assert proc.returncode == 2
     assert f"--workers {most + 1} is more than 4 per available core" in proc.stderr
 
@@ -105,7 +113,7 @@ def test_too_many_workers() -> None:
     ],
 )  # fmt: skip
 def test_bad_server_flags_are_refused_before_the_workers_start(args, message) -> None:
-    proc = loadgen(*args)
+    proc = refusal(*args)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert STARTED not in proc.stdout
@@ -126,11 +134,9 @@ def test_a_password_in_the_url_never_shows() -> None:
     assert f"cannot connect to the server at http://me:***@127.0.0.1:{port}" in proc.stderr
     assert "s3cret" not in proc.stdout + proc.stderr
     # A bad URL's password, and a password with an Authorization header (aiohttp refuses both).
-    proc = loadgen("--base-url", "http://me:s3cret@h:99999")
+    proc = refusal("--base-url", "http://me:s3cret@h:99999")
     assert proc.returncode == 2 and "me:***@h" in proc.stderr and "s3cret" not in proc.stderr
-    proc = loadgen(
-        "--base-url", "http://me:s3cret@h:8000", env={**os.environ, "OPENAI_API_KEY": "k"}
-    )
+    proc = refusal("--base-url", "http://me:s3cret@h:8000", env={"OPENAI_API_KEY": "k"})
     assert proc.returncode == 2
     assert "OPENAI_API_KEY sets an Authorization header" in proc.stderr
     assert "s3cret" not in proc.stderr

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
-from helpers import hang_guard, loadgen, mock_stats, run_against_mock
+from helpers import hang_guard, mock_stats, run_against_mock, run_in_process
 from raw_http_server import Habits, RawServer
 
 from loadgen.mock.process import EmbeddedMockServer
@@ -50,11 +50,11 @@ def test_preopened_connections_closed_idle_are_resent_and_pooling_goes_on(tmp_pa
     # that says nothing about whether the server keeps connections, so they stay pooled.
     habits = Habits(close_after_stream_s=None, fail_post_after_get=True)
     with RawServer(habits) as server:
-        proc = loadgen(
+        proc = run_in_process(
             "--base-url", f"http://127.0.0.1:{server.port}", "--model", "m",
             "--tokenizer", "loadgen-mock", "--random-input-len", "8", "--random-output-len", "4",
             "--workers", "1", "--max-concurrency", "8", "--num-prompts", "80",
-            "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path), timeout=120,
+            "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads(next(tmp_path.glob("*.json")).read_text())

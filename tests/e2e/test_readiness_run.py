@@ -1,6 +1,6 @@
-"""Waiting out server start-up, end to end: the real CLI and worker processes against a real mock
-server process on 127.0.0.1 that opens late, answers 503 for a while, lists no model, or speaks
-only llama.cpp's /tokenize form."""
+"""Waiting out server start-up, end to end: the real CLI (most in process) and worker processes
+against a real mock server process on 127.0.0.1 that opens late, answers 503 for a while, lists
+no model, or speaks only llama.cpp's /tokenize form."""
 
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from pathlib import Path
 
 import numpy as np
 from helpers import (
+    InProcess,
     free_port,
     hang_guard,
     loadgen,
+    refusal,
+    run_in_process,
     server_tokenizer_round_trip,
     start_loadgen,
     startups,
@@ -76,11 +79,13 @@ def requests_seen(port: int) -> dict[str, int]:
         return json.load(response)["requests"]
 
 
-def loadgen_at(port: int, *args: str) -> subprocess.CompletedProcess[str]:
-    return loadgen("--port", str(port), "--workers", "2", *args)
+def loadgen_at(port: int, *args: str) -> InProcess:
+    """``loadgen run`` with 2 workers against the server on ``port`` (its coordinator in this
+    process: what a run waits for and says does not depend on its own process)."""
+    return run_in_process("--port", str(port), "--workers", "2", *args)
 
 
-def error_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+def error_lines(proc: subprocess.CompletedProcess[str] | InProcess) -> list[str]:
     return [line for line in proc.stderr.splitlines() if line.startswith("error:")]
 
 
@@ -244,8 +249,9 @@ def test_boot_and_dataset_build_overlap(tmp_path: Path) -> None:
     )
     watcher.start()
     try:
-        proc = loadgen_at(
-            port, "--model", "loadgen-mock", "--ready-check-timeout-sec", "60", *FAST_RETRY,
+        proc = loadgen(  # the CLI's own process: its start-up overlaps the server's boot too
+            "--port", str(port), "--workers", "2",
+            "--model", "loadgen-mock", "--ready-check-timeout-sec", "60", *FAST_RETRY,
             "--num-prompts", "1000", "--random-input-len", "1024", "--random-output-len", "2",
             "--request-id-prefix", "timed-", "--max-concurrency", "16", "--disable-tqdm",
         )  # fmt: skip
@@ -302,7 +308,7 @@ def test_a_server_tokenizer_build_past_its_timeout_stops_the_run_saying_how_far_
         "/detokenize: 0 calls answered after 0 s; pass --tokenizer to use a local tokenizer, or "
         "raise --server-tokenizer-timeout-sec"
     ], proc.stderr
-    refused = loadgen(*args, "--server-tokenizer-timeout-sec", "0")
+    refused = refusal(*args, "--server-tokenizer-timeout-sec", "0")
     assert refused.returncode == 2
     assert "--server-tokenizer-timeout-sec must be > 0, got 0" in refused.stderr
 

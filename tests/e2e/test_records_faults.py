@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 from click.testing import CliRunner
-from helpers import hang_guard, loadgen
+from helpers import hang_guard, run_in_process
 
 from loadgen.cli.compare import compare_command
 from loadgen.cli.report import report_command
@@ -47,7 +47,7 @@ def successful(stdout: str) -> int:
 
 def test_a_file_cut_at_any_byte_reports_every_complete_batch(tmp_path: Path) -> None:
     live = tmp_path / "live"
-    proc = loadgen(*RUN, "--num-prompts", "300", "--result-dir", str(live))
+    proc = run_in_process(*RUN, "--num-prompts", "300", "--result-dir", str(live))
     assert proc.returncode == 0, proc.stderr
     (whole,) = live.glob("*.records.arrow")
     data = whole.read_bytes()

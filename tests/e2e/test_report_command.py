@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 from helpers import (
+    InProcess,
+    cli,
     hang_guard,
-    loadgen,
     only_json,
     only_json_path,
+    run_in_process,
     start_loadgen,
     wait_for_t0,
 )
@@ -23,14 +25,9 @@ SMALL = ["--random-input-len", "64", "--random-output-len", "16"]
 FILE_LINES = ("Results written to ", "Records written to ")
 
 
-def report(*args: str) -> subprocess.CompletedProcess[str]:
-    """``loadgen report ARGS`` in its own process (no server anywhere)."""
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", "report", *args],
-        capture_output=True,
-        text=True,
-        timeout=hang_guard(60),
-    )
+def report(*args: str) -> InProcess:
+    """``loadgen report ARGS``, in this process (no server anywhere, nothing started)."""
+    return cli("report", *args)
 
 
 def records_file(directory: Path) -> Path:
@@ -64,7 +61,7 @@ def assert_rebuilt(live_dir: Path, live_stdout: str, tmp_path: Path, *flags: str
 
 def test_a_generation_run_is_rebuilt_exactly(tmp_path: Path) -> None:
     live_dir = tmp_path / "live"
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--mock-ttft-ms", "5", "--mock-itl-ms", "1", "--workers", "2",
         "--num-prompts", "40", *SMALL, "--request-rate", "400", "--max-concurrency", "8",
         "--save-result", "--save-detailed", "--disable-tqdm", "--result-dir", str(live_dir),
@@ -77,7 +74,7 @@ def test_a_generation_run_is_rebuilt_exactly(tmp_path: Path) -> None:
 
 def test_a_pooling_run_is_rebuilt_exactly(tmp_path: Path) -> None:
     live_dir = tmp_path / "live"
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--backend", "openai-embeddings",
         "--endpoint", "/v1/embeddings", "--num-prompts", "30", "--random-input-len", "32",
         "--random-batch-size", "3", "--request-rate", "500", "--max-concurrency", "4",
@@ -107,7 +104,7 @@ def test_an_interrupted_run_is_rebuilt_exactly(tmp_path: Path) -> None:
 
 def test_reporting_flags_given_again_apply(tmp_path: Path) -> None:
     live_dir = tmp_path / "live"
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--mock-itl-ms", "1", "--workers", "1", "--num-prompts", "20", *SMALL,
         "--disable-tqdm", "--save-result", "--result-dir", str(live_dir),
     )  # fmt: skip
@@ -132,7 +129,7 @@ def test_reporting_flags_given_again_apply(tmp_path: Path) -> None:
 
 def test_a_crashed_runs_records_still_report(tmp_path: Path) -> None:
     live_dir = tmp_path / "live"
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "1", "--num-prompts", "20", *SMALL, "--disable-tqdm",
         "--save-result", "--result-dir", str(live_dir),
     )  # fmt: skip
@@ -159,7 +156,7 @@ def test_a_file_that_is_not_records_is_one_line_and_exit_2(tmp_path: Path) -> No
 def test_save_records_alone_or_turned_off_and_never_a_secret(tmp_path: Path) -> None:
     secret = "sk-do-not-keep-me"
     only_records = tmp_path / "only-records"
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "1", "--num-prompts", "10", *SMALL, "--disable-tqdm",
         "--save-records", "--result-dir", str(only_records),
         "--header", f"Authorization=Bearer {secret}", f"x-api-key={secret}",
@@ -174,7 +171,7 @@ def test_save_records_alone_or_turned_off_and_never_a_secret(tmp_path: Path) -> 
     assert only_json(only_records)["completed"] == 10
 
     no_records = tmp_path / "no-records"
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "1", "--num-prompts", "10", *SMALL, "--disable-tqdm",
         "--save-result", "--no-save-records", "--result-dir", str(no_records),
     )  # fmt: skip

@@ -15,15 +15,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import hang_guard, mock_server, mock_stats
+from helpers import InProcess, hang_guard, mock_server, mock_stats
+from helpers import cli as in_process
 
 SMALL = ["--num-prompts", "4", "--random-input-len", "8", "--random-output-len", "4"]
 PROC_DENIED = "/proc is not writable: a file cannot be created there (No such file or directory)"
 READ_ONLY = "a file cannot be created there (Read-only file system)"
 
 
-def cli(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """``loadgen ARGS`` (the real CLI) in its own process, behind ``prefix`` (unshare ...)."""
+def cli(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str] | InProcess:
+    """``loadgen ARGS`` (the real CLI): in its own process behind ``prefix`` (unshare ...), else
+    in this one (a refusal before anything starts, a report: nothing of its own process)."""
+    if not prefix:
+        return in_process(*args)
     return subprocess.run(
         [*prefix, sys.executable, "-m", "loadgen", *args],
         capture_output=True,

@@ -1,4 +1,6 @@
-"""End to end: the real CLI, real worker processes and a real mock server process on 127.0.0.1."""
+"""End to end: the real CLI, real worker processes and a real mock server process on 127.0.0.1;
+what a run sends and measures with its coordinator in the test's process (``run_in_process``),
+its exit codes, stdout and signals with the CLI in its own (``loadgen``)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from helpers import (
     mock_server,
     only_json,
     only_json_path,
+    refusal,
     run_against_mock,
+    run_in_process,
     start_loadgen,
     wait_for_t0,
 )
@@ -242,7 +246,7 @@ def test_pooling_answers_count_prompt_tokens_as_upstream_in_every_encoding(
     input_lens = {}
     for encoding_format in ("float", "bytes", "bytes_only"):
         out = tmp_path / encoding_format
-        proc = loadgen(
+        proc = run_in_process(
             "--mock", "--workers", "1", "--backend", "vllm-pooling", "--endpoint", "/pooling",
             "--extra-body", json.dumps({"encoding_format": encoding_format}),
             "--num-prompts", "10", "--random-input-len", "32", "--disable-tqdm",
@@ -272,7 +276,7 @@ def test_pooling_answers_count_prompt_tokens_as_upstream_in_every_encoding(
 def test_batched_pooling_runs_count_requests_and_inputs(
     tmp_path: Path, args: list[str], requests: int, sequences: int
 ) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", *args, "--num-prompts", "22", "--random-input-len", "32",
         "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
     )  # fmt: skip
@@ -330,7 +334,7 @@ def test_probes_are_reported_apart_with_upstreams_keys(tmp_path: Path) -> None:
 
 
 def test_plots_are_written_beside_the_result_file_even_unsaved(tmp_path: Path) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--num-prompts", "12", *SMALL, "--mock-itl-ms", "1",
         "--plot-timeline", "--timeline-itl-thresholds", "1,5", "--plot-dataset-stats",
         "--result-dir", str(tmp_path), "--result-filename", "run.json",
@@ -348,7 +352,7 @@ def test_plots_are_written_beside_the_result_file_even_unsaved(tmp_path: Path) -
 
 
 def test_random_mm_chat_run_sends_its_images(tmp_path: Path) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--backend", "openai-chat",
         "--endpoint", "/v1/chat/completions", "--dataset-name", "random-mm",
         "--random-mm-bucket-config", "{(32, 32, 1): 1.0}", "--random-mm-base-items-per-request",
@@ -357,7 +361,7 @@ def test_random_mm_chat_run_sends_its_images(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path)
     assert (result["completed"], result["total_output_tokens"]) == (10, 160)  # ignore_eos forced
-    refused = loadgen("--mock", "--dataset-name", "random-mm", *SMALL)
+    refused = refusal("--mock", "--dataset-name", "random-mm", *SMALL)
     assert refused.returncode == 2
     assert "is not supported on backend 'openai'" in refused.stderr
 
@@ -366,7 +370,7 @@ def test_spec_decode_counters_become_upstreams_block_and_keys(tmp_path: Path) ->
     proc = run_against_mock(
         *READY_CHECKED, "--num-prompts", "20", *SMALL,
         "--save-result", "--result-dir", str(tmp_path),
-        mock_args=("--spec-decode-draft-tokens", "4"),
+        mock_args=("--spec-decode-draft-tokens", "4"), in_process=False,
     ).proc  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path)
@@ -418,7 +422,7 @@ def test_hf_dataset_from_a_local_copy(tmp_path: Path) -> None:
     rows = [{"turns": [" ".join(["word"] * (3 + i % 5)), "more"]} for i in range(40)]
     (tmp_path / "mt").mkdir()
     (tmp_path / "mt" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "hf", "--dataset-path", str(tmp_path / "mt"),
         "--hf-name", "philschmid/mt-bench", "--hf-split", "train", "--num-prompts", "12",
         "--output-len", "3", "--disable-tqdm", "--save-result", "--save-detailed",
@@ -427,7 +431,7 @@ def test_hf_dataset_from_a_local_copy(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path / "out")
     assert result["completed"] == 12 and result["output_lens"] == [3] * 12
-    refused = loadgen("--mock", "--dataset-name", "hf", "--dataset-path", "nobody/unknown-dataset")
+    refused = refusal("--mock", "--dataset-name", "hf", "--dataset-path", "nobody/unknown-dataset")
     assert refused.returncode == 2
     assert "Unsupported dataset path: nobody/unknown-dataset. --dataset-name hf reads" in (
         refused.stderr
@@ -437,7 +441,7 @@ def test_hf_dataset_from_a_local_copy(tmp_path: Path) -> None:
 def test_custom_image_chat_run(tmp_path: Path) -> None:
     rows = [{"prompt": f"Describe picture {i}", "image_files": ["/img/a.png"]} for i in range(5)]
     (tmp_path / "i.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
         "--dataset-name", "custom_image", "--dataset-path", str(tmp_path / "i.jsonl"),
         "--num-prompts", "0", "--custom-output-len", "3", "--disable-tqdm",
@@ -455,7 +459,7 @@ NO_USAGE = json.dumps({"stream_options": {"include_usage": False}})  # the mock 
 def test_output_tokens_without_usage_fall_back_in_the_coordinator(
     tmp_path: Path, skip_tokenizer_init: bool
 ) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--num-prompts", "20", *SMALL, "--extra-body", NO_USAGE,
         "--percentile-metrics", "ttft,tpot,itl,e2el",
         *(["--skip-tokenizer-init"] if skip_tokenizer_init else []),
@@ -486,25 +490,25 @@ def test_output_tokens_without_usage_fall_back_in_the_coordinator(
 
 
 def test_bad_flag_values_exit_2_with_one_line() -> None:
-    proc = loadgen("--mock", "--extra-body", "{not json")
+    proc = refusal("--mock", "--extra-body", "{not json")
     assert proc.returncode == 2
     assert "--extra-body" in proc.stderr
-    proc = loadgen("--mock", "--max-concurrency", "0")
+    proc = refusal("--mock", "--max-concurrency", "0")
     assert proc.returncode == 2
     assert "--max-concurrency must be greater than 0" in proc.stderr
-    proc = loadgen("--mock", "--header", "novalue")
+    proc = refusal("--mock", "--header", "novalue")
     assert proc.returncode == 2
     assert "--header" in proc.stderr
-    proc = loadgen("--mock", "--random-range-ratio", "1.5")
+    proc = refusal("--mock", "--random-range-ratio", "1.5")
     assert proc.returncode == 2
     assert "--random-range-ratio" in proc.stderr
-    proc = loadgen("--mock", "--random-input-len", "0")
+    proc = refusal("--mock", "--random-input-len", "0")
     assert proc.returncode == 2
     assert "--random-input-len" in proc.stderr
 
 
 def test_missing_tokenizer_is_a_one_line_error() -> None:
-    proc = loadgen("--mock", "--tokenizer", "/no/such/tokenizer", "--workers", "2")
+    proc = refusal("--mock", "--tokenizer", "/no/such/tokenizer", "--workers", "2")
     assert proc.returncode == 1
     assert proc.stderr.strip() == "error: tokenizer path /no/such/tokenizer does not exist"
 
@@ -618,7 +622,7 @@ def test_paced_run_with_cap_reports_queue_inclusive_latency(tmp_path: Path) -> N
 
 
 def test_ramp_up_run_reports_upstreams_keys_events_and_name(tmp_path: Path) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "50",
         "--ramp-up-end-rps", "200", "--num-prompts", "40", *SMALL,
         "--save-result", "--result-dir", str(tmp_path),
@@ -660,7 +664,7 @@ def test_goodput_label_metadata_and_appended_results(tmp_path: Path) -> None:
         "--label", "nightly", "--metadata", "gpu=h200", "run=7", "--goodput", "ttft:60000",
         "tpot:60000",
     )  # fmt: skip
-    first = loadgen(*args, "--save-result")
+    first = run_in_process(*args, "--save-result")
     assert first.returncode == 0, first.stderr
     assert "Request goodput (req/s):" in first.stdout
     path = only_json_path(tmp_path)
@@ -671,7 +675,7 @@ def test_goodput_label_metadata_and_appended_results(tmp_path: Path) -> None:
     assert (result["label"], result["gpu"], result["run"]) == ("nightly", "h200", "7")
     assert result["request_goodput"] == pytest.approx(result["request_throughput"])
 
-    again = loadgen(*args[:-3], "--goodput", "e2el:0", "--append-result",
+    again = run_in_process(*args[:-3], "--goodput", "e2el:0", "--append-result",
                     "--result-filename", path.name)  # fmt: skip
     assert again.returncode == 0, again.stderr
     lines = path.read_text().splitlines()
@@ -680,7 +684,7 @@ def test_goodput_label_metadata_and_appended_results(tmp_path: Path) -> None:
 
 
 def test_no_goodput_flag_means_null_goodput(tmp_path: Path) -> None:
-    proc = loadgen("--mock", "--num-prompts", "4", *SMALL, "--save-result",
+    proc = run_in_process("--mock", "--num-prompts", "4", *SMALL, "--save-result",
                    "--result-dir", str(tmp_path))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Request goodput" not in proc.stdout
@@ -688,7 +692,9 @@ def test_no_goodput_flag_means_null_goodput(tmp_path: Path) -> None:
 
 
 def test_profile_brackets_the_timed_run() -> None:
-    run = run_against_mock("--model", "loadgen-mock", "--num-prompts", "6", *SMALL, "--profile")
+    run = run_against_mock(
+        "--model", "loadgen-mock", "--num-prompts", "6", *SMALL, "--profile", in_process=False
+    )  # fmt: skip
     proc, seen = run.proc, run.stats["requests"]
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -735,7 +741,7 @@ def test_custom_dataset_sends_upstreams_sample_in_order(tmp_path: Path) -> None:
     import random
 
     rows = write_custom_file(tmp_path / "prompts.jsonl")
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--dataset_name", "custom",
         "--dataset-path", str(tmp_path / "prompts.jsonl"), "--skip-chat-template",
         "--custom-output-len", "-1", "--ignore-eos", "--num-prompts", "8", "--disable-tqdm",
@@ -756,7 +762,7 @@ def test_custom_dataset_sends_upstreams_sample_in_order(tmp_path: Path) -> None:
 
 def test_custom_dataset_without_oversampling_sends_the_file_once(tmp_path: Path) -> None:
     write_custom_file(tmp_path / "prompts.jsonl")
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
         "--skip-chat-template", "--no-oversample", "--num-prompts", "8", "--disable-tqdm",
         "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "out"),
@@ -789,14 +795,14 @@ def test_custom_dataset_refusals_name_the_culprit(
         "missing": str(tmp_path / "no.jsonl"),
         "tok": str(tmp_path / "tok"),
     }
-    proc = loadgen("--mock", "--dataset-name", "custom", *(a.format(**names) for a in args))
+    proc = refusal("--mock", "--dataset-name", "custom", *(a.format(**names) for a in args))
     assert proc.returncode == code
     assert message in proc.stderr.strip().splitlines()[-1]  # one line names it
 
 
 def test_custom_prompts_get_the_chat_template_unless_skipped(tmp_path: Path) -> None:
     rows = write_custom_file(tmp_path / "prompts.jsonl")
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
         "--disable-shuffle", "--num-prompts", "5", "--output-len", "4", "--disable-tqdm",
         "--chat-template-kwargs", '{"thinking": true}',
@@ -810,7 +816,7 @@ def test_custom_prompts_get_the_chat_template_unless_skipped(tmp_path: Path) -> 
     rendered = [template.render_user_prompt(row["prompt"]) for row in rows]
     assert rendered[0].startswith("<|begin_of_text|>user: word")
     assert result["input_lens"] == [len(tokenizer.encode(text).ids) for text in rendered]
-    templated = loadgen(
+    templated = run_in_process(
         "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
         "--disable-shuffle", "--num-prompts", "5", "--output-len", "4", "--disable-tqdm",
         "--skip-chat-template", "--chat-template-kwargs", '{"thinking": true}',
@@ -830,7 +836,7 @@ def test_spec_bench_sends_first_turns_templated_in_seed_0_order(tmp_path: Path) 
     ]
     path = tmp_path / "question.jsonl"
     path.write_text("".join(json.dumps(q) + "\n" for q in questions))
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "spec_bench", "--dataset-path", str(path),
         "--spec-bench-category", "coding", "--num-prompts", "4", "--output-len", "3",
         "--seed", "7", "--skip-chat-template", "--disable-tqdm",
@@ -896,7 +902,7 @@ def test_sonnet_sends_templated_text_or_raw_chat_prompts(tmp_path: Path, chat: b
     poem = tmp_path / "sonnet.txt"
     poem.write_text("".join(f"{' '.join(['the'] * (2 + i % 4))} verse\n" for i in range(30)))
     backend = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"] if chat else []
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", *backend, "--dataset-name", "sonnet", "--dataset-path", str(poem),
         "--sonnet-input-len", "90", "--sonnet-prefix-len", "40", "--sonnet-output-len", "5",
         "--num-prompts", "6", "--disable-tqdm",
@@ -922,7 +928,7 @@ def test_sonnet_sends_templated_text_or_raw_chat_prompts(tmp_path: Path, chat: b
 
 def test_custom_num_prompts_0_sends_every_line(tmp_path: Path) -> None:
     write_custom_file(tmp_path / "prompts.jsonl")
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
         "--skip-chat-template", "--num-prompts", "0", "--disable-tqdm",
         "--save-result", "--result-dir", str(tmp_path / "out"),
@@ -953,7 +959,7 @@ def test_sharegpt_dataset_asks_for_each_completions_length(tmp_path: Path) -> No
     # The second entry's 2-word completion (3 tokens with a BOS) fails upstream's filter.
     lengths = [(5, 9), (6, 2), (7, 11), (8, 12), (9, 13)]
     entries = write_sharegpt_file(tmp_path / "sg.json", lengths)
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--dataset-name", "sharegpt",
         "--dataset_path", str(tmp_path / "sg.json"), "--ignore-eos", "--num-prompts", "6",
         "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path / "o"),
@@ -985,7 +991,7 @@ def test_sharegpt_entries_with_an_image_or_video_run_on_chat_and_completions(
         ("openai-chat", "/v1/chat/completions"),
         ("openai", "/v1/completions"),
     ):
-        proc = loadgen(
+        proc = run_in_process(
             *args, "--backend", backend, "--endpoint", endpoint, "--num-prompts", "3",
             "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path / backend),
         )  # fmt: skip
@@ -995,10 +1001,10 @@ def test_sharegpt_entries_with_an_image_or_video_run_on_chat_and_completions(
 
 def test_sharegpt_short_dataset_without_oversampling_leaves_a_worker_idle(tmp_path: Path) -> None:
     write_sharegpt_file(tmp_path / "sg.json", [(5, 9), (6, 2)])
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--dataset-name", "sharegpt", "--dataset-path",
         str(tmp_path / "sg.json"), "--no-oversample", "--sharegpt-output-len", "5",
-        "--num-prompts", "4", "--disable-tqdm", timeout=30,
+        "--num-prompts", "4", "--disable-tqdm",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "sending 2 of the 4 asked for" in proc.stdout  # a fixed length keeps the 2-word reply
@@ -1007,7 +1013,7 @@ def test_sharegpt_short_dataset_without_oversampling_leaves_a_worker_idle(tmp_pa
 
 def test_unusable_dataset_contents_exit_1_naming_the_file(tmp_path: Path) -> None:
     write_sharegpt_file(tmp_path / "sg.json", [(2, 9), (6, 2)])  # both fail the length filter
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--dataset-name", "sharegpt", "--dataset-path", str(tmp_path / "sg.json"),
         "--num-prompts", "4", "--disable-tqdm",
     )  # fmt: skip

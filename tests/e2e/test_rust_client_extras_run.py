@@ -1,13 +1,14 @@
-"""The Rust client's extras through the real CLI against the mock: --dry-run prints the plan
-whose schedule hash the real run then has (and needs no server with --model), --max-model-len
-drops what cannot fit and says so, --prompt-token-ids sends random prompts as token ids."""
+"""The Rust client's extras through the real CLI (in process) against the mock: --dry-run
+prints the plan whose schedule hash the real run then has (and needs no server with --model),
+--max-model-len drops what cannot fit and says so, --prompt-token-ids sends random prompts as
+token ids."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from helpers import free_port, loadgen, only_json
+from helpers import free_port, only_json, refusal, run_in_process
 
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
@@ -25,16 +26,18 @@ def schedule_hash_of(stdout: str) -> str:
 
 
 def test_a_dry_run_prints_the_plan_of_the_run_that_follows(tmp_path: Path) -> None:
-    dry = loadgen("--mock", "--dry-run", *RANDOM)
+    dry = run_in_process("--mock", "--dry-run", *RANDOM)
     assert dry.returncode == 0, dry.stderr
     assert "Dry run stats:\n  Total prompts: 40\n" in dry.stdout
     assert "Workers: 2 (2 local processes), none started" in dry.stdout
     assert "Serving Benchmark Result" not in dry.stdout
     # No server at all: --model names the packaged tokenizer, and nothing is sent.
-    offline = loadgen("--model", MOCK_MODEL_NAME, "--port", str(free_port()), "--dry-run", *RANDOM)
+    offline = run_in_process(
+        "--model", MOCK_MODEL_NAME, "--port", str(free_port()), "--dry-run", *RANDOM
+    )
     assert offline.returncode == 0, offline.stderr
     assert schedule_hash_of(offline.stdout) == schedule_hash_of(dry.stdout)
-    real = loadgen("--mock", *RANDOM, "--save-result", "--result-dir", str(tmp_path))
+    real = run_in_process("--mock", *RANDOM, "--save-result", "--result-dir", str(tmp_path))
     assert real.returncode == 0, real.stderr
     result = only_json(tmp_path)
     assert result["completed"] == 40
@@ -42,7 +45,7 @@ def test_a_dry_run_prints_the_plan_of_the_run_that_follows(tmp_path: Path) -> No
 
 
 def test_max_model_len_drops_the_prompts_that_cannot_fit(tmp_path: Path) -> None:
-    run = loadgen(
+    run = run_in_process(
         "--mock", *RANDOM, "--max-model-len", "85", "--save-result", "--result-dir", str(tmp_path)
     )
     assert run.returncode == 0, run.stderr
@@ -56,7 +59,7 @@ def test_max_model_len_drops_the_prompts_that_cannot_fit(tmp_path: Path) -> None
 
 
 def test_max_model_len_that_leaves_nothing_exits_1_in_one_line() -> None:
-    run = loadgen("--mock", *RANDOM, "--max-model-len", "20")
+    run = run_in_process("--mock", *RANDOM, "--max-model-len", "20")
     assert run.returncode == 1
     assert (
         run.stderr.strip()
@@ -75,9 +78,11 @@ def test_prompt_token_ids_sends_the_random_prompts_as_ids(tmp_path: Path) -> Non
         "0",
         "--save-detailed",
     )
-    ids = loadgen(*args, "--prompt-token-ids", "--save-result", "--result-dir", str(tmp_path))
+    ids = run_in_process(
+        *args, "--prompt-token-ids", "--save-result", "--result-dir", str(tmp_path)
+    )
     assert ids.returncode == 0, ids.stderr
-    text = loadgen(*args, "--save-result", "--result-dir", str(tmp_path / "text"))
+    text = run_in_process(*args, "--save-result", "--result-dir", str(tmp_path / "text"))
     assert text.returncode == 0, text.stderr
     # The mock counts what it was sent, as vLLM does: ids as they are (63, the input length
     # less the one special token the dataset leaves room for), text with its BOS added (64).
@@ -86,7 +91,7 @@ def test_prompt_token_ids_sends_the_random_prompts_as_ids(tmp_path: Path) -> Non
 
 
 def test_prompt_token_ids_with_the_chat_backend_exits_2() -> None:
-    run = loadgen("--mock", "--backend", "openai-chat", "--prompt-token-ids", "--dry-run")
+    run = refusal("--mock", "--backend", "openai-chat", "--prompt-token-ids", "--dry-run")
     assert run.returncode == 2
     assert "--prompt-token-ids sends each prompt as token ids" in run.stderr
 
@@ -99,11 +104,11 @@ def test_max_model_len_cuts_conversations_before_the_turn_that_cannot_fit(tmp_pa
         *("--num-prompts", "5", "--random-input-len", "30", "--random-output-len", "10"),
         *("--max-model-len", "90", "--disable-tqdm"),
     )
-    dry = loadgen(*args, "--dry-run")
+    dry = run_in_process(*args, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "--max-model-len 90: dropped 5 of 15 turns (0 conversations whole)" in dry.stdout
     assert "  Total conversations: 5\n  Total turns: 10\n" in dry.stdout
-    real = loadgen(*args, "--save-result", "--result-dir", str(tmp_path))
+    real = run_in_process(*args, "--save-result", "--result-dir", str(tmp_path))
     assert real.returncode == 0, real.stderr
     result = only_json(tmp_path)
     assert (result["completed"], result["failed"]) == (10, 0)

@@ -6,13 +6,12 @@ JSON. Every request is accounted for (completed + failed = sent) and each failur
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
-from helpers import hang_guard, loadgen
+from helpers import InProcess, run_in_process
 from raw_http_server import Habits, RawServer
 from stream_errors import ERROR_TAILS
 
@@ -41,16 +40,15 @@ def good(n: int) -> bytes:
 
 def run(
     tmp_path: Path, answer: Callable[[int, int], tuple[bytes, bytes]]
-) -> tuple[subprocess.CompletedProcess[str], dict]:
+) -> tuple[InProcess, dict]:
     """``N`` requests of 4 tokens through 2 workers, against a server that answers ``answer``."""
     habits = Habits(close_after_stream_s=None, answer=answer)
     with RawServer(habits) as server:
-        proc = loadgen(
+        proc = run_in_process(
             "--base-url", f"http://127.0.0.1:{server.port}", "--model", "m",
             "--tokenizer", "loadgen-mock", "--random-input-len", "8", "--random-output-len", "4",
             "--num-prompts", str(N), "--workers", "2", "--max-concurrency", "2",
             "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
-            timeout=hang_guard(120),
         )  # fmt: skip
     assert habits.posts == N  # each request reached the server once
     files = list(tmp_path.glob("*.json"))

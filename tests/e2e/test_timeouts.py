@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import asyncio_server, hang_guard, loadgen, only_json
+from helpers import asyncio_server, hang_guard, only_json, run_in_process
 
 EVENT = b'data: {"choices":[{"index":0,"text":"a","finish_reason":null}]}\n\n'
 HEADERS = (
@@ -81,7 +81,7 @@ def test_a_misbehaving_stream_fails_with_its_reason_and_the_run_ends(
 ) -> None:
     with misbehaving(mode) as url:
         started = time.monotonic()
-        proc = loadgen("--base-url", url, *RUN, *flags, "--result-dir", str(tmp_path))
+        proc = run_in_process("--base-url", url, *RUN, *flags, "--result-dir", str(tmp_path))
         took = time.monotonic() - started
     assert proc.returncode == 1, proc.stderr  # every request failed
     assert took < hang_guard(20)  # the run ends: it hung before the timeouts
@@ -93,7 +93,7 @@ def test_a_misbehaving_stream_fails_with_its_reason_and_the_run_ends(
 def test_warm_ups_obey_the_timeouts(tmp_path: Path) -> None:
     with misbehaving("headers") as url:
         started = time.monotonic()
-        proc = loadgen(
+        proc = run_in_process(
             "--base-url", url, *RUN, "--idle-timeout", "1", "--num-warmups", "2",
             "--result-dir", str(tmp_path),
         )  # fmt: skip

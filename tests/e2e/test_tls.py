@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from helpers import DATA, loadgen
+from helpers import DATA, run_in_process
 
 EVENT = b'data: {"choices":[{"index":0,"text":"hi","finish_reason":null}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n'
@@ -62,7 +62,7 @@ def https_server() -> Iterator[str]:
 @pytest.mark.parametrize("insecure", [True, False])
 def test_insecure_skips_the_certificate_check(tmp_path: Path, insecure: bool) -> None:
     with https_server() as url:
-        proc = loadgen(
+        proc = run_in_process(
             "--base-url", url, "--workers", "1", "--num-prompts", "3", "--random-input-len", "8",
             "--random-output-len", "2", "--disable-tqdm", "--save-result",
             "--result-dir", str(tmp_path), *(["--insecure"] if insecure else []),

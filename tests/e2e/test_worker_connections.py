@@ -10,15 +10,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import loadgen
+from helpers import run_in_process
 from raw_http_server import Habits, RawServer
 
 
 def run(port: int, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    proc = loadgen(
+    proc = run_in_process(
         "--base-url", f"http://127.0.0.1:{port}", "--model", "m", "--tokenizer", "loadgen-mock",
         "--random-input-len", "8", "--random-output-len", "4", "--disable-tqdm", "--save-result",
-        "--save-detailed", "--result-dir", str(tmp_path), *args, timeout=120,
+        "--save-detailed", "--result-dir", str(tmp_path), *args,
     )  # fmt: skip
     files = list(tmp_path.glob("*.json"))
     return proc, json.loads(files[0].read_text()) if files else {}

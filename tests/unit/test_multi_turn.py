@@ -153,6 +153,26 @@ def test_each_turn_index_and_each_conversation_has_its_figures() -> None:
     assert conversation_lines(None) == []
 
 
+def test_a_turn_that_no_conversation_completed_has_no_figures() -> None:
+    from loadgen.records.model import RunRecords
+
+    records = np.zeros(2, dtype=RECORD_DTYPE)
+    records["success"] = [1, 0]  # the second turn failed: no conversation is whole
+    records["send_ns"], records["end_ns"], records["prompt_tokens"] = [0, 100], [50, 150], 10
+    run = RunRecords.__new__(RunRecords)
+    run.records, run.conversation, run.turn = records, np.array([0, 0]), np.array([0, 1])
+    timings = Timings(
+        np.array([0.001, 0.0]), np.array([0.05, 0.0]), np.zeros(2), np.zeros(0),
+        np.zeros(3, np.int64),
+    )  # fmt: skip
+    figures = conversation_figures(run, timings)
+    assert figures is not None and (figures["completed"], figures["failed"]) == (0, 1)
+    empty = {"mean": None, "p50": None, "p99": None}
+    assert figures["per_turn"][1]["ttft_ms"] == figures["per_turn"][1]["e2el_ms"] == empty
+    assert figures["duration_s"] == empty
+    assert conversation_lines(figures)  # printed all the same
+
+
 # --- the flags -------------------------------------------------------------------------------
 
 

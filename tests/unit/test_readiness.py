@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
+import os
 import time
 
+import aiohttp
 import pytest
 
-from loadgen.server.client import auth_headers, proxy_for, server_message
+from loadgen.server.client import _connection_lost, auth_headers, proxy_for, server_message
 from loadgen.server.errors import (
     ConnectionLost,
     NotRetryable,
@@ -210,3 +213,23 @@ def test_the_deadline_still_ends_retries_that_name_other_errors() -> None:
 
     with pytest.raises(ReadinessTimeout):
         retry(0.2, 0.05, hangs, attempts=3, retry_on=(ConnectionLost,))
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (aiohttp.ServerDisconnectedError(), "server disconnected"),
+        (aiohttp.ClientOSError(errno.ECONNRESET, "reset"), os.strerror(errno.ECONNRESET)),
+        # aiohttp's own wording, less the URL that the message names already.
+        (aiohttp.ClientOSError(errno.EIO, "Can not write request body for http://h/v1"),
+         "Can not write request body"),
+        (aiohttp.ClientConnectionError("gone"), "gone"),
+        (ConnectionResetError(errno.ECONNRESET, "reset"), os.strerror(errno.ECONNRESET)),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "refused"), None),  # never made
+        (TimeoutError(), None),
+    ],
+)  # fmt: skip
+def test_a_connection_that_broke_is_told_apart_from_one_never_made(
+    error: BaseException, said: str | None
+) -> None:
+    assert _connection_lost(error) == said
