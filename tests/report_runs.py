@@ -40,8 +40,8 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
     request carries 1.5 s of input audio (RTFx)."""
     records = np.zeros(N, dtype=RECORD_DTYPE)
     records["index"] = np.arange(N)
-    records["arrival_ns"] = np.arange(N) * gap_ms * 1_000_000 + 50_000
-    records["send_ns"] = records["arrival_ns"] + 20_000
+    records["released_ns"] = np.arange(N) * gap_ms * 1_000_000 + 50_000
+    records["sent_ns"] = records["released_ns"] + 20_000
     records["n_events"] = EVENTS
     records["n_events"][-1] = 0
     records["status"] = 200
@@ -52,8 +52,8 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
     records["success"][-1] = False
     records["server_queue_s"] = np.nan
     records["server_ttft_s"] = np.nan
-    records["end_ns"] = records["send_ns"] + 80_000_000
-    starts = records["send_ns"][:-1]
+    records["end_ns"] = records["sent_ns"] + 80_000_000
+    starts = records["sent_ns"][:-1]
     event_ns = (starts[:, None] + 30_000_000 + 10_000_000 * np.arange(EVENTS)).ravel()
     start = RunStart(
         loadgen_version="0.1.0",
@@ -86,11 +86,11 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
         records=records,
         worker=np.array([0, 1] * (N // 2), dtype=np.int16),
         scheduled_ns=np.arange(N, dtype=np.int64) * gap_ms * 1_000_000,
-        prompt_lens=np.full(N, 29, dtype=np.int64),
+        input_tokens=np.full(N, 29, dtype=np.int64),
         input_sequences=np.full(N, 2, dtype=np.int64),
         event_ns=event_ns.astype(np.int64),
         event_offsets=np.concatenate(([0], np.cumsum(records["n_events"]))).astype(np.int64),
         errors={N - 1: "HTTP 500: boom"},
         texts={},
-        audio_s=np.full(N, 1.5) if audio else None,
+        input_audio_s=np.full(N, 1.5) if audio else None,
     )

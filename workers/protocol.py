@@ -65,11 +65,13 @@ from __future__ import annotations
 
 import hmac
 import importlib.metadata
+import inspect
+import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any, get_type_hints
 
 import numpy as np
 import orjson
@@ -107,31 +109,55 @@ class Kind(str, Enum):
     FATAL = "fatal"
 
 
-# One row per finished request. Times are ns after t0; the token-event
-# instants of a request travel separately in ``event_ns`` (n_events of them, in order).
-RECORD_DTYPE = np.dtype(
-    [
-        ("index", "<i8"),  # global request index
-        ("arrival_ns", "<i8"),  # when the worker released it (scheduled instant, as late as it ran)
-        ("send_ns", "<i8"),  # right before the request was written (after any client queue)
-        ("end_ns", "<i8"),  # response finished, or the failure was seen
-        ("n_events", "<i4"),  # token events (workers/sse.py says which events count)
-        ("status", "<i4"),  # HTTP status; 0 when no response arrived
-        ("prompt_tokens", "<i4"),  # usage.prompt_tokens, -1 when not reported
-        ("completion_tokens", "<i4"),  # usage.completion_tokens, -1 when not reported
-        ("connect_ns", "<i8"),  # time spent opening a new connection for it; 0 if one was reused
-        ("success", "u1"),  # HTTP 200 and at least one token event
-        ("resent", "u1"),  # 1: re-sent on a fresh connection after a stale pooled one failed
-        ("truncated", "u1"),  # 1: a 200 stream that ended cleanly without data: [DONE]
-        ("server_queue_s", "<f8"),  # the server's metrics.queue_time_ms / 1000, NaN if none
-        ("server_ttft_s", "<f8"),  # the server's metrics.time_to_first_token_ms / 1000, or NaN
-        ("text_capped", "u1"),  # 1: its kept text was cut to the cap (workers/stream_text.py)
-    ]
-)
-# What a row holds for a request that was never sent or never reported.
-UNSENT_ROW = (
-    -1, -1, -1, -1, 0, 0, -1, -1, 0, False, False, False, float("nan"), float("nan"), False,
-)  # fmt: skip
+# A request's row as a worker builds it (``record``), in RECORD_DTYPE's field order.
+Record = tuple[int, int, int, int, int, int, int, int, int, bool, bool, bool, float, float, bool]
+
+
+def record(
+    *,
+    index: Annotated[int, "<i8"],  # global request index
+    # when the worker released it (the scheduled instant, or later if the worker was late)
+    released_ns: Annotated[int, "<i8"] = -1,
+    sent_ns: Annotated[int, "<i8"] = -1,  # right before it was written (after any client queue)
+    end_ns: Annotated[int, "<i8"] = -1,  # response finished, or the failure was seen
+    n_events: Annotated[int, "<i4"] = 0,  # token events (workers/sse.py says which count)
+    status: Annotated[int, "<i4"] = 0,  # HTTP status; 0 when no response arrived
+    prompt_tokens: Annotated[int, "<i4"] = -1,  # usage.prompt_tokens, -1 when not reported
+    completion_tokens: Annotated[int, "<i4"] = -1,  # usage.completion_tokens, or -1
+    connect_ns: Annotated[int, "<i8"] = 0,  # opening a new connection for it; 0 if reused
+    success: Annotated[bool, "u1"] = False,  # HTTP 200 and at least one token event
+    resent: Annotated[bool, "u1"] = False,  # re-sent on a fresh connection (stale pooled one)
+    truncated: Annotated[bool, "u1"] = False,  # a 200 stream that ended without [DONE]
+    server_queue_s: Annotated[float, "<f8"] = math.nan,  # metrics.queue_time_ms / 1000, or NaN
+    server_ttft_s: Annotated[float, "<f8"] = math.nan,  # time_to_first_token_ms / 1000, or NaN
+    text_capped: Annotated[bool, "u1"] = False,  # its kept text was cut to the cap
+) -> Record:
+    """One finished request's row, built by field name: RECORD_DTYPE is made from these
+    parameters (name, and numpy type in the annotation), in this order. Times are ns after t0;
+    the request's token-event instants travel separately in ``event_ns`` (n_events of them, in
+    order). Every field but ``index`` defaults to what a request never sent or never reported
+    has. A plain tuple, not a NamedTuple: built by name it costs a request about 100 ns more
+    than a bare tuple does, a NamedTuple built by name 700 ns more."""
+    return (
+        index, released_ns, sent_ns, end_ns, n_events, status, prompt_tokens, completion_tokens,
+        connect_ns, success, resent, truncated, server_queue_s, server_ttft_s, text_capped,
+    )  # fmt: skip
+
+
+def _record_dtype() -> np.dtype[np.void]:
+    """The wire layout of a row: ``record``'s parameters in order, each its annotation's numpy
+    type. Checked here that ``record`` puts each one at its own place in the row."""
+    hints = get_type_hints(record, include_extras=True)
+    names = list(inspect.signature(record).parameters)
+    numbered: dict[str, Any] = {name: place for place, name in enumerate(names)}
+    if record(**numbered) != tuple(range(len(names))):
+        raise AssertionError(f"record() builds its row in another order than {names}")
+    return np.dtype([(name, hints[name].__metadata__[0]) for name in names])
+
+
+RECORD_DTYPE = _record_dtype()
+# What a row holds for a request that was never sent or never reported (its index aside).
+UNSENT_ROW = record(index=-1)
 
 
 @dataclass
@@ -395,7 +421,7 @@ def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
 
 def records_message(
     codec: Codec,
-    rows: list[tuple[Any, ...]],
+    rows: list[Record],
     event_ns: bytes,
     errors: dict[int, str],
     texts: dict[int, str],

@@ -65,15 +65,16 @@ from workers.precise_timer import PreciseTimer
 from workers.protocol import (
     LOADGEN_VERSION,
     PROTOCOL_VERSION,
-    UNSENT_ROW,
     Codec,
     ConnectionStats,
     Kind,
     ProtocolError,
+    Record,
     Shard,
     decode_probe,
     decode_shard,
     peek,
+    record,
     records_message,
     version_mismatch,
     worker_identity,
@@ -140,7 +141,7 @@ class Worker:
 
     def _reset_run_state(self) -> None:
         """Everything one shard's run keeps, fresh (a reusable worker serves several)."""
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[Record] = []
         self.events = array("q")
         self.errors: dict[int, str] = {}
         self.texts: dict[int, str] = {}
@@ -384,7 +385,7 @@ class Worker:
                     break
                 # A request that fell due while every slot was taken arrived on time and then
                 # queued; only the dispatcher's own lateness is send lag.
-                arrival_ns = due_ns if due_ns < slot_wait_ended_ns else perf_counter_ns()
+                released_ns = due_ns if due_ns < slot_wait_ended_ns else perf_counter_ns()
                 if slots is not None and not slots.try_acquire():
                     await slots.acquire()
                     slot_wait_ended_ns = perf_counter_ns()
@@ -392,7 +393,7 @@ class Worker:
                         slots.release()
                         break
                 task = asyncio.create_task(
-                    self._request(session, url, shard, k, headers, slots, t0_ns, arrival_ns)
+                    self._request(session, url, shard, k, headers, slots, t0_ns, released_ns)
                 )
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -451,7 +452,7 @@ class Worker:
             # is still counted as due (the DEMAND says so) and as unsent (so the credits that
             # come stay here for it). Popped first, it was neither: a worker whose credits had
             # all gone back reported nothing waiting, and waited for a grant that never came.
-            arrival_ns = perf_counter_ns()
+            released_ns = perf_counter_ns()
             if slots is not None and not slots.try_acquire():
                 await slots.acquire()
                 if self.stopping:
@@ -459,12 +460,12 @@ class Worker:
                     return
                 # It was due on time, then queued for a credit. (A turn pushed meanwhile is due
                 # no earlier than now, so the heap's first is still one that was due.)
-                arrival_ns = t0_ns + (conversations.next_due_ns() or 0)
+                released_ns = t0_ns + (conversations.next_due_ns() or 0)
             k = conversations.pop()
             turn_headers = {**headers, SESSION_HEADER: conversations.session(k)}
             body = conversations.body(k, shard.body(k))
             task = asyncio.create_task(
-                self._request(session, url, shard, k, turn_headers, slots, t0_ns, arrival_ns, body)
+                self._request(session, url, shard, k, turn_headers, slots, t0_ns, released_ns, body)
             )
             tasks.add(task)
             task.add_done_callback(tasks.discard)
@@ -485,7 +486,7 @@ class Worker:
         headers: dict[str, str],
         slots: CreditGate | None,
         t0_ns: int,
-        arrival_ns: int,
+        released_ns: int,
         body: bytes | None = None,
     ) -> None:
         """Send request k (its slot, if any, already taken; ``body``: a turn's, with its
@@ -506,12 +507,12 @@ class Worker:
         written_ns: list[int] = []
         CONNECT_NS.set(connect_ns)  # this task's own context: other requests do not see it
         WRITTEN_NS.set(written_ns)
-        send_ns = perf_counter_ns()
+        sent_ns = perf_counter_ns()
         task = asyncio.current_task()
         assert task is not None
         # The output guard (0: none): more SSE messages than this and the stream is endless.
         guard = int(shard.max_events[k]) or sys.maxsize
-        watched = self.open[task] = OpenRequest(send_ns, stream, guard)
+        watched = self.open[task] = OpenRequest(sent_ns, stream, guard)
         try:
             try:
                 resp = await session.post(url, data=body, headers=headers, proxy=config.proxy)
@@ -523,12 +524,12 @@ class Worker:
                 resent = True
                 self._on_stale_connection()
                 FRESH_ONLY.set(True)
-                send_ns = watched.sent_ns = watched.last_byte_ns = perf_counter_ns()
+                sent_ns = watched.sent_ns = watched.last_byte_ns = perf_counter_ns()
                 resp = await session.post(url, data=body, headers=headers, proxy=config.proxy)
             if written_ns:
                 # TTFT and E2EL start when the request was written, less its connection's
                 # opening (upstream counts that; aiohttp's own work is send lag, not the server's).
-                send_ns = written_ns[-1] - sum(connect_ns)
+                sent_ns = written_ns[-1] - sum(connect_ns)
             if not connect_ns and not resent:
                 self.stale_streak = 0  # a pooled connection answered: the server keeps them
             async with resp:
@@ -608,22 +609,22 @@ class Worker:
             else (math.nan, math.nan)
         )
         self.rows.append(
-            (
-                index,
-                arrival_ns - t0_ns,
-                send_ns - t0_ns,
-                end_ns - t0_ns,
-                n_events,
-                status,
-                stream.prompt_tokens,
-                stream.completion_tokens,
-                sum(connect_ns),
-                success,
-                resent,
-                truncated,
-                server_queue_s,
-                server_ttft_s,
-                text_capped,
+            record(
+                index=index,
+                released_ns=released_ns - t0_ns,
+                sent_ns=sent_ns - t0_ns,
+                end_ns=end_ns - t0_ns,
+                n_events=n_events,
+                status=status,
+                prompt_tokens=stream.prompt_tokens,
+                completion_tokens=stream.completion_tokens,
+                connect_ns=sum(connect_ns),
+                success=success,
+                resent=resent,
+                truncated=truncated,
+                server_queue_s=server_queue_s,
+                server_ttft_s=server_ttft_s,
+                text_capped=text_capped,
             )
         )
         if self.report_first:
@@ -698,7 +699,7 @@ class Worker:
         for k in ks:
             index = int(shard.indices[k])
             self.errors[index] = reason
-            self.rows.append((index, *UNSENT_ROW[1:]))
+            self.rows.append(record(index=index))
 
     async def _flush(self) -> None:
         if self.rows:

@@ -77,15 +77,10 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("error", pa.string()),
     ("text", pa.string()),
 ]
-# Record fields stored as they are, and those whose -1 is stored as null.
-_PLAIN = {"status": "status", "connect_ns": "connect_ns"}
-_MINUS_ONE_IS_NULL = {
-    "released_ns": "arrival_ns",
-    "sent_ns": "send_ns",
-    "end_ns": "end_ns",
-    "prompt_tokens": "prompt_tokens",
-    "completion_tokens": "completion_tokens",
-}
+# Record fields (each column has its field's name) stored as they are, and those whose -1 is
+# stored as null.
+_PLAIN = ("status", "connect_ns")
+_MINUS_ONE_IS_NULL = ("released_ns", "sent_ns", "end_ns", "prompt_tokens", "completion_tokens")
 _NAN_IS_NULL = ("server_queue_s", "server_ttft_s")
 _BOOL = ("success", "resent", "truncated", "text_capped")
 
@@ -115,21 +110,21 @@ class RecordsWriter:
         path: str,
         start: RunStart,
         scheduled_ns: np.ndarray,
-        prompt_lens: np.ndarray,
+        input_tokens: np.ndarray,
         input_sequences: np.ndarray,
         request_id_prefix: str | None,
         turns: np.ndarray | None = None,
-        audio_s: np.ndarray | None = None,
+        input_audio_s: np.ndarray | None = None,
     ) -> None:
         self.path = path
-        self.audio_s = audio_s
+        self.input_audio_s = input_audio_s
         # --multi-turn: [N, 3] conversation, turn, think ns; a later turn's scheduled_ns is
         # written as its intended instant, from the end of the turn before (records/turns.py).
         self.turns = turns
         self.end_ns = np.full(len(scheduled_ns), -1, dtype=np.int64)
         self.run_start = start
         self.scheduled_ns = scheduled_ns
-        self.prompt_lens = prompt_lens
+        self.input_tokens = input_tokens
         self.input_sequences = input_sequences
         self.request_id_prefix = request_id_prefix
         self.failure: str | None = None
@@ -232,19 +227,19 @@ class RecordsWriter:
             "scheduled_ns": _numbers(scheduled, "scheduled_ns"),
             "conversation": _numbers(conversation, "conversation", nulls=no_turn),
             "turn": _numbers(turn, "turn", nulls=no_turn),
-            "input_audio_s": _audio_column(self.audio_s, index),
+            "input_audio_s": _audio_column(self.input_audio_s, index),
             "events_ns": pa.ListArray.from_arrays(
                 _numbers(offsets, pa.int32()), _numbers(event_ns, pa.int64())
             ),
-            "input_tokens": _numbers(self.prompt_lens[index], "input_tokens"),
+            "input_tokens": _numbers(self.input_tokens[index], "input_tokens"),
             "input_sequences": _numbers(self.input_sequences[index], "input_sequences"),
             "error": _texts_at(index, errors),
             "text": _texts_at(index, texts),
         }
-        for column, name in _PLAIN.items():
-            columns[column] = _numbers(rows[name], column)
-        for column, name in _MINUS_ONE_IS_NULL.items():
-            columns[column] = _numbers(rows[name], column, nulls=rows[name] == -1)
+        for column in _PLAIN:
+            columns[column] = _numbers(rows[column], column)
+        for column in _MINUS_ONE_IS_NULL:
+            columns[column] = _numbers(rows[column], column, nulls=rows[column] == -1)
         for column in _NAN_IS_NULL:
             columns[column] = _numbers(rows[column], column, nulls=np.isnan(rows[column]))
         for column in _BOOL:
@@ -271,11 +266,11 @@ def _numbers(
     )
 
 
-def _audio_column(audio_s: np.ndarray | None, index: np.ndarray) -> pa.Array:
+def _audio_column(input_audio_s: np.ndarray | None, index: np.ndarray) -> pa.Array:
     """The input_audio_s of the rows ``index``: all null in a run without audio."""
-    if audio_s is None:
+    if input_audio_s is None:
         return _numbers(np.zeros(len(index)), "input_audio_s", nulls=np.ones(len(index), bool))
-    return _numbers(audio_s[index], "input_audio_s")
+    return _numbers(input_audio_s[index], "input_audio_s")
 
 
 def _request_ids(prefix: str | None, index: np.ndarray) -> pa.Array:
@@ -455,13 +450,13 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     records["index"] = np.arange(n)
     worker = np.full(n, -1, dtype=np.int16)
     scheduled = np.zeros(n, dtype=np.int64)
-    prompt_lens = np.zeros(n, dtype=np.int64)
+    input_tokens = np.zeros(n, dtype=np.int64)
     sequences = np.ones(n, dtype=np.int64)
     events = table["events_ns"].combine_chunks()
     counts = events.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
     records["n_events"][index] = counts
-    for column, name in {**_PLAIN, **_MINUS_ONE_IS_NULL}.items():
-        records[name][index] = table[column].fill_null(-1).to_numpy()
+    for column in (*_PLAIN, *_MINUS_ONE_IS_NULL):
+        records[column][index] = table[column].fill_null(-1).to_numpy()
     for column in _NAN_IS_NULL:
         records[column][index] = table[column].to_numpy(zero_copy_only=False)
     for column in _BOOL:
@@ -469,7 +464,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
             records[column][index] = table[column].to_numpy(zero_copy_only=False)
     worker[index] = table["worker"].fill_null(-1).to_numpy()
     scheduled[index] = table["scheduled_ns"].to_numpy()
-    prompt_lens[index] = table["input_tokens"].to_numpy()
+    input_tokens[index] = table["input_tokens"].to_numpy()
     sequences[index] = table["input_sequences"].to_numpy()
     flat = events.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
     event_ns, event_offsets = assemble_events(records["n_events"], [(index, counts, flat)])
@@ -479,10 +474,10 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
         turn = np.full(n, -1, dtype=np.int64)
         conversation[index] = table["conversation"].fill_null(-1).to_numpy()
         turn[index] = table["turn"].fill_null(-1).to_numpy()
-    audio_s = None
+    input_audio_s = None
     if "input_audio_s" in table.column_names and table["input_audio_s"].null_count < len(index):
-        audio_s = np.zeros(n, dtype=np.float64)
-        audio_s[index] = table["input_audio_s"].fill_null(0.0).to_numpy()
+        input_audio_s = np.zeros(n, dtype=np.float64)
+        input_audio_s[index] = table["input_audio_s"].fill_null(0.0).to_numpy()
     errors = _strings(index, table["error"])
     lost = np.setdiff1d(np.arange(n), index)
     for i in lost:
@@ -493,7 +488,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
         records=records,
         worker=worker,
         scheduled_ns=scheduled,
-        prompt_lens=prompt_lens,
+        input_tokens=input_tokens,
         input_sequences=sequences,
         event_ns=event_ns,
         event_offsets=event_offsets,
@@ -501,7 +496,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
         texts=_strings(index, table["text"]),
         conversation=conversation,
         turn=turn,
-        audio_s=audio_s,
+        input_audio_s=input_audio_s,
     )
 
 

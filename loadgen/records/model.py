@@ -91,7 +91,7 @@ class RunRecords:
     records: np.ndarray  # RECORD_DTYPE (workers/protocol.py), row i = request i
     worker: np.ndarray  # the worker that reported each request; -1 when none did
     scheduled_ns: np.ndarray  # each request's scheduled instant, ns after t0
-    prompt_lens: np.ndarray  # the dataset's input token count of each request
+    input_tokens: np.ndarray  # the dataset's input token count of each request
     input_sequences: np.ndarray  # inputs each request embeds (pooling); 1 for generation
     event_ns: np.ndarray  # request-major token-event instants, ns after t0
     event_offsets: np.ndarray  # [N+1]: request i's events are event_ns[offsets[i]:offsets[i+1]]
@@ -102,7 +102,7 @@ class RunRecords:
     conversation: np.ndarray | None = None
     turn: np.ndarray | None = None
     # openai-audio: each request's input_audio_duration in seconds, for RTFx (None without)
-    audio_s: np.ndarray | None = None
+    input_audio_s: np.ndarray | None = None
 
     @property
     def num_requests(self) -> int:

@@ -95,8 +95,8 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
     with it they are counted over the steady window (a figure it cannot count is NaN)."""
     requests = summary.requests
     results, timings = requests.results, requests.timings
-    sent = results.send_s >= 0
-    window = steady_window(results.send_s, requests.end_s, sent) if steady else None
+    sent = results.sent_s >= 0
+    window = steady_window(results.sent_s, requests.end_s, sent) if steady else None
     kept = window.kept if window is not None else np.ones(len(sent), bool)
     ok = kept & results.success & (np.diff(results.event_offsets) > 0)
     out = results.output_lens[ok]

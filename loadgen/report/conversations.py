@@ -37,7 +37,7 @@ def conversation_figures(run: RunRecords, timings: Timings) -> dict[str, Any] | 
     records = run.records
     turn, conversation = run.turn, run.conversation
     ok = records["success"].astype(bool)
-    sent = records["send_ns"] >= 0
+    sent = records["sent_ns"] >= 0
     prompt_tokens = records["prompt_tokens"]
     per_turn = []
     for t in range(int(turn.max()) + 1):
@@ -62,7 +62,7 @@ def conversation_figures(run: RunRecords, timings: Timings) -> dict[str, Any] | 
     completed_turns = np.bincount(conversation[ok], minlength=count)
     whole = completed_turns == turns_of
     first_send = np.full(count, np.iinfo(np.int64).max)
-    np.minimum.at(first_send, conversation[sent], records["send_ns"][sent])
+    np.minimum.at(first_send, conversation[sent], records["sent_ns"][sent])
     last_end = np.zeros(count, dtype=np.int64)
     np.maximum.at(last_end, conversation, records["end_ns"])
     durations_s = (last_end[whole] - first_send[whole]) / 1e9

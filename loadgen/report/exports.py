@@ -88,7 +88,7 @@ def request_rows(summary: RunSummary, request_id_prefix: str | None) -> list[dic
     requests, results = summary.requests, summary.requests.results
     records, offsets, n = requests.rows, results.event_offsets, results.num_requests
     counts = np.diff(offsets)
-    sent_ns, released_ns = records["send_ns"], records["arrival_ns"]
+    sent_ns, released_ns = records["sent_ns"], records["released_ns"]
     sent, released = sent_ns >= 0, released_ns >= 0
     ok = records["success"].astype(bool)
     timed = sent & (counts > 0)

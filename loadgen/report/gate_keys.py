@@ -74,9 +74,9 @@ def sample_run(config: RunConfig) -> RunRecords:
     n = 2
     records = np.zeros(n, dtype=RECORD_DTYPE)
     records["index"] = np.arange(n)
-    records["arrival_ns"] = np.arange(n) * 10_000_000
-    records["send_ns"] = records["arrival_ns"]
-    records["end_ns"] = records["send_ns"] + 50_000_000
+    records["released_ns"] = np.arange(n) * 10_000_000
+    records["sent_ns"] = records["released_ns"]
+    records["end_ns"] = records["sent_ns"] + 50_000_000
     records["n_events"] = SAMPLE_EVENTS
     records["status"] = 200
     records["prompt_tokens"] = 8
@@ -84,7 +84,7 @@ def sample_run(config: RunConfig) -> RunRecords:
     records["success"] = True
     records["server_queue_s"] = np.nan
     records["server_ttft_s"] = np.nan
-    event_ns = (records["send_ns"][:, None] + 10_000_000 * (1 + np.arange(SAMPLE_EVENTS))).ravel()
+    event_ns = (records["sent_ns"][:, None] + 10_000_000 * (1 + np.arange(SAMPLE_EVENTS))).ravel()
     start = RunStart(
         loadgen_version="",
         command_line=[],
@@ -117,8 +117,8 @@ def sample_run(config: RunConfig) -> RunRecords:
         end=end,
         records=records,
         worker=np.zeros(n, dtype=np.int16),
-        scheduled_ns=records["arrival_ns"].astype(np.int64),
-        prompt_lens=np.full(n, 8, dtype=np.int64),
+        scheduled_ns=records["released_ns"].astype(np.int64),
+        input_tokens=np.full(n, 8, dtype=np.int64),
         input_sequences=np.ones(n, dtype=np.int64),
         event_ns=event_ns.astype(np.int64),
         event_offsets=np.arange(n + 1, dtype=np.int64) * SAMPLE_EVENTS,

@@ -160,8 +160,8 @@ def run_over_time(label: str, summary: RunSummary) -> OverTime:
     results, ends_s = summary.requests.results, summary.requests.end_s
     length_s = float(ends_s.max()) if len(ends_s) else 0.0
     bins = time_bins(length_s, bin_count(int(results.success.sum())))
-    sent = (results.send_s >= 0) & (ends_s >= results.send_s)
-    mean, peak = in_flight(results.send_s[sent], ends_s[sent], bins)
+    sent = (results.sent_s >= 0) & (ends_s >= results.sent_s)
+    mean, peak = in_flight(results.sent_s[sent], ends_s[sent], bins)
     tokens = event_tokens(results.event_offsets, results.output_lens, results.success)
     return OverTime(
         label=label,

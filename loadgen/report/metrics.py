@@ -1,13 +1,13 @@
 """Benchmark metrics, computed with numpy from columnar per-request results.
 
-Definitions follow ``vllm bench serve`` (reference §3.2). For request i with send instant s_i
-and token-event instants e_i[0..m_i-1] (SSE events whose ``choices`` list is not empty):
+Definitions follow ``vllm bench serve`` (reference §3.2). For request i released at r_i, sent at
+s_i, with token-event instants e_i[0..m_i-1] (SSE events whose ``choices`` list is not empty):
 
     ttft_i    = e_i[0] - s_i                       (0 when it has no event)
     latency_i = e_i[m_i-1] - s_i                   (E2EL; 0 for a failed request)
     itl_i     = [e_i[k] - e_i[k-1] for k >= 1]     (one entry per SSE event, not per token)
     tpot_i    = (latency_i - ttft_i) / (out_i - 1) only for out_i > 1
-    queue_i   = s_i - arrival_i                    (time spent waiting for a concurrency slot)
+    queue_i   = s_i - r_i                          (time spent waiting for a concurrency slot)
 
 Aggregates use successful requests only: ITL is pooled over all of them; mean/median/std
 (population, ddof=0) and percentiles (linear interpolation) are taken in seconds and
@@ -31,13 +31,13 @@ class RequestResults:
     """What a run measured, one entry per request (index = request index); times in seconds."""
 
     success: np.ndarray  # bool [N]
-    arrival_s: np.ndarray  # float64 [N], when the request was released to be sent
-    send_s: np.ndarray  # float64 [N], when it was written to the connection
+    released_s: np.ndarray  # float64 [N], when its worker released it to be sent
+    sent_s: np.ndarray  # float64 [N], when it was written to the connection
     event_s: np.ndarray  # float64 [E], token-event instants, request-major
     event_offsets: np.ndarray  # int64 [N+1]; request i owns event_s[off[i]:off[i+1]]
     prompt_lens: np.ndarray  # int64 [N]
     output_lens: np.ndarray  # int64 [N], after the usage/re-tokenization fallback; 0 if failed
-    audio_s: np.ndarray | None = None  # float64 [N]: openai-audio's input_audio_duration
+    input_audio_s: np.ndarray | None = None  # float64 [N]: openai-audio's input_audio_duration
 
     @property
     def num_requests(self) -> int:
@@ -109,9 +109,9 @@ def derive_timings(results: RequestResults) -> Timings:
     first_idx = np.minimum(results.event_offsets[:-1], max(len(results.event_s) - 1, 0))
     last_idx = np.maximum(results.event_offsets[1:] - 1, 0)
     events = results.event_s if len(results.event_s) else np.zeros(1)
-    ttft = np.where(has_events, events[first_idx] - results.send_s, 0.0)
-    latency = np.where(results.success & has_events, events[last_idx] - results.send_s, 0.0)
-    queue = results.send_s - results.arrival_s
+    ttft = np.where(has_events, events[first_idx] - results.sent_s, 0.0)
+    latency = np.where(results.success & has_events, events[last_idx] - results.sent_s, 0.0)
+    queue = results.sent_s - results.released_s
 
     # Gaps between consecutive events, dropping the ones that straddle two requests.
     gaps = np.diff(results.event_s)
@@ -144,26 +144,26 @@ def summarize(values_s: np.ndarray, percentiles: list[float]) -> MetricStats:
     )
 
 
-def tokens_per_second(send_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray):
+def tokens_per_second(sent_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray):
     """Token events in each whole second since the first send (int64 counts).
 
     Buckets are b = int(t - min(send)) for b in [0, ceil(max(send + latency) - min(send)) + 1);
     every SSE event counts as one token, as upstream does. Successful requests only.
     """
-    if len(send_s) == 0:
+    if len(sent_s) == 0:
         return np.zeros(0, dtype=np.int64)
-    origin = send_s.min()
-    num_buckets = math.ceil((send_s + latency_s).max() - origin) + 1
+    origin = sent_s.min()
+    num_buckets = math.ceil((sent_s + latency_s).max() - origin) + 1
     buckets = (token_s - origin).astype(np.int64)
     buckets = buckets[(buckets >= 0) & (buckets < num_buckets)]
     return np.bincount(buckets, minlength=num_buckets)
 
 
 def peak_output_tokens_per_s(
-    send_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray
+    sent_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray
 ) -> float:
     """Largest count of token events in any whole second since the first send."""
-    counts = tokens_per_second(send_s, latency_s, token_s)
+    counts = tokens_per_second(sent_s, latency_s, token_s)
     return float(counts.max()) if len(counts) else 0.0
 
 
@@ -234,7 +234,7 @@ def calculate_metrics(
     total_output = int(results.output_lens.sum())
     completed = int(ok.sum())
     good = good_requests(ttft, tpot_for_goodput, latency, goodput_slos_ms or {})
-    send_ok = results.send_s[ok]
+    send_ok = results.sent_s[ok]
     queue_ok = timings.queue_s[ok]
     stats = {
         "ttft": summarize(ttft, percentiles),
@@ -256,7 +256,11 @@ def calculate_metrics(
         ),
         max_concurrent_requests=peak_concurrency(send_ok, send_ok + latency),
         stats=stats,
-        rtfx=float(results.audio_s[ok].sum()) / duration_s if results.audio_s is not None else 0.0,
+        rtfx=(
+            float(results.input_audio_s[ok].sum()) / duration_s
+            if results.input_audio_s is not None
+            else 0.0
+        ),
     )
 
 

@@ -105,7 +105,7 @@ def _per_request(summary: RunSummary) -> dict[str, Any]:
         "ttfts": timings.ttft_s.tolist(),
         "itls": [timings.itls_of(i).tolist() for i in range(results.num_requests)],
         "latencies": timings.latency_s.tolist(),
-        "start_times": (results.send_s + summary.identity.t0_s).tolist(),
+        "start_times": (results.sent_s + summary.identity.t0_s).tolist(),
         "queue_times": timings.queue_s.tolist(),
         "generated_texts": summary.requests.generated_texts,
         "errors": errors,

@@ -115,7 +115,7 @@ def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timin
         else:
             try:
                 segments = timeline_segments(
-                    results.send_s,
+                    results.sent_s,
                     timings.ttft_s,
                     [timings.itls_of(i).tolist() for i in range(results.num_requests)],
                     results.prompt_lens,

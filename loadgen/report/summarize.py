@@ -245,8 +245,8 @@ def _client(
     """The client's health over the run and its verdict (not judged for a run that never
     ended)."""
     records = run.records
-    sent = records["arrival_ns"] >= 0
-    send_lag_ms = (records["arrival_ns"][sent] - run.scheduled_ns[sent]) / 1e6
+    released = records["released_ns"] >= 0
+    send_lag_ms = (records["released_ns"][released] - run.scheduled_ns[released]) / 1e6
     health = client_health(
         send_lag_ms,
         end.loop_lag_ns,
@@ -273,17 +273,17 @@ def request_results(run: RunRecords, end: RunEnd) -> RequestResults:
     counted it where it did, the output as the run's end counted it."""
     records = run.records
     prompt_lens = np.where(
-        records["prompt_tokens"] >= 0, records["prompt_tokens"], run.prompt_lens
+        records["prompt_tokens"] >= 0, records["prompt_tokens"], run.input_tokens
     ).astype(np.int64)
     return RequestResults(
         success=records["success"].astype(bool),
-        arrival_s=records["arrival_ns"] / 1e9,
-        send_s=records["send_ns"] / 1e9,
+        released_s=records["released_ns"] / 1e9,
+        sent_s=records["sent_ns"] / 1e9,
         event_s=run.event_ns / 1e9,
         event_offsets=run.event_offsets,
         prompt_lens=prompt_lens,
         output_lens=end.output_lens,
-        audio_s=run.audio_s,
+        input_audio_s=run.input_audio_s,
     )
 
 

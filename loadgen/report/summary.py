@@ -158,7 +158,7 @@ def plot_lines(results: RequestResults, timings: Timings) -> list[str]:
     import termplotlib as tpl  # optional; only drawn when the user has it
 
     ok = results.success
-    start = results.send_s[ok]
+    start = results.sent_s[ok]
     end = start + timings.latency_s[ok]
     origin = start.min()
     owner_ok = np.repeat(ok, np.diff(results.event_offsets))

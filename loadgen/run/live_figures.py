@@ -177,7 +177,7 @@ class LiveFigureState:
         starts = np.cumsum(counts) - counts
         first = ok & (counts > 0)
         first_ns = events[starts[first]]
-        self.ttft.push(first_ns, (first_ns - batch["send_ns"][first]) / 1e9)
+        self.ttft.push(first_ns, (first_ns - batch["sent_ns"][first]) / 1e9)
         owner = np.repeat(np.arange(len(batch)), counts)
         gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
         self.itl.push(events[1:][gap], np.diff(events)[gap] / 1e9)

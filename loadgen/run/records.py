@@ -120,7 +120,7 @@ def run_records(
         records=collected.records,
         worker=collected.worker,
         scheduled_ns=scheduled_ns,
-        prompt_lens=prepared.dataset.prompt_lens,
+        input_tokens=prepared.dataset.prompt_lens,
         input_sequences=_input_sequences(config, prepared),
         event_ns=collected.event_ns,
         event_offsets=collected.event_offsets,
@@ -128,7 +128,7 @@ def run_records(
         texts=collected.texts,
         conversation=turns.conversation if turns is not None else None,
         turn=turns.turn if turns is not None else None,
-        audio_s=audio_seconds(prepared.dataset.audios),
+        input_audio_s=audio_seconds(prepared.dataset.audios),
     )
 
 

@@ -36,20 +36,20 @@ def made_up_run(n: int, events: int) -> RunRecords:
     """``n`` successful requests 1 µs apart, each with ``events`` token events 1 ms apart."""
     records = np.zeros(n, RECORD_DTYPE)
     records["index"] = np.arange(n)
-    records["arrival_ns"] = records["send_ns"] = np.arange(n) * 1_000
-    records["end_ns"] = records["send_ns"] + (events + 1) * MS
+    records["released_ns"] = records["sent_ns"] = np.arange(n) * 1_000
+    records["end_ns"] = records["sent_ns"] + (events + 1) * MS
     records["n_events"] = events
     records["status"] = 200
     records["success"] = 1
     records["prompt_tokens"] = records["completion_tokens"] = events
-    event_ns = (records["send_ns"][:, None] + np.arange(1, events + 1) * MS).ravel()
+    event_ns = (records["sent_ns"][:, None] + np.arange(1, events + 1) * MS).ravel()
     return RunRecords(
         start=None,  # type: ignore[arg-type]  # the rows never read the run's start
         end=None,
         records=records,
         worker=np.zeros(n, np.int16),
-        scheduled_ns=records["send_ns"].copy(),
-        prompt_lens=np.full(n, events, np.int64),
+        scheduled_ns=records["sent_ns"].copy(),
+        input_tokens=np.full(n, events, np.int64),
         input_sequences=np.ones(n, np.int64),
         event_ns=event_ns.astype(np.int64),
         event_offsets=np.arange(n + 1, dtype=np.int64) * events,

@@ -42,8 +42,8 @@ def record_rows(indices: np.ndarray, events_per_request: int) -> np.ndarray:
     """RECORD_DTYPE rows of finished, successful requests with ``events_per_request`` events."""
     rows = np.zeros(len(indices), dtype=RECORD_DTYPE)
     rows["index"] = indices
-    rows["arrival_ns"] = 1_000
-    rows["send_ns"] = 2_000
+    rows["released_ns"] = 1_000
+    rows["sent_ns"] = 2_000
     rows["end_ns"] = 2_000 + events_per_request * 20_000_000
     rows["n_events"] = events_per_request
     rows["status"] = 200

@@ -883,7 +883,7 @@ def test_timed_trace_replays_token_id_prompts_at_the_trace_instants(
     # The release instants (what the schedule governs; the send stamp comes a loop pass later,
     # which a busy machine stretches), each late by at most the run's measured send lag.
     (records_file,) = (tmp_path / "out").glob("*.records.arrow")
-    released_ns = read_records(str(records_file)).records["arrival_ns"]
+    released_ns = read_records(str(records_file)).records["released_ns"]
     sent = np.sort(released_ns - released_ns.min()) / 1e9
     late_s = result["loadgen"]["send_lag_ms"]["max"] / 1e3 + 0.001
     print(f"released at {sent}; send lag up to {late_s * 1e3:.2f} ms")

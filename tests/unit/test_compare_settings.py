@@ -25,7 +25,7 @@ def run_with(**config: object) -> RunRecords:
     empty = np.zeros(0, dtype=np.int64)
     return RunRecords(
         start=replace(start(), config={**base, **config}), end=None, records=empty,
-        worker=empty, scheduled_ns=empty, prompt_lens=empty, input_sequences=empty,
+        worker=empty, scheduled_ns=empty, input_tokens=empty, input_sequences=empty,
         event_ns=empty, event_offsets=np.zeros(1, np.int64), errors={}, texts={},
     )  # fmt: skip
 

@@ -30,8 +30,8 @@ def three_requests() -> RunRecords:
     records = np.zeros(3, dtype=RECORD_DTYPE)
     records[2] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
     records["index"] = np.arange(3)
-    records["arrival_ns"][:2] = [500_000, 2 * MS]
-    records["send_ns"][:2] = [1 * MS, 2 * MS]
+    records["released_ns"][:2] = [500_000, 2 * MS]
+    records["sent_ns"][:2] = [1 * MS, 2 * MS]
     records["end_ns"][:2] = [27 * MS, 3 * MS]
     records["n_events"] = [4, 0, 0]
     records["status"][:2] = [200, 500]
@@ -74,7 +74,7 @@ def three_requests() -> RunRecords:
         records=records,
         worker=np.array([0, 0, -1], np.int16),
         scheduled_ns=np.array([0, 2 * MS, 4 * MS], np.int64),
-        prompt_lens=np.array([29, 31, 33], np.int64),
+        input_tokens=np.array([29, 31, 33], np.int64),
         input_sequences=np.ones(3, np.int64),
         event_ns=event_ns,
         event_offsets=np.array([0, 4, 4, 4], np.int64),

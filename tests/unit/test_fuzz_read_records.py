@@ -24,9 +24,9 @@ BUDGET = settings(
 def rows(indices: list[int], n_events: int) -> np.ndarray:
     out = np.zeros(len(indices), dtype=RECORD_DTYPE)
     out["index"] = indices
-    out["arrival_ns"] = [i * 1_000 for i in indices]
-    out["send_ns"] = out["arrival_ns"] + 10
-    out["end_ns"] = out["arrival_ns"] + 5_000
+    out["released_ns"] = [i * 1_000 for i in indices]
+    out["sent_ns"] = out["released_ns"] + 10
+    out["end_ns"] = out["released_ns"] + 5_000
     out["n_events"] = n_events
     out["status"] = 200
     out["prompt_tokens"] = 4
@@ -39,7 +39,7 @@ def rows(indices: list[int], n_events: int) -> np.ndarray:
 
 def events(batch: np.ndarray) -> np.ndarray:
     return np.concatenate(
-        [r["send_ns"] + 100 * np.arange(1, r["n_events"] + 1) for r in batch]
+        [r["sent_ns"] + 100 * np.arange(1, r["n_events"] + 1) for r in batch]
     ).astype(np.int64)
 
 

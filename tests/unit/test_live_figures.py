@@ -29,14 +29,14 @@ S = 1_000_000_000
 def batch(
     rows: list[tuple[int, int, list[int], bool, int]],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """RECORD_DTYPE rows and their events from (index, send_ns, event instants, success,
+    """RECORD_DTYPE rows and their events from (index, sent_ns, event instants, success,
     completion_tokens) tuples."""
     records = np.zeros(len(rows), dtype=RECORD_DTYPE)
     events: list[int] = []
-    for row, (index, send_ns, instants, ok, tokens) in zip(records, rows, strict=True):
-        row["index"], row["send_ns"], row["success"] = index, send_ns, ok
+    for row, (index, sent_ns, instants, ok, tokens) in zip(records, rows, strict=True):
+        row["index"], row["sent_ns"], row["success"] = index, sent_ns, ok
         row["n_events"], row["completion_tokens"] = len(instants), tokens
-        row["end_ns"] = instants[-1] if instants else send_ns
+        row["end_ns"] = instants[-1] if instants else sent_ns
         events += instants
     return records, np.array(events, dtype=np.int64)
 

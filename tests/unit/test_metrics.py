@@ -30,8 +30,8 @@ def make_results(success, arrival, send, events, prompt_lens, output_lens) -> Re
     counts = [len(e) for e in events]
     return RequestResults(
         success=np.array(success, dtype=bool),
-        arrival_s=np.array(arrival, dtype=np.float64),
-        send_s=np.array(send, dtype=np.float64),
+        released_s=np.array(arrival, dtype=np.float64),
+        sent_s=np.array(send, dtype=np.float64),
         event_s=np.array([t for e in events for t in e], dtype=np.float64),
         event_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
         prompt_lens=np.array(prompt_lens, dtype=np.int64),
@@ -433,8 +433,8 @@ def test_matches_upstream_loop_on_random_fixture(seed):
 def test_latency_from_intended_counts_from_the_schedule() -> None:
     results = RequestResults(
         success=np.array([True, False, True]),
-        arrival_s=np.array([0.0, 0.1, 0.3]),
-        send_s=np.array([0.0, 0.1, 0.5]),  # request 2 waited 0.2 s for a slot
+        released_s=np.array([0.0, 0.1, 0.3]),
+        sent_s=np.array([0.0, 0.1, 0.5]),  # request 2 waited 0.2 s for a slot
         event_s=np.array([0.05, 0.07, 0.6, 0.65, 0.7]),
         event_offsets=np.array([0, 2, 2, 5]),
         prompt_lens=np.array([1, 1, 1]),

@@ -125,7 +125,7 @@ def test_each_turn_index_and_each_conversation_has_its_figures() -> None:
 
     records = np.zeros(5, dtype=RECORD_DTYPE)
     records["success"] = [1, 1, 1, 0, 1]
-    records["send_ns"] = [0, 100, 0, 200, 0]
+    records["sent_ns"] = [0, 100, 0, 200, 0]
     records["end_ns"] = [50, 180, 60, 210, 40]
     records["prompt_tokens"] = [10, 30, 12, -1, 9]
     records[3] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
@@ -158,7 +158,7 @@ def test_a_turn_that_no_conversation_completed_has_no_figures() -> None:
 
     records = np.zeros(2, dtype=RECORD_DTYPE)
     records["success"] = [1, 0]  # the second turn failed: no conversation is whole
-    records["send_ns"], records["end_ns"], records["prompt_tokens"] = [0, 100], [50, 150], 10
+    records["sent_ns"], records["end_ns"], records["prompt_tokens"] = [0, 100], [50, 150], 10
     run = RunRecords.__new__(RunRecords)
     run.records, run.conversation, run.turn = records, np.array([0, 0]), np.array([0, 1])
     timings = Timings(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from array import array
 from math import nan
 
@@ -24,6 +25,7 @@ from workers.protocol import (
     decode_shard,
     encode_probe,
     peek,
+    record,
     records_message,
     shard_message,
     version_mismatch,
@@ -208,17 +210,52 @@ def test_empty_shard():
 
 
 def record_rows():
-    # (index, arrival_ns, send_ns, end_ns, n_events, status, prompt, completion, connect_ns,
+    # (index, released_ns, sent_ns, end_ns, n_events, status, prompt, completion, connect_ns,
     #  success, resent, truncated, server_queue_s, server_ttft_s, text_capped)
     ms = 1_000_000
     return [
         (0, 0, 1_000, 2_000 * ms, 3, 200, 12, 3, 0, True, False, False, 0.0015, 0.04225, False),
         (5, 250 * ms, 260 * ms, 900 * ms, 0, 500, -1, -1, 180_000, False, True, False, nan, nan,
          False),
-        (17, *UNSENT_ROW[1:]),  # never sent
+        record(index=17),  # never sent
         (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True, False, True, nan, 2.5,
          True),
     ]  # fmt: skip
+
+
+def test_record_dtype_is_made_from_the_record_fields():
+    # One name per field: the worker builds its row by name, the dtype takes those names.
+    assert RECORD_DTYPE.names == tuple(inspect.signature(record).parameters)
+    # The bytes of a row are those of protocol version 11 (only names changed): no new version.
+    formats = [RECORD_DTYPE[name].str for name in RECORD_DTYPE.names]
+    assert formats == ["<i8"] * 4 + ["<i4"] * 4 + ["<i8"] + ["|u1"] * 3 + ["<f8"] * 2 + ["|u1"]
+    assert RECORD_DTYPE.itemsize == 5 * 8 + 4 * 4 + 4 + 2 * 8
+
+
+def test_record_by_name_is_the_positional_row():
+    by_name = record(
+        index=3, released_ns=10, sent_ns=20, end_ns=90, n_events=2, status=200,
+        prompt_tokens=7, completion_tokens=2, connect_ns=5, success=True, resent=False,
+        truncated=True, server_queue_s=0.5, server_ttft_s=nan, text_capped=True,
+    )  # fmt: skip
+    positional = (3, 10, 20, 90, 2, 200, 7, 2, 5, True, False, True, 0.5, nan, True)
+    assert (
+        np.array([by_name], RECORD_DTYPE).tobytes()
+        == np.array([positional], RECORD_DTYPE).tobytes()
+    )
+    assert np.array([by_name], RECORD_DTYPE)["sent_ns"][0] == 20
+
+
+def test_an_unsent_record_holds_no_instant_and_no_count():
+    row = np.array([record(index=9)], RECORD_DTYPE)[0]
+    assert row["index"] == 9
+    assert row["released_ns"] == row["sent_ns"] == row["end_ns"] == -1
+    assert row["prompt_tokens"] == row["completion_tokens"] == -1
+    assert row["n_events"] == row["status"] == row["connect_ns"] == 0
+    assert not (row["success"] or row["resent"] or row["truncated"] or row["text_capped"])
+    assert np.isnan(row["server_queue_s"]) and np.isnan(row["server_ttft_s"])
+    unsent = np.array([UNSENT_ROW], RECORD_DTYPE)
+    assert unsent.tobytes() == np.array([record(index=-1)], RECORD_DTYPE).tobytes()
 
 
 def test_records_round_trip():
@@ -234,7 +271,7 @@ def test_records_round_trip():
     assert records.dtype == RECORD_DTYPE
     assert records.tobytes() == np.array(rows, dtype=RECORD_DTYPE).tobytes()  # NaNs too
     assert records["index"].tolist() == [0, 5, 17, 2**40]
-    assert records["send_ns"].tolist() == [1_000, 260_000_000, -1, 2**40 + 1]
+    assert records["sent_ns"].tolist() == [1_000, 260_000_000, -1, 2**40 + 1]
     assert records["n_events"].tolist() == [3, 0, 0, 2]
     assert records["prompt_tokens"].tolist() == [12, -1, -1, 2_000_000]
     assert records["success"].astype(bool).tolist() == [True, False, False, True]

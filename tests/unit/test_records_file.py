@@ -52,9 +52,9 @@ def rows(indices: list[int], n_events: int) -> np.ndarray:
     """Worker records for ``indices``: request i released at i ms, each with n_events events."""
     out = np.zeros(len(indices), dtype=RECORD_DTYPE)
     out["index"] = indices
-    out["arrival_ns"] = [i * 1_000_000 for i in indices]
-    out["send_ns"] = out["arrival_ns"] + 1000
-    out["end_ns"] = out["arrival_ns"] + 50_000_000
+    out["released_ns"] = [i * 1_000_000 for i in indices]
+    out["sent_ns"] = out["released_ns"] + 1000
+    out["end_ns"] = out["released_ns"] + 50_000_000
     out["n_events"] = n_events
     out["status"] = 200
     out["prompt_tokens"] = 10
@@ -69,7 +69,7 @@ def rows(indices: list[int], n_events: int) -> np.ndarray:
 def events(batch: np.ndarray) -> np.ndarray:
     """Each request's events: 1 ms apart from its send."""
     return np.concatenate(
-        [r["send_ns"] + 1_000_000 * np.arange(1, r["n_events"] + 1) for r in batch]
+        [r["sent_ns"] + 1_000_000 * np.arange(1, r["n_events"] + 1) for r in batch]
     ).astype(np.int64)
 
 
@@ -93,7 +93,7 @@ def writer(path: Path, **start_changes: object) -> RecordsWriter:
         str(path),
         start(**start_changes),
         scheduled_ns=np.arange(N, dtype=np.int64) * 1_000_000,
-        prompt_lens=np.full(N, 9, dtype=np.int64),
+        input_tokens=np.full(N, 9, dtype=np.int64),
         input_sequences=np.ones(N, dtype=np.int64),
         request_id_prefix="bench-abc-",
     )

@@ -31,8 +31,8 @@ def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
     """N requests, 5 events 10 ms apart each, the last one failed; paced at 100/s."""
     records = np.zeros(N, dtype=RECORD_DTYPE)
     records["index"] = np.arange(N)
-    records["arrival_ns"] = np.arange(N) * 10_000_000 + 50_000
-    records["send_ns"] = records["arrival_ns"] + 20_000
+    records["released_ns"] = np.arange(N) * 10_000_000 + 50_000
+    records["sent_ns"] = records["released_ns"] + 20_000
     records["n_events"] = EVENTS
     records["n_events"][-1] = 0
     records["status"] = 200
@@ -43,9 +43,9 @@ def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
     records["success"][-1] = False
     records["server_queue_s"] = np.nan
     records["server_ttft_s"] = np.nan
-    starts = records["send_ns"][:-1]
+    starts = records["sent_ns"][:-1]
     event_ns = (starts[:, None] + 30_000_000 + 10_000_000 * np.arange(EVENTS)).ravel()
-    records["end_ns"] = records["send_ns"] + 80_000_000
+    records["end_ns"] = records["sent_ns"] + 80_000_000
     collected = Collected(
         records=records,
         event_ns=event_ns.astype(np.int64),
@@ -88,7 +88,7 @@ def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
         records=records,
         worker=collected.worker,
         scheduled_ns=np.arange(N, dtype=np.int64) * 10_000_000,
-        prompt_lens=np.full(N, 29, dtype=np.int64),
+        input_tokens=np.full(N, 29, dtype=np.int64),
         input_sequences=np.ones(N, dtype=np.int64),
         event_ns=collected.event_ns,
         event_offsets=collected.event_offsets,
@@ -101,7 +101,7 @@ def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
 def write(run: RunRecords, collected: Collected, path: Path) -> None:
     """The records file the live run would have written, batch by batch."""
     writer = RecordsWriter(
-        str(path), run.start, run.scheduled_ns, run.prompt_lens, run.input_sequences, "bench-x-"
+        str(path), run.start, run.scheduled_ns, run.input_tokens, run.input_sequences, "bench-x-"
     )
     writer.start(run.start.t0_ns, run.start.t0_wall, run.start.connections)
     for half in (slice(0, N // 2), slice(N // 2, N)):
