@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, models
 
-from loadgen.text.tokenizer import LocalTokenizer, TokenCodec
+from loadgen.text.tokenizer import LocalTokenizer, TokenCodec, TokenIds, as_id_lists
 
 # Split patterns whose matches are decided as the module docstring says (tokenizer.json text).
 CL100K_PATTERN = (  # OpenAI's cl100k_base, also Llama 3's
@@ -90,13 +90,13 @@ class ByteLevelBPE:
         known = _KNOWN.get(codec)
         if known is None:
             known = _KNOWN[codec] = _inspect(codec) or False
-        return known or None
+        return known if isinstance(known, ByteLevelBPE) else None
 
     def encode(self, texts: list[str]) -> list[Encoding]:
         """The encodings of the texts without special tokens (they keep the pieces' word ids)."""
         return self.tokenizer.encode_batch(texts, add_special_tokens=False)
 
-    def decode(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    def decode(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, special tokens kept: the tokenizer's ``decode_batch``, through
         the byte table for a large batch of base-vocabulary ids."""
         if sum(map(len, token_lists)) >= TABLE_DECODE_MIN_IDS and self._checked_table():
@@ -104,7 +104,7 @@ class ByteLevelBPE:
             flat = np.concatenate(lists)
             if len(flat) == 0 or (flat.min() >= 0 and flat.max() < self.vocab_size):
                 return self.decode_with_table(lists)
-        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)
+        return self.tokenizer.decode_batch(as_id_lists(token_lists), skip_special_tokens=False)
 
     def decode_windows(
         self, prefix: np.ndarray, cycle: np.ndarray, starts: np.ndarray, lengths: np.ndarray

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.audio import AudioClip
+from loadgen.backends import Prompt
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,8 @@ class SampledPrompts:
 
     # A text per request; for batched pooling requests (--random-batch-size, random-rerank) a
     # list of texts, each embedded or scored (random-rerank: the query first, then documents);
-    # for timed_trace a list of token ids.
-    prompts: list[str] | list[list[str]] | list[list[int]]
+    # for timed_trace a list of token ids; custom_image's "content" rows their message's parts.
+    prompts: Sequence[Prompt]
     prompt_lens: np.ndarray  # int64 [N]: the prompt's tokens as the dataset counts them
     output_lens: np.ndarray  # int64 [N]: max_tokens to request
     length_mismatches: int = 0  # random: prompts whose length != target after MAX_RETRY retries
@@ -37,10 +38,16 @@ class SampledPrompts:
     # custom_audio, hf ASR with openai-audio: each request's upload (loadgen/audio.py).
     audios: list[AudioClip] | None = None
 
+    def texts(self) -> list[str] | None:
+        """The prompts when each is one text (what --multi-turn, the server's re-alignment and
+        --random-batch-size take), else None."""
+        texts = [prompt for prompt in self.prompts if isinstance(prompt, str)]
+        return texts if len(texts) == len(self.prompts) else None
+
     @classmethod
     def of(
         cls,
-        prompts: list[str] | list[list[str]] | list[list[int]],
+        prompts: Sequence[Prompt],
         lens: Sequence[int],
         outputs: Sequence[int],
     ) -> SampledPrompts:

@@ -129,8 +129,8 @@ def sample_run(config: RunConfig) -> RunRecords:
 
 def _sample_host() -> HostUsage:
     """A HostUsage of zeros, whatever its fields are (lists of one zero, empty names)."""
-    zero = {"int": 0, "float": 0.0, "bool": False, "str": ""}
-    values = {
+    zero: dict[str, Any] = {"int": 0, "float": 0.0, "bool": False, "str": ""}
+    values: dict[str, Any] = {
         field.name: [0.0] if str(field.type).startswith("list") else zero[str(field.type)]
         for field in dataclasses.fields(HostUsage)
     }

@@ -294,9 +294,11 @@ def serialize(
     if turns is not None:
         # As the Rust client: only --ignore-eos sends ignore_eos (random's forcing would let a
         # conversation's context grow without bound); random turns ask for min_tokens instead.
+        texts = dataset.texts()
+        assert texts is not None  # a conversation's turns are texts (datasets/conversations.py)
         return turn_bodies(
             models,
-            dataset.prompts,
+            texts,
             dataset.output_lens.tolist(),
             ignore_eos=config.ignore_eos,
             extra_body=config.body_extras(),
@@ -339,8 +341,8 @@ async def align(config: RunConfig, client: ServerClient, prepared: Prepared) -> 
     Prompts built with the server's own tokenizer need none."""
     if isinstance(prepared.tokenizer, ServerTokenizer) or prepared.turns is not None:
         return prepared  # a conversation's turns are sent as built
-    prompts = prepared.dataset.prompts
-    if not DATASETS[config.dataset_name].aligned or not isinstance(prompts[0], str):
+    prompts = prepared.dataset.texts()
+    if not DATASETS[config.dataset_name].aligned or not prompts:
         return prepared
     aligned = await align_to_server_tokenizer(
         client,

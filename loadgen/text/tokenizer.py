@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from loadgen.text.hub import HubError, hub_file
@@ -18,6 +19,14 @@ from loadgen.text.hub import HubError, hub_file
 PACKAGED_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "tokenizer.json"
 # The model name the mock server serves; as a tokenizer name it means the packaged tokenizer.
 MOCK_MODEL_NAME = "loadgen-mock"
+# One text's token ids: a list, or a numpy array (the random datasets build theirs so).
+TokenIds = Sequence[int] | np.ndarray
+
+
+def as_id_lists(token_lists: Sequence[TokenIds]) -> Sequence[Sequence[int]]:
+    """The lists as ``tokenizers`` is typed to take them: it reads numpy arrays of ids as it
+    reads lists (its stub names only lists), so they are passed as they are."""
+    return cast(Sequence[Sequence[int]], token_lists)
 
 
 class TokenizerLoadError(Exception):
@@ -35,7 +44,7 @@ class TokenCodec(Protocol):
         """Token ids of each text, without special tokens."""
         ...
 
-    def decode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    def decode_batch(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, special tokens kept."""
         ...
 
@@ -53,9 +62,9 @@ class LocalTokenizer:
         """Token ids of each text, without special tokens."""
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
-    def decode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    def decode_batch(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, special tokens kept."""
-        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)
+        return self.tokenizer.decode_batch(as_id_lists(token_lists), skip_special_tokens=False)
 
 
 def load_tokenizer(name_or_path: str) -> Tokenizer:

@@ -3,6 +3,7 @@ sampling, the flag rules, and vLLM's transcription stream as the workers' parser
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import math
@@ -11,9 +12,12 @@ import struct
 import wave
 from email.parser import BytesParser
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
+from aiohttp import streams
+from aiohttp.test_utils import make_mocked_request
 
 from loadgen.audio import (
     AudioError,
@@ -29,7 +33,8 @@ from loadgen.backends import check_endpoint
 from loadgen.config.audio_rules import audio_problem
 from loadgen.datasets.custom_audio import load_custom_audio_rows, sample_custom_audio_requests
 from loadgen.datasets.hf_asr import ASR_PATHS, WHISPER_PROMPT, sample_asr_requests
-from loadgen.mock.handlers.audio import transcription_events
+from loadgen.mock.bodies import RequestError
+from loadgen.mock.handlers.audio import read_form, transcription_events
 from workers.sse import SSEStream
 
 
@@ -118,6 +123,38 @@ def test_bodies_carry_the_file_then_upstreams_fields_as_text() -> None:
     )  # fmt: skip
     assert fields["temperature"] == "0.0"
     assert content_type("b0und") == "multipart/form-data; boundary=b0und"
+
+
+def read_posted_form(body: bytes, boundary: str) -> tuple[dict[str, str], bytes]:
+    """The mock's ``read_form`` of a mocked POST of a multipart body (no socket)."""
+
+    async def read() -> tuple[dict[str, str], bytes]:
+        loop = asyncio.get_running_loop()
+        payload = streams.StreamReader(mock.Mock(_reading_paused=False), 2**16, loop=loop)
+        payload.feed_data(body)
+        payload.feed_eof()
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        request = make_mocked_request("POST", "/v1/audio/transcriptions", headers, payload=payload)
+        return await read_form(request)
+
+    return asyncio.run(read())
+
+
+def test_the_mock_reads_a_form_and_refuses_a_nested_multipart_part() -> None:
+    flat = (
+        b'--o\r\nContent-Disposition: form-data; name="model"\r\n\r\nm\r\n'
+        b'--o\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF\r\n'
+        b"--o--\r\n"
+    )
+    assert read_posted_form(flat, "o") == ({"model": "m"}, b"RIFF")
+    nested = (
+        b"--o\r\nContent-Type: multipart/mixed; boundary=i\r\n"
+        b'Content-Disposition: form-data; name="file"\r\n\r\n'
+        b"--i\r\nContent-Type: text/plain\r\n\r\nx\r\n--i--\r\n--o--\r\n"
+    )
+    with pytest.raises(RequestError, match="nested multipart") as refused:
+        read_posted_form(nested, "o")
+    assert refused.value.status == 400
 
 
 def test_the_endpoint_must_be_an_audio_one() -> None:

@@ -13,6 +13,7 @@ from loadgen.datasets.random import (
     sample_random_requests,
     sample_random_rerank_requests,
 )
+from loadgen.datasets.sampled_prompts import SampledPrompts
 
 
 def encoded_len(tok, text: str) -> int:
@@ -192,6 +193,15 @@ def test_batches_group_consecutive_prompts_and_sum_their_lengths(tok):
     assert batched.prompt_lens.tolist() == [lens[0:4].sum(), lens[4:8].sum(), lens[8:].sum()]
     assert batched.output_lens.tolist() == [0, 0, 0]
     assert batch_prompts(single, 1) is single
+
+
+def test_only_texts_are_batched():
+    texts = SampledPrompts.of(["a", "b", "c"], [1, 1, 1], [2, 2, 2])
+    assert texts.texts() == ["a", "b", "c"]
+    ids = SampledPrompts.of([[1, 2], [3]], [2, 1], [2, 2])  # timed_trace's token ids
+    assert ids.texts() is None
+    with pytest.raises(ValueError, match="--random-batch-size groups texts"):
+        batch_prompts(ids, 2)
 
 
 def upstream_rerank_lengths(tok, n, input_len, ratio, seed, reranker=True):
