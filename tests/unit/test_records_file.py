@@ -3,6 +3,7 @@ self-describing, free of secrets, and loadable by pandas in one call."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pyarrow.ipc as ipc
 import pytest
 
 from loadgen.records.arrow_file import (
+    COLUMNS,
     FORMAT_VERSION,
     START_KEY,
     RecordsFileError,
@@ -22,7 +24,7 @@ from loadgen.records.arrow_file import (
     records_path,
 )
 from loadgen.records.collected import Collected
-from loadgen.records.model import RunEnd, RunStart
+from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.redact import redact_argv, redact_config, redact_url
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
@@ -281,3 +283,12 @@ def test_named_beside_the_result_and_never_over_another_run(tmp_path: Path) -> N
     assert move(str(first), str(target)) == str(target)
     assert move(str(second), str(target)) == str(tmp_path / "result-2.records.arrow")
     assert target.read_text() == "1"
+
+
+def test_a_record_field_has_one_name_from_the_worker_to_the_report():
+    columns = {name for name, _ in COLUMNS}
+    # Every field of the worker's row is the column of its name (n_events: events_ns' length).
+    assert set(RECORD_DTYPE.names) - {"n_events"} <= columns
+    # So is every per-request array of a run (the flat events, errors and texts aside).
+    aside = {"start", "end", "records", "event_ns", "event_offsets", "errors", "texts"}
+    assert {field.name for field in dataclasses.fields(RunRecords)} - aside <= columns
