@@ -42,10 +42,6 @@ from typing import Any, Literal
 VLM2VEC_IMAGE_ONLY = "Represent the given image."
 VLM2VEC_WITH_TEXT = "Represent the given image with the following question: "
 ImageText = Literal["kept", "dropped", "vlm2vec"]
-# What one request sends as its prompt: a text; a batch of texts (--random-batch-size) or a
-# query then its documents (random-rerank); token ids (timed_trace); or its chat message's own
-# content parts (custom_image's "content" rows).
-Prompt = str | list[str] | list[int] | list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -54,7 +50,7 @@ class BodyRequest:
 
     backend: str
     model: str
-    prompt: Prompt
+    prompt: Any  # a text, token ids, a batch of either, or a query and its documents
     output_len: int
     logprobs: int | None
     mm_parts: list[dict[str, Any]]  # its images or videos, as chat content parts

@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from loadgen.backends import BACKENDS, BodyRequest, Prompt
+from loadgen.backends import BACKENDS, BodyRequest
+from loadgen.datasets.sampled_prompts import Prompt
 from workers.conversations import END_TEXT, HISTORY_TEXT
 
 
@@ -77,10 +78,10 @@ def serialize_bodies(
     4 KiB that it never shrinks, and the bodies live for the whole run (20,000 bodies of a
     32-token prompt held 78 MB in the coordinator, 5 MB copied).
     """
-    none: list[None] = [None] * len(prompts)
-    parts: Sequence[list[dict[str, Any]] | None] = mm_contents or none
-    messages: Sequence[list[dict[str, Any]] | None] = chat_messages or none
-    overrides: Sequence[dict[str, Any] | None] = request_overrides or none
+    nones: list[None] = [None] * len(prompts)
+    parts: Sequence[list[dict[str, Any]] | None] = mm_contents or nones
+    messages: Sequence[list[dict[str, Any]] | None] = chat_messages or nones
+    overrides: Sequence[dict[str, Any] | None] = request_overrides or nones
     return [
         bytes(
             memoryview(

@@ -33,7 +33,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,11 +131,11 @@ def write_dataset(path: Path, key: str, dataset: SampledPrompts) -> None:
     """Store ``dataset`` at ``path`` atomically (a temporary file in its directory, renamed)."""
     if dataset.trace_offsets_s is not None or dataset.mm_contents is not None:
         raise ValueError("only text datasets without trace times or images are cached")
-    prompts: Sequence[Any] = dataset.prompts  # texts, or groups of texts (checked below)
-    grouped = bool(prompts) and not isinstance(prompts[0], str)
-    groups: Sequence[Sequence[Any]] = prompts if grouped else [[text] for text in prompts]
-    texts: list[str] = [text for group in groups for text in group]
-    if not all(isinstance(text, str) for text in texts):
+    grouped = bool(dataset.prompts) and not isinstance(dataset.prompts[0], str)
+    groups = [prompt if grouped else [prompt] for prompt in dataset.prompts]
+    items = [item for group in groups for item in group]
+    texts = [item for item in items if isinstance(item, str)]
+    if len(texts) != len(items):
         raise ValueError("only datasets of texts are cached")
     blob = "".join(texts).encode("utf-8", "surrogatepass")
     arrays = (

@@ -150,7 +150,7 @@ def sharegpt_conversations(
         if len(pairs) < 2:
             continue
         users = tokenizer.encode_batch([user for user, _ in pairs])
-        answers = (
+        answer_lens = (
             [max(1, len(ids)) for ids in tokenizer.encode_batch([a for _, a in pairs])]
             if output_len is None
             else [output_len] * len(pairs)
@@ -158,7 +158,7 @@ def sharegpt_conversations(
         for k, (user, _) in enumerate(pairs):
             prompts.append(user)
             lens.append(len(users[k]) + specials)
-            outputs.append(answers[k])
+            outputs.append(answer_lens[k])
         counts.append(len(pairs))
     if not counts:
         raise ValueError("no ShareGPT entry has two human/assistant pairs, as --multi-turn needs")

@@ -35,7 +35,7 @@ import numpy as np
 
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.progress import Progress
-from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.to_target import TokenWindows, decode_encode_to_target
 from loadgen.text.tokenizer import TokenCodec
 
@@ -178,9 +178,7 @@ def batch_prompts(sampled: SampledPrompts, batch_size: int) -> SampledPrompts:
     last may hold fewer), ``prompt_len`` summed, no output; unchanged for a size of 1."""
     if batch_size <= 1:
         return sampled
-    texts = sampled.texts()
-    if texts is None:
-        raise ValueError("--random-batch-size groups texts, and these prompts are not all texts")
+    texts = texts_of(sampled.prompts)
     starts = range(0, len(texts), batch_size)
     return SampledPrompts(
         prompts=[texts[i : i + batch_size] for i in starts],

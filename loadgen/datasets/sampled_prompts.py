@@ -10,17 +10,26 @@ from typing import Any
 import numpy as np
 
 from loadgen.audio import AudioClip
-from loadgen.backends import Prompt
+
+# One request's prompt: a text; a list of texts for a batched pooling request
+# (--random-batch-size, random-rerank: the query first, then documents); token ids (timed_trace);
+# the content parts of a custom_image row given as "content".
+Prompt = str | list[str] | list[int] | list[dict[str, Any]]
+
+
+def texts_of(prompts: Sequence[Prompt]) -> list[str]:
+    """``prompts`` as the texts they are (TypeError when one is not a text)."""
+    texts = [prompt for prompt in prompts if isinstance(prompt, str)]
+    if len(texts) != len(prompts):
+        raise TypeError("these prompts are not all texts")
+    return texts
 
 
 @dataclass(frozen=True)
 class SampledPrompts:
     """The prompts of a run with their token counts and requested output lengths."""
 
-    # A text per request; for batched pooling requests (--random-batch-size, random-rerank) a
-    # list of texts, each embedded or scored (random-rerank: the query first, then documents);
-    # for timed_trace a list of token ids; custom_image's "content" rows their message's parts.
-    prompts: Sequence[Prompt]
+    prompts: Sequence[Prompt]  # one per request
     prompt_lens: np.ndarray  # int64 [N]: the prompt's tokens as the dataset counts them
     output_lens: np.ndarray  # int64 [N]: max_tokens to request
     length_mismatches: int = 0  # random: prompts whose length != target after MAX_RETRY retries
@@ -37,12 +46,6 @@ class SampledPrompts:
     request_overrides: list[dict[str, Any]] | None = None
     # custom_audio, hf ASR with openai-audio: each request's upload (loadgen/audio.py).
     audios: list[AudioClip] | None = None
-
-    def texts(self) -> list[str] | None:
-        """The prompts when each is one text (what --multi-turn, the server's re-alignment and
-        --random-batch-size take), else None."""
-        texts = [prompt for prompt in self.prompts if isinstance(prompt, str)]
-        return texts if len(texts) == len(self.prompts) else None
 
     @classmethod
     def of(

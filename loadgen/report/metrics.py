@@ -144,26 +144,26 @@ def summarize(values_s: np.ndarray, percentiles: list[float]) -> MetricStats:
     )
 
 
-def tokens_per_second(sent_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray) -> np.ndarray:
+def tokens_per_second(send_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray) -> np.ndarray:
     """Token events in each whole second since the first send (int64 counts).
 
     Buckets are b = int(t - min(send)) for b in [0, ceil(max(send + latency) - min(send)) + 1);
     every SSE event counts as one token, as upstream does. Successful requests only.
     """
-    if len(sent_s) == 0:
+    if len(send_s) == 0:
         return np.zeros(0, dtype=np.int64)
-    origin = sent_s.min()
-    num_buckets = math.ceil((sent_s + latency_s).max() - origin) + 1
+    origin = send_s.min()
+    num_buckets = math.ceil((send_s + latency_s).max() - origin) + 1
     buckets = (token_s - origin).astype(np.int64)
     buckets = buckets[(buckets >= 0) & (buckets < num_buckets)]
     return np.bincount(buckets, minlength=num_buckets)
 
 
 def peak_output_tokens_per_s(
-    sent_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray
+    send_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray
 ) -> float:
     """Largest count of token events in any whole second since the first send."""
-    counts = tokens_per_second(sent_s, latency_s, token_s)
+    counts = tokens_per_second(send_s, latency_s, token_s)
     return float(counts.max()) if len(counts) else 0.0
 
 

@@ -29,7 +29,7 @@ from loadgen.datasets.errors import FlagError
 from loadgen.datasets.max_model_len import keep_fitting, keep_fitting_turns, shortest_need
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset_cached
-from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.sharegpt import load_sharegpt_entries
 from loadgen.payloads import lora_assignment, serialize_bodies, turn_bodies
 from loadgen.report.gate_keys import check_gates
@@ -294,11 +294,9 @@ def serialize(
     if turns is not None:
         # As the Rust client: only --ignore-eos sends ignore_eos (random's forcing would let a
         # conversation's context grow without bound); random turns ask for min_tokens instead.
-        texts = dataset.texts()
-        assert texts is not None  # a conversation's turns are texts (datasets/conversations.py)
         return turn_bodies(
             models,
-            texts,
+            texts_of(dataset.prompts),  # a conversation's turns are texts
             dataset.output_lens.tolist(),
             ignore_eos=config.ignore_eos,
             extra_body=config.body_extras(),
@@ -341,9 +339,11 @@ async def align(config: RunConfig, client: ServerClient, prepared: Prepared) -> 
     Prompts built with the server's own tokenizer need none."""
     if isinstance(prepared.tokenizer, ServerTokenizer) or prepared.turns is not None:
         return prepared  # a conversation's turns are sent as built
-    prompts = prepared.dataset.texts()
-    if not DATASETS[config.dataset_name].aligned or not prompts:
+    if not DATASETS[config.dataset_name].aligned or not isinstance(
+        prepared.dataset.prompts[0], str
+    ):
         return prepared
+    prompts = texts_of(prepared.dataset.prompts)
     aligned = await align_to_server_tokenizer(
         client,
         prepared.model_name,

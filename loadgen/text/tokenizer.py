@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Protocol
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -19,14 +19,10 @@ from loadgen.text.hub import HubError, hub_file
 PACKAGED_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "tokenizer.json"
 # The model name the mock server serves; as a tokenizer name it means the packaged tokenizer.
 MOCK_MODEL_NAME = "loadgen-mock"
-# One text's token ids: a list, or a numpy array (the random datasets build theirs so).
+
+
+# One list of token ids; the random datasets build theirs as int64 arrays.
 TokenIds = Sequence[int] | np.ndarray
-
-
-def as_id_lists(token_lists: Sequence[TokenIds]) -> Sequence[Sequence[int]]:
-    """The lists as ``tokenizers`` is typed to take them: it reads numpy arrays of ids as it
-    reads lists (its stub names only lists), so they are passed as they are."""
-    return cast(Sequence[Sequence[int]], token_lists)
 
 
 class TokenizerLoadError(Exception):
@@ -64,7 +60,8 @@ class LocalTokenizer:
 
     def decode_batch(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, special tokens kept."""
-        return self.tokenizer.decode_batch(as_id_lists(token_lists), skip_special_tokens=False)
+        # tokenizers reads int arrays as it reads lists; its stub names lists only.
+        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)  # type: ignore[arg-type]
 
 
 def load_tokenizer(name_or_path: str) -> Tokenizer:

@@ -13,7 +13,7 @@ from loadgen.datasets.random import (
     sample_random_requests,
     sample_random_rerank_requests,
 )
-from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 
 
 def encoded_len(tok, text: str) -> int:
@@ -196,11 +196,9 @@ def test_batches_group_consecutive_prompts_and_sum_their_lengths(tok):
 
 
 def test_only_texts_are_batched():
-    texts = SampledPrompts.of(["a", "b", "c"], [1, 1, 1], [2, 2, 2])
-    assert texts.texts() == ["a", "b", "c"]
+    assert texts_of(["a", "b", "c"]) == ["a", "b", "c"]
     ids = SampledPrompts.of([[1, 2], [3]], [2, 1], [2, 2])  # timed_trace's token ids
-    assert ids.texts() is None
-    with pytest.raises(ValueError, match="--random-batch-size groups texts"):
+    with pytest.raises(TypeError, match="not all texts"):
         batch_prompts(ids, 2)
 
 

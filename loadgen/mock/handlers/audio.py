@@ -121,8 +121,8 @@ async def read_form(request: web.Request) -> tuple[dict[str, str], bytes]:
     audio: bytes | None = None
     reader = await request.multipart()
     while (part := await reader.next()) is not None:
-        if not isinstance(part, BodyPartReader):
-            raise RequestError(400, "the form has a nested multipart part")
+        if not isinstance(part, BodyPartReader):  # a form nested in the form
+            raise RequestError(400, "a part of the form is itself a multipart form")
         data = await part.read()
         if part.name == "file":
             audio = bytes(data)
