@@ -47,7 +47,9 @@ def missing_libraries(flag: str) -> list[str]:
 
 
 class Validated(RunConfigBase):
-    """RunConfig's checks and warnings (its fields come from the flag table)."""
+    """RunConfig's checks and warnings (its fields come from the sections)."""
+
+    given: frozenset[str]  # RunConfig's field (run_config.py): the flags given
 
     def ignored_flag_warnings(self) -> list[str]:
         """Warnings for flags given where they have no effect: a dataset's flags with another
