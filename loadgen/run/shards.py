@@ -25,13 +25,13 @@ def planned_workers(config: RunConfig) -> int:
     requests asked for or --max-concurrency."""
     # --num-prompts 0 (every line of a custom file) is not known until the file is read.
     planned = config.num_prompts if config.num_prompts > 0 else config.workers
-    return min(config.workers, planned, config.max_concurrency or config.workers)
+    return min(config.workers, planned, config.concurrency or config.workers)
 
 
 def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
     """One plan per worker: its requests, their bodies and schedule, and its configuration."""
-    owner = request_owners(prepared, num_workers, config.max_concurrency)
-    cap = config.max_concurrency or 0
+    owner = request_owners(prepared, num_workers, config.concurrency)
+    cap = config.concurrency or 0
     shares = split_concurrency(cap, num_workers)
     headers = auth_headers(config.headers)
     backend = BACKENDS[config.backend]

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from loadgen.backends import GENERATION_BACKENDS
+from loadgen.config.errors import ConfigError
 from loadgen.config.flag_terms import (
     ABOVE,
     AT_LEAST,
@@ -21,6 +22,20 @@ from loadgen.config.parsers import parse_json_object, parse_listen, parse_names
 from loadgen.config.sweep_lists import parse_concurrency, parse_rate
 from loadgen.flag import flag
 from loadgen.schedule import RAMP_UP_STRATEGIES
+
+RAMP_UP_RATES_MISSING = (
+    "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps must be "
+    "specified"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RampUp:
+    """A ramp-up: --ramp-up-strategy from --ramp-up-start-rps to --ramp-up-end-rps."""
+
+    strategy: str
+    start_rps: int
+    end_rps: int
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -303,3 +318,27 @@ class Traffic:
     repetition_penalty: float | None = sampling(
         "--repetition-penalty", float, "repetition_penalty sent (completions carry 1.0 otherwise)."
     )
+
+    @property
+    def rate(self) -> float:
+        """--request-rate of one run: a list is a campaign's, whose points each have one."""
+        if isinstance(self.request_rate, tuple):
+            raise TypeError("--request-rate is a list: each point of the campaign has one rate")
+        return self.request_rate
+
+    @property
+    def concurrency(self) -> int | None:
+        """--max-concurrency of one run: a list is a campaign's, whose points each have one."""
+        if isinstance(self.max_concurrency, tuple):
+            raise TypeError("--max-concurrency is a list: each point of the campaign has one")
+        return self.max_concurrency
+
+    @property
+    def ramp_up(self) -> RampUp | None:
+        """The ramp-up, or None without --ramp-up-strategy (a strategy without both rates is
+        refused, as validate() refuses it)."""
+        if self.ramp_up_strategy is None:
+            return None
+        if self.ramp_up_start_rps is None or self.ramp_up_end_rps is None:
+            raise ConfigError(RAMP_UP_RATES_MISSING)
+        return RampUp(self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps)
