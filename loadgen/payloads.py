@@ -11,18 +11,20 @@ request names. openai-audio's multipart uploads are audio_payloads.py's.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from loadgen.backends import BACKENDS, BodyRequest
+from loadgen.datasets.sampled_prompts import Prompt
 from workers.conversations import END_TEXT, HISTORY_TEXT
 
 
 def build_body(
     backend: str,
     model: str,
-    prompt: str | list[int] | list[str],
+    prompt: Prompt,
     output_len: int,
     *,
     logprobs: int | None,
@@ -59,7 +61,7 @@ def build_body(
 def serialize_bodies(
     backend: str,
     models: list[str],
-    prompts: list[str] | list[list[str]],
+    prompts: Sequence[Prompt],
     output_lens: list[int],
     *,
     logprobs: int | None,
@@ -76,9 +78,10 @@ def serialize_bodies(
     4 KiB that it never shrinks, and the bodies live for the whole run (20,000 bodies of a
     32-token prompt held 78 MB in the coordinator, 5 MB copied).
     """
-    parts = mm_contents or [None] * len(prompts)
-    messages = chat_messages or [None] * len(prompts)
-    overrides = request_overrides or [None] * len(prompts)
+    nones: list[None] = [None] * len(prompts)
+    parts: Sequence[list[dict[str, Any]] | None] = mm_contents or nones
+    messages: Sequence[list[dict[str, Any]] | None] = chat_messages or nones
+    overrides: Sequence[dict[str, Any] | None] = request_overrides or nones
     return [
         bytes(
             memoryview(

@@ -32,11 +32,12 @@ import json
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, models
 
-from loadgen.text.tokenizer import LocalTokenizer, TokenCodec
+from loadgen.text.tokenizer import LocalTokenizer, TokenCodec, TokenIds
 
 # Split patterns whose matches are decided as the module docstring says (tokenizer.json text).
 CL100K_PATTERN = (  # OpenAI's cl100k_base, also Llama 3's
@@ -96,7 +97,7 @@ class ByteLevelBPE:
         """The encodings of the texts without special tokens (they keep the pieces' word ids)."""
         return self.tokenizer.encode_batch(texts, add_special_tokens=False)
 
-    def decode(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    def decode(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, special tokens kept: the tokenizer's ``decode_batch``, through
         the byte table for a large batch of base-vocabulary ids."""
         if sum(map(len, token_lists)) >= TABLE_DECODE_MIN_IDS and self._checked_table():
@@ -104,7 +105,8 @@ class ByteLevelBPE:
             flat = np.concatenate(lists)
             if len(flat) == 0 or (flat.min() >= 0 and flat.max() < self.vocab_size):
                 return self.decode_with_table(lists)
-        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)
+        # tokenizers reads int arrays as it reads lists; its stub names lists only.
+        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)  # type: ignore[arg-type]
 
     def decode_windows(
         self, prefix: np.ndarray, cycle: np.ndarray, starts: np.ndarray, lengths: np.ndarray
@@ -158,7 +160,10 @@ class ByteLevelBPE:
         return self._table_agrees
 
 
-_KNOWN: weakref.WeakKeyDictionary[LocalTokenizer, ByteLevelBPE | bool] = weakref.WeakKeyDictionary()
+# Each codec inspected: its ByteLevelBPE, or False when its shape is not one.
+_KNOWN: weakref.WeakKeyDictionary[LocalTokenizer, ByteLevelBPE | Literal[False]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _token_bytes(token: str) -> bytes:

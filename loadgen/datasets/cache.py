@@ -132,9 +132,10 @@ def write_dataset(path: Path, key: str, dataset: SampledPrompts) -> None:
     if dataset.trace_offsets_s is not None or dataset.mm_contents is not None:
         raise ValueError("only text datasets without trace times or images are cached")
     grouped = bool(dataset.prompts) and not isinstance(dataset.prompts[0], str)
-    groups = dataset.prompts if grouped else [[text] for text in dataset.prompts]
-    texts = [text for group in groups for text in group]
-    if not all(isinstance(text, str) for text in texts):
+    groups = [prompt if grouped else [prompt] for prompt in dataset.prompts]
+    items = [item for group in groups for item in group]
+    texts = [item for item in items if isinstance(item, str)]
+    if len(texts) != len(items):
         raise ValueError("only datasets of texts are cached")
     blob = "".join(texts).encode("utf-8", "surrogatepass")
     arrays = (

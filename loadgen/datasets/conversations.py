@@ -150,13 +150,15 @@ def sharegpt_conversations(
         if len(pairs) < 2:
             continue
         users = tokenizer.encode_batch([user for user, _ in pairs])
-        answers = (
-            tokenizer.encode_batch([answer for _, answer in pairs]) if output_len is None else None
+        answer_lens = (
+            [max(1, len(ids)) for ids in tokenizer.encode_batch([a for _, a in pairs])]
+            if output_len is None
+            else [output_len] * len(pairs)
         )
         for k, (user, _) in enumerate(pairs):
             prompts.append(user)
             lens.append(len(users[k]) + specials)
-            outputs.append(output_len if answers is None else max(1, len(answers[k])))
+            outputs.append(answer_lens[k])
         counts.append(len(pairs))
     if not counts:
         raise ValueError("no ShareGPT entry has two human/assistant pairs, as --multi-turn needs")

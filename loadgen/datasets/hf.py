@@ -287,8 +287,8 @@ def sample_hf_requests(
             assert family.completion is not None
             completion = tokenizer.encode_batch([family.completion(row)])[0]
             wanted = len(completion) + (specials if family.completion_specials else 0)
-        checked = (fixed is None or family.filter_fixed) and family.length_limits is not None
-        if checked and not is_valid_sequence(prompt_len, wanted, False, *family.length_limits):
+        limits = family.length_limits if fixed is None or family.filter_fixed else None
+        if limits is not None and not is_valid_sequence(prompt_len, wanted, False, *limits):
             continue
         prompts.append(prompt)
         lens.append(prompt_len)

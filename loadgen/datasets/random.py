@@ -35,7 +35,7 @@ import numpy as np
 
 from loadgen.datasets.errors import flag_errors
 from loadgen.datasets.progress import Progress
-from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.to_target import TokenWindows, decode_encode_to_target
 from loadgen.text.tokenizer import TokenCodec
 
@@ -178,9 +178,10 @@ def batch_prompts(sampled: SampledPrompts, batch_size: int) -> SampledPrompts:
     last may hold fewer), ``prompt_len`` summed, no output; unchanged for a size of 1."""
     if batch_size <= 1:
         return sampled
-    starts = range(0, len(sampled.prompts), batch_size)
+    texts = texts_of(sampled.prompts)
+    starts = range(0, len(texts), batch_size)
     return SampledPrompts(
-        prompts=[sampled.prompts[i : i + batch_size] for i in starts],
+        prompts=[texts[i : i + batch_size] for i in starts],
         prompt_lens=np.add.reduceat(sampled.prompt_lens, np.array(starts, dtype=np.int64)),
         output_lens=np.zeros(len(starts), dtype=np.int64),
         length_mismatches=sampled.length_mismatches,

@@ -168,7 +168,7 @@ def synthetic_video_part(
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "video.mp4"  # OpenCV's writer only writes files
         writer = cv2.VideoWriter(
-            str(path), fourcc=cv2.VideoWriter_fourcc(*"mp4v"), fps=30, frameSize=(width, height)
+            str(path), fourcc=cv2.VideoWriter.fourcc(*"mp4v"), fps=30, frameSize=(width, height)
         )
         try:
             if not writer.isOpened():

@@ -11,15 +11,25 @@ import numpy as np
 
 from loadgen.audio import AudioClip
 
+# One request's prompt: a text; a list of texts for a batched pooling request
+# (--random-batch-size, random-rerank: the query first, then documents); token ids (timed_trace);
+# the content parts of a custom_image row given as "content".
+Prompt = str | list[str] | list[int] | list[dict[str, Any]]
+
+
+def texts_of(prompts: Sequence[Prompt]) -> list[str]:
+    """``prompts`` as the texts they are (TypeError when one is not a text)."""
+    texts = [prompt for prompt in prompts if isinstance(prompt, str)]
+    if len(texts) != len(prompts):
+        raise TypeError("these prompts are not all texts")
+    return texts
+
 
 @dataclass(frozen=True)
 class SampledPrompts:
     """The prompts of a run with their token counts and requested output lengths."""
 
-    # A text per request; for batched pooling requests (--random-batch-size, random-rerank) a
-    # list of texts, each embedded or scored (random-rerank: the query first, then documents);
-    # for timed_trace a list of token ids.
-    prompts: list[str] | list[list[str]] | list[list[int]]
+    prompts: Sequence[Prompt]  # one per request
     prompt_lens: np.ndarray  # int64 [N]: the prompt's tokens as the dataset counts them
     output_lens: np.ndarray  # int64 [N]: max_tokens to request
     length_mismatches: int = 0  # random: prompts whose length != target after MAX_RETRY retries
@@ -40,7 +50,7 @@ class SampledPrompts:
     @classmethod
     def of(
         cls,
-        prompts: list[str] | list[list[str]] | list[list[int]],
+        prompts: Sequence[Prompt],
         lens: Sequence[int],
         outputs: Sequence[int],
     ) -> SampledPrompts:

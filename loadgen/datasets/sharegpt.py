@@ -95,14 +95,17 @@ def sample_sharegpt_requests(
             break
         batch = [_turns(entry) for entry in order[start : start + batch_size]]
         prompt_ids = tokenizer.encode_batch([prompt for prompt, _ in batch])
-        completion_ids = (
-            tokenizer.encode_batch([completion for _, completion in batch])
+        completion_lens = (
+            [
+                len(ids) + specials
+                for ids in tokenizer.encode_batch([completion for _, completion in batch])
+            ]
             if output_len is None
-            else None
+            else [output_len] * len(batch)
         )
         for k, (prompt, _) in enumerate(batch):
             prompt_len = len(prompt_ids[k]) + specials
-            out = output_len if completion_ids is None else len(completion_ids[k]) + specials
+            out = completion_lens[k]
             if not is_valid_sequence(prompt_len, out, output_len is not None):
                 continue
             media.append(media_parts(order[start + k]))

@@ -65,7 +65,8 @@ def sample_sonnet_requests(
     num_prefix_lines = max(round((prefix_len - base_offset) / average), 0)
     prefix = lines[:num_prefix_lines]
     rng = random.Random(seed)  # upstream: the global generator, seeded with --seed
-    prompts, prompt_lens = [], []
+    prompts: list[str] = []
+    prompt_lens: list[int] = []
     draws = 0
     while len(prompts) < num_requests:
         draws += 1

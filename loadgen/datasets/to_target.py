@@ -26,7 +26,7 @@ from tokenizers import Encoding
 
 from loadgen.datasets.byte_level import WHITESPACE, ByteLevelBPE
 from loadgen.datasets.progress import Progress
-from loadgen.text.tokenizer import TokenCodec
+from loadgen.text.tokenizer import TokenCodec, TokenIds
 
 MAX_RETRY = 10
 # Tokens re-encoded at least before a truncation or padding point (more when a piece is longer).
@@ -94,7 +94,7 @@ def whole_rounds(
     texts: list[str] = [""] * len(token_lists)
     lengths = np.zeros(len(token_lists), dtype=np.int64)
     pending = np.arange(len(token_lists))
-    batch = list(token_lists)
+    batch: list[TokenIds] = list(token_lists)
     for attempt in range(MAX_RETRY + 1):
         decoded = tokenizer.decode_batch(batch)
         if attempt == 0:

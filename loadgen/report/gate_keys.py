@@ -128,10 +128,22 @@ def sample_run(config: RunConfig) -> RunRecords:
 
 
 def _sample_host() -> HostUsage:
-    """A HostUsage of zeros, whatever its fields are (lists of one zero, empty names)."""
-    zero = {"int": 0, "float": 0.0, "bool": False, "str": ""}
-    values = {
-        field.name: [0.0] if str(field.type).startswith("list") else zero[str(field.type)]
-        for field in dataclasses.fields(HostUsage)
-    }
-    return HostUsage(**values)
+    """A HostUsage of zeros (one worker's, no busiest process): a field added to HostUsage
+    must be given here, which the type checker says."""
+    return HostUsage(
+        cpus=0,
+        wall_s=0.0,
+        loadgen_pct=0.0,
+        started_pct=0.0,
+        other_pct=0.0,
+        steal_pct=0.0,
+        idle_pct=0.0,
+        busiest_name="",
+        busiest_pid=0,
+        busiest_pct=0.0,
+        busiest_started=False,
+        worker_demand_pct=[0.0],
+        worker_wait_pct=[0.0],
+        worker_peak_demand_pct=[0.0],
+        worker_peak_cpu_pct=[0.0],
+    )

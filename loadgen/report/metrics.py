@@ -144,7 +144,7 @@ def summarize(values_s: np.ndarray, percentiles: list[float]) -> MetricStats:
     )
 
 
-def tokens_per_second(send_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray):
+def tokens_per_second(send_s: np.ndarray, latency_s: np.ndarray, token_s: np.ndarray) -> np.ndarray:
     """Token events in each whole second since the first send (int64 counts).
 
     Buckets are b = int(t - min(send)) for b in [0, ceil(max(send + latency) - min(send)) + 1);

@@ -29,7 +29,7 @@ from loadgen.datasets.errors import FlagError
 from loadgen.datasets.max_model_len import keep_fitting, keep_fitting_turns, shortest_need
 from loadgen.datasets.registry import DATASETS
 from loadgen.datasets.sample import sample_dataset_cached
-from loadgen.datasets.sampled_prompts import SampledPrompts
+from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.sharegpt import load_sharegpt_entries
 from loadgen.payloads import lora_assignment, serialize_bodies, turn_bodies
 from loadgen.report.gate_keys import check_gates
@@ -296,7 +296,7 @@ def serialize(
         # conversation's context grow without bound); random turns ask for min_tokens instead.
         return turn_bodies(
             models,
-            dataset.prompts,
+            texts_of(dataset.prompts),  # a conversation's turns are texts
             dataset.output_lens.tolist(),
             ignore_eos=config.ignore_eos,
             extra_body=config.body_extras(),
@@ -339,9 +339,11 @@ async def align(config: RunConfig, client: ServerClient, prepared: Prepared) -> 
     Prompts built with the server's own tokenizer need none."""
     if isinstance(prepared.tokenizer, ServerTokenizer) or prepared.turns is not None:
         return prepared  # a conversation's turns are sent as built
-    prompts = prepared.dataset.prompts
-    if not DATASETS[config.dataset_name].aligned or not isinstance(prompts[0], str):
+    if not DATASETS[config.dataset_name].aligned or not isinstance(
+        prepared.dataset.prompts[0], str
+    ):
         return prepared
+    prompts = texts_of(prepared.dataset.prompts)
     aligned = await align_to_server_tokenizer(
         client,
         prepared.model_name,

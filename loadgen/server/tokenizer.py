@@ -45,6 +45,7 @@ from loadgen.server.errors import (
     ServerUnreachable,
 )
 from loadgen.server.retry import print_waiting, retry_with_timeout
+from loadgen.text.tokenizer import TokenIds
 
 T = TypeVar("T")
 
@@ -273,7 +274,7 @@ class ServerTokenizer:
         """The server's token ids of ``text``."""
         return await _tokenize(self.calls, self.form, self.model, text, add_special=add_special)
 
-    async def detokenize(self, ids: Sequence[int]) -> str:
+    async def detokenize(self, ids: TokenIds) -> str:
         """The server's text of ``ids``."""
         if self.form == VLLM_FORM:
             body: dict[str, Any] = {"model": self.model, "tokens": ids}
@@ -293,7 +294,7 @@ class ServerTokenizer:
         """Token ids of each text, without special tokens, tokenized concurrently."""
         return await gather_or_cancel([self.tokenize(t) for t in texts])
 
-    async def adecode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    async def adecode_batch(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, detokenized concurrently."""
         return await gather_or_cancel([self.detokenize(ids) for ids in token_lists])
 
@@ -303,7 +304,7 @@ class ServerTokenizer:
         """Token ids of each text, without special tokens (call from a thread, not the loop)."""
         return self._from_thread(lambda: self.aencode_batch(texts))
 
-    def decode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    def decode_batch(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list (call from a thread, not the loop)."""
         return self._from_thread(lambda: self.adecode_batch(token_lists))
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from loadgen.text.hub import HubError, hub_file
@@ -18,6 +19,10 @@ from loadgen.text.hub import HubError, hub_file
 PACKAGED_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "tokenizer.json"
 # The model name the mock server serves; as a tokenizer name it means the packaged tokenizer.
 MOCK_MODEL_NAME = "loadgen-mock"
+
+
+# One list of token ids; the random datasets build theirs as int64 arrays.
+TokenIds = Sequence[int] | np.ndarray
 
 
 class TokenizerLoadError(Exception):
@@ -35,7 +40,7 @@ class TokenCodec(Protocol):
         """Token ids of each text, without special tokens."""
         ...
 
-    def decode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    def decode_batch(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, special tokens kept."""
         ...
 
@@ -53,9 +58,10 @@ class LocalTokenizer:
         """Token ids of each text, without special tokens."""
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
-    def decode_batch(self, token_lists: Sequence[Sequence[int]]) -> list[str]:
+    def decode_batch(self, token_lists: Sequence[TokenIds]) -> list[str]:
         """Text of each id list, special tokens kept."""
-        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)
+        # tokenizers reads int arrays as it reads lists; its stub names lists only.
+        return self.tokenizer.decode_batch(token_lists, skip_special_tokens=False)  # type: ignore[arg-type]
 
 
 def load_tokenizer(name_or_path: str) -> Tokenizer:

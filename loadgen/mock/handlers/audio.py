@@ -23,7 +23,7 @@ from time import perf_counter_ns
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from loadgen.audio import AudioError, wav_duration_s
 from loadgen.mock.bodies import RequestError
@@ -121,7 +121,9 @@ async def read_form(request: web.Request) -> tuple[dict[str, str], bytes]:
     audio: bytes | None = None
     reader = await request.multipart()
     while (part := await reader.next()) is not None:
-        data = await part.read()  # type: ignore[union-attr]
+        if not isinstance(part, BodyPartReader):  # a form nested in the form
+            raise RequestError(400, "a part of the form is itself a multipart form")
+        data = await part.read()
         if part.name == "file":
             audio = bytes(data)
         elif part.name:
