@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.config import RunConfig
+from loadgen.config.sections import Report, Traffic
 from loadgen.records.model import RunEnd, RunRecords
 from loadgen.report.conversations import conversation_figures
 from loadgen.report.decoding import (
@@ -155,7 +156,7 @@ def settings_of(config: RunConfig) -> Settings:
 
 
 def totals_of(
-    config: RunConfig, metrics: BenchmarkMetrics | PoolingMetrics, duration_s: float
+    config: Report, metrics: BenchmarkMetrics | PoolingMetrics, duration_s: float
 ) -> Totals:
     """The metric table's figures of the run."""
     common: dict[str, Any] = {
@@ -321,7 +322,7 @@ def paced_rate(config: RunConfig, scheduled_ns: np.ndarray) -> float | None:
 
 
 def _rps_change_events(
-    config: RunConfig, scheduled_ns: np.ndarray, t0_wall: datetime
+    config: Traffic, scheduled_ns: np.ndarray, t0_wall: datetime
 ) -> list[dict[str, Any]] | None:
     """Upstream's ``rps_change_events`` of a ramp-up run, stamped from the schedule; else None."""
     ramp_up = config.ramp_up
