@@ -258,3 +258,18 @@ def test_loadgen_report_prints_the_settings_note_on_standard_error(tmp_path: Pat
         "version does not know were dropped: flag_from_the_future"
     ]
     assert "flag_from_the_future" not in result.stdout
+
+
+def test_loadgen_compare_notes_a_side_written_by_another_version_once(tmp_path: Path) -> None:
+    run, collected = a_run(config())
+    base, other = tmp_path / "base.records.arrow", tmp_path / "other.records.arrow"
+    write(run, collected, base)
+    run.start.config["flag_from_the_future"] = 1
+    write(run, collected, other)
+    result = CliRunner().invoke(cli, ["compare", str(base), str(other), "--resamples", "0"])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == [
+        f"note: {other} was written by loadgen {run.start.loadgen_version}; settings this "
+        "version does not know were dropped: flag_from_the_future"
+    ]
