@@ -1,6 +1,7 @@
-"""The flag tables (loadgen/config/flags.py, loadgen/mock/config.py) are the one declaration of
-each option: the click options, RunConfig's and MockConfig's fields, the warnings and
-docs/compat.md's flag tables agree with them. No server and no run: `run` is replaced.
+"""Each option is declared once, as a field of RunConfig's sections (loadgen/config/sections/)
+or of MockConfig (loadgen/mock/config.py) with its flag: the flag tables read from them
+(RUN_FLAGS, MOCK_FLAGS), the click options, the fields' types, the warnings and docs/compat.md's
+flag tables agree. No server and no run: `run` is replaced.
 
 docs/compat.md is written by hand (its notes say more than the table) and checked here: a row
 per upstream flag, `supported` exactly for the flags in the table, and a row under "loadgen's

@@ -1,7 +1,8 @@
 """`loadgen run`'s dataset section: which prompts are built and how (--dataset-name, its path,
 and each dataset's own flags in upstream's help groups).
 
-Over 400 lines because it is the table of every dataset flag, each with its help text."""
+Over 400 lines because it is the table of every dataset flag, each with its help text.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """`loadgen run`'s output section: the files a run writes (the result JSON, the records file,
-the plots) and what it prints while it runs."""
+the plots) and what it prints while it runs.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`loadgen run`'s report section: what the report computes and says (the percentiles and
 metrics, goodput's SLOs, the gates, the result JSON's label and metadata). `loadgen report` may
-take each of them again on saved records."""
+take each of them again on saved records.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """`loadgen run`'s server section: where requests go, how to reach the server and wait for it,
-its tokenizer, and the embedded mock (--mock) that stands in for it."""
+its tokenizer, and the embedded mock (--mock) that stands in for it.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`loadgen run`'s traffic section: what is sent and when (the request count, rate, concurrency
 and ramp-up, the bodies' extras and sampling parameters, conversations) and by whom (the worker
-processes, local, remote or on Ray)."""
+processes, local, remote or on Ray).
+"""
 
 from __future__ import annotations
 
