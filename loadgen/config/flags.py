@@ -175,7 +175,7 @@ HELP_ORDER = (
 )
 
 
-def _in_help_order(flags: list[Flag]) -> tuple[Flag, ...]:
+def in_help_order(flags: list[Flag]) -> tuple[Flag, ...]:
     """``flags`` in ``HELP_ORDER``; a field declared twice, or a flag missing from the order or
     listed there without a field, is refused."""
     names = [flag.name for flag in flags]
@@ -188,7 +188,7 @@ def _in_help_order(flags: list[Flag]) -> tuple[Flag, ...]:
     return tuple(sorted(flags, key=lambda flag: HELP_ORDER.index(flag.name)))
 
 
-RUN_FLAGS = _in_help_order([flag for section in SECTIONS for flag in flags_of(section)])
+RUN_FLAGS = in_help_order([flag for section in SECTIONS for flag in flags_of(section)])
 FLAGS = by_name(RUN_FLAGS)  # each flag under each of its spellings
 SHORTHANDS = tuple(flag for flag in RUN_FLAGS if flag.sets)  # --input-len, --output-len
 SAMPLING_FIELDS = tuple(flag.field for flag in RUN_FLAGS if flag.group == SAMPLING)

@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from loadgen.config import ConfigError, RunConfig
+from loadgen.config import RUN_FLAGS, ConfigError, RunConfig
+from loadgen.config.flags import in_help_order
 from loadgen.config.sections import SECTIONS, Report, Traffic
 from loadgen.config.sections.traffic import RampUp
 from loadgen.datasets.sampled_prompts import texts_of
@@ -84,3 +85,12 @@ def test_texts_of_narrows_prompts_to_texts_or_refuses() -> None:
     assert texts_of(["a", "b"]) == ["a", "b"]
     with pytest.raises(TypeError, match="not all texts"):
         texts_of(["a", [1, 2]])
+
+
+def test_the_help_order_names_every_flag_once() -> None:
+    flags = list(RUN_FLAGS)
+    with pytest.raises(ValueError, match=r"lists no field's \['--repetition-penalty'\]"):
+        in_help_order(flags[:-1])
+    with pytest.raises(ValueError, match="declared twice"):
+        in_help_order([*flags, flags[0]])
+    assert in_help_order(flags[::-1]) == RUN_FLAGS
