@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.config import RunConfig
-from loadgen.config.sections import Report, Traffic
+from loadgen.config.sections import Report, Server, Traffic
 from loadgen.records.model import RunEnd, RunRecords
 from loadgen.report.conversations import conversation_figures
 from loadgen.report.decoding import (
@@ -236,7 +236,7 @@ def _decoding(run: RunRecords, end: RunEnd, duration_s: float) -> Decoding:
 
 
 def _client(
-    config: RunConfig,
+    config: Server,
     run: RunRecords,
     end: RunEnd,
     results: RequestResults,
