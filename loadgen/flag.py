@@ -1,12 +1,16 @@
-"""`Flag`: one command-line option, declared once, and the config dataclass built from a table
-of them. A module of its own, with no imports from loadgen, as both tables use it and the mock
-server (loadgen/mock/) should not load the run's configuration.
+"""`Flag`: one command-line option, and ``flag()``, which declares a config dataclass's field by
+its option. A module of its own, with no imports from loadgen, as both configs use it and the
+mock server (loadgen/mock/) should not load the run's configuration.
 
-A table of flags (``RUN_FLAGS`` in loadgen/config/flags.py for `loadgen run`, ``MOCK_FLAGS`` in
-loadgen/mock/config.py for `loadgen mock-server`) is the one place an option is declared: the
-click options (loadgen/cli/options.py), the config dataclass's fields (``config_class``), the
-``--help`` sections, the "has no effect" warnings (``readers``) and docs/compat.md's flag table
-(checked by a test) all come from it. No click here: only ``loadgen.cli`` imports click.
+A config field is declared once, in its class's body, its option in the field's metadata::
+
+    port: int = flag("--port", int, 8000)
+
+``flags_of`` reads the options back (``RUN_FLAGS`` in loadgen/config/flags.py for `loadgen run`,
+``MOCK_FLAGS`` in loadgen/mock/config.py for `loadgen mock-server`): the click options
+(loadgen/cli/options.py), the ``--help`` sections, the "has no effect" warnings (``readers``) and
+docs/compat.md's flag table (checked by a test) all come from them. No click here: only
+``loadgen.cli`` imports click.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import copy
 import dataclasses
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec
+
+P = ParamSpec("P")
 
 
 def flag_name(field_name: str) -> str:
@@ -39,8 +45,8 @@ class Flag:
     # of its own in validation.py).
     readers: tuple[str, ...] = ()
     field: str = ""  # the config field; "" for the name's (--max-concurrency: max_concurrency)
-    value_type: Any = None  # the field's type, when `parse` changes it (--header: a dict)
-    parse: Callable[[Any], Any] | None = None  # the typed value -> the field's; ValueError
+    # The typed value -> the field's (ValueError: refused); the field's type is what it returns.
+    parse: Callable[[Any], Any] | None = None
     default_factory: Callable[[], Any] | None = None  # a default computed per config (--workers)
     choices: tuple[str, ...] = ()
     multiple: bool = False  # may be given several times; the value is a tuple
@@ -124,35 +130,26 @@ class Flag:
 
     @property
     def annotation(self) -> Any:
-        """The config field's type."""
-        if self.value_type is not None:
-            return self.value_type
+        """The config field's type the flag implies when it has no ``parse`` (which sets it)."""
         kind: Any = types.GenericAlias(tuple, (self.type, ...)) if self.multiple else self.type
         unset = self.default is None and self.default_factory is None
         return kind | None if unset else kind
 
-    def dataclass_field(self) -> tuple[str, Any, dataclasses.Field]:
-        """The config field: (name, type, field) for ``dataclasses.make_dataclass``; its default
-        is the command line's default, parsed as a given value would be."""
+    def dataclass_field(self) -> Any:
+        """The config field (``dataclasses.field``): its default is the command line's, parsed
+        as a given value would be; the flag is in its metadata. Any: a field's declared type is
+        its default's, as typeshed types ``dataclasses.field``."""
         meta = {"flag": self}
         if self.default_factory is not None:
-            return (
-                self.field,
-                self.annotation,
-                dataclasses.field(default_factory=self.default_factory, metadata=meta),
-            )
+            return dataclasses.field(default_factory=self.default_factory, metadata=meta)
         value = self.parse(self.default) if self.parse is not None else self.default
         if isinstance(value, dict | list | set):  # mutable: a fresh one per config
             parse, default = self.parse, self.default
             fresh: Callable[[], Any] = (
                 (lambda: parse(default)) if parse is not None else (lambda: copy.deepcopy(default))
             )
-            return (
-                self.field,
-                self.annotation,
-                dataclasses.field(default_factory=fresh, metadata=meta),
-            )
-        return self.field, self.annotation, dataclasses.field(default=value, metadata=meta)
+            return dataclasses.field(default_factory=fresh, metadata=meta)
+        return dataclasses.field(default=value, metadata=meta)
 
 
 def _range_words(minimum: float | None, maximum: float | None, min_open: bool) -> str:
@@ -165,26 +162,35 @@ def _range_words(minimum: float | None, maximum: float | None, min_open: bool) -
     return "{name} must be " + " and ".join(bounds) + ", got {value}"
 
 
-def config_class(
-    name: str,
-    flags: Iterable[Flag],
-    module: str,
-    doc: str,
-    bases: tuple[type, ...] = (),
-    # (name, type, dataclasses.field(...)); Any: typeshed types field() as its default's type.
-    extra: Iterable[tuple[str, Any, Any]] = (),
-    namespace: dict[str, Any] | None = None,
-) -> type:
-    """A dataclass with one field per flag (in the table's order), then ``extra`` fields; the
-    methods come from ``bases`` and ``namespace``."""
-    fields = [flag.dataclass_field() for flag in flags]
-    names = [field[0] for field in fields]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{name}: a field is declared twice")
-    cls = dataclasses.make_dataclass(name, [*fields, *extra], bases=bases, namespace=namespace)
-    cls.__module__ = module  # where it can be imported from (pickle, repr of the class)
-    cls.__doc__ = doc
-    return cls
+def _field_of(make: Callable[P, Flag]) -> Callable[P, Any]:
+    """A function of ``make``'s arguments that returns the field of the flag it makes."""
+
+    def declare(*args: P.args, **kwargs: P.kwargs) -> Any:
+        return make(*args, **kwargs).dataclass_field()
+
+    return declare
+
+
+# A config dataclass's field declared by its option, with Flag's arguments (so a type checker
+# checks them): ``port: int = flag("--port", int, 8000)``.
+flag = _field_of(Flag)
+
+
+def flags_of(cls: type) -> tuple[Flag, ...]:
+    """The options of a config dataclass's fields, in field order (fields declared without
+    ``flag`` have none). A flag names its field: a field whose flag names another is refused."""
+    flags = []
+    for field in dataclasses.fields(cls):
+        option = field.metadata.get("flag")
+        if option is None:
+            continue
+        if option.field != field.name:
+            raise ValueError(
+                f"{cls.__name__}.{field.name}: {option.name} is the flag of {option.field}; "
+                f"give it field={field.name!r}"
+            )
+        flags.append(option)
+    return tuple(flags)
 
 
 def by_name(flags: Iterable[Flag]) -> dict[str, Flag]:

@@ -19,6 +19,7 @@ from loadgen.report.compare import (
     setting_differences,
     table_lines,
 )
+from loadgen.report.offline import settings_note
 from loadgen.terminal import printable
 
 RECORDS_SUFFIX = ".records.arrow"
@@ -42,6 +43,13 @@ def runs_of(argument: str) -> list[RunRecords]:
     else:
         files = [path]
     return [read_records(str(file)) for file in files]
+
+
+def note_settings(argument: str, runs: list[RunRecords]) -> None:
+    """Say once which settings of the runs this loadgen reads otherwise (settings_note)."""
+    for note in dict.fromkeys(settings_note(run, argument) for run in runs):
+        if note is not None:
+            click.echo(printable(f"note: {note}"), err=True)
 
 
 def short_name(argument: str) -> str:
@@ -80,7 +88,8 @@ def compare_command(
     """Compare OTHER runs with BASE."""
     try:
         base_runs = runs_of(base)
-        base_samples = samples_of(short_name(base), base_runs)
+        base_samples = samples_of(short_name(base), base_runs)  # a wrong setting: refused
+        note_settings(base, base_runs)
         compared = []
         for other in others:
             other_runs = runs_of(other)
@@ -91,6 +100,7 @@ def compare_command(
                     err=True,
                 )
             samples = samples_of(short_name(other), other_runs)
+            note_settings(other, other_runs)
             compared.append((samples, compare(base_samples, samples, resamples)))
     except RecordsFileError as exc:  # not a records file, or damaged: bad input
         click.echo(f"error: {exc}", err=True)

@@ -4,6 +4,7 @@ messages as the command line, raised as ValueError."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -37,7 +38,7 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         raise ValueError(conflict)
     config = RunConfig(**given_values(ctx, RUN_FLAGS), given=flags_given)
     if config.request_id_prefix is None:
-        config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
+        config = dataclasses.replace(config, request_id_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
     return config
 
 

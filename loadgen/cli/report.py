@@ -34,7 +34,7 @@ from loadgen.report.html_report import (
     run_page,
     write_campaign_report,
 )
-from loadgen.report.offline import report_config
+from loadgen.report.offline import report_config, settings_note
 from loadgen.report.run_report import build_report, write_report
 from loadgen.run.preflight import file_path_problem, output_path_problem
 
@@ -120,6 +120,8 @@ def report_records(
             with open(output, "w", encoding="utf-8", newline="") as out:
                 write_rows(rows, export_format, out)
             print(f"{len(rows)} request rows written to {output}")
+    if note := settings_note(run, records):
+        click.echo(f"note: {note}", err=True)
     if report.caveat:
         click.echo(f"note: {report.caveat}", err=True)
     sys.exit(report_breaches(report.breaches))

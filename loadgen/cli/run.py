@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 
@@ -44,7 +45,7 @@ def run_benchmark(ctx: click.Context, /, **values: object) -> None:
         raise click.UsageError(conflict)
     config = RunConfig(**given_values(ctx, RUN_FLAGS), given=flags_given)
     if config.request_id_prefix is None:
-        config.request_id_prefix = f"bench-{uuid.uuid4().hex[:8]}-"
+        config = dataclasses.replace(config, request_id_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
     if not isinstance(sys.stdout, SurvivingStdout):
         sys.stdout = SurvivingStdout(sys.stdout)  # | tee killed by Ctrl-C loses no result
     if config.dry_run and is_campaign(config):
@@ -58,7 +59,7 @@ def run_benchmark(ctx: click.Context, /, **values: object) -> None:
                 "-q/--quiet prints one run's report; a campaign (lists, --num-runs) prints a "
                 "line per run and a table: drop -q"
             )
-        config.disable_tqdm = True
+        config = dataclasses.replace(config, disable_tqdm=True)
         sys.stdout = ReportOnlyStdout(sys.stdout)
     try:
         code = run_campaign(config) if is_campaign(config) else run(config)

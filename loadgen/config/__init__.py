@@ -1,9 +1,12 @@
-"""A run's configuration: the flag table, `RunConfig` built from it, and its validation.
+"""A run's configuration: `RunConfig`, its sections, the flag table read from them, and its
+validation.
 
-flags.py declares every `loadgen run` flag once (as `Flag` records, loadgen/flag.py);
-run_config.py makes `RunConfig`'s fields from it; base.py and validation.py hold its methods;
-parsers.py the flag-value parsers; upstream.py the flag list of `vllm bench serve`. No click
-here: the CLI (loadgen/cli/) turns the table into click options.
+sections/ declares every `loadgen run` flag once, as a field of a section (server, dataset,
+traffic, output, report) with its `Flag` (loadgen/flag.py); run_config.py's frozen `RunConfig`
+inherits them; flags.py reads the table back (``RUN_FLAGS``, in --help's order); base.py and
+validation.py hold RunConfig's methods; parsers.py the flag-value parsers; upstream.py the flag
+list of `vllm bench serve`. No click here: the CLI (loadgen/cli/) turns the table into click
+options.
 """
 
 from loadgen.config.base import (

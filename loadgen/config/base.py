@@ -1,20 +1,17 @@
-"""What `RunConfig`'s fields imply: the run's URLs, the datasets' traits, the request extras and
-the reported metrics.
+"""What `RunConfig`'s fields imply across its sections: the datasets' traits, the request
+extras and the reported metrics (what one section implies is a method of that section).
 
-`RunConfig` is built from the flag table (run_config.py); its methods live in two bases, this
-one and `validation.Validated`, so that the fields are declared in the table alone. The methods
-read the fields as attributes (``self.dataset_name``); tests/unit/test_flag_table.py checks that
-each name they read is a field.
+`RunConfig` (run_config.py) inherits the sections' fields through this class, and its checks
+from `validation.Validated`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from loadgen.backends import POOLING_BACKENDS
 from loadgen.config.errors import ConfigError
-from loadgen.config.fields import RunConfigFields
 from loadgen.config.flags import SAMPLING_FIELDS, SHORTHANDS
+from loadgen.config.sections import Dataset, Output, Report, Server, Traffic
 from loadgen.datasets.registry import HFDataset, find_hf_dataset, names
 
 PERCENTILE_METRICS = (
@@ -37,9 +34,10 @@ ALL_ROWS_DATASETS = names(lambda dataset: dataset.every_row)
 ALWAYS_TEMPLATED_DATASETS = names(lambda dataset: dataset.templated == "always")
 
 
-class RunConfigBase(RunConfigFields):
-    """RunConfig's derived values (its fields come from the flag table; a type checker reads
-    them in fields.pyi)."""
+# The sections last to first: a dataclass's fields come in reverse method resolution order, so
+# RunConfig's start with the server's.
+class RunConfigBase(Report, Output, Traffic, Dataset, Server):
+    """RunConfig's values derived from several sections (not a dataclass: RunConfig is)."""
 
     @property
     def uses_chat_template(self) -> bool:
@@ -73,11 +71,6 @@ class RunConfigBase(RunConfigFields):
             lambda dataset: dataset.forces_ignore_eos in forcing
         )
 
-    @property
-    def pooling(self) -> bool:
-        """Whether the backend is a pooling one (embeddings, pooling): E2EL only, no output."""
-        return self.backend in POOLING_BACKENDS
-
     def body_extras(self) -> dict[str, Any] | None:
         """What every request body gets on top of upstream's fields: the sampling flags that
         were given, then --extra-body, which wins on a clash (upstream's precedence)."""
@@ -95,36 +88,11 @@ class RunConfigBase(RunConfigFields):
                 raise ConfigError(f"--percentile-metrics: unknown metric '{name}' ({allowed})")
         return names
 
-    def percentiles(self) -> list[float]:
-        """The percentiles to report (``--metric-percentiles``)."""
-        try:
-            values = [float(p) for p in self.metric_percentiles.split(",")]
-        except ValueError:
-            raise ConfigError(
-                f"--metric-percentiles must be comma-separated numbers, got "
-                f"'{self.metric_percentiles}'"
-            ) from None
-        if any(not 0 <= p <= 100 for p in values):
-            raise ConfigError("--metric-percentiles must lie in [0, 100]")
-        return values
-
-    @property
-    def api_url(self) -> str:
-        """The URL every request is posted to."""
-        return f"{self.server_url}{self.endpoint}"
-
-    @property
-    def server_url(self) -> str:
-        """The server's base URL (``--base-url``, or built from ``--host`` and ``--port``)."""
-        if self.base_url is not None:
-            return self.base_url
-        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
-        return f"http://{host}:{self.port}"
-
     def __post_init__(self) -> None:
-        """--input-len and --output-len: a value given goes into the fields it sets."""
+        """--input-len and --output-len: a value given goes into the fields it sets (before
+        the config is used, so the one write to a frozen config's fields)."""
         for flag in SHORTHANDS:
             value = getattr(self, flag.field)
             if value is not None:
                 for target in flag.sets:
-                    setattr(self, target, value)
+                    object.__setattr__(self, target, value)

@@ -18,6 +18,7 @@ from loadgen.config.base import ALL_ROWS_DATASETS, RunConfigBase
 from loadgen.config.errors import ConfigError
 from loadgen.config.flags import RUN_FLAGS, SUPPORTED_DATASETS, available_cores
 from loadgen.config.parsers import parse_itl_thresholds
+from loadgen.config.sections.traffic import RAMP_UP_RATES_MISSING
 from loadgen.config.upstream import UPSTREAM_BACKENDS, UPSTREAM_DATASETS
 from loadgen.config.urls import check_server_url
 from loadgen.datasets.registry import check_dataset
@@ -47,7 +48,9 @@ def missing_libraries(flag: str) -> list[str]:
 
 
 class Validated(RunConfigBase):
-    """RunConfig's checks and warnings (its fields come from the flag table)."""
+    """RunConfig's checks and warnings (its fields come from the sections)."""
+
+    given: frozenset[str]  # RunConfig's field (run_config.py): the flags given
 
     def ignored_flag_warnings(self) -> list[str]:
         """Warnings for flags given where they have no effect: a dataset's flags with another
@@ -251,16 +254,13 @@ class Validated(RunConfigBase):
                 f"--ramp-up-strategy must be linear or exponential, got {self.ramp_up_strategy}"
             )
         start, end = self.ramp_up_start_rps, self.ramp_up_end_rps
-        if not math.isinf(self.request_rate):
+        if isinstance(self.request_rate, tuple) or not math.isinf(self.request_rate):
             raise ConfigError(
                 "When using ramp-up, do not specify --request-rate. The request rate will be "
                 "controlled by ramp-up parameters. Please remove the --request-rate argument."
             )
         if start is None or end is None:
-            raise ConfigError(
-                "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps "
-                "must be specified"
-            )
+            raise ConfigError(RAMP_UP_RATES_MISSING)
         values = f"(--ramp-up-start-rps {start}, --ramp-up-end-rps {end})"
         if start < 0 or end < 0:
             raise ConfigError(f"Ramp-up start and end RPS must be non-negative {values}")

@@ -29,7 +29,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from loadgen.records.checks import (
-    RecordsFileError,
+    RecordsFileError as RecordsFileError,  # read_records' refusal, which its callers catch
+)
+from loadgen.records.checks import (
     check_columns,
     check_rows,
     checked_end,

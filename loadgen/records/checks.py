@@ -77,6 +77,14 @@ def checked_end(data: dict[str, Any], num_requests: int, path: str) -> RunEnd:
     return RunEnd(**values)
 
 
+def setting_names(config: dict[str, Any], cls: type) -> tuple[list[str], list[str]]:
+    """A run's stored settings against ``cls``'s fields: the names it has that ``cls`` lacks
+    (a newer loadgen's, or an older one's since removed) and the fields it lacks (added since
+    it was written), each sorted."""
+    fields = {field.name for field in dataclasses.fields(cls) if field.init}
+    return sorted(set(config) - fields), sorted(fields - set(config))
+
+
 def check_settings(config: dict[str, Any], cls: type, path: str) -> None:
     """Each setting of the run's start a value of ``cls``'s field of its name, as JSON holds it
     (a tuple or a set as a list); unknown names are the caller's to judge."""

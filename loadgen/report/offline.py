@@ -17,26 +17,36 @@ from loadgen.config import (
     missing_libraries,
     parse_itl_thresholds,
 )
-from loadgen.records.arrow_file import RecordsFileError, read_records
-from loadgen.records.checks import check_settings
+from loadgen.records.arrow_file import read_records
+from loadgen.records.checks import check_settings, setting_names
 from loadgen.records.model import RunRecords
 from loadgen.report.run_report import Report, build_report
 
 
 def stored_config(run: RunRecords, path: str) -> RunConfig:
-    """The RunConfig the run had, from its records file."""
-    known = {f.name for f in dataclasses.fields(RunConfig)}
-    unknown = sorted(set(run.start.config) - known)
-    if unknown:
-        raise RecordsFileError(
-            f"{path} was written by loadgen {run.start.loadgen_version} with settings this "
-            f"version does not know: {', '.join(unknown)}"
-        )
+    """The RunConfig the run had, from its records file. A file of another loadgen version
+    still reads: a setting this one does not know is dropped, one it lacks takes its default
+    (``settings_note`` says which)."""
     check_settings(run.start.config, RunConfig, path)
-    values: dict[str, Any] = dict(run.start.config)
+    unknown, _ = setting_names(run.start.config, RunConfig)
+    values: dict[str, Any] = {k: v for k, v in run.start.config.items() if k not in unknown}
     if isinstance(values.get("given"), list):
         values["given"] = frozenset(values["given"])
     return RunConfig(**values)
+
+
+def settings_note(run: RunRecords, path: str) -> str | None:
+    """One note naming the settings of a records file that this loadgen reads otherwise than
+    the one that wrote it (dropped, or at their defaults); None when they agree."""
+    unknown, missing = setting_names(run.start.config, RunConfig)
+    parts = []
+    if unknown:
+        parts.append(f"settings this version does not know were dropped: {', '.join(unknown)}")
+    if missing:
+        parts.append(f"settings it did not store take their defaults: {', '.join(missing)}")
+    if not parts:
+        return None
+    return f"{path} was written by loadgen {run.start.loadgen_version}; " + "; ".join(parts)
 
 
 # What writes files: off, or at its default, unless the report's own command line says so.

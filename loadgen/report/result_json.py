@@ -177,9 +177,7 @@ def _ramp_up_keys(settings: Settings) -> dict[str, Any]:
 def result_path(config: RunConfig, model_id: str, date: str) -> str:
     """Upstream's file name: {label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json,
     or {label}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{N}]-... with ramp-up."""
-    concurrency = (
-        f"-concurrency{config.max_concurrency}" if config.max_concurrency is not None else ""
-    )
+    concurrency = f"-concurrency{config.concurrency}" if config.concurrency is not None else ""
     model = printable(model_id.split("/")[-1])  # a server's model id: no control characters
     if config.ramp_up_strategy is not None:
         rates = (
@@ -187,7 +185,7 @@ def result_path(config: RunConfig, model_id: str, date: str) -> str:
             f"{config.ramp_up_start_rps}qps-{config.ramp_up_end_rps}qps"
         )
     else:
-        rates = f"{float(config.request_rate)}qps"
+        rates = f"{config.rate}qps"
     name = f"{config.label or config.backend}-{rates}{concurrency}-{model}-{date}.json"
     if config.result_filename:
         name = config.result_filename

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.config import RunConfig
+from loadgen.config.sections import Report, Server, Traffic
 from loadgen.records.model import RunEnd, RunRecords
 from loadgen.report.conversations import conversation_figures
 from loadgen.report.decoding import (
@@ -140,9 +141,9 @@ def settings_of(config: RunConfig) -> Settings:
         label=config.label,
         num_prompts=config.num_prompts,
         metadata=config.metadata,
-        request_rate=config.request_rate,
+        request_rate=config.rate,
         burstiness=config.burstiness,
-        max_concurrency=config.max_concurrency,
+        max_concurrency=config.concurrency,
         ramp_up_strategy=config.ramp_up_strategy,
         ramp_up_start_rps=config.ramp_up_start_rps,
         ramp_up_end_rps=config.ramp_up_end_rps,
@@ -155,7 +156,7 @@ def settings_of(config: RunConfig) -> Settings:
 
 
 def totals_of(
-    config: RunConfig, metrics: BenchmarkMetrics | PoolingMetrics, duration_s: float
+    config: Report, metrics: BenchmarkMetrics | PoolingMetrics, duration_s: float
 ) -> Totals:
     """The metric table's figures of the run."""
     common: dict[str, Any] = {
@@ -189,8 +190,8 @@ def reported_metrics(config: RunConfig) -> list[str]:
     client's queue only with --max-concurrency (and queue-inclusive E2EL at a finite rate)."""
     selected = set(config.selected_metrics())
     with_tokens = not config.pooling and not config.skip_tokenizer_init
-    concurrency = config.max_concurrency is not None
-    paced = not math.isinf(config.request_rate)
+    concurrency = config.concurrency is not None
+    paced = not math.isinf(config.rate)
     return [
         latency.key
         for latency in LATENCIES
@@ -235,7 +236,7 @@ def _decoding(run: RunRecords, end: RunEnd, duration_s: float) -> Decoding:
 
 
 def _client(
-    config: RunConfig,
+    config: Server,
     run: RunRecords,
     end: RunEnd,
     results: RequestResults,
@@ -317,19 +318,20 @@ def paced_rate(config: RunConfig, scheduled_ns: np.ndarray) -> float | None:
         return len(scheduled_ns) / span_s if span_s > 0 else None
     if config.ramp_up_strategy is not None:
         return float(config.ramp_up_end_rps or 0) or None
-    return None if math.isinf(config.request_rate) else config.request_rate
+    return None if math.isinf(config.rate) else config.rate
 
 
 def _rps_change_events(
-    config: RunConfig, scheduled_ns: np.ndarray, t0_wall: datetime
+    config: Traffic, scheduled_ns: np.ndarray, t0_wall: datetime
 ) -> list[dict[str, Any]] | None:
     """Upstream's ``rps_change_events`` of a ramp-up run, stamped from the schedule; else None."""
-    if config.ramp_up_strategy is None:
+    ramp_up = config.ramp_up
+    if ramp_up is None:
         return None
     return rps_change_events(
-        config.ramp_up_strategy,
-        config.ramp_up_start_rps,
-        config.ramp_up_end_rps,
+        ramp_up.strategy,
+        ramp_up.start_rps,
+        ramp_up.end_rps,
         scheduled_ns / 1e9,
         t0_wall,
     )

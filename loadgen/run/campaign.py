@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass
 
 from loadgen.config import RunConfig
+from loadgen.config.sections import Traffic
 from loadgen.report.campaign_summary import PointRuns
 from loadgen.run.prepare import Prepared
 from loadgen.run.shards import planned_workers
@@ -48,7 +49,7 @@ def _as_list(value: object) -> list:
     return list(value) if isinstance(value, tuple) else [value]
 
 
-def is_campaign(config: RunConfig) -> bool:
+def is_campaign(config: Traffic) -> bool:
     """A list in --max-concurrency or --request-rate, --num-runs above 1, or --steady-state."""
     return (
         isinstance(config.max_concurrency, tuple)
@@ -77,7 +78,7 @@ def campaign_problem(config: RunConfig) -> str | None:
     return None
 
 
-def grid(config: RunConfig) -> list[Point]:
+def grid(config: Traffic) -> list[Point]:
     """Every pair, concurrency first, each list in the order given."""
     caps, rates = _as_list(config.max_concurrency), _as_list(config.request_rate)
     return [Point(cap, rate) for cap, rate in itertools.product(caps, rates)]

@@ -71,7 +71,7 @@ def run_campaign(config: RunConfig) -> int:
         point_config(config, point).validate()
     check_before_start(point_config(config, points[0]))  # the warnings, once
     preflight(dataclasses.replace(widest(config, points), save_result=True))
-    return against_server(config, lambda: _campaign(config, points))
+    return against_server(config, lambda served: _campaign(served, points))
 
 
 async def _campaign(config: RunConfig, points: list[Point]) -> int:

@@ -96,13 +96,12 @@ def schedule_lines(config: RunConfig, scheduled_ns: np.ndarray, multi_turn: bool
             f"{config.ramp_up_strategy} ramp-up from {config.ramp_up_start_rps} to "
             f"{config.ramp_up_end_rps} req/s, burstiness {config.burstiness:g}"
         )
-    elif math.isinf(config.request_rate):
+    elif math.isinf(config.rate):
         arrivals = "request rate inf: every request due at t0"
     else:
         process = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
         arrivals = (
-            f"request rate {config.request_rate:g} req/s, burstiness {config.burstiness:g} "
-            f"({process})"
+            f"request rate {config.rate:g} req/s, burstiness {config.burstiness:g} ({process})"
         )
     what = "conversation starts" if multi_turn else "requests"
     lines = [
@@ -123,7 +122,7 @@ def schedule_lines(config: RunConfig, scheduled_ns: np.ndarray, multi_turn: bool
 def worker_lines(config: RunConfig, prepared: Prepared, num_workers: int) -> list[str]:
     """Each worker's requests and its credits of the --max-concurrency cap at the start, as the
     run would deal them (shards.request_owners, credit_pool.initial_credits)."""
-    cap = config.max_concurrency or 0
+    cap = config.concurrency or 0
     owners = request_owners(prepared, num_workers, cap or None)
     sizes = np.bincount(owners, minlength=num_workers).tolist()
     credits = initial_credits(cap, sizes)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.config import RunConfig
+from loadgen.config.sections import Server
 from loadgen.records.collected import Collected
 from loadgen.report.output_lens import resolve_output_lens
 from loadgen.text.tokenizer import TokenCodec
 
 
-def output_lens_of(config: RunConfig, collected: Collected, tokenizer: TokenCodec) -> np.ndarray:
+def output_lens_of(config: Server, collected: Collected, tokenizer: TokenCodec) -> np.ndarray:
     """The run's output lengths: none for pooling, else ``resolve_output_lens``."""
     if config.pooling:
         return np.zeros(len(collected.records), dtype=np.int64)

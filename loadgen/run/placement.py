@@ -7,7 +7,8 @@ file or an address that cannot be used is an InputError naming it, before anythi
 
 from __future__ import annotations
 
-from loadgen.config import InputError, RunConfig
+from loadgen.config import InputError
+from loadgen.config.sections import Traffic
 from loadgen.run.fanout import WorkerPool
 from loadgen.run.ray_placement import RayPlacement, RayPlacementError
 from loadgen.run.shards import planned_workers
@@ -15,7 +16,7 @@ from loadgen.run.worker_channel import Listen
 from workers.keys import CoordinatorKeys, KeyFileError, read_keys
 
 
-def worker_pool(config: RunConfig, size: int | None = None, reusable: bool = False) -> WorkerPool:
+def worker_pool(config: Traffic, size: int | None = None, reusable: bool = False) -> WorkerPool:
     """The run's workers as the flags place them (``size`` local or Ray workers, or as many as
     the run plans), not yet started."""
     placed = planned_workers(config) if size is None else size

@@ -206,7 +206,7 @@ def open_files_needed(config: RunConfig, num_workers: int) -> OpenFiles:
     flight at once: surely at --request-rate inf, else if requests pile up; unknown
     with --num-prompts 0 (a whole file), when only the coordinator is counted."""
     n = config.num_prompts if config.num_prompts > 0 else None
-    cap = config.max_concurrency
+    cap = config.concurrency
     warmups = min(config.num_warmups, cap or config.num_warmups)
     coordinator = warmups + SERVER_TOKENIZER_CONNECTIONS + FILES_PER_WORKER * num_workers
     needs = [
@@ -224,9 +224,7 @@ def open_files_needed(config: RunConfig, num_workers: int) -> OpenFiles:
     total = cap if n is None else (n if cap is None else min(cap, n))
     assert total is not None
     certain = cap is not None or (
-        math.isinf(config.request_rate)
-        and config.ramp_up_strategy is None
-        and not config.self_timed_trace
+        math.isinf(config.rate) and config.ramp_up_strategy is None and not config.self_timed_trace
     )
     if cap is not None:
         why, fix = f"--max-concurrency {cap}", "lower --max-concurrency"

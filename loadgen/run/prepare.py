@@ -213,19 +213,19 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
     if config.self_timed_trace:
         assert dataset.trace_offsets_s is not None
         offsets = dataset.trace_offsets_s
-    elif config.ramp_up_strategy is not None:
+    elif (ramp_up := config.ramp_up) is not None:
         offsets = ramp_up_offsets_s(
             starts,
-            config.ramp_up_strategy,
-            config.ramp_up_start_rps,
-            config.ramp_up_end_rps,
+            ramp_up.strategy,
+            ramp_up.start_rps,
+            ramp_up.end_rps,
             config.burstiness,
             config.seed,
             dataset.arrival_rng,
         )
     else:
         offsets = arrival_offsets_s(
-            starts, config.request_rate, config.burstiness, config.seed, dataset.arrival_rng
+            starts, config.rate, config.burstiness, config.seed, dataset.arrival_rng
         )
     scheduled_ns = to_ns(offsets)
     if turns is not None:  # a conversation starts on the schedule; its turns follow its start

@@ -103,7 +103,7 @@ def run(config: RunConfig) -> int:
     """Run a benchmark as configured (with --dry-run, print its plan); return the exit code."""
     if config.dry_run:  # preparation only: no worker started, no request sent
         check_before_start(config)
-        return against_server(config, lambda: print_plan(config))
+        return against_server(config, print_plan)
     return run_outcome(config).exit_code
 
 
@@ -131,27 +131,31 @@ def run_outcome(
         config = dataclasses.replace(
             config, save_result=True, save_records=bool(config.save_records)
         )
-    return against_server(config, lambda: _run(config, write_result, stop))
+    return against_server(config, lambda served: _run(served, write_result, stop))
 
 
 Outcome = TypeVar("Outcome")
 
 
-def against_server(config: RunConfig, main: Callable[[], Coroutine[Any, Any, Outcome]]) -> Outcome:
-    """Start the mock if asked, check the endpoint, and run ``main`` in a new event loop."""
+def against_server(
+    config: RunConfig, main: Callable[[RunConfig], Coroutine[Any, Any, Outcome]]
+) -> Outcome:
+    """Start the mock if asked, check the endpoint, and run ``main`` in a new event loop with
+    the config it runs against (with --mock: the mock's URL, and its model unless --model)."""
     mock = None
     if config.mock:
         prefill = ("--prefill-us-per-token", str(config.mock_prefill_us_per_token))
         mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms, extra_args=prefill)
     try:
         if mock is not None:
-            config.base_url = mock.start()
-            config.model = config.model or MOCK_MODEL_NAME
+            config = dataclasses.replace(
+                config, base_url=mock.start(), model=config.model or MOCK_MODEL_NAME
+            )
         try:
             check_endpoint(config.backend, config.api_url)
         except ValueError as exc:
             raise InputError(str(exc)) from None
-        return asyncio.run(main())
+        return asyncio.run(main(config))
     finally:
         if mock is not None:
             mock.stop()

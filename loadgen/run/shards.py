@@ -7,6 +7,7 @@ import numpy as np
 from loadgen.audio_payloads import content_type
 from loadgen.backends import BACKENDS
 from loadgen.config import RunConfig
+from loadgen.config.sections import Server, Traffic
 from loadgen.run.fail_fast import FIRST
 from loadgen.run.fanout import ShardPlan
 from loadgen.run.prepare import Prepared
@@ -20,18 +21,18 @@ JSON_TYPE = "application/json"
 GUARD_SLACK = 64  # token events past twice max_tokens before a stream counts as endless
 
 
-def planned_workers(config: RunConfig) -> int:
+def planned_workers(config: Traffic) -> int:
     """Worker processes to start before the dataset is known: --workers, no more than the
     requests asked for or --max-concurrency."""
     # --num-prompts 0 (every line of a custom file) is not known until the file is read.
     planned = config.num_prompts if config.num_prompts > 0 else config.workers
-    return min(config.workers, planned, config.max_concurrency or config.workers)
+    return min(config.workers, planned, config.concurrency or config.workers)
 
 
 def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
     """One plan per worker: its requests, their bodies and schedule, and its configuration."""
-    owner = request_owners(prepared, num_workers, config.max_concurrency)
-    cap = config.max_concurrency or 0
+    owner = request_owners(prepared, num_workers, config.concurrency)
+    cap = config.concurrency or 0
     shares = split_concurrency(cap, num_workers)
     headers = auth_headers(config.headers)
     backend = BACKENDS[config.backend]
@@ -105,7 +106,7 @@ def response_form(config: RunConfig) -> str:
     return encoding_format if encoding_format in POOLING_FORMS else JSON_BODY
 
 
-def output_guard(config: RunConfig, output_lens: np.ndarray) -> np.ndarray:
+def output_guard(config: Server, output_lens: np.ndarray) -> np.ndarray:
     """The most token events each request may stream before it fails as endless: twice its
     max_tokens and 64 more (a server may split or repeat a little; one that ignores max_tokens
     goes far past), so a stream that never ends cannot grow a worker's memory without bound.

@@ -50,7 +50,7 @@ async def timed_run(
     view = LiveView(
         prepared.num_requests,
         prepared.scheduled_ns,
-        config.max_concurrency,
+        config.concurrency,
         config.disable_tqdm,
         host,
     )
@@ -65,7 +65,7 @@ async def timed_run(
         collected = await pool.run(
             plans,
             prepared.num_requests,
-            config.max_concurrency,
+            config.concurrency,
             on_start=on_start,
             on_progress=view.add_batch,
             sink=sink,

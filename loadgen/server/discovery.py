@@ -12,7 +12,7 @@ from loadgen.server.retry import wait_for_server
 from loadgen.terminal import printable
 
 if TYPE_CHECKING:
-    from loadgen.config import RunConfig
+    from loadgen.config.sections import Server
 
 
 async def fetch_first_model(client: ServerClient) -> tuple[str, str]:
@@ -34,7 +34,7 @@ async def fetch_first_model(client: ServerClient) -> tuple[str, str]:
     return first["id"], first.get("root") or first["id"]
 
 
-async def resolve_model(config: RunConfig, client: ServerClient) -> tuple[str, str]:
+async def resolve_model(config: Server, client: ServerClient) -> tuple[str, str]:
     """(the model field sent, the model id): --model, or the server's first model."""
     if config.model is not None:
         return config.served_model_name or config.model, config.model

@@ -80,7 +80,7 @@ async def warm_up(config: RunConfig, client: ServerClient, first_body: bytes) ->
     if config.num_warmups == 0:
         return
     print(f"Warming up with {config.num_warmups} requests...")
-    slots = asyncio.Semaphore(config.max_concurrency or config.num_warmups)
+    slots = asyncio.Semaphore(config.concurrency or config.num_warmups)
 
     async def one() -> None:
         async with slots:

@@ -26,6 +26,7 @@ repository's embedded tokenizer (loadgen/data) is used, and the output says whic
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -87,7 +88,7 @@ def child(args: argparse.Namespace) -> None:
     config = dataset_config(args)
     if args.child == "whole":
         to_target.ByteLevelBPE.of = staticmethod(lambda codec: None)  # the pre-issue-15 path
-        config.dataset_cache = False
+        config = dataclasses.replace(config, dataset_cache=False)
     tokenizer = LocalTokenizer(load_tokenizer(args.tokenizer_file))
     started = time.perf_counter()
     outcome = sample_dataset_cached(config, tokenizer, directory=Path(args.cache_dir))

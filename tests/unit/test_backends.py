@@ -79,7 +79,11 @@ def test_a_backend_without_an_entry_is_not_supported() -> None:
 
 
 def test_probes_are_refused_with_a_backend_that_uploads() -> None:
-    config = RunConfig(backend="openai-audio", dataset_name="custom_audio", dataset_path="a.jsonl")
-    config.probe_request_rate = 1.0
+    config = RunConfig(
+        backend="openai-audio",
+        dataset_name="custom_audio",
+        dataset_path="a.jsonl",
+        probe_request_rate=1.0,
+    )
     with pytest.raises(ValueError, match=r"^--probe-request-rate sends JSON probes"):
         config.validate()

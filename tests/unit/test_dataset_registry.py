@@ -123,6 +123,6 @@ def test_the_needs_dataset_path_refusal_is_written_once():
 def test_each_datasets_own_check_refuses_through_the_registry(fields, message):
     config = RunConfig(**fields)
     if not DATASETS[config.dataset_name].synthetic:
-        config.dataset_path = "data.file"
+        config = dataclasses.replace(config, dataset_path="data.file")
     with pytest.raises(ValueError, match=message):
         check_dataset(config)

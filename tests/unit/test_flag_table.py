@@ -1,6 +1,7 @@
-"""The flag tables (loadgen/config/flags.py, loadgen/mock/config.py) are the one declaration of
-each option: the click options, RunConfig's and MockConfig's fields, the warnings and
-docs/compat.md's flag tables agree with them. No server and no run: `run` is replaced.
+"""Each option is declared once, as a field of RunConfig's sections (loadgen/config/sections/)
+or of MockConfig (loadgen/mock/config.py) with its flag: the flag tables read from them
+(RUN_FLAGS, MOCK_FLAGS), the click options, the fields' types, the warnings and docs/compat.md's
+flag tables agree. No server and no run: `run` is replaced.
 
 docs/compat.md is written by hand (its notes say more than the table) and checked here: a row
 per upstream flag, `supported` exactly for the flags in the table, and a row under "loadgen's
@@ -13,6 +14,7 @@ import ast
 import dataclasses
 import math
 import re
+import typing
 from pathlib import Path
 
 import click
@@ -32,8 +34,11 @@ from loadgen.config import (
     VLLM_BENCH_SERVE_FLAGS,
     RunConfig,
 )
+from loadgen.config.flags import HELP_ORDER
+from loadgen.config.sections import SECTIONS
 from loadgen.config.upstream import UPSTREAM_BACKENDS
-from loadgen.flag import Flag
+from loadgen.flag import Flag, flags_of
+from loadgen.flag import flag as declare
 from loadgen.mock.config import MOCK_FLAGS, MockConfig
 
 ROOT = Path(__file__).parents[2]
@@ -48,15 +53,50 @@ REPORTING = {
 @pytest.mark.parametrize(
     ("flags", "config_class"), [(RUN_FLAGS, RunConfig), (MOCK_FLAGS, MockConfig)]
 )
-def test_each_flag_is_one_field_of_the_config_with_the_tables_type(flags, config_class) -> None:
+def test_each_flag_is_one_field_of_the_config_of_the_type_it_implies(flags, config_class) -> None:
+    """A field's declared type is the one its flag gives: what ``parse`` returns, or else the
+    flag's value type (a tuple when it repeats, None allowed when it has no default)."""
     names = [spelling for flag in flags for spelling in flag.names]
     assert len(names) == len(set(names))
     fields = {field.name: field for field in dataclasses.fields(config_class)}
-    assert [flag.field for flag in flags] == [name for name in fields if name != "given"]
+    assert {flag.field for flag in flags} == {name for name in fields if name != "given"}
+    assert len(flags) == len(fields) - (config_class is RunConfig)
+    hints = typing.get_type_hints(config_class)
     for flag in flags:
         assert fields[flag.field].metadata["flag"] is flag
-        assert fields[flag.field].type == flag.annotation
+        implied = flag.annotation if flag.parse is None else parse_returns(flag)
+        assert hints[flag.field] == implied, flag.name
         assert flag.alias == "--" + flag.name[2:].replace("-", "_")
+
+
+def parse_returns(flag: Flag) -> object:
+    """The type a flag's ``parse`` is declared to return."""
+    assert flag.parse is not None
+    return typing.get_type_hints(flag.parse)["return"]
+
+
+def test_the_run_flags_come_in_upstreams_order_and_each_section_in_its_own() -> None:
+    assert [flag.name for flag in RUN_FLAGS] == list(HELP_ORDER)
+    fields = [field.name for field in dataclasses.fields(RunConfig)]
+    in_sections = [field.name for section in SECTIONS for field in dataclasses.fields(section)]
+    assert fields == [*in_sections, "given"]
+
+
+def test_a_field_whose_flag_names_another_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        headers: dict[str, str] = declare("--header", default=(), multiple=True, parse=dict)
+
+    with pytest.raises(ValueError, match=r"^Config.headers: --header is the flag of header; "):
+        flags_of(Config)
+
+
+def test_a_config_is_frozen_and_replace_makes_a_new_one() -> None:
+    config = RunConfig(output_len=9)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.model = "m"  # type: ignore[misc]
+    served = dataclasses.replace(config, model="m")
+    assert (served.model, config.model, served.custom_output_len) == ("m", None, 9)
 
 
 @pytest.mark.parametrize(
@@ -105,8 +145,9 @@ def test_output_len_sets_the_dataset_lengths_from_the_table() -> None:
 
 def test_the_config_methods_read_only_fields_and_methods() -> None:
     config = RunConfig()
-    for module in ("base.py", "validation.py"):
-        tree = ast.parse((ROOT / "loadgen" / "config" / module).read_text())
+    here = ROOT / "loadgen" / "config"
+    for module in (here / "base.py", here / "validation.py", *here.glob("sections/*.py")):
+        tree = ast.parse(module.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "self":
                 assert hasattr(config, node.attr) or node.attr.startswith("_"), node.attr
@@ -220,7 +261,9 @@ def test_a_value_outside_a_flags_range_is_refused_by_validate(flag: Flag) -> Non
     """The range is the table's: the Python API is refused as the command line is, in the
     flag's own words where it has upstream's, and click checks only those without."""
     config = RunConfig()
-    setattr(config, flag.field, _outside(flag))
+    # This field alone, not copied into those it sets (--multi-turn-concurrency's would be
+    # refused as --max-concurrency's).
+    object.__setattr__(config, flag.field, _outside(flag))
     with pytest.raises(ValueError, match=f"^{flag.name} must be ") as refused:
         config.validate()
     assert str(refused.value) == flag.range_problem(_outside(flag))

@@ -4,6 +4,7 @@ be written at the end (loadgen/run/runner.py), with the records file kept."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import resource
@@ -132,8 +133,8 @@ def test_its_records_file_that_is_a_directory(tmp_path: Path) -> None:
         f"--result-filename out.json: the records file {tmp_path / 'out.records.arrow'} is a "
         "directory"
     )
-    config.save_records = False  # no records file: nothing in the way
-    assert output_path_problem(config) is None
+    no_records = dataclasses.replace(config, save_records=False)  # nothing in the way
+    assert output_path_problem(no_records) is None
 
 
 def test_a_directory_in_the_result_filename_is_checked(tmp_path: Path) -> None:
@@ -255,11 +256,11 @@ def test_url_credentials_with_an_authorization_header(monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     config = RunConfig(base_url="http://u:s3cret@h:8000")
     assert credentials_problem(config) is None
-    config.headers = {"authorization": "Bearer k"}
-    problem = credentials_problem(config)
+    problem = credentials_problem(
+        dataclasses.replace(config, headers={"authorization": "Bearer k"})
+    )
     assert problem is not None and "--header Authorization" in problem
     assert "s3cret" not in problem and "u:***@h" in problem
-    config.headers = {}
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     problem = credentials_problem(config)
     assert problem is not None and "OPENAI_API_KEY" in problem

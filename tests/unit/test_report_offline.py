@@ -8,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from loadgen.cli import cli
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records.arrow_file import RecordsFileError, RecordsWriter, read_records
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunEnd, RunRecords, RunStart
-from loadgen.report.offline import rebuild_report, report_config
+from loadgen.report.offline import rebuild_report, report_config, settings_note
 from loadgen.report.run_report import build_report
 from workers.protocol import RECORD_DTYPE, ConnectionStats
 
@@ -171,13 +173,42 @@ def test_a_report_writes_files_only_when_asked_again(tmp_path: Path) -> None:
     assert (rebuilt.metric_percentiles, rebuilt.request_rate) == ("99", cfg.request_rate)
 
 
-def test_settings_this_version_does_not_know_are_refused(tmp_path: Path) -> None:
-    cfg = config()
+def test_a_file_of_another_version_reports_without_the_settings_it_does_not_share(
+    tmp_path: Path,
+) -> None:
+    """Forged metadata: a setting of a newer loadgen is dropped, one an older loadgen did not
+    store takes its default, and one note names both."""
+    cfg = config(request_rate=100.0, metric_percentiles="50,99")
     run, collected = a_run(cfg)
     run.start.config["flag_from_the_future"] = 1
+    del run.start.config["metric_percentiles"], run.start.config["burstiness"]
     path = tmp_path / "r.records.arrow"
     write(run, collected, path)
-    with pytest.raises(RecordsFileError, match="flag_from_the_future"):
+    report, rebuilt = rebuild_report(str(path), {"save_result": True}, date="d")
+    assert (rebuilt.metric_percentiles, rebuilt.burstiness) == ("99", 1.0)  # the defaults
+    assert rebuilt.request_rate == 100.0  # the settings both know are the run's
+    assert report.result is not None and "p99_ttft_ms" in report.result
+    assert "p50_ttft_ms" not in report.result
+    assert settings_note(read_records(str(path)), "r.records.arrow") == (
+        f"r.records.arrow was written by loadgen {run.start.loadgen_version}; settings this "
+        "version does not know were dropped: flag_from_the_future; settings it did not store "
+        "take their defaults: burstiness, metric_percentiles"
+    )
+
+
+def test_a_file_of_this_version_has_no_settings_note(tmp_path: Path) -> None:
+    run, collected = a_run(config())
+    path = tmp_path / "r.records.arrow"
+    write(run, collected, path)
+    assert settings_note(read_records(str(path)), str(path)) is None
+
+
+def test_a_setting_of_the_wrong_type_is_still_refused(tmp_path: Path) -> None:
+    run, collected = a_run(config())
+    run.start.config["num_prompts"] = "many"
+    path = tmp_path / "r.records.arrow"
+    write(run, collected, path)
+    with pytest.raises(RecordsFileError, match="its setting num_prompts is of the wrong type"):
         rebuild_report(str(path), {}, date="d")
 
 
@@ -212,3 +243,33 @@ def test_streams_that_ended_without_done_are_counted_and_warned_about() -> None:
     warning = next(line for line in report.lines if "without data: [DONE]" in line)
     assert warning.startswith("warning: 2 streams ended without data: [DONE]; counted as upstream")
     assert report.lines.index(warning) < len(report.lines) - 1  # before the verdict
+
+
+def test_loadgen_report_prints_the_settings_note_on_standard_error(tmp_path: Path) -> None:
+    run, collected = a_run(config())
+    run.start.config["flag_from_the_future"] = 1
+    path = tmp_path / "r.records.arrow"
+    write(run, collected, path)
+    result = CliRunner().invoke(cli, ["report", str(path)])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "flag_from_the_future" in line]
+    assert notes == [
+        f"note: {path} was written by loadgen {run.start.loadgen_version}; settings this "
+        "version does not know were dropped: flag_from_the_future"
+    ]
+    assert "flag_from_the_future" not in result.stdout
+
+
+def test_loadgen_compare_notes_a_side_written_by_another_version_once(tmp_path: Path) -> None:
+    run, collected = a_run(config())
+    base, other = tmp_path / "base.records.arrow", tmp_path / "other.records.arrow"
+    write(run, collected, base)
+    run.start.config["flag_from_the_future"] = 1
+    write(run, collected, other)
+    result = CliRunner().invoke(cli, ["compare", str(base), str(other), "--resamples", "0"])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == [
+        f"note: {other} was written by loadgen {run.start.loadgen_version}; settings this "
+        "version does not know were dropped: flag_from_the_future"
+    ]
