@@ -1,7 +1,7 @@
 """Fan-out: start the workers, hand each its shard, start them together, collect records.
 
-Workers are local processes, Ray actors (loadgen/run/ray_placement.py) or workers that join by
-hand (``loadgen worker --connect``), all on one channel (loadgen/run/worker_channel.py). Before
+Workers are local processes, Ray actors (loadgen/fleet/ray_placement.py) or workers that join by
+hand (``loadgen worker --connect``), all on one channel (loadgen/fleet/worker_channel.py). Before
 t0 each worker's clock offset is estimated, and each is told t0 in its own clock.
 
 Accounting is central and lives here: ``collect`` returns exactly one record per request.
@@ -12,7 +12,7 @@ error. A lost worker's credits of the cap go back to the others.
 Nearly 600 lines because ``WorkerPool`` is the one owner of the channel through a run's
 phases (hello, clocks, shards, start, collect, stop), each of which must also survive a worker
 that vanishes or misbehaves; the channel, clocks, credits, placement and the screening of
-records (loadgen/run/screen_records.py) are their own modules already.
+records (loadgen/fleet/screen_records.py) are their own modules already.
 """
 
 from __future__ import annotations
@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from loadgen.fleet.channel_dir import private_directory
+from loadgen.fleet.credit_pool import CreditMessage, CreditPool
+from loadgen.fleet.screen_records import screen_batch
+from loadgen.fleet.worker_channel import LOCAL, REMOTE, Listen, Member, WorkerChannel, join_hint
+from loadgen.fleet.worker_spawn import start_without_main
 from loadgen.records.collected import Collected, assemble_events
 from loadgen.records.redact import redact_url
-from loadgen.run.channel_dir import private_directory
-from loadgen.run.credit_pool import CreditMessage, CreditPool
-from loadgen.run.fail_fast import FirstFailures
-from loadgen.run.screen_records import screen_batch
-from loadgen.run.worker_channel import LOCAL, REMOTE, Listen, Member, WorkerChannel, join_hint
-from loadgen.run.worker_spawn import start_without_main
 from loadgen.server.retry import READY_CHECK_HINT
 from loadgen.terminal import printable
 from workers.keys import new_keys
@@ -59,7 +58,7 @@ from workers.protocol import (
 from workers.worker import DISMISSED, run_worker
 
 if TYPE_CHECKING:
-    from loadgen.run.ray_placement import RayPlacement
+    from loadgen.fleet.ray_placement import RayPlacement
 
 START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
 POLL_MS = 100
@@ -85,6 +84,17 @@ class RecordsSink(Protocol):
         texts: dict[int, str],
     ) -> None:
         """One batch of a worker's records, as it arrived."""
+
+
+class FirstFailures(Protocol):
+    """Fail fast's judge of the run's first requests (loadgen/session/fail_fast.py)."""
+
+    @property
+    def judged(self) -> bool:
+        """Whether the first requests have been judged."""
+
+    def observe(self, rows: np.ndarray, errors: dict[int, str]) -> bool:
+        """Take a batch; True once the run should stop."""
 
 
 # Each RECORDS batch as it arrives: its rows, their token events, their errors by request index.
@@ -293,7 +303,7 @@ class WorkerPool:
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record.
 
-        With ``max_concurrency`` the cap is lent out as credits (loadgen/run/credit_pool.py);
+        With ``max_concurrency`` the cap is lent out as credits (loadgen/fleet/credit_pool.py);
         with ``sink`` (and ``on_progress``) every batch is also handed on as it arrives;
         ``on_start`` is told t0 once START is sent; with ``first_failures`` the run stops
         (``failed_fast``) when its first requests all fail alike.

@@ -24,10 +24,10 @@ import os
 from dataclasses import dataclass
 
 from loadgen.config import RunConfig
+from loadgen.fleet.placement import planned_workers
 from loadgen.report.campaign_summary import PointRuns
-from loadgen.run.prepare import Prepared
-from loadgen.run.shards import planned_workers
 from loadgen.schedule import arrival_offsets_s, to_ns
+from loadgen.session.prepare import Prepared
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A campaign's runs (loadgen/run/campaign.py says what a campaign is): ready once, then each
+"""A campaign's runs (loadgen/session/campaign.py says what a campaign is): ready once, then each
 point's runs on the same workers, a line per run, summary.csv and its table at the end.
 
 The phases are runner.py's; this is the loop level around the timed run and the report.
@@ -12,6 +12,8 @@ import os
 import threading
 
 from loadgen.config import ConfigError, RunConfig
+from loadgen.fleet.fanout import FanoutError, UnreachableServer, WorkerPool
+from loadgen.fleet.placement import planned_workers, worker_pool
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
     PointRuns,
@@ -24,7 +26,10 @@ from loadgen.report.gates import report_breaches
 from loadgen.report.html_report import campaign_report_line
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
-from loadgen.run.campaign import (
+from loadgen.server.client import ServerClient, auth_headers
+from loadgen.server.metrics import metrics_page
+from loadgen.server.profile import profile
+from loadgen.session.campaign import (
     Point,
     campaign_problem,
     failed_line,
@@ -39,12 +44,10 @@ from loadgen.run.campaign import (
     widest,
     with_schedule,
 )
-from loadgen.run.fanout import FanoutError, UnreachableServer, WorkerPool
-from loadgen.run.placement import worker_pool
-from loadgen.run.preflight import preflight
-from loadgen.run.prepare import Prepared, check_before_start
-from loadgen.run.records import records_writer, run_start
-from loadgen.run.runner import (
+from loadgen.session.preflight import preflight
+from loadgen.session.prepare import Prepared, check_before_start
+from loadgen.session.records import records_writer, run_start
+from loadgen.session.runner import (
     STOP_SIGNALS,
     RunFailed,
     against_server,
@@ -53,11 +56,7 @@ from loadgen.run.runner import (
     get_ready,
     now,
 )
-from loadgen.run.shards import planned_workers
-from loadgen.run.timed_run import active_workers, timed_run
-from loadgen.server.client import ServerClient, auth_headers
-from loadgen.server.metrics import metrics_page
-from loadgen.server.profile import profile
+from loadgen.session.timed_run import active_workers, timed_run
 from loadgen.terminal import printable
 
 

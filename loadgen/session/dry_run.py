@@ -16,12 +16,13 @@ import math
 import numpy as np
 
 from loadgen.config import RunConfig
-from loadgen.run.credit_pool import initial_credits
-from loadgen.run.prepare import Prepared, prepare
-from loadgen.run.shards import planned_workers, request_owners
+from loadgen.fleet.credit_pool import initial_credits
+from loadgen.fleet.placement import planned_workers
 from loadgen.schedule import schedule_hash
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.session.prepare import Prepared, prepare
+from loadgen.session.shards import request_owners
 
 
 async def print_plan(config: RunConfig) -> int:

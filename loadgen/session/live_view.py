@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
-from loadgen.run.host_cpu import HostSampler
-from loadgen.run.live_figures import (
+from loadgen.session.host_cpu import HostSampler
+from loadgen.session.live_figures import (
     LiveFigures,
     LiveFigureState,
     Percentiles,

@@ -24,8 +24,8 @@ from loadgen.records.redact import redact_argv, redact_config
 from loadgen.records.turns import intended_ns
 from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
-from loadgen.run.prepare import Prepared
 from loadgen.schedule import schedule_hash
+from loadgen.session.prepare import Prepared
 
 
 def saves_records(config: RunConfig) -> bool:

@@ -3,7 +3,7 @@
 ``run`` reads as the run's phases: check the flags, start the mock if asked, start the workers,
 get ready (preparation, the ready check, alignment, warm-ups), the timed run, output lengths,
 the report (built from the run's records, which are saved as they come), the exit code. A
-campaign (loadgen/run/campaign_run.py) is one more loop level around the timed run and the
+campaign (loadgen/session/campaign_run.py) is one more loop level around the timed run and the
 report, with the same phases from here.
 """
 
@@ -23,27 +23,27 @@ from typing import Any, TypeVar
 
 from loadgen.backends import check_endpoint
 from loadgen.config import ConfigError, InputError, RunConfig
+from loadgen.fleet.fanout import WorkerPool
+from loadgen.fleet.placement import worker_pool
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
-from loadgen.run.campaign import is_campaign
-from loadgen.run.dry_run import print_plan
-from loadgen.run.fanout import WorkerPool
-from loadgen.run.output_lens import output_lens_of
-from loadgen.run.placement import worker_pool
-from loadgen.run.preflight import preflight
-from loadgen.run.prepare import Prepared, align, check_before_start, prepare
-from loadgen.run.progress import print_traffic
-from loadgen.run.records import finish_records, records_writer, run_end, run_records, run_start
-from loadgen.run.timed_run import TimedRun, active_workers, timed_run
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
 from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.session.campaign import is_campaign
+from loadgen.session.dry_run import print_plan
+from loadgen.session.output_lens import output_lens_of
+from loadgen.session.preflight import preflight
+from loadgen.session.prepare import Prepared, align, check_before_start, prepare
+from loadgen.session.progress import print_traffic
+from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
+from loadgen.session.timed_run import TimedRun, active_workers, timed_run
 from loadgen.terminal import printable
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
@@ -121,7 +121,7 @@ def run_outcome(
     if is_campaign(config):
         raise ConfigError(
             "a campaign (a list in --max-concurrency or --request-rate, --num-runs, "
-            "--steady-state) runs with loadgen.run.campaign_run.run_campaign, as `loadgen run` "
+            "--steady-state) runs with loadgen.session.campaign_run.run_campaign, as `loadgen run` "
             "does; here give one value of each"
         )
     check_before_start(config)

@@ -5,17 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.config import RunConfig
+from loadgen.fleet.fanout import RecordsSink, WorkerPool
 from loadgen.records.collected import Collected
 from loadgen.records.model import HostUsage
 from loadgen.report.probes import ProbeResults
-from loadgen.run.fail_fast import FirstFailures
-from loadgen.run.fanout import RecordsSink, WorkerPool
-from loadgen.run.host_cpu import HostSampler
-from loadgen.run.live_view import LiveView
-from loadgen.run.prepare import Prepared
-from loadgen.run.shards import plan_shards, response_form
 from loadgen.server.client import ServerClient
 from loadgen.server.probes import probe_loop
+from loadgen.session.fail_fast import FirstFailures
+from loadgen.session.host_cpu import HostSampler
+from loadgen.session.live_view import LiveView
+from loadgen.session.prepare import Prepared
+from loadgen.session.shards import plan_shards, response_form
 
 
 @dataclass

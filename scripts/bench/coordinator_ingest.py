@@ -166,11 +166,11 @@ async def pool_run(
 ) -> tuple[Measured, str]:
     """One run of loadgen's coordinator: the real WorkerPool over CurveZMQ tcp://, bare or
     with the records file and the live view; the measurement and a profile (or "")."""
+    from loadgen.fleet.fanout import ShardPlan, WorkerPool
+    from loadgen.fleet.worker_channel import Listen
     from loadgen.records.arrow_file import RecordsWriter
     from loadgen.records.model import RunStart
-    from loadgen.run.fanout import ShardPlan, WorkerPool
-    from loadgen.run.live_view import LiveView
-    from loadgen.run.worker_channel import Listen
+    from loadgen.session.live_view import LiveView
 
     coordinator_keys, worker_keys = new_keys()
     pool = WorkerPool(0, listen=Listen("127.0.0.1", 0, workers, coordinator_keys))

@@ -14,7 +14,7 @@ from helpers import hang_guard, refusal
 # The real CLI, with the worker processes it starts counted (pids, on stderr at exit).
 COUNTING_CLI = """
 import atexit, sys
-import loadgen.run.fanout as fanout
+import loadgen.fleet.fanout as fanout
 started = []
 real_start = fanout.start_without_main
 def counting_start(processes):

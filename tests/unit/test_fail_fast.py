@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadgen.run.fail_fast import FirstFailures, likely_fix
+from loadgen.session.fail_fast import FirstFailures, likely_fix
 from workers.protocol import RECORD_DTYPE
 
 

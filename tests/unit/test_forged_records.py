@@ -1,6 +1,6 @@
 """Forged RECORDS batches: rows of another worker's shard, or of a request already reported (even
 with fewer events the second time), are removed with a capped warning before they reach the
-collector, and the run's records still assemble (loadgen/run/screen_records.py, and the
+collector, and the run's records still assemble (loadgen/fleet/screen_records.py, and the
 coordinator's collect loop fed the forged messages)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from loadgen.run.fanout import WorkerPool
-from loadgen.run.screen_records import screen_batch
+from loadgen.fleet.fanout import WorkerPool
+from loadgen.fleet.screen_records import screen_batch
 from workers.protocol import (
     RECORD_DTYPE,
     ConnectionStats,
