@@ -16,6 +16,7 @@ from loadgen import __version__
 from loadgen.audio import audio_seconds
 from loadgen.backends import input_sequences
 from loadgen.config import RunConfig
+from loadgen.fleet.collector import BatchObserver, RecordBatch
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
 from loadgen.records.collected import Collected
 from loadgen.records.environment import environment
@@ -153,3 +154,19 @@ def finish_records(
     except OSError as exc:  # the directory is no longer writable: the file stays as it is
         print(f"warning: records file {writer.path} keeps its name ({exc.strerror or exc})")
         return writer.path
+
+
+class ToRecordsFile(BatchObserver):
+    """The records file as one of the run's observers: each batch written as it arrives."""
+
+    def __init__(self, writer: RecordsWriter) -> None:
+        self.writer = writer
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run's start, in the file before its first batch."""
+        self.writer.start(t0_ns, t0_wall, connections)
+
+    def batch(self, batch: RecordBatch) -> bool:
+        """One batch, written (unbuffered)."""
+        self.writer.write(batch.worker, batch.rows, batch.events, batch.errors, batch.texts)
+        return False

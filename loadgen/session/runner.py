@@ -274,11 +274,11 @@ async def finish(
 ) -> tuple[Report, RunRecords, str | None]:
     """Output lengths, the report and the records file's end (RunFailed when the run failed
     fast); the report, the run's records and the records file."""
-    if pool.failed_fast and timed.first_failures is not None:
+    if timed.fail_fast is not None and timed.fail_fast.stopped:
         if writer is not None:
             writer.close()  # the rows so far stay readable
         raise RunFailed(
-            timed.first_failures.stop_line(config.backend, config.endpoint, prepared.model_name)
+            timed.fail_fast.stop_line(config.backend, config.endpoint, prepared.model_name)
         )
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
