@@ -28,7 +28,8 @@ from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_text
 from loadgen.report.run_summary import RunSummary
 from loadgen.server.errors import ServerError
-from loadgen.session.runner import RunFailed, RunOutcome, StopSwitch, run_outcome
+from loadgen.session.lifecycle import RunFailed, StopSwitch
+from loadgen.session.runner import RunOutcome, run_outcome
 from loadgen.text.chat_template import ChatTemplateError
 from loadgen.text.tokenizer import MOCK_MODEL_NAME, TokenizerLoadError
 

@@ -1,10 +1,11 @@
 """`loadgen run`: prepare the requests, fan them out to the workers, and report what came back.
 
-``run`` reads as the run's phases: check the flags, start the mock if asked, start the workers,
-get ready (preparation, the ready check, alignment, warm-ups), the timed run, output lengths,
-the report (built from the run's records, which are saved as they come), the exit code. A
-campaign (loadgen/session/campaign_run.py) is one more loop level around the timed run and the
-report, with the same phases from here.
+``run`` reads as the run's phases: check the flags, open the run's session (the mock if asked,
+the server client, the workers, the stop signals: loadgen/session/lifecycle.py), get ready
+(preparation, the ready check, alignment, warm-ups), the timed run, output lengths, the report
+(built from the run's records, which are saved as they come), the exit code. A campaign
+(loadgen/session/campaign_run.py) is one more loop level around the timed run and the report,
+in the same session and with the same phases from here.
 """
 
 from __future__ import annotations
@@ -14,30 +15,25 @@ import contextlib
 import dataclasses
 import os
 import signal
-import sys
-import threading
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
 
-from loadgen.backends import check_endpoint
-from loadgen.config import ConfigError, InputError, RunConfig
+from loadgen.config import ConfigError, RunConfig
 from loadgen.fleet.fanout import WorkerPool
 from loadgen.fleet.placement import worker_pool
-from loadgen.mock.process import EmbeddedMockServer
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
-from loadgen.server.client import ServerClient, auth_headers
+from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
 from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.campaign import is_campaign
 from loadgen.session.dry_run import print_plan
+from loadgen.session.lifecycle import RunFailed, RunSession, StopSwitch
 from loadgen.session.output_lens import output_lens_of
 from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
@@ -45,17 +41,6 @@ from loadgen.session.progress import print_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
 from loadgen.terminal import printable
-from loadgen.text.tokenizer import MOCK_MODEL_NAME
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # exit 128 + the signal's number
-
-
-class RunFailed(Exception):
-    """The run ended without a usable measurement, or only partly; exit code attached."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass
@@ -69,41 +54,12 @@ class RunOutcome:
     result_file: str | None  # None unless the flags asked for a result file
 
 
-class StopSwitch:
-    """Stops a run from another thread as a stop signal would: a run outside the main thread
-    (the Python API under a notebook's event loop) can install no signal handlers."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._target: tuple[asyncio.AbstractEventLoop, Callable[[int], None]] | None = None
-        self._pending: int | None = None
-
-    def attach(self, loop: asyncio.AbstractEventLoop, on_stop: Callable[[int], None]) -> None:
-        """Route stop requests to ``on_stop`` on ``loop`` (one made before is passed on now)."""
-        with self._lock:
-            self._target = (loop, on_stop)
-            if self._pending is not None:
-                loop.call_soon_threadsafe(on_stop, self._pending)
-
-    def detach(self) -> None:
-        """The run is past stopping: requests from now on are ignored."""
-        with self._lock:
-            self._target = None
-
-    def request_stop(self, signum: int = signal.SIGINT) -> None:
-        """Ask the run to stop as ``signum`` would (safe from any thread)."""
-        with self._lock:
-            self._pending = signum
-            if self._target is not None:
-                loop, on_stop = self._target
-                loop.call_soon_threadsafe(on_stop, signum)
-
-
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured (with --dry-run, print its plan); return the exit code."""
     if config.dry_run:  # preparation only: no worker started, no request sent
         check_before_start(config)
-        return against_server(config, lambda: print_plan(config))
+        with RunSession(config) as session:
+            return session.run(print_plan)
     return run_outcome(config).exit_code
 
 
@@ -131,68 +87,20 @@ def run_outcome(
         config = dataclasses.replace(
             config, save_result=True, save_records=bool(config.save_records)
         )
-    return against_server(config, lambda: _run(config, write_result, stop))
+    with RunSession(config, stop) as session:
+        return session.run(lambda session: _run(session, write_result))
 
 
-Outcome = TypeVar("Outcome")
-
-
-def against_server(config: RunConfig, main: Callable[[], Coroutine[Any, Any, Outcome]]) -> Outcome:
-    """Start the mock if asked, check the endpoint, and run ``main`` in a new event loop."""
-    mock = None
-    if config.mock:
-        prefill = ("--prefill-us-per-token", str(config.mock_prefill_us_per_token))
-        mock = EmbeddedMockServer(config.mock_ttft_ms, config.mock_itl_ms, extra_args=prefill)
-    try:
-        if mock is not None:
-            config.base_url = mock.start()
-            config.model = config.model or MOCK_MODEL_NAME
-        try:
-            check_endpoint(config.backend, config.api_url)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        return asyncio.run(main())
-    finally:
-        if mock is not None:
-            mock.stop()
-
-
-async def _run(config: RunConfig, write_result: bool, stop: StopSwitch | None) -> RunOutcome:
-    client = ServerClient(
-        config.server_url, auth_headers(config.headers), config.insecure, config.connect_timeout
-    )
-    try:
-        return await _run_with(config, client, write_result, stop)
-    finally:
-        # Last of all: reporting may still re-tokenize output through the server's tokenizer.
-        await client.close()
-
-
-async def _run_with(
-    config: RunConfig, client: ServerClient, write_result: bool, stop: StopSwitch | None
-) -> RunOutcome:
-    pool = worker_pool(config)
-    pool.start()  # workers import and connect while the dataset is built and the server awaited
-    loop = asyncio.get_running_loop()
-    preparing = asyncio.current_task()
-    timed_run_started = False
-
-    def on_stop_signal(signum: int) -> None:
-        pool.request_stop(signum)
-        if preparing is not None:  # waiting for a server or building a dataset: stop at once
-            cancel_until_done(preparing, lambda: not timed_run_started)
-
-    handles_signals = threading.current_thread() is threading.main_thread()
-    for signum in STOP_SIGNALS if handles_signals else ():  # each stops it as Ctrl-C does
-        loop.add_signal_handler(signum, on_stop_signal, signum)  # and the results are kept
-    if stop is not None:
-        stop.attach(loop, on_stop_signal)
+async def _run(session: RunSession, write_result: bool) -> RunOutcome:
+    """The run's phases: workers, readiness, the timed run, then the report."""
+    config, client = session.config, session.client
+    # The workers import and connect while the dataset is built and the server awaited.
+    pool = session.start_workers(worker_pool(config))
     finished = False
     writer = None
-    late: LateSignals | None = None
     try:
         prepared = await get_ready(config, client, pool)
-        timed_run_started = True
+        session.ready()
         print_traffic(config)
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", pool.exit_code)
@@ -206,31 +114,13 @@ async def _run_with(
         if config.profile:
             await profile(client, "stop")
     finally:
-        if stop is not None:
-            stop.detach()
-        if finished:
-            late = LateSignals(loop, handles_signals)  # a signal lets the report finish first
-        else:
-            for signum in STOP_SIGNALS:
-                loop.remove_signal_handler(signum)
-        pool.close(graceful=finished)
+        await session.end_workers(graceful=finished, report_follows=finished)
         if writer is not None and not finished:
             writer.close()  # what was written stays readable, with no end
-    assert late is not None
-    try:
-        outcome = await _report(
+    with session.reporting():  # a stop signal now lets the report finish first
+        return await _report(
             config, client, pool, prepared, start, timed, writer, counters_after, write_result
         )
-    finally:
-        late.remove()
-    if late.signum is not None and not pool.stop_requested:
-        # The run had ended and its results above are complete; say what stopped the process.
-        raise RunFailed(
-            f"interrupted by {signal.Signals(late.signum).name} while the report was written; "
-            "the results above are complete",
-            128 + late.signum,
-        )
-    return outcome
 
 
 async def _report(
@@ -289,32 +179,6 @@ async def finish(
     return report, records, records_file
 
 
-class LateSignals:
-    """Stop signals once the timed run is over: the first lets the report finish (its records
-    are already saved) and is told, a second one exits at once."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, listen: bool = True) -> None:
-        self.loop = loop
-        self.signum: int | None = None
-        for signum in STOP_SIGNALS if listen else ():  # replaces the run's own handlers
-            loop.add_signal_handler(signum, self._on_signal, signum)
-
-    def _on_signal(self, signum: int) -> None:
-        if self.signum is not None:
-            os._exit(128 + signum)  # asked twice: no report is worth the wait
-        self.signum = signum
-        name = signal.Signals(signum).name
-        print(
-            f"note: {name}: finishing the report of the run; {name} again exits at once",
-            file=sys.stderr,
-        )
-
-    def remove(self) -> None:
-        """Back to the default handlers."""
-        for signum in STOP_SIGNALS:
-            self.loop.remove_signal_handler(signum)
-
-
 def _unwritten(path: str, exc: OSError, records_file: str | None) -> str:
     """One line for a result file that could not be written, with how to get it back."""
     reason = exc.strerror or str(exc)
@@ -327,19 +191,6 @@ def _unwritten(path: str, exc: OSError, records_file: str | None) -> str:
         f"{records_file} (loadgen report {records_file} --save-result --result-dir DIR "
         "rebuilds it)"
     )
-
-
-RECANCEL_S = 0.2
-
-
-def cancel_until_done(task: asyncio.Task, still: Callable[[], bool]) -> None:
-    """Cancel ``task``, and again every RECANCEL_S while it runs and ``still()`` holds.
-    asyncio.wait_for (the ready check's retries) can swallow a cancellation that lands as an
-    attempt ends (Python 3.10 and 3.11): with one cancel, a signal while a server refused
-    connections was lost about 1 time in 8, and the run waited out the whole ready check."""
-    if still() and not task.done():
-        task.cancel()
-        asyncio.get_running_loop().call_later(RECANCEL_S, cancel_until_done, task, still)
 
 
 def now() -> str:
