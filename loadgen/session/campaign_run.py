@@ -169,7 +169,7 @@ async def _campaign_run(
             writer.close()
         raise
     counters_after = None if pool.stop_requested else await metrics_page(client)
-    report, records, _ = await finish(config, pool, prepared, start, timed, writer, counters_after)
+    report, records, _ = await finish(config, prepared, start, timed, writer, counters_after)
     assert report.result is not None  # a campaign's runs always write their result
     write_result(report.path, report.result)
     return report, records

@@ -136,7 +136,7 @@ async def _report(
 ) -> RunOutcome:
     """Output lengths, the report, the records file's end, the result file and the exit code."""
     report, records, records_file = await finish(
-        config, pool, prepared, start, timed, writer, counters_after
+        config, prepared, start, timed, writer, counters_after
     )
     collected = timed.collected
     created = write_result and not os.path.lexists(report.path)
@@ -155,7 +155,6 @@ async def _report(
 
 async def finish(
     config: RunConfig,
-    pool: WorkerPool,
     prepared: Prepared,
     start: RunStart,
     timed: TimedRun,
