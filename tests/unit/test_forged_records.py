@@ -247,3 +247,22 @@ def test_each_batch_goes_screened_to_every_observer_in_order_and_a_stop_rule_sto
     assert pool.stop_requested and collected.interrupted
     assert [kind for _, kind in sent] == [Kind.STOP, Kind.STOP]
     assert collected.records["n_events"].tolist() == [1, 2, 1, 0]
+
+
+def test_the_collector_fails_what_was_not_reported_naming_why():
+    """Requests of a lost worker fail naming it; the rest, with the run's problems."""
+    collector = Collector({0, 1, 2}, np.array([0, 1, 1, 2], dtype=np.int16))
+    batch, events = rows((0, 2))
+    assert not collector.batch(RecordBatch(0, batch, events, {}, {0: "text"}))
+    collector.lost(1, "worker 1 was lost: its process exited")
+    collector.problem("worker 2 failed: boom")
+    collected = collector.collected(7, 3, interrupted=False)
+    assert collected.t0_ns == 7 and collected.connections == 3
+    assert collected.worker.tolist() == [0, -1, -1, -1]
+    assert collected.texts == {0: "text"}
+    assert collected.errors == {
+        1: "lost: worker 1 was lost: its process exited",
+        2: "lost: worker 1 was lost: its process exited",
+        3: "lost: worker 1 was lost: its process exited; worker 2 failed: boom",
+    }
+    assert collected.event_ns.tolist() == [0, 1]
