@@ -86,9 +86,8 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                 step += 1
                 one = run_config(config, point, folder, run_number)
                 if session.pool in broken or not session.pool.alive():  # a new pool, next runs
-                    session.pool.close(graceful=False)
                     placed = session.pools[0].placed
-                    session.start_workers(worker_pool(config, placed, reusable=True))
+                    session.replace_workers(worker_pool(config, placed, reusable=True))
                 pool = session.pool
                 pool.next_run(planned_workers(one))
                 try:

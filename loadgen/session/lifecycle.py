@@ -155,6 +155,12 @@ class RunSession:
             self._handle_signals()
         return pool
 
+    def replace_workers(self, pool: WorkerPool) -> WorkerPool:
+        """Close the current pool at once (a worker was lost, or may be mid-run) and start
+        ``pool`` in its place; the stop signals stop the new one."""
+        self.pool.close(graceful=False)
+        return self.start_workers(pool)
+
     def _handle_signals(self) -> None:
         loop = asyncio.get_running_loop()
         self._preparing = asyncio.current_task()

@@ -63,14 +63,14 @@ def test_once_ready_a_stop_stops_the_workers_only_and_new_pools_take_over():
     async def main(session: RunSession) -> str:
         session.start_workers(first)  # type: ignore[arg-type]
         session.ready()
-        session.start_workers(second)  # type: ignore[arg-type]  (the first was lost)
+        session.replace_workers(second)  # type: ignore[arg-type]  (the first was lost)
         switch.request_stop(signal.SIGINT)
         await asyncio.sleep(0.3)  # a cancellation would land here
         await session.end_workers(graceful=True, dismiss=True)
         return "ran"
 
     assert session.run(main) == "ran"
-    assert first.calls == ["start", "close graceful=True"]
+    assert first.calls == ["start", "close graceful=False", "close graceful=True"]
     assert second.calls == ["start", "stop SIGINT", "dismiss", "close graceful=True"]
 
 
