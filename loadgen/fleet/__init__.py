@@ -4,6 +4,7 @@
 ``worker_spawn``), workers that join by hand, or Ray actors (``ray_placement``). ``fanout``
 is the pool: hello, clocks (``clock_sync``), shards, start, collect, stop, over one ROUTER
 socket (``worker_channel``, in a private directory from ``channel_dir``); ``credit_pool``
-lends out ``--max-concurrency``, ``screen_records`` screens what workers send. It knows
-nothing of reports: each batch of records goes to what the session hands it.
+lends out ``--max-concurrency``, ``screen_records`` screens what workers send, and ``collector``
+keeps one record per request. It knows nothing of reports: each batch of records goes to the
+collector and the observers the session hands it (``collector.BatchObserver``).
 """
