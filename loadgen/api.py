@@ -4,7 +4,7 @@ would and returns its ``Result``; ``MockServer`` starts the embedded mock server
 The keyword arguments are the flags of `loadgen run`, underscored (``max_concurrency=64`` is
 ``--max-concurrency 64``), and they go through the CLI's own parser, so a value is read, checked
 and refused exactly as on the command line: a bad one raises ValueError with the line the CLI
-prints. Workers never import the caller's main module (loadgen/run/worker_spawn.py), so a script
+prints. Workers never import the caller's main module (loadgen/fleet/worker_spawn.py), so a script
 without a ``__main__`` guard and ``python -`` work; under a running event loop (a notebook) the
 run goes in a thread of its own, and an interrupt there stops it as Ctrl-C stops the CLI.
 """
@@ -21,14 +21,15 @@ from typing import Any
 
 from loadgen.cli.keywords import build_config
 from loadgen.config import ConfigError, InputError, RunConfig
+from loadgen.fleet.fanout import FanoutError
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.records.arrow_file import read_records
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_text
 from loadgen.report.run_summary import RunSummary
-from loadgen.run.fanout import FanoutError
-from loadgen.run.runner import RunFailed, RunOutcome, StopSwitch, run_outcome
 from loadgen.server.errors import ServerError
+from loadgen.session.lifecycle import RunFailed, StopSwitch
+from loadgen.session.runner import RunOutcome, run_outcome
 from loadgen.text.chat_template import ChatTemplateError
 from loadgen.text.tokenizer import MOCK_MODEL_NAME, TokenizerLoadError
 

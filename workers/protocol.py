@@ -40,7 +40,7 @@ and dropped by whoever received it, never acted on.
 A worker's HELLO is answered with WELCOME (its worker id) or REFUSED: a worker of another
 protocol or loadgen version is refused by name, whatever its version, and checks the
 coordinator's version in WELCOME in turn. PING and PONG estimate each worker's clock offset
-before START (loadgen/run/clock_sync.py); a remote worker that has sent nothing for a second
+before START (loadgen/fleet/clock_sync.py); a remote worker that has sent nothing for a second
 sends ALIVE, so that silence means it is lost.
 
 CREDITS and DEMAND exist only with ``--max-concurrency``: the cap is C credits that the

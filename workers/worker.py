@@ -7,7 +7,7 @@ the loop-lag samples and CPU time of the run). During the run the coordinator se
 worker a UDP probe every 10 ms; its delivery delay is a loop-lag sample (a remote worker samples
 a timer of its own: workers/loop_probe.py). A STOP at any time cancels what is in flight; every
 request of the shard is still reported, as failed when it never finished. A reusable worker (a
-campaign's, loadgen/run/campaign.py, and every remote one) then waits for its next SHARD, with
+campaign's, loadgen/session/campaign.py, and every remote one) then waits for its next SHARD, with
 fresh run state, until a STOP whose reason is ``dismissed`` comes between runs. The timeout
 sweep is workers/timeouts.py, the process's life around the run
 workers/lifecycle.py, its tie to the coordinator (local or remote) workers/link.py.

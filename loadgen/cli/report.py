@@ -36,7 +36,7 @@ from loadgen.report.html_report import (
 )
 from loadgen.report.offline import report_config, settings_note
 from loadgen.report.run_report import build_report, write_report
-from loadgen.run.preflight import file_path_problem, output_path_problem
+from loadgen.session.preflight import file_path_problem, output_path_problem
 
 REPORT_FLAGS = tuple(flag for flag in RUN_FLAGS if flag.reporting)
 # `report`'s own options: what it writes.

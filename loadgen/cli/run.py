@@ -13,13 +13,14 @@ from loadgen.cli.quiet import ReportOnlyStdout
 from loadgen.cli.streams import SurvivingStdout
 from loadgen.cli.vllm_compat import VllmCompatibleCommand
 from loadgen.config import RUN_FLAGS, ConfigError, InputError, RunConfig
+from loadgen.fleet.fanout import FanoutError
 from loadgen.mock.process import MockServerError
 from loadgen.records.redact import redact_text
-from loadgen.run.campaign import is_campaign
-from loadgen.run.campaign_run import run_campaign
-from loadgen.run.fanout import FanoutError
-from loadgen.run.runner import RunFailed, run
 from loadgen.server.errors import ServerError
+from loadgen.session.campaign import is_campaign
+from loadgen.session.campaign_run import run_campaign
+from loadgen.session.lifecycle import RunFailed
+from loadgen.session.runner import run
 from loadgen.terminal import printable
 from loadgen.text.chat_template import ChatTemplateError
 from loadgen.text.tokenizer import TokenizerLoadError

@@ -1,5 +1,5 @@
 """The values of ``--max-concurrency`` and ``--request-rate``: one, as upstream, or a comma list
-that makes a campaign's grid (loadgen/run/campaign.py)."""
+that makes a campaign's grid (loadgen/session/campaign.py)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ class RunStart:
 
 @dataclass
 class HostUsage:
-    """Where the host's CPUs went during the timed run (loadgen/run/host_cpu.py). Shares are
+    """Where the host's CPUs went during the timed run (loadgen/session/host_cpu.py). Shares are
     percentages of all CPUs' time over the run; worker figures are of each worker's loop thread,
     in worker order."""
 
@@ -74,7 +74,7 @@ class RunEnd:
     probe_latencies_s: list[float] | None  # --probe-request-rate: each successful probe's E2EL
     probe_failures: int = 0
     host: HostUsage | None = None  # None where it was not measured (not Linux, older records)
-    # Each worker's placement, host and clock offset (loadgen/run/worker_channel.py's
+    # Each worker's placement, host and clock offset (loadgen/fleet/worker_channel.py's
     # Member.describe), in worker order; None in older records
     hosts: list[dict[str, Any]] | None = None
 

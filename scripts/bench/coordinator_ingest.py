@@ -166,11 +166,13 @@ async def pool_run(
 ) -> tuple[Measured, str]:
     """One run of loadgen's coordinator: the real WorkerPool over CurveZMQ tcp://, bare or
     with the records file and the live view; the measurement and a profile (or "")."""
+    from loadgen.fleet.collector import BatchObserver
+    from loadgen.fleet.fanout import ShardPlan, WorkerPool
+    from loadgen.fleet.worker_channel import Listen
     from loadgen.records.arrow_file import RecordsWriter
     from loadgen.records.model import RunStart
-    from loadgen.run.fanout import ShardPlan, WorkerPool
-    from loadgen.run.live_view import LiveView
-    from loadgen.run.worker_channel import Listen
+    from loadgen.session.live_view import LiveView
+    from loadgen.session.records import ToRecordsFile
 
     coordinator_keys, worker_keys = new_keys()
     pool = WorkerPool(0, listen=Listen("127.0.0.1", 0, workers, coordinator_keys))
@@ -212,25 +214,22 @@ async def pool_run(
     marks: dict[str, int] = {}
     profiler = cProfile.Profile() if profile else None
 
-    def on_start(t0_ns: int) -> None:
-        if view is not None:
-            view.start(t0_ns)
-        if profiler is not None:
-            profiler.enable()
-        marks.update(cpu=time.thread_time_ns(), process=time.process_time_ns())
-        marks["wall"] = time.perf_counter_ns()
+    class Marks(BatchObserver):
+        """The measurement starts at t0, after the records file and the view have."""
+
+        def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+            if profiler is not None:
+                profiler.enable()
+            marks.update(cpu=time.thread_time_ns(), process=time.process_time_ns())
+            marks["wall"] = time.perf_counter_ns()
+
+    observers = [ToRecordsFile(sink), view] if sink is not None and view is not None else []
 
     processes = start_workers(workers, pool.tcp_endpoint, worker_keys, coordinator_keys.token, load)
     said = io.StringIO()  # the pool's "worker N joined" lines, K of them a run
     try:
         with contextlib.redirect_stdout(said):
-            collected = await pool.run(
-                plans,
-                requests,
-                on_start=on_start,
-                on_progress=view.add_batch if view is not None else None,
-                sink=sink,
-            )
+            collected = await pool.run(plans, requests, observers=[*observers, Marks()])
         wall = time.perf_counter_ns() - marks["wall"]
         cpu = time.thread_time_ns() - marks["cpu"]
         process_cpu = time.process_time_ns() - marks["process"]

@@ -67,7 +67,7 @@ RATE_TOLERANCE_PCT = 1.0  # achieved rate within this of the requested one
 SEND_LAG_P99_MS = 2.0  # send lag p99 at most this
 FULL_SHARE = 0.95  # "near the cap": at least this fraction of the cap in flight ...
 STEADY_SHARE = 0.95  # ... for at least this share of the steady state
-# errors of requests never released (workers/worker.py) or never reported (loadgen/run/fanout.py)
+# errors of requests never released (workers/worker.py) or never reported (loadgen/fleet/fanout.py)
 UNSENT_ERRORS = ("not sent", "lost: ")
 
 

@@ -14,7 +14,7 @@ from helpers import hang_guard, refusal
 # The real CLI, with the worker processes it starts counted (pids, on stderr at exit).
 COUNTING_CLI = """
 import atexit, sys
-import loadgen.run.fanout as fanout
+import loadgen.fleet.fanout as fanout
 started = []
 real_start = fanout.start_without_main
 def counting_start(processes):
@@ -120,3 +120,38 @@ def test_a_bad_list_is_one_line_naming_the_flag() -> None:
     proc = refusal("--mock", "--max-concurrency", "2,x", *SMALL)
     assert proc.returncode == 2
     assert "--max-concurrency" in proc.stderr and "'x' is not an integer" in proc.stderr
+
+
+# The counting CLI, with worker 0 of the first pool killed as the campaign's second run begins.
+KILLING_CLI = COUNTING_CLI.replace(
+    "from loadgen.cli import main",
+    """import os, signal
+real_next_run = fanout.WorkerPool.next_run
+runs = []
+def next_run(self, workers):
+    runs.append(self)
+    if len(runs) == 2:
+        os.kill(self.processes[0].pid, signal.SIGKILL)
+        self.processes[0].join(10)
+    real_next_run(self, workers)
+fanout.WorkerPool.next_run = next_run
+from loadgen.cli import main""",
+)
+
+
+def test_a_pool_that_lost_a_worker_is_replaced_for_the_next_runs(tmp_path: Path) -> None:
+    """The run on the broken pool fails and says why; the session closes that pool and starts
+    a new one, on which the remaining runs complete."""
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLING_CLI, "run", "--mock", "--max-concurrency", "4",
+         "--num-runs", "3", *SMALL, "--result-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=hang_guard(180),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "1 of 3 runs failed; summary.csv says why" in proc.stderr
+    assert len(worker_pids(proc.stderr)) == 4  # the first pool's 2, then a new pool's 2
+    run_lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert [line.split(": ", 1)[1].split()[0] for line in run_lines] == ["24", "failed:", "24"]
+    (folder,) = tmp_path.iterdir()
+    (row,) = csv.DictReader((folder / "summary.csv").open())
+    assert row["runs_ok"] == "2" and "run=1: " in row["error"]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from helpers import asyncio_server, hang_guard
 
-from loadgen.run.live_figures import LiveFigures
-from loadgen.run.live_view import plain_line
+from loadgen.session.live_figures import LiveFigures
+from loadgen.session.live_view import plain_line
 
 ESCAPES = "\x1b[31mred\x1b[0m \x1b]0;owned title\x07bell\x07 two\nerror: forged line\r\x1b[2J"
 SHOWN = "red bell two error: forged line "  # what is left, on one line (the CR: a space)

@@ -7,7 +7,7 @@ import re
 
 from helpers import loadgen, startup_s
 
-from loadgen.run.live_view import PLAIN_EVERY_S
+from loadgen.session.live_view import PLAIN_EVERY_S
 
 SMALL = ["--random-input-len", "16", "--random-output-len", "8", "--workers", "1"]
 LINE = re.compile(

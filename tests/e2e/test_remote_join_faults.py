@@ -67,7 +67,7 @@ def interpreter_start_s() -> float:
     """How long this machine takes to start Python and import loadgen's coordinator: the
     slack a bound on a process's exit gets here."""
     began = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import loadgen.run.fanout"], check=True)
+    subprocess.run([sys.executable, "-c", "import loadgen.fleet.fanout"], check=True)
     return time.monotonic() - began
 
 

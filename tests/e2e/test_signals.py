@@ -28,7 +28,7 @@ from helpers import (
     wait_for_t0,
 )
 
-from loadgen.run.fanout import STOP_GRACE_S
+from loadgen.fleet.fanout import STOP_GRACE_S
 from workers.lifecycle import PARENT_CHECK_S
 
 SLOW_RUN = [

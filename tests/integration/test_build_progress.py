@@ -1,5 +1,5 @@
-"""The dataset build's progress line (loadgen/run/build_progress.py) on a real event loop with the
-build in a real thread: silent for a short build, then the time or the count on stderr, and
+"""The dataset build's progress line (loadgen/session/build_progress.py) on a real event loop
+with the build in a real thread: silent for a short build, then the time or the count on stderr, and
 cleared at the end."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from loadgen.run import build_progress
-from loadgen.run.build_progress import BuildProgress
-from loadgen.run.threads import in_daemon_thread
+from loadgen.session import build_progress
+from loadgen.session.build_progress import BuildProgress
+from loadgen.session.threads import in_daemon_thread
 
 WAIT_S = 20  # a bound the tests never reach unless the line is never drawn
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from helpers import free_port
 
-import loadgen.run.fanout as fanout
-import loadgen.run.runner as runner
+import loadgen.fleet.fanout as fanout
+import loadgen.session.runner as runner
 from loadgen.config import RunConfig
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
 

@@ -1,5 +1,5 @@
 """A campaign's pure parts: the flag lists, the grid and its names, the steady-state rule and
-the summary's statistics (loadgen/run/campaign.py, loadgen/report/campaign_summary.py)."""
+the summary's statistics (loadgen/session/campaign.py, loadgen/report/campaign_summary.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from loadgen.report.campaign_summary import (
     summary_rows,
     t_quantile_975,
 )
-from loadgen.run.campaign import (
+from loadgen.session.campaign import (
     Point,
     campaign_problem,
     folder_name,

@@ -1,12 +1,12 @@
 """A stop signal during preparation stops it even when an await swallows one cancellation (as
-asyncio.wait_for can in Python 3.10 and 3.11): loadgen/run/runner.py cancel_until_done."""
+asyncio.wait_for can in Python 3.10 and 3.11): loadgen/session/lifecycle.py cancel_until_done."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
-from loadgen.run.runner import RECANCEL_S, cancel_until_done
+from loadgen.session.lifecycle import RECANCEL_S, cancel_until_done
 
 
 async def swallows_the_first_cancel(log: list[str]) -> None:

@@ -4,7 +4,7 @@ counted, and what a peer says of itself reaches the terminal printable."""
 
 from __future__ import annotations
 
-from loadgen.run.worker_channel import (
+from loadgen.fleet.worker_channel import (
     MAX_REFUSED_KEYS,
     REMOTE,
     AdmitCurveKey,

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from loadgen.run.credit_pool import CreditMessage, CreditPool
+from loadgen.fleet.credit_pool import CreditMessage, CreditPool
 from workers.conversations import END_MARK, HISTORY_MARK, Conversations
 from workers.credits import CreditGate
 from workers.precise_timer import PreciseTimer

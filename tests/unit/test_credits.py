@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from loadgen.run.credit_pool import CreditMessage, CreditPool, initial_credits
+from loadgen.fleet.credit_pool import CreditMessage, CreditPool, initial_credits
 from workers.credits import CreditGate
 
 

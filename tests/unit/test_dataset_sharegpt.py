@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.config import RunConfig
 from loadgen.datasets.sharegpt import load_sharegpt_entries, sample_sharegpt_requests
-from loadgen.run.prepare import serialize
+from loadgen.session.prepare import serialize
 from loadgen.text.tokenizer import LocalTokenizer
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadgen.run.fail_fast import FirstFailures, likely_fix
+from loadgen.fleet.collector import BatchObserver, RecordBatch
+from loadgen.session.fail_fast import FailFast, FirstFailures, likely_fix
 from workers.protocol import RECORD_DTYPE
 
 
@@ -84,3 +85,47 @@ def test_failures_that_differ_or_are_not_mistakes_never_stop_a_run(statuses, mes
 )
 def test_the_likely_fix_names_the_flag(status, error, backend, hint):
     assert hint in likely_fix(status, error, backend, "/e", "m")
+
+
+class Written(BatchObserver):
+    """Stands in for the records file: the request indices of each batch it was handed."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.ended = False
+
+    def batch(self, batch: RecordBatch) -> bool:
+        self.batches.append(batch.rows["index"].tolist())
+        return False
+
+    def end(self) -> None:
+        self.ended = True
+
+
+def as_batch(rows_: np.ndarray, message: str = "HTTP 404 Not Found: no such model") -> RecordBatch:
+    return RecordBatch(0, rows_, np.zeros(0, np.int64), errors(rows_, message), {})
+
+
+def test_fail_fast_holds_the_records_file_back_until_it_has_judged_then_stops_the_run():
+    written = Written()
+    rule = FailFast(1000, written)
+    assert not rule.batch(as_batch(rows([404] * 12)))
+    assert written.batches == []  # judged first: the file waits
+    assert rule.batch(as_batch(rows([404] * 12, start=12)))  # the 20th: stop
+    assert rule.stopped
+    assert written.batches == [list(range(12)), list(range(12, 24))]  # in order, all of them
+    assert not rule.batch(as_batch(rows([404], start=24)))  # judged: straight on
+    assert written.batches[-1] == [24]
+    assert rule.stop_line("openai", "/v1/completions", "m").startswith("the first 20 requests")
+
+
+def test_fail_fast_hands_batches_on_at_once_after_a_success_and_the_rest_at_the_end():
+    written = Written()
+    rule = FailFast(1000, written)
+    rule.batch(as_batch(rows([404] * 3)))
+    assert not rule.batch(as_batch(rows([200], start=3, success=True), message=""))
+    assert written.batches == [[0, 1, 2], [3]] and not rule.stopped
+    held = FailFast(1000, Written())
+    held.batch(as_batch(rows([404] * 3)))
+    held.end()  # the run ended before the first requests were judged: the file gets them
+    assert held.then.batches == [[0, 1, 2]] and held.then.ended

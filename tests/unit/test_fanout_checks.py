@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadgen.run.channel_dir import OWNER_FILE, private_directory
+from loadgen.fleet.channel_dir import OWNER_FILE, private_directory
 
 
 def test_the_channel_directory_is_private():

@@ -1,6 +1,6 @@
 """Forged RECORDS batches: rows of another worker's shard, or of a request already reported (even
 with fewer events the second time), are removed with a capped warning before they reach the
-collector, and the run's records still assemble (loadgen/run/screen_records.py, and the
+collector, and the run's records still assemble (loadgen/fleet/screen_records.py, and the
 coordinator's collect loop fed the forged messages)."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from loadgen.run.fanout import WorkerPool
-from loadgen.run.screen_records import screen_batch
+from loadgen.fleet.collector import BatchObserver, Collector, RecordBatch
+from loadgen.fleet.fanout import WorkerPool, _Collecting
+from loadgen.fleet.screen_records import screen_batch
 from workers.protocol import (
     RECORD_DTYPE,
     ConnectionStats,
@@ -111,6 +112,14 @@ def done(pool: WorkerPool) -> list:
     )
 
 
+def collect(pool: WorkerPool, workers: set[int], owner: np.ndarray, observers=()):
+    """The pool's collect loop over what ``pool._recv`` hands it; the run's records."""
+    collector = Collector(workers, owner)
+    run = _Collecting(set(workers), owner, collector, [collector, *observers], {})
+    asyncio.run(pool._collect(run))
+    return collector.collected(0, 1, interrupted=pool.stop_requested)
+
+
 def test_the_collector_survives_forged_and_repeated_records(monkeypatch, capsys):
     pool = WorkerPool(0)
     try:
@@ -126,7 +135,7 @@ def test_the_collector_survives_forged_and_repeated_records(monkeypatch, capsys)
         ]
         monkeypatch.setattr(pool, "_recv", Forged(pool, messages))
         monkeypatch.setattr(pool, "_lost", lambda pending: {})
-        collected = asyncio.run(pool._collect({0, 1, 2}, owner, 0, 1, {}, None, None, None, None))
+        collected = collect(pool, {0, 1, 2}, owner)
         pool.channel.warnings.flush()
     finally:
         pool.close()
@@ -152,7 +161,7 @@ def test_an_empty_shard_reports_no_cpu(monkeypatch):
         messages = [(0, records(pool, (0, 1), (1, 1))), (0, done(pool)), (1, done(pool))]
         monkeypatch.setattr(pool, "_recv", Forged(pool, messages))
         monkeypatch.setattr(pool, "_lost", lambda pending: {})
-        collected = asyncio.run(pool._collect({0, 1}, owner, 0, 1, {}, None, None, None, None))
+        collected = collect(pool, {0, 1}, owner)
     finally:
         pool.close()
     assert collected.worker_cpu_ns == [5, 0] and collected.worker_wall_ns == [10, 0]
@@ -178,3 +187,82 @@ def test_decode_records_is_what_the_worker_sends():
         pool.close()
     batch, events, _, _ = decode_records(fields, frames)
     assert kind is Kind.RECORDS and batch["index"].tolist() == [1] and events.tolist() == [100, 101]
+
+
+class Seen(BatchObserver):
+    """An observer that keeps what it was told; ``stop_at``: the batch it asks to stop at."""
+
+    def __init__(self, log: list, name: str, stop_at: int = -1) -> None:
+        self.log, self.name, self.stop_at, self.batches = log, name, stop_at, 0
+
+    def batch(self, batch: RecordBatch) -> bool:
+        self.log.append((self.name, batch.worker, batch.rows["index"].tolist()))
+        self.batches += 1
+        return self.batches == self.stop_at
+
+    def end(self) -> None:
+        self.log.append((self.name, "end"))
+
+
+def test_each_batch_goes_screened_to_every_observer_in_order_and_a_stop_rule_stops_the_run(
+    monkeypatch,
+):
+    """The collect loop hands each screened batch to the collector and then to each observer
+    in order (also after one asked to stop), ends them once; one asking to stop sends STOP."""
+    pool = WorkerPool(0)
+    log: list = []
+    sent: list = []
+    try:
+        owner = np.array([0, 1, 0, 1], dtype=np.int16)
+        messages = [
+            (0, records(pool, (0, 1))),
+            (1, records(pool, (0, 1), (1, 2))),  # request 0 is worker 0's: screened out
+            (0, records(pool, (2, 1))),
+            (0, done(pool)),
+            (1, done(pool)),
+        ]
+        monkeypatch.setattr(pool, "_recv", Forged(pool, messages))
+        monkeypatch.setattr(pool, "_lost", lambda pending: {})
+
+        async def send(worker: int, parts: list) -> bool:
+            sent.append((worker, pool.codec.decode(parts, from_worker=False)[0]))
+            return True
+
+        monkeypatch.setattr(pool, "_send", send)
+        observers = [Seen(log, "rule", stop_at=2), Seen(log, "view")]
+        collected = collect(pool, {0, 1}, owner, observers)
+        pool.channel.warnings.flush()
+    finally:
+        pool.close()
+    assert log == [
+        ("rule", 0, [0]),
+        ("view", 0, [0]),
+        ("rule", 1, [1]),
+        ("view", 1, [1]),  # told too, though the rule asked to stop at this batch
+        ("rule", 0, [2]),
+        ("view", 0, [2]),
+        ("rule", "end"),
+        ("view", "end"),
+    ]
+    assert pool.stop_requested and collected.interrupted
+    assert [kind for _, kind in sent] == [Kind.STOP, Kind.STOP]
+    assert collected.records["n_events"].tolist() == [1, 2, 1, 0]
+
+
+def test_the_collector_fails_what_was_not_reported_naming_why():
+    """Requests of a lost worker fail naming it; the rest, with the run's problems."""
+    collector = Collector({0, 1, 2}, np.array([0, 1, 1, 2], dtype=np.int16))
+    batch, events = rows((0, 2))
+    assert not collector.batch(RecordBatch(0, batch, events, {}, {0: "text"}))
+    collector.lost(1, "worker 1 was lost: its process exited")
+    collector.problem("worker 2 failed: boom")
+    collected = collector.collected(7, 3, interrupted=False)
+    assert collected.t0_ns == 7 and collected.connections == 3
+    assert collected.worker.tolist() == [0, -1, -1, -1]
+    assert collected.texts == {0: "text"}
+    assert collected.errors == {
+        1: "lost: worker 1 was lost: its process exited",
+        2: "lost: worker 1 was lost: its process exited",
+        3: "lost: worker 1 was lost: its process exited; worker 2 failed: boom",
+    }
+    assert collected.event_ns.tolist() == [0, 1]

@@ -11,7 +11,7 @@ import pytest
 from loadgen.records.arrow_file import RecordsWriter, read_records
 from loadgen.records.collected import Collected
 from loadgen.records.model import HostUsage, RunEnd, RunStart
-from loadgen.run.host_cpu import (
+from loadgen.session.host_cpu import (
     CpuTimes,
     ProcessTime,
     _Window,

@@ -8,7 +8,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from loadgen.run.live_figures import (
+from loadgen.session.live_figures import (
     LATENCY_WINDOW_NS,
     LiveFigureState,
     Ring,
@@ -19,7 +19,7 @@ from loadgen.run.live_figures import (
     percentiles,
     rate_over,
 )
-from loadgen.run.live_view import panel, plain_line
+from loadgen.session.live_view import panel, plain_line
 from workers.protocol import RECORD_DTYPE
 
 MS = 1_000_000

@@ -11,10 +11,10 @@ from helpers import config_given
 
 from loadgen.config import ConfigError
 from loadgen.config.parsers import parse_listen
+from loadgen.fleet.clock_sync import ClockOffset, estimate_offset
+from loadgen.fleet.credit_pool import CreditPool
+from loadgen.fleet.ray_placement import RayPlacementError, plan_nodes
 from loadgen.report.hosts import host_lines
-from loadgen.run.clock_sync import ClockOffset, estimate_offset
-from loadgen.run.credit_pool import CreditPool
-from loadgen.run.ray_placement import RayPlacementError, plan_nodes
 from workers.keys import (
     CoordinatorKeys,
     KeyFileError,

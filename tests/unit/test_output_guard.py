@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from loadgen.config import RunConfig
-from loadgen.run.shards import output_guard
+from loadgen.session.shards import output_guard
 
 
 def test_twice_max_tokens_and_64_or_none_without_a_max_tokens():

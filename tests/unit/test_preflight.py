@@ -1,6 +1,6 @@
-"""Checks before a run starts (loadgen/run/preflight.py, loadgen/config/urls.py): the output
+"""Checks before a run starts (loadgen/session/preflight.py, loadgen/config/urls.py): the output
 paths, the server URL, the worker count and the open-file limit; and a result file that cannot
-be written at the end (loadgen/run/runner.py), with the records file kept."""
+be written at the end (loadgen/session/runner.py), with the records file kept."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from loadgen.config.urls import check_server_url, path_hint, url_problem
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.model import RunStart
 from loadgen.records.redact import redact_text
-from loadgen.run import preflight as pf
-from loadgen.run import records as run_records
-from loadgen.run.preflight import (
+from loadgen.session import preflight as pf
+from loadgen.session import records as run_records
+from loadgen.session.preflight import (
     OWN_FILES,
     PROBE_PREFIX,
     credentials_problem,
@@ -33,7 +33,7 @@ from loadgen.run.preflight import (
     preflight,
     raise_open_file_limit,
 )
-from loadgen.run.runner import _unwritten
+from loadgen.session.runner import _unwritten
 from workers.protocol import RECORD_DTYPE
 
 DENIED = "a file cannot be created there (Permission denied)"  # the probe's failure

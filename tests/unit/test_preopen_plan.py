@@ -1,4 +1,4 @@
-"""How many connections each worker opens before t0 (loadgen/run/shards.py preopen_count), and
+"""How many connections each worker opens before t0 (loadgen/session/shards.py preopen_count), and
 the one line the coordinator prints when the workers opened fewer (fanout.preopen_shortfall)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadgen.run.fanout import ShardPlan, preopen_shortfall
-from loadgen.run.shards import PREOPEN_LIMIT, preopen_count
+from loadgen.fleet.fanout import ShardPlan, preopen_shortfall
+from loadgen.session.shards import PREOPEN_LIMIT, preopen_count
 from workers.protocol import WorkerConfig
 
 

@@ -1,5 +1,5 @@
 """The connections all workers pre-open together never exceed --max-concurrency: each worker
-opens its share of the cap (loadgen/run/shards.py plan_shards and preopen_count), so the shares
+opens its share of the cap (loadgen/session/shards.py plan_shards and preopen_count), so the shares
 add up to the cap, where each worker opening the whole cap opened W times the cap (32 against
 llama.cpp at --max-concurrency 16 over 2 workers)."""
 
@@ -11,10 +11,10 @@ from helpers import config_given
 
 from loadgen.config import RunConfig
 from loadgen.datasets.sampled_prompts import SampledPrompts
-from loadgen.run.credit_pool import initial_credits
-from loadgen.run.prepare import Prepared
-from loadgen.run.shards import PREOPEN_LIMIT, plan_shards
+from loadgen.fleet.credit_pool import initial_credits
 from loadgen.schedule import assign_workers
+from loadgen.session.prepare import Prepared
+from loadgen.session.shards import PREOPEN_LIMIT, plan_shards
 
 
 def planned(cap: int | None, workers: int, requests: int) -> list[int]:

@@ -22,9 +22,9 @@ from loadgen.datasets.max_model_len import (
 from loadgen.datasets.random import allowed_ids, sample_random
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.payloads import serialize_bodies
-from loadgen.run.dry_run import dataset_lines, schedule_lines, spread, worker_lines
-from loadgen.run.prepare import Prepared
 from loadgen.schedule import schedule_hash
+from loadgen.session.dry_run import dataset_lines, schedule_lines, spread, worker_lines
+from loadgen.session.prepare import Prepared
 
 
 def sampled(prompt_lens: list[int], output_lens: list[int]) -> SampledPrompts:

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from loadgen.run.worker_channel import RAY, Member
+from loadgen.fleet.worker_channel import RAY, Member
 from workers.keys import WorkerKeys
 from workers.protocol import worker_identity
 

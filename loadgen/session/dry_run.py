@@ -16,25 +16,21 @@ import math
 import numpy as np
 
 from loadgen.config import RunConfig
-from loadgen.run.credit_pool import initial_credits
-from loadgen.run.prepare import Prepared, prepare
-from loadgen.run.shards import planned_workers, request_owners
+from loadgen.fleet.credit_pool import initial_credits
+from loadgen.fleet.placement import planned_workers
 from loadgen.schedule import schedule_hash
-from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.session.lifecycle import RunSession
+from loadgen.session.prepare import Prepared, prepare
+from loadgen.session.shards import request_owners
 
 
-async def print_plan(config: RunConfig) -> int:
-    """Prepare the run as configured and print its plan; the exit code (0)."""
-    client = ServerClient(
-        config.server_url, auth_headers(config.headers), config.insecure, config.connect_timeout
-    )
-    try:
-        prepared = await prepare(config, client)
-        if isinstance(prepared.tokenizer, ServerTokenizer):
-            prepared.tokenizer.end_build()
-    finally:
-        await client.close()
+async def print_plan(session: RunSession) -> int:
+    """Prepare the session's run and print its plan; the exit code (0)."""
+    config = session.config
+    prepared = await prepare(config, session.client)
+    if isinstance(prepared.tokenizer, ServerTokenizer):
+        prepared.tokenizer.end_build()
     workers = min(planned_workers(config) + config.remote_workers, prepared.num_requests)
     for line in plan_lines(config, prepared, workers):
         print(line)

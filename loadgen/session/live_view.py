@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
-from loadgen.run.host_cpu import HostSampler
-from loadgen.run.live_figures import (
+from loadgen.fleet.collector import BatchObserver, RecordBatch
+from loadgen.session.host_cpu import HostSampler
+from loadgen.session.live_figures import (
     LiveFigures,
     LiveFigureState,
     Percentiles,
@@ -112,8 +113,8 @@ def panel(figures: LiveFigures) -> Text:
     return view
 
 
-class LiveView:
-    """Figures from each batch (``add_batch``), drawn from ``start`` (at t0) to ``close``."""
+class LiveView(BatchObserver):
+    """Figures from each batch (``batch``), drawn from ``start`` (at t0) to ``close``."""
 
     def __init__(
         self,
@@ -136,12 +137,13 @@ class LiveView:
         self.cpu_reading = (time.perf_counter_ns(), time.process_time_ns())
         self.coordinator_cpu_pct: float | None = None
 
-    def add_batch(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
-        """Take one batch of records (called by the fan-out as each arrives)."""
+    def batch(self, batch: RecordBatch) -> bool:
+        """Take one batch of records (the fan-out hands each on as it arrives)."""
         if self.mode != "off":
-            self.state.add_batch(batch, events, errors)
+            self.state.add_batch(batch.rows, batch.events, batch.errors)
+        return False
 
-    def start(self, t0_ns: int) -> None:
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
         """The run starts at ``t0_ns``: draw at once, then on the running loop."""
         if self.mode == "off":
             return

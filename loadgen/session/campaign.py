@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from loadgen.config import RunConfig
 from loadgen.config.sections import Traffic
+from loadgen.fleet.placement import planned_workers
 from loadgen.report.campaign_summary import PointRuns
-from loadgen.run.prepare import Prepared
-from loadgen.run.shards import planned_workers
 from loadgen.schedule import arrival_offsets_s, to_ns
+from loadgen.session.prepare import Prepared
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ from urllib.parse import urlsplit
 
 from loadgen.config import ConfigError, InputError, RunConfig
 from loadgen.config.urls import path_hint
+from loadgen.fleet.placement import planned_workers
 from loadgen.records.arrow_file import records_path
 from loadgen.records.redact import redact_text
 from loadgen.report.result_json import result_path
-from loadgen.run.records import saves_records
-from loadgen.run.shards import planned_workers
 from loadgen.server.adaptive_limit import MAXIMUM as SERVER_TOKENIZER_CONNECTIONS
 from loadgen.server.client import auth_headers
+from loadgen.session.records import saves_records
 
 # Open files a process needs besides its connections: Python and its libraries, ZeroMQ, the
 # event loop (about 25 measured in a worker and in the coordinator).

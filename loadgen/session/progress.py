@@ -1,5 +1,5 @@
 """What the console shows as the timed run starts: upstream's pacing lines (the live view that
-follows is loadgen/run/live_view.py)."""
+follows is loadgen/session/live_view.py)."""
 
 from __future__ import annotations
 

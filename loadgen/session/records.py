@@ -16,6 +16,7 @@ from loadgen import __version__
 from loadgen.audio import audio_seconds
 from loadgen.backends import input_sequences
 from loadgen.config import RunConfig
+from loadgen.fleet.collector import BatchObserver, RecordBatch
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
 from loadgen.records.collected import Collected
 from loadgen.records.environment import environment
@@ -24,8 +25,8 @@ from loadgen.records.redact import redact_argv, redact_config
 from loadgen.records.turns import intended_ns
 from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
-from loadgen.run.prepare import Prepared
 from loadgen.schedule import schedule_hash
+from loadgen.session.prepare import Prepared
 
 
 def saves_records(config: RunConfig) -> bool:
@@ -153,3 +154,19 @@ def finish_records(
     except OSError as exc:  # the directory is no longer writable: the file stays as it is
         print(f"warning: records file {writer.path} keeps its name ({exc.strerror or exc})")
         return writer.path
+
+
+class ToRecordsFile(BatchObserver):
+    """The records file as one of the run's observers: each batch written as it arrives."""
+
+    def __init__(self, writer: RecordsWriter) -> None:
+        self.writer = writer
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run's start, in the file before its first batch."""
+        self.writer.start(t0_ns, t0_wall, connections)
+
+    def batch(self, batch: RecordBatch) -> bool:
+        """One batch, written (unbuffered)."""
+        self.writer.write(batch.worker, batch.rows, batch.events, batch.errors, batch.texts)
+        return False

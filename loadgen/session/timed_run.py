@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loadgen.config import RunConfig
+from loadgen.fleet.collector import BatchObserver
+from loadgen.fleet.fanout import WorkerPool
+from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.model import HostUsage
 from loadgen.report.probes import ProbeResults
-from loadgen.run.fail_fast import FirstFailures
-from loadgen.run.fanout import RecordsSink, WorkerPool
-from loadgen.run.host_cpu import HostSampler
-from loadgen.run.live_view import LiveView
-from loadgen.run.prepare import Prepared
-from loadgen.run.shards import plan_shards, response_form
 from loadgen.server.client import ServerClient
 from loadgen.server.probes import probe_loop
+from loadgen.session.fail_fast import FailFast
+from loadgen.session.host_cpu import HostSampler
+from loadgen.session.live_view import LiveView
+from loadgen.session.prepare import Prepared
+from loadgen.session.records import ToRecordsFile
+from loadgen.session.shards import plan_shards, response_form
 
 
 @dataclass
@@ -24,8 +28,19 @@ class TimedRun:
 
     collected: Collected
     probes: ProbeResults | None
-    first_failures: FirstFailures | None  # what stopped the run, when it failed fast
+    fail_fast: FailFast | None  # None with --no-fail-fast; ``stopped`` when it stopped the run
     host: HostUsage | None = None  # None where it cannot be measured (not Linux)
+
+
+class AtT0(BatchObserver):
+    """Starts something that runs beside the workers (the host sampler, the probes) at t0."""
+
+    def __init__(self, start: Callable[[], None]) -> None:
+        self.at_t0 = start
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run starts: so does what this starts."""
+        self.at_t0()
 
 
 def active_workers(pool: WorkerPool, prepared: Prepared) -> int:
@@ -39,12 +54,13 @@ async def timed_run(
     client: ServerClient,
     pool: WorkerPool,
     prepared: Prepared,
-    sink: RecordsSink | None,
+    writer: RecordsWriter | None,
 ) -> TimedRun:
     """Plan the shards and run them from t0 with the live view and the probes; every batch of
-    records also goes to ``sink`` as it arrives."""
+    records also goes to the records file (``writer``) as it arrives."""
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
-    first_failures = FirstFailures(prepared.num_requests) if config.fail_fast else None
+    records_file = ToRecordsFile(writer) if writer is not None else BatchObserver()
+    fail_fast = FailFast(prepared.num_requests, records_file) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
     host = HostSampler(pool.local_pids[: len(plans)])
     view = LiveView(
@@ -54,22 +70,14 @@ async def timed_run(
         config.disable_tqdm,
         host,
     )
-
-    def on_start(t0_ns: int) -> None:
-        host.start()
-        view.start(t0_ns)
-        if probes is not None:
-            probes.start()  # at t0, as upstream starts its probes with the run
-
+    # In this order from t0: the view's first reading is the host sampler's, taken at t0; the
+    # probes start with the run, as upstream starts its probes.
+    observers = [fail_fast or records_file, AtT0(host.start), view]
+    if probes is not None:
+        observers.append(AtT0(probes.start))
     try:
         collected = await pool.run(
-            plans,
-            prepared.num_requests,
-            config.concurrency,
-            on_start=on_start,
-            on_progress=view.add_batch,
-            sink=sink,
-            first_failures=first_failures,
+            plans, prepared.num_requests, config.concurrency, observers=observers
         )
     finally:
         host_usage = await host.stop()
@@ -77,4 +85,4 @@ async def timed_run(
         probe_results = (
             await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
         )
-    return TimedRun(collected, probe_results, first_failures, host_usage)
+    return TimedRun(collected, probe_results, fail_fast, host_usage)

@@ -7,26 +7,18 @@ import numpy as np
 from loadgen.audio_payloads import content_type
 from loadgen.backends import BACKENDS
 from loadgen.config import RunConfig
-from loadgen.config.sections import Server, Traffic
-from loadgen.run.fail_fast import FIRST
-from loadgen.run.fanout import ShardPlan
-from loadgen.run.prepare import Prepared
+from loadgen.config.sections import Server
+from loadgen.fleet.fanout import ShardPlan
 from loadgen.schedule import assign_workers, split_concurrency
 from loadgen.server.client import auth_headers, proxy_for
+from loadgen.session.fail_fast import FIRST
+from loadgen.session.prepare import Prepared
 from workers.pooling import JSON_BODY, POOLING_FORMS
 from workers.protocol import WorkerConfig
 
 PREOPEN_LIMIT = 4096  # connections a worker opens before t0, at most
 JSON_TYPE = "application/json"
 GUARD_SLACK = 64  # token events past twice max_tokens before a stream counts as endless
-
-
-def planned_workers(config: Traffic) -> int:
-    """Worker processes to start before the dataset is known: --workers, no more than the
-    requests asked for or --max-concurrency."""
-    # --num-prompts 0 (every line of a custom file) is not known until the file is read.
-    planned = config.num_prompts if config.num_prompts > 0 else config.workers
-    return min(config.workers, planned, config.concurrency or config.workers)
 
 
 def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:

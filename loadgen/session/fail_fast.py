@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from loadgen.backends import COMPLETIONS_BACKENDS
+from loadgen.fleet.collector import BatchObserver, RecordBatch
 from loadgen.terminal import printable
 
 FIRST = 20
@@ -57,6 +58,48 @@ class FirstFailures:
             f"the first {self.seen} requests all failed with {first!r}; stopped "
             f"(--no-fail-fast sends them all). {fix}"
         )
+
+
+class FailFast(BatchObserver):
+    """Fail fast as the run's stop rule, in front of the records file (``then``): the first
+    requests are judged before ``then`` sees them (writing a batch costs the records file about
+    a millisecond, so a run of failures stops within milliseconds of the FIRST-th), and once
+    they are judged every batch goes on to ``then`` as it arrives."""
+
+    def __init__(self, num_requests: int, then: BatchObserver) -> None:
+        self.first = FirstFailures(num_requests)
+        self.then = then
+        self.held: list[RecordBatch] | None = []  # None once the first requests are judged
+        self.stopped = False  # whether it stopped the run
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run starts: so does ``then``."""
+        self.then.start(t0_ns, t0_wall, connections)
+
+    def batch(self, batch: RecordBatch) -> bool:
+        """Judge the batch while the first requests are, then hand it on; True when the
+        first requests all failed alike."""
+        if self.held is None:
+            return self.then.batch(batch)
+        self.held.append(batch)
+        self.stopped = self.first.observe(batch.rows, batch.errors)
+        if self.first.judged:
+            self._release()
+        return self.stopped
+
+    def end(self) -> None:
+        """The records are all in: the batches held so far go on, then ``then`` ends."""
+        self._release()
+        self.then.end()
+
+    def _release(self) -> None:
+        for held in self.held or ():
+            self.then.batch(held)
+        self.held = None
+
+    def stop_line(self, backend: str, endpoint: str, model: str) -> str:
+        """The one line of a run it stopped (FirstFailures.stop_line)."""
+        return self.first.stop_line(backend, endpoint, model)
 
 
 def likely_fix(status: int, error: str, backend: str, endpoint: str, model: str) -> str:

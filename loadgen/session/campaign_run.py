@@ -1,17 +1,18 @@
-"""A campaign's runs (loadgen/run/campaign.py says what a campaign is): ready once, then each
+"""A campaign's runs (loadgen/session/campaign.py says what a campaign is): ready once, then each
 point's runs on the same workers, a line per run, summary.csv and its table at the end.
 
-The phases are runner.py's; this is the loop level around the timed run and the report.
+The phases are runner.py's and the lifecycle a ``RunSession``'s (loadgen/session/lifecycle.py);
+this is the loop level around the timed run and the report.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
-import threading
 
 from loadgen.config import ConfigError, RunConfig
+from loadgen.fleet.fanout import FanoutError, UnreachableServer, WorkerPool
+from loadgen.fleet.placement import planned_workers, worker_pool
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
     PointRuns,
@@ -24,7 +25,10 @@ from loadgen.report.gates import report_breaches
 from loadgen.report.html_report import campaign_report_line
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
-from loadgen.run.campaign import (
+from loadgen.server.client import ServerClient
+from loadgen.server.metrics import metrics_page
+from loadgen.server.profile import profile
+from loadgen.session.campaign import (
     Point,
     campaign_problem,
     failed_line,
@@ -39,25 +43,12 @@ from loadgen.run.campaign import (
     widest,
     with_schedule,
 )
-from loadgen.run.fanout import FanoutError, UnreachableServer, WorkerPool
-from loadgen.run.placement import worker_pool
-from loadgen.run.preflight import preflight
-from loadgen.run.prepare import Prepared, check_before_start
-from loadgen.run.records import records_writer, run_start
-from loadgen.run.runner import (
-    STOP_SIGNALS,
-    RunFailed,
-    against_server,
-    cancel_until_done,
-    finish,
-    get_ready,
-    now,
-)
-from loadgen.run.shards import planned_workers
-from loadgen.run.timed_run import active_workers, timed_run
-from loadgen.server.client import ServerClient, auth_headers
-from loadgen.server.metrics import metrics_page
-from loadgen.server.profile import profile
+from loadgen.session.lifecycle import RunFailed, RunSession
+from loadgen.session.preflight import preflight
+from loadgen.session.prepare import Prepared, check_before_start
+from loadgen.session.records import records_writer, run_start
+from loadgen.session.runner import finish, get_ready, now
+from loadgen.session.timed_run import active_workers, timed_run
 from loadgen.terminal import printable
 
 
@@ -71,55 +62,33 @@ def run_campaign(config: RunConfig) -> int:
         point_config(config, point).validate()
     check_before_start(point_config(config, points[0]))  # the warnings, once
     preflight(dataclasses.replace(widest(config, points), save_result=True))
-    return against_server(config, lambda served: _campaign(served, points))
+    with RunSession(config) as session:
+        return session.run(lambda session: _campaign(session, points))
 
 
-async def _campaign(config: RunConfig, points: list[Point]) -> int:
-    client = ServerClient(
-        config.server_url, auth_headers(config.headers), config.insecure, config.connect_timeout
-    )
-    try:
-        return await _campaign_with(config, points, client)
-    finally:
-        await client.close()
-
-
-async def _campaign_with(config: RunConfig, points: list[Point], client: ServerClient) -> int:
+async def _campaign(session: RunSession, points: list[Point]) -> int:
     """Get ready once, then each point's runs on the same workers (a new pool only after one
     was lost); summary.csv and the table at the end, also when the campaign stops early."""
-    pools = [worker_pool(config, pool_size(config, points), reusable=True)]
-    pools[0].start()
-    loop = asyncio.get_running_loop()
-    preparing = asyncio.current_task()
-    runs_started = False
-
-    def on_stop_signal(signum: int) -> None:
-        pools[-1].request_stop(signum)
-        if preparing is not None:
-            cancel_until_done(preparing, lambda: not runs_started)
-
-    handles_signals = threading.current_thread() is threading.main_thread()
-    for signum in STOP_SIGNALS if handles_signals else ():
-        loop.add_signal_handler(signum, on_stop_signal, signum)
+    config, client = session.config, session.client
+    session.start_workers(worker_pool(config, pool_size(config, points), reusable=True))
     results = points_of(points)
     total, step, folder = len(points) * config.num_runs, 0, ""
     breached: list[str] = []
     ended = False  # every run done: the workers may exit
     broken: list[WorkerPool] = []
     try:
-        prepared = await get_ready(preparation_config(config, points), client, pools[0])
-        runs_started = True
+        prepared = await get_ready(preparation_config(config, points), client, session.pool)
+        session.ready()
         folder = folder_name(config, prepared.model_id, now())
         for point, runs in zip(points, results, strict=True):
             point_prepared = with_schedule(config, prepared, point)
             for run_number in range(config.num_runs):
                 step += 1
                 one = run_config(config, point, folder, run_number)
-                if pools[-1] in broken or not pools[-1].alive():  # a new pool for the next runs
-                    pools[-1].close(graceful=False)
-                    pools.append(worker_pool(config, pools[0].placed, reusable=True))
-                    pools[-1].start()
-                pool = pools[-1]
+                if session.pool in broken or not session.pool.alive():  # a new pool, next runs
+                    placed = session.pools[0].placed
+                    session.replace_workers(worker_pool(config, placed, reusable=True))
+                pool = session.pool
                 pool.next_run(planned_workers(one))
                 try:
                     report, records = await _campaign_run(one, client, pool, point_prepared)
@@ -151,12 +120,7 @@ async def _campaign_with(config: RunConfig, points: list[Point], client: ServerC
             await profile(client, "stop")
         ended = True
     finally:
-        for signum in STOP_SIGNALS if handles_signals else ():
-            loop.remove_signal_handler(signum)
-        if ended:
-            await pools[-1].dismiss()
-        for pool in pools:
-            pool.close(graceful=ended)
+        await session.end_workers(graceful=ended, dismiss=ended)
         if folder and step:
             for runs in results:  # the campaign stopped early: say so in the rows it left
                 missing = config.num_runs - len(runs.metrics) - len(runs.errors)
@@ -204,7 +168,7 @@ async def _campaign_run(
             writer.close()
         raise
     counters_after = None if pool.stop_requested else await metrics_page(client)
-    report, records, _ = await finish(config, pool, prepared, start, timed, writer, counters_after)
+    report, records, _ = await finish(config, prepared, start, timed, writer, counters_after)
     assert report.result is not None  # a campaign's runs always write their result
     write_result(report.path, report.result)
     return report, records

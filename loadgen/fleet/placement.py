@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from loadgen.config import InputError
 from loadgen.config.sections import Traffic
-from loadgen.run.fanout import WorkerPool
-from loadgen.run.ray_placement import RayPlacement, RayPlacementError
-from loadgen.run.shards import planned_workers
-from loadgen.run.worker_channel import Listen
+from loadgen.fleet.fanout import WorkerPool
+from loadgen.fleet.ray_placement import RayPlacement, RayPlacementError
+from loadgen.fleet.worker_channel import Listen
 from workers.keys import CoordinatorKeys, KeyFileError, read_keys
+
+
+def planned_workers(config: Traffic) -> int:
+    """Worker processes to start before the dataset is known: --workers, no more than the
+    requests asked for or --max-concurrency."""
+    # --num-prompts 0 (every line of a custom file) is not known until the file is read.
+    planned = config.num_prompts if config.num_prompts > 0 else config.workers
+    return min(config.workers, planned, config.concurrency or config.workers)
 
 
 def worker_pool(config: Traffic, size: int | None = None, reusable: bool = False) -> WorkerPool:

@@ -12,7 +12,7 @@ remote), what it said, when it was last heard from, its clock offset, and how to
 gone: a local process's exit, a Ray actor's death, or a remote worker's silence (it says ALIVE
 every second it has nothing else to say), or a send to it that fails (``send``: with
 ROUTER_MANDATORY a peer whose connection is gone is unreachable). Before t0, ``sync_clocks``
-estimates each worker's clock offset from PING/PONG exchanges (loadgen/run/clock_sync.py).
+estimates each worker's clock offset from PING/PONG exchanges (loadgen/fleet/clock_sync.py).
 
 What peers say reaches the terminal through ``printable`` (loadgen/terminal.py), and repeated
 warnings (dropped messages, refused keys and workers) through one ``CappedWarnings``: five of a
@@ -35,7 +35,7 @@ import zmq
 import zmq.asyncio
 from zmq.auth.thread import ThreadAuthenticator
 
-from loadgen.run.clock_sync import PING_ROUND_TIMEOUT_S, PING_ROUNDS, ClockOffset, estimate_offset
+from loadgen.fleet.clock_sync import PING_ROUND_TIMEOUT_S, PING_ROUNDS, ClockOffset, estimate_offset
 from loadgen.terminal import CappedWarnings, printable
 from workers.keys import CoordinatorKeys, server_options
 from workers.protocol import (

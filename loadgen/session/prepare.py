@@ -33,8 +33,6 @@ from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.sharegpt import load_sharegpt_entries
 from loadgen.payloads import lora_assignment, serialize_bodies, turn_bodies
 from loadgen.report.gate_keys import check_gates
-from loadgen.run.build_progress import BuildProgress
-from loadgen.run.threads import in_daemon_thread
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
@@ -42,6 +40,8 @@ from loadgen.server.discovery import resolve_model
 from loadgen.server.errors import ConnectionLost, ServerUnreachable
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
+from loadgen.session.build_progress import BuildProgress
+from loadgen.session.threads import in_daemon_thread
 from loadgen.terminal import printable
 from loadgen.text.chat_template import ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import (

@@ -1,18 +1,21 @@
 """Fan-out: start the workers, hand each its shard, start them together, collect records.
 
-Workers are local processes, Ray actors (loadgen/run/ray_placement.py) or workers that join by
-hand (``loadgen worker --connect``), all on one channel (loadgen/run/worker_channel.py). Before
+Workers are local processes, Ray actors (loadgen/fleet/ray_placement.py) or workers that join by
+hand (``loadgen worker --connect``), all on one channel (loadgen/fleet/worker_channel.py). Before
 t0 each worker's clock offset is estimated, and each is told t0 in its own clock.
 
 Accounting is central and lives here: ``collect`` returns exactly one record per request.
 A request a worker reported is taken as reported; a request whose worker died or was lost, or
 that was never reported for any other reason, becomes a failed record with the reason as its
-error. A lost worker's credits of the cap go back to the others.
+error (the ``Collector``, loadgen/fleet/collector.py). A lost worker's credits of the cap go
+back to the others. Each batch of records goes, screened, to the collector and the observers
+the session passes in (the records file, the live view, fail fast as a stop rule), one message
+kind to one handler.
 
-Nearly 600 lines because ``WorkerPool`` is the one owner of the channel through a run's
+Over 500 lines because ``WorkerPool`` is the one owner of the channel through a run's
 phases (hello, clocks, shards, start, collect, stop), each of which must also survive a worker
-that vanishes or misbehaves; the channel, clocks, credits, placement and the screening of
-records (loadgen/run/screen_records.py) are their own modules already.
+that vanishes or misbehaves; the channel, clocks, credits, placement, the screening of
+records (loadgen/fleet/screen_records.py) and the collector are their own modules already.
 """
 
 from __future__ import annotations
@@ -24,28 +27,26 @@ import shutil
 import signal
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from loadgen.records.collected import Collected, assemble_events
+from loadgen.fleet.channel_dir import private_directory
+from loadgen.fleet.collector import BatchObserver, Collector, RecordBatch
+from loadgen.fleet.credit_pool import CreditMessage, CreditPool
+from loadgen.fleet.screen_records import screen_batch
+from loadgen.fleet.worker_channel import LOCAL, REMOTE, Listen, Member, WorkerChannel, join_hint
+from loadgen.fleet.worker_spawn import start_without_main
+from loadgen.records.collected import Collected
 from loadgen.records.redact import redact_url
-from loadgen.run.channel_dir import private_directory
-from loadgen.run.credit_pool import CreditMessage, CreditPool
-from loadgen.run.fail_fast import FirstFailures
-from loadgen.run.screen_records import screen_batch
-from loadgen.run.worker_channel import LOCAL, REMOTE, Listen, Member, WorkerChannel, join_hint
-from loadgen.run.worker_spawn import start_without_main
 from loadgen.server.retry import READY_CHECK_HINT
 from loadgen.terminal import printable
 from workers.keys import new_keys
 from workers.protocol import (
-    RECORD_DTYPE,
-    UNSENT_ROW,
     Codec,
     ConnectionStats,
     Kind,
@@ -59,7 +60,7 @@ from workers.protocol import (
 from workers.worker import DISMISSED, run_worker
 
 if TYPE_CHECKING:
-    from loadgen.run.ray_placement import RayPlacement
+    from loadgen.fleet.ray_placement import RayPlacement
 
 START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
 POLL_MS = 100
@@ -67,28 +68,6 @@ PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 5.0  # after STOP, how long a worker may take to report before it is killed
 JOIN_TIMEOUT_S = 120.0  # how long local and Ray workers may take to say HELLO
 REMOTE_JOIN_TIMEOUT_S = 600.0  # how long workers joining by hand may take
-
-
-class RecordsSink(Protocol):
-    """Where each RECORDS batch goes as it arrives (the records file), besides ``Collected``."""
-
-    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
-        """The run starts at ``t0_ns`` (``t0_wall`` in wall-clock time) with ``connections``
-        open."""
-
-    def write(
-        self,
-        worker: int,
-        rows: np.ndarray,
-        event_ns: np.ndarray,
-        errors: dict[int, str],
-        texts: dict[int, str],
-    ) -> None:
-        """One batch of a worker's records, as it arrived."""
-
-
-# Each RECORDS batch as it arrives: its rows, their token events, their errors by request index.
-OnBatch = Callable[[np.ndarray, np.ndarray, dict[int, str]], None]
 
 
 class FanoutError(Exception):
@@ -102,6 +81,20 @@ class FanoutError(Exception):
 
 class UnreachableServer(FanoutError):
     """No worker could open a connection to the server: it is down or not where it was said."""
+
+
+@dataclass
+class _Collecting:
+    """The collect loop's state: the workers still running, who hears of each batch."""
+
+    pending: set[int]
+    owner: np.ndarray  # which worker sends each request
+    collector: Collector
+    observers: list[BatchObserver]  # the collector first
+    probe_ports: dict[int, int]
+    credit_pool: CreditPool | None = None
+    stop_deadline: float | None = None  # set when STOP goes out
+    next_ping_ns: int = field(default_factory=perf_counter_ns)
 
 
 @dataclass
@@ -165,7 +158,6 @@ class WorkerPool:
         self.num_workers = num_workers + self.remote_workers
         self.stop_requested = False
         self.stop_signal = signal.SIGINT  # what asked the run to stop (its exit code)
-        self.failed_fast = False  # stopped because the first requests all failed alike
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.probe.setblocking(False)
 
@@ -286,17 +278,14 @@ class WorkerPool:
         plans: list[ShardPlan],
         num_requests: int,
         max_concurrency: int | None = None,
-        on_start: Callable[[int], None] | None = None,
-        on_progress: OnBatch | None = None,
-        sink: RecordsSink | None = None,
-        first_failures: FirstFailures | None = None,
+        observers: Sequence[BatchObserver] = (),
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record.
 
-        With ``max_concurrency`` the cap is lent out as credits (loadgen/run/credit_pool.py);
-        with ``sink`` (and ``on_progress``) every batch is also handed on as it arrives;
-        ``on_start`` is told t0 once START is sent; with ``first_failures`` the run stops
-        (``failed_fast``) when its first requests all fail alike.
+        With ``max_concurrency`` the cap is lent out as credits (loadgen/fleet/credit_pool.py).
+        Every batch of records goes to the collector and then to ``observers`` in order as it
+        arrives (loadgen/fleet/collector.py), each told t0 once START is sent; an observer
+        that asks to stop (fail fast's rule) stops the run as ``request_stop`` does.
         """
         workers = set(range(len(plans)))
         credit_pool = (
@@ -339,21 +328,13 @@ class WorkerPool:
             credits = credit_pool.initial[w] if credit_pool is not None else 0
             t0_worker = t0_ns + self.channel.offset_ns(w)
             await self._send(w, self.codec.encode(Kind.START, t0_ns=t0_worker, credits=credits))
-        if sink is not None:
-            sink.start(t0_ns, t0_wall.isoformat(), connections)
-        if on_start is not None:
-            on_start(t0_ns)
-        collected = await self._collect(
-            workers,
-            owner,
-            t0_ns,
-            connections,
-            probe_ports,
-            on_progress,
-            credit_pool,
-            sink,
-            first_failures,
-        )
+        collector = Collector(workers, owner)
+        run = _Collecting(set(workers), owner, collector, [collector, *observers], probe_ports)
+        run.credit_pool = credit_pool
+        for observer in run.observers:
+            observer.start(t0_ns, t0_wall.isoformat(), connections)
+        await self._collect(run)
+        collected = collector.collected(t0_ns, connections, interrupted=self.stop_requested)
         collected.t0_wall = t0_wall.isoformat()
         collected.hosts = self.hosts()
         return collected
@@ -363,156 +344,118 @@ class WorkerPool:
         if kind is Kind.FATAL:
             raise FanoutError(f"worker {worker} failed: {printable(fields['message'])}")
 
-    async def _collect(
-        self,
-        workers: set[int],
-        owner: np.ndarray,
-        t0_ns: int,
-        connections: int,
-        probe_ports: dict[int, int],
-        on_progress: OnBatch | None,
-        credit_pool: CreditPool | None,
-        sink: RecordsSink | None,
-        first_failures: FirstFailures | None,
-    ) -> Collected:
-        num_requests = len(owner)
-        records = np.zeros(num_requests, dtype=RECORD_DTYPE)
-        reported_by = np.full(num_requests, -1, dtype=np.int16)
-        received = np.zeros(num_requests, dtype=bool)
-        batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        errors: dict[int, str] = {}
-        texts: dict[int, str] = {}
-        problems: list[str] = []
-        lost: dict[int, str] = {}  # why each lost worker is gone
-        pending = set(workers)
-        stop_deadline: float | None = None
-        loop_lag: list[np.ndarray] = []
-        cpu_ns = dict.fromkeys(workers, 0)
-        wall_ns = dict.fromkeys(workers, 0)
-        stats: list[ConnectionStats] = []
-        next_ping_ns = perf_counter_ns()
-        held: list[tuple] = []  # batches not yet in the records file while fail fast judges
-        while pending:
-            if self.stop_requested and stop_deadline is None:
-                stop_deadline = time.monotonic() + STOP_GRACE_S
-                for w in pending:  # a send never raises: one that fails makes the worker lost
-                    await self._send(w, self.codec.encode(Kind.STOP, reason="interrupted"))
-            if stop_deadline is not None and time.monotonic() > stop_deadline:
-                for w in pending:
-                    if w < len(self.processes):
-                        self.processes[w].kill()  # SIGKILL: a stopped worker ignores SIGTERM
-                    problems.append(f"worker {w} did not stop within {STOP_GRACE_S:.0f} s")
+    async def _collect(self, run: _Collecting) -> None:
+        """Hand each message to its kind's handler until every worker is done, failed or lost,
+        or, after a stop, past STOP_GRACE_S; then tell the observers the records are in."""
+        handlers = {
+            Kind.RECORDS: self._on_records,
+            Kind.DEMAND: self._on_demand,
+            Kind.DONE: self._on_done,
+            Kind.FATAL: self._on_fatal,
+        }
+        while run.pending:
+            if self.stop_requested and run.stop_deadline is None:
+                await self._send_stop(run)
+            if run.stop_deadline is not None and time.monotonic() > run.stop_deadline:
+                self._kill_unstopped(run)
                 break
-            if perf_counter_ns() >= next_ping_ns:
-                next_ping_ns = perf_counter_ns() + PING_INTERVAL_NS
-                for w in pending:
-                    if not probe_ports.get(w):
-                        continue  # a remote worker samples its loop lag itself
-                    with contextlib.suppress(OSError):  # a full buffer drops a probe, no more
-                        self.probe.sendto(
-                            encode_probe(perf_counter_ns(), self.codec.probe_token),
-                            ("127.0.0.1", probe_ports[w]),
-                        )
-            wait_ms = max(1, (next_ping_ns - perf_counter_ns()) // 1_000_000)
+            self._ping(run)
+            wait_ms = max(1, (run.next_ping_ns - perf_counter_ns()) // 1_000_000)
             got = await self._recv(wait_ms)
             if got is None:
-                for w, why in self._lost(pending).items():
-                    pending.discard(w)
-                    problems.append(why)
-                    lost[w] = self.channel.members[w].lost = why
-                    print(f"warning: {why}; its requests are failed records", flush=True)
-                    if credit_pool is not None:
-                        await self._send_credits(credit_pool.on_lost(w), pending)
+                await self._on_silence(run)
                 continue
             worker, kind, fields, frames = got
-            if kind is Kind.RECORDS:
-                try:
-                    decoded = decode_records(fields, frames)
-                except ProtocolError as exc:
-                    self._drop(f"worker {worker}'s records: {exc}")
-                    continue
-                # Rows of another shard, or of a request already reported, never go on.
-                decoded, dropped = screen_batch(worker, *decoded, owner, received)
-                for why in dropped:
-                    self._drop(why)
-                batch, events, batch_errors, batch_texts = decoded
-                if not len(batch):
-                    continue
-                records[batch["index"]] = batch
-                received[batch["index"]] = True
-                reported_by[batch["index"]] = worker
-                if first_failures is not None:
-                    # Judged before the records file is written (a batch costs it about a
-                    # millisecond): a run of failures stops within milliseconds of the 20th.
-                    held.append((worker, batch, events, batch_errors, batch_texts))
-                    if first_failures.observe(batch, batch_errors):
-                        self.failed_fast = True
-                        self.stop_requested = True  # STOP goes out at the top of the loop
-                    if first_failures.judged:
-                        first_failures = None
-                        _write_held(sink, held)
-                elif sink is not None:
-                    sink.write(worker, batch, events, batch_errors, batch_texts)
-                batches.append((batch["index"].copy(), batch["n_events"].copy(), events.copy()))
-                errors.update(batch_errors)
-                texts.update(batch_texts)
-                if on_progress is not None:
-                    on_progress(batch, events, batch_errors)
-            elif kind is Kind.DEMAND and credit_pool is not None and worker in pending:
-                messages = credit_pool.on_demand(worker, fields["returned"], fields["waiting"])
-                await self._send_credits(messages, pending)
-            elif kind is Kind.DONE:
-                try:
-                    worker_stats = ConnectionStats(**fields["connections"])
-                    lags = np.frombuffer(frames[0], dtype="<i8").copy()
-                except (TypeError, ValueError) as exc:
-                    self._drop(f"worker {worker}'s DONE: {exc}")
-                    continue
-                pending.discard(worker)
-                if credit_pool is not None:  # a finished worker's credits, for those still busy
-                    await self._send_credits(credit_pool.on_lost(worker), pending)
-                loop_lag.append(lags)
-                cpu_ns[worker], wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
-                stats.append(worker_stats)
-            elif kind is Kind.FATAL:
-                pending.discard(worker)
-                if credit_pool is not None:  # a failed worker's credits, as a finished one's
-                    await self._send_credits(credit_pool.on_lost(worker), pending)
-                problems.append(f"worker {worker} failed: {printable(fields['message'])}")
+            handler = handlers.get(kind)
+            if handler is not None:
+                await handler(run, worker, fields, frames)
+        for observer in run.observers:
+            observer.end()
 
-        _write_held(sink, held)
-        for w in workers:
-            if not (owner == w).any():  # an empty shard: its start-up is no run's CPU
-                cpu_ns[w] = wall_ns[w] = 0
-        missing = np.flatnonzero(~received)
-        if len(missing):
-            reason = "; ".join(problems) or "no record arrived for this request"
-            records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
-            records["index"][missing] = missing
-            for i in missing:
-                errors[int(i)] = f"lost: {lost.get(int(owner[i]), reason)}"
-        event_ns, event_offsets = assemble_events(records["n_events"], batches)
-        return Collected(
-            records=records,
-            event_ns=event_ns,
-            event_offsets=event_offsets,
-            errors=errors,
-            texts=texts,
-            t0_ns=t0_ns,
-            connections=connections,
-            worker=reported_by,
-            worker_problems=problems,
-            interrupted=self.stop_requested,
-            loop_lag_ns=np.concatenate(loop_lag) if loop_lag else np.zeros(0, np.int64),
-            worker_cpu_ns=[cpu_ns[w] for w in sorted(workers)],
-            worker_wall_ns=[wall_ns[w] for w in sorted(workers)],
-            connection_stats=ConnectionStats(
-                preopened_at_t0=sum(s.preopened_at_t0 for s in stats),
-                closed_before_use=sum(s.closed_before_use for s in stats),
-                resent=sum(s.resent for s in stats),
-                reuse_stopped=any(s.reuse_stopped for s in stats),
-            ),
-        )
+    async def _send_stop(self, run: _Collecting) -> None:
+        """A stop was asked: STOP to every worker still running, which has STOP_GRACE_S."""
+        run.stop_deadline = time.monotonic() + STOP_GRACE_S
+        for w in run.pending:  # a send never raises: one that fails makes the worker lost
+            await self._send(w, self.codec.encode(Kind.STOP, reason="interrupted"))
+
+    def _kill_unstopped(self, run: _Collecting) -> None:
+        """Past the grace after STOP: kill the local workers still running, name them all."""
+        for w in run.pending:
+            if w < len(self.processes):
+                self.processes[w].kill()  # SIGKILL: a stopped worker ignores SIGTERM
+            run.collector.problem(f"worker {w} did not stop within {STOP_GRACE_S:.0f} s")
+
+    def _ping(self, run: _Collecting) -> None:
+        """Every PING_INTERVAL_NS, a loop-lag probe to each local worker still running."""
+        if perf_counter_ns() < run.next_ping_ns:
+            return
+        run.next_ping_ns = perf_counter_ns() + PING_INTERVAL_NS
+        for w in run.pending:
+            if not run.probe_ports.get(w):
+                continue  # a remote worker samples its loop lag itself
+            with contextlib.suppress(OSError):  # a full buffer drops a probe, no more
+                self.probe.sendto(
+                    encode_probe(perf_counter_ns(), self.codec.probe_token),
+                    ("127.0.0.1", run.probe_ports[w]),
+                )
+
+    async def _on_silence(self, run: _Collecting) -> None:
+        """Nothing came: a worker found lost is done, its requests fail, its credits go back."""
+        for w, why in self._lost(run.pending).items():
+            run.pending.discard(w)
+            run.collector.lost(w, why)
+            self.channel.members[w].lost = why
+            print(f"warning: {why}; its requests are failed records", flush=True)
+            await self._credits_back(run, w)
+
+    async def _on_records(self, run: _Collecting, worker: int, fields: dict, frames: list) -> None:
+        """A RECORDS batch: screened, then to the collector and the observers in order."""
+        try:
+            decoded = decode_records(fields, frames)
+        except ProtocolError as exc:
+            self._drop(f"worker {worker}'s records: {exc}")
+            return
+        # Rows of another shard, or of a request already reported, never go on.
+        decoded, dropped = screen_batch(worker, *decoded, run.owner, run.collector.received)
+        for why in dropped:
+            self._drop(why)
+        if not len(decoded[0]):
+            return
+        batch = RecordBatch(worker, *decoded)
+        stop = False
+        for observer in run.observers:  # each one, also after one has asked to stop
+            stop = observer.batch(batch) or stop
+        if stop:
+            self.stop_requested = True  # STOP goes out at the top of the loop
+
+    async def _on_demand(self, run: _Collecting, worker: int, fields: dict, _: list) -> None:
+        """A worker wants credits, or returns some: the credit pool's answer."""
+        if run.credit_pool is not None and worker in run.pending:
+            messages = run.credit_pool.on_demand(worker, fields["returned"], fields["waiting"])
+            await self._send_credits(messages, run.pending)
+
+    async def _on_done(self, run: _Collecting, worker: int, fields: dict, frames: list) -> None:
+        """A worker is done: its connections, loop lags and CPU time; its credits go back."""
+        try:
+            stats = ConnectionStats(**fields["connections"])
+            lags = np.frombuffer(frames[0], dtype="<i8").copy()
+        except (TypeError, ValueError) as exc:
+            self._drop(f"worker {worker}'s DONE: {exc}")
+            return
+        run.pending.discard(worker)
+        await self._credits_back(run, worker)  # a finished worker's, for those still busy
+        run.collector.done(worker, stats, lags, fields)
+
+    async def _on_fatal(self, run: _Collecting, worker: int, fields: dict, _: list) -> None:
+        """A worker failed: its credits go back as a finished one's, its requests fail."""
+        run.pending.discard(worker)
+        await self._credits_back(run, worker)
+        run.collector.problem(f"worker {worker} failed: {printable(fields['message'])}")
+
+    async def _credits_back(self, run: _Collecting, worker: int) -> None:
+        """``worker`` holds no credits any more: the pool lends them to those still running."""
+        if run.credit_pool is not None:
+            await self._send_credits(run.credit_pool.on_lost(worker), run.pending)
 
     async def _send_credits(self, messages: list[CreditMessage], pending: set[int]) -> None:
         """Send the credit pool's CREDITS messages to the workers still running."""
@@ -531,7 +474,6 @@ class WorkerPool:
     def next_run(self, workers: int) -> None:
         """Make a reusable pool ready for its next run, after one that may have failed fast,
         which uses its first ``workers`` processes (as many as that run alone would start)."""
-        self.failed_fast = False
         self.stop_requested = False
         self.num_workers = min(workers, self.placed) + self.remote_workers
 
@@ -591,11 +533,3 @@ def _shard(codec: Codec, plan: ShardPlan) -> list:
         plan.max_events,
         plan.turns,
     )
-
-
-def _write_held(sink: RecordsSink | None, held: list[tuple]) -> None:
-    """Write the batches held back while fail fast judged the run's first requests."""
-    if sink is not None:
-        for worker, batch, events, errors, texts in held:
-            sink.write(worker, batch, events, errors, texts)
-    held.clear()

@@ -1,0 +1,137 @@
+"""Where each RECORDS batch goes as it arrives: the observers, and the collector among them.
+
+The fan-out (loadgen/fleet/fanout.py) screens each batch a worker sends and hands it to its
+observers in order, through ``BatchObserver``'s three methods: ``start`` at t0, ``batch`` for
+each batch (True asks the run to stop: a stop rule, as fail fast's), ``end`` when the run's
+records are all in. The session chooses the others (the records file, the live view, fail
+fast); the ``Collector`` is the fan-out's own and always first: it keeps one record per
+request, with what the workers said at DONE or FATAL and what was lost, and assembles the
+run's ``Collected``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadgen.records.collected import Collected, assemble_events
+from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """One worker's RECORDS batch, screened: its rows (RECORD_DTYPE), their token events, and
+    their errors and texts by request index."""
+
+    worker: int
+    rows: np.ndarray
+    events: np.ndarray
+    errors: dict[int, str]
+    texts: dict[int, str]
+
+
+class BatchObserver:
+    """Something told of the run's record batches as they arrive; each method does nothing
+    unless overridden."""
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run starts at ``t0_ns`` (``t0_wall`` in wall-clock time) with ``connections``
+        open."""
+
+    def batch(self, batch: RecordBatch) -> bool:
+        """One batch, as it arrived; True asks the run to stop."""
+        return False
+
+    def end(self) -> None:
+        """The run's records are all in (or the run gave up on the rest)."""
+
+
+class Collector(BatchObserver):
+    """One record per request of the run, and what its workers said besides.
+
+    A request no worker reported becomes a failed record whose error says why: its worker was
+    lost, or failed, or never said.
+    """
+
+    def __init__(self, workers: Iterable[int], owner: np.ndarray) -> None:
+        self.workers = sorted(workers)
+        self.owner = owner  # which worker sends each request
+        num_requests = len(owner)
+        self.records = np.zeros(num_requests, dtype=RECORD_DTYPE)
+        self.reported_by = np.full(num_requests, -1, dtype=np.int16)
+        self.received = np.zeros(num_requests, dtype=bool)
+        self.batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.errors: dict[int, str] = {}
+        self.texts: dict[int, str] = {}
+        self.problems: list[str] = []
+        self.lost_workers: dict[int, str] = {}  # why each lost worker is gone
+        self.loop_lag: list[np.ndarray] = []
+        self.cpu_ns = dict.fromkeys(self.workers, 0)
+        self.wall_ns = dict.fromkeys(self.workers, 0)
+        self.stats: list[ConnectionStats] = []
+
+    def batch(self, batch: RecordBatch) -> bool:
+        """Take a screened batch's rows, events, errors and texts."""
+        rows = batch.rows
+        self.records[rows["index"]] = rows
+        self.received[rows["index"]] = True
+        self.reported_by[rows["index"]] = batch.worker
+        self.batches.append((rows["index"].copy(), rows["n_events"].copy(), batch.events.copy()))
+        self.errors.update(batch.errors)
+        self.texts.update(batch.texts)
+        return False
+
+    def done(self, worker: int, stats: ConnectionStats, lags: np.ndarray, fields: dict) -> None:
+        """``worker`` said DONE: its connections, loop lags and CPU time."""
+        self.loop_lag.append(lags)
+        self.cpu_ns[worker], self.wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
+        self.stats.append(stats)
+
+    def problem(self, why: str) -> None:
+        """A worker failed, or did not stop in time: the run's requests it had not reported
+        fail with ``why`` (with every other problem)."""
+        self.problems.append(why)
+
+    def lost(self, worker: int, why: str) -> None:
+        """``worker`` is gone: its unreported requests fail with ``why``."""
+        self.problems.append(why)
+        self.lost_workers[worker] = why
+
+    def collected(self, t0_ns: int, connections: int, interrupted: bool) -> Collected:
+        """The run's records, one per request, and what the workers said besides."""
+        for w in self.workers:
+            if not (self.owner == w).any():  # an empty shard: its start-up is no run's CPU
+                self.cpu_ns[w] = self.wall_ns[w] = 0
+        records, errors = self.records, self.errors
+        missing = np.flatnonzero(~self.received)
+        if len(missing):
+            reason = "; ".join(self.problems) or "no record arrived for this request"
+            records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
+            records["index"][missing] = missing
+            for i in missing:
+                errors[int(i)] = f"lost: {self.lost_workers.get(int(self.owner[i]), reason)}"
+        event_ns, event_offsets = assemble_events(records["n_events"], self.batches)
+        stats = self.stats
+        return Collected(
+            records=records,
+            event_ns=event_ns,
+            event_offsets=event_offsets,
+            errors=errors,
+            texts=self.texts,
+            t0_ns=t0_ns,
+            connections=connections,
+            worker=self.reported_by,
+            worker_problems=self.problems,
+            interrupted=interrupted,
+            loop_lag_ns=np.concatenate(self.loop_lag) if self.loop_lag else np.zeros(0, np.int64),
+            worker_cpu_ns=[self.cpu_ns[w] for w in self.workers],
+            worker_wall_ns=[self.wall_ns[w] for w in self.workers],
+            connection_stats=ConnectionStats(
+                preopened_at_t0=sum(s.preopened_at_t0 for s in stats),
+                closed_before_use=sum(s.closed_before_use for s in stats),
+                resent=sum(s.resent for s in stats),
+                reuse_stopped=any(s.reuse_stopped for s in stats),
+            ),
+        )
