@@ -6,7 +6,9 @@ by side), `loadgen mock-server`, `loadgen calibrate`, and `loadgen worker` with 
 The only package that imports click. The options of `run` and `mock-server` are made from their
 flag tables (loadgen/config/flags.py, loadgen/mock/config.py) by options.py; vllm_compat.py
 reads `run`'s argv as upstream's parser does. A command's module is imported when the command
-is used: the mock server, started for every `--mock` run, does not load the benchmark.
+is used: the mock server, started for every `--mock` run, does not load the benchmark. What
+the commands' modules tell the user comes through one channel (loadgen/console.py), shown here
+as plain lines on stdout and stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import click
 
 from loadgen import __version__
+from loadgen.console import terminal_output
 
 COMMANDS = ("calibrate", "compare", "keygen", "mock-server", "report", "run", "worker")
 
@@ -58,8 +61,12 @@ class Commands(click.Group):
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="loadgen")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """loadgen: a multi-process benchmark client for OpenAI-compatible inference servers."""
+    # loadgen's notes, warnings and reports (loadgen/console.py) on the terminal, as printed
+    # lines, until the command ends; -q narrows them (cli/run.py).
+    ctx.with_resource(terminal_output())
 
 
 def main() -> None:

@@ -8,12 +8,13 @@ import uuid
 import click
 
 from loadgen.cli.options import click_option, given, given_values
-from loadgen.cli.quiet import ReportOnlyStdout
 from loadgen.cli.streams import SurvivingStdout
 from loadgen.cli.vllm_compat import VllmCompatibleCommand
 from loadgen.config import RUN_FLAGS, ConfigError, InputError, RunConfig
+from loadgen.console import terminal_output
 from loadgen.mock.process import MockServerError
 from loadgen.records.redact import redact_text
+from loadgen.report.summary import table_and_verdict
 from loadgen.run.campaign import is_campaign
 from loadgen.run.campaign_run import run_campaign
 from loadgen.run.fanout import FanoutError
@@ -59,7 +60,9 @@ def run_benchmark(ctx: click.Context, /, **values: object) -> None:
                 "line per run and a table: drop -q"
             )
         config.disable_tqdm = True
-        sys.stdout = ReportOnlyStdout(sys.stdout)
+        # Only the report's table and verdict, rendered from its summary, and what goes to
+        # stderr (the breached gates); errors are click's, on stderr too.
+        ctx.with_resource(terminal_output(quiet=table_and_verdict))
     try:
         code = run_campaign(config) if is_campaign(config) else run(config)
     except ConfigError as exc:

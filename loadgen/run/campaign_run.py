@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import threading
 
@@ -59,6 +60,8 @@ from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 
 def run_campaign(config: RunConfig) -> int:
@@ -132,21 +135,21 @@ async def _campaign_with(config: RunConfig, points: list[Point], client: ServerC
                     if isinstance(exc, FanoutError):
                         broken.append(pool)  # its workers may be mid-run: none is reused
                     runs.errors.append(f"run={run_number}: {exc}")
-                    print(failed_line(step, total, point, run_number, str(exc)))
+                    log.warning(failed_line(step, total, point, run_number, str(exc)))
                     continue
                 if pool.stop_requested:
                     raise RunFailed("interrupted: the campaign stopped", pool.exit_code)
                 problem = _run_problem(records, report)
                 if problem is not None:
                     runs.errors.append(f"run={run_number}: {problem}")
-                    print(failed_line(step, total, point, run_number, problem))
+                    log.warning(failed_line(step, total, point, run_number, problem))
                     continue
                 metrics, trimmed = summary_metrics(report.summary, config.steady_state)
                 runs.metrics.append(metrics)
                 runs.trimmed.append(trimmed)
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
-                print(run_line(step, total, point, run_number, metrics, trim), flush=True)
+                log.info(run_line(step, total, point, run_number, metrics, trim))
         if config.profile:
             await profile(client, "stop")
         ended = True
@@ -185,9 +188,9 @@ def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> 
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
     for line in summary_table(rows, config.num_runs):
-        print(line)
-    print(f"Campaign written to {folder} (summary.csv, and a folder per point)")
-    print(campaign_report_line(folder))
+        log.info(line)
+    log.info(f"Campaign written to {folder} (summary.csv, and a folder per point)")
+    log.info(campaign_report_line(folder))
 
 
 async def _campaign_run(

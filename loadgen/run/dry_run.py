@@ -11,6 +11,7 @@ prints those lines as it does, then the lengths' spread, the schedule and its ha
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -22,6 +23,8 @@ from loadgen.run.shards import planned_workers, request_owners
 from loadgen.schedule import schedule_hash
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.server.tokenizer import ServerTokenizer
+
+log = logging.getLogger(__name__)
 
 
 async def print_plan(config: RunConfig) -> int:
@@ -37,7 +40,7 @@ async def print_plan(config: RunConfig) -> int:
         await client.close()
     workers = min(planned_workers(config) + config.remote_workers, prepared.num_requests)
     for line in plan_lines(config, prepared, workers):
-        print(line)
+        log.info(line)
     return 0
 
 

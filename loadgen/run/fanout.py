@@ -18,6 +18,7 @@ records (loadgen/run/screen_records.py) are their own modules already.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import shutil
@@ -57,6 +58,8 @@ from workers.protocol import (
     worker_identity,
 )
 from workers.worker import DISMISSED, run_worker
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from loadgen.run.ray_placement import RayPlacement
@@ -176,7 +179,7 @@ class WorkerPool:
             for member in self.ray.start(self.tcp_endpoint, self.ray_keys, self.local_workers):
                 self.channel.add(member)
         if self.tcp_endpoint and self.remote_workers:
-            print(join_hint(self.tcp_endpoint, self.remote_workers), flush=True)
+            log.info(join_hint(self.tcp_endpoint, self.remote_workers))
 
     @property
     def hellos(self) -> dict[int, dict]:
@@ -328,7 +331,7 @@ class WorkerPool:
                 f"cannot connect to the server at {url}: {error}; is it up? {READY_CHECK_HINT}"
             )
         if short := preopen_shortfall(plans, ready):
-            print(f"warning: {short}", flush=True)
+            log.warning(f"warning: {short}")
         try:
             await self.channel.sync_clocks(workers, self._before_start)
         except OSError as exc:
@@ -420,7 +423,7 @@ class WorkerPool:
                     pending.discard(w)
                     problems.append(why)
                     lost[w] = self.channel.members[w].lost = why
-                    print(f"warning: {why}; its requests are failed records", flush=True)
+                    log.warning(f"warning: {why}; its requests are failed records")
                     if credit_pool is not None:
                         await self._send_credits(credit_pool.on_lost(w), pending)
                 continue

@@ -7,6 +7,7 @@ what the workers reported and the end together as the ``RunRecords`` every repor
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import asdict, replace
 
@@ -26,6 +27,8 @@ from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
 from loadgen.run.prepare import Prepared
 from loadgen.schedule import schedule_hash
+
+log = logging.getLogger(__name__)
 
 
 def saves_records(config: RunConfig) -> bool:
@@ -151,5 +154,5 @@ def finish_records(
     try:
         return move(writer.path, records_path(result_file))
     except OSError as exc:  # the directory is no longer writable: the file stays as it is
-        print(f"warning: records file {writer.path} keeps its name ({exc.strerror or exc})")
+        log.warning(f"warning: records file {writer.path} keeps its name ({exc.strerror or exc})")
         return writer.path

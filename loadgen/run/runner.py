@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from loadgen.backends import check_endpoint
 from loadgen.config import ConfigError, InputError, RunConfig
+from loadgen.console import TO_STDERR
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
@@ -46,6 +47,8 @@ from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.terminal import printable
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
+
+log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # exit 128 + the signal's number
 
@@ -258,7 +261,7 @@ async def _report(
                 os.remove(report.path)
         raise RunFailed(_unwritten(report.path, exc, records_file)) from None
     if records_file is not None:
-        print(f"Records written to {records_file}")
+        log.info(f"Records written to {records_file}")
     code = _exit_code(collected, report, pool)
     return RunOutcome(code, report, records, records_file, report.path if write_result else None)
 
@@ -304,9 +307,9 @@ class LateSignals:
             os._exit(128 + signum)  # asked twice: no report is worth the wait
         self.signum = signum
         name = signal.Signals(signum).name
-        print(
+        log.info(
             f"note: {name}: finishing the report of the run; {name} again exits at once",
-            file=sys.stderr,
+            extra=TO_STDERR,
         )
 
     def remove(self) -> None:
@@ -356,7 +359,7 @@ async def get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) -
         await check_ready(config, client, prepared.first_body)
         prepared = await align(config, client, prepared)
         await warm_up(config, client, prepared.first_body)
-        print("Starting main benchmark run...")
+        log.info("Starting main benchmark run...")
         if config.profile:
             await profile(client, "start")
     except asyncio.CancelledError:

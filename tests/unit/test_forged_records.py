@@ -111,7 +111,7 @@ def done(pool: WorkerPool) -> list:
     )
 
 
-def test_the_collector_survives_forged_and_repeated_records(monkeypatch, capsys):
+def test_the_collector_survives_forged_and_repeated_records(terminal, monkeypatch, capsys):
     pool = WorkerPool(0)
     try:
         owner = np.array([0, 1, 0, 1, 2], dtype=np.int16)  # worker 2: request 4
