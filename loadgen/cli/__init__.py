@@ -8,7 +8,7 @@ flag tables (loadgen/config/flags.py, loadgen/mock/config.py) by options.py; vll
 reads `run`'s argv as upstream's parser does. A command's module is imported when the command
 is used: the mock server, started for every `--mock` run, does not load the benchmark. What
 the commands' modules tell the user comes through one channel (loadgen/console.py), shown here
-as plain lines on stdout and stderr.
+as plain lines on stdout and stderr by each command (``streams.show_output``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import click
 
 from loadgen import __version__
-from loadgen.console import terminal_output
 
 COMMANDS = ("calibrate", "compare", "keygen", "mock-server", "report", "run", "worker")
 
@@ -61,12 +60,8 @@ class Commands(click.Group):
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="loadgen")
-@click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli() -> None:
     """loadgen: a multi-process benchmark client for OpenAI-compatible inference servers."""
-    # loadgen's notes, warnings and reports (loadgen/console.py) on the terminal, as printed
-    # lines, until the command ends; -q narrows them (cli/run.py).
-    ctx.with_resource(terminal_output())
 
 
 def main() -> None:

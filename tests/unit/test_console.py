@@ -130,3 +130,14 @@ def test_the_logger_is_left_as_it_was() -> None:
     with terminal_output(), collect_notes(), terminal_output(quiet=quiet_view):
         assert LOG.level == logging.INFO and not LOG.propagate
     assert (LOG.handlers, LOG.level, LOG.propagate) == before
+
+
+def test_a_command_shows_the_lines_while_it_runs_and_no_longer() -> None:
+    from click.testing import CliRunner
+
+    from loadgen.cli import cli
+
+    before = (LOG.handlers[:], LOG.level, LOG.propagate)
+    refused = CliRunner().invoke(cli, ["run", "--mock", "--base-url", "http://h:1"])
+    assert refused.exit_code == 2 and "--mock starts its own server" in refused.output
+    assert (LOG.handlers, LOG.level, LOG.propagate) == before  # the API's runs print nothing
