@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import hang_guard, only_json_path
+from helpers import free_port, hang_guard, only_json_path
 
 import loadgen
 from loadgen.api import Note
+from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
 SMALL_RUN = (
     "mock=True, num_prompts=20, max_concurrency=4, random_input_len=32, random_output_len=8, "
@@ -157,3 +158,20 @@ def test_verbose_prints_what_the_cli_prints(capfd: pytest.CaptureFixture[str]) -
     shown = "".join(f"{line}\n" for line in [*(n.text for n in result.notes), *result.summary])
     assert sorted(out.splitlines()) == sorted(shown.splitlines())
     assert out.endswith(f"{result.verdict}\n")
+
+
+def test_a_failed_runs_notes_come_with_its_error(capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(loadgen.BenchmarkError) as failed:
+        loadgen.run(
+            base_url=f"http://127.0.0.1:{free_port()}",  # nothing listens
+            model=MOCK_MODEL_NAME,
+            ready_check_timeout_sec=0,
+            num_prompts=2,
+            random_input_len=8,
+            random_output_len=2,
+        )
+    assert "cannot connect to the server" in str(failed.value)
+    assert capfd.readouterr() == ("", "")
+    warning, *_ = (note for note in failed.value.notes if note.level == "warning")
+    assert warning.text.startswith("WARNING: vllm bench serve no longer sets temperature==0")
+    assert Note("info", "Skipping endpoint ready check.") in failed.value.notes
