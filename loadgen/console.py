@@ -115,7 +115,8 @@ class _Collector(logging.Handler):
 def collect_notes(verbose: bool = False) -> Iterator[list[Note]]:
     """The notes and warnings logged in the block, gathered in the list it yields. They are
     shown only where the caller's own logging shows them (its levels and handlers, as they
-    were), or, ``verbose``, on the terminal as the CLI shows them."""
+    were), or, ``verbose``, on the terminal as the CLI shows them. The logger is the process's:
+    two runs at once in one process (two threads) would gather each other's notes too."""
     notes: list[Note] = []
     collector = _Collector(notes, LOG.getEffectiveLevel(), _callers_handlers())
     with _handled_by([collector, *([TerminalHandler()] if verbose else [])]):
