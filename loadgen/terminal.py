@@ -44,6 +44,7 @@ def printable(text: object) -> str:
 
 
 def _to_stderr(line: str) -> None:
+    """A warning for stderr, through the output channel (loadgen/console.py)."""
     log.warning(line, extra=TO_STDERR)
 
 
