@@ -7,6 +7,11 @@ and refused exactly as on the command line: a bad one raises ValueError with the
 prints. Workers never import the caller's main module (loadgen/fleet/worker_spawn.py), so a script
 without a ``__main__`` guard and ``python -`` work; under a running event loop (a notebook) the
 run goes in a thread of its own, and an interrupt there stops it as Ctrl-C stops the CLI.
+
+It prints nothing unless asked: the notes and warnings the CLI prints come back in
+``Result.notes`` (loadgen/console.py), the summary in ``Result.summary``, and the progress bar
+is off; ``verbose=True`` shows all of them as the CLI does, and the caller's own logging
+configuration gets what its levels let through (the ``loadgen`` logger).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from loadgen.cli.keywords import build_config
 from loadgen.config import ConfigError, InputError, RunConfig
+from loadgen.console import Note, collect_notes
 from loadgen.fleet.fanout import FanoutError
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.records.arrow_file import read_records
@@ -33,7 +39,7 @@ from loadgen.session.runner import RunOutcome, run_outcome
 from loadgen.text.chat_template import ChatTemplateError
 from loadgen.text.tokenizer import MOCK_MODEL_NAME, TokenizerLoadError
 
-__all__ = ["BenchmarkError", "MockServer", "Result", "read_records", "run"]
+__all__ = ["BenchmarkError", "MockServer", "Note", "Result", "read_records", "run"]
 
 # The run could not start or finish; the CLI prints these as "error: ..." and exits non-zero.
 RUN_ERRORS = (TokenizerLoadError, ChatTemplateError, ServerError, FanoutError, MockServerError)
@@ -44,18 +50,20 @@ REPR_METRICS = ("completed", "failed", "request_throughput", "median_ttft_ms", "
 
 class BenchmarkError(RuntimeError):
     """The run failed (no usable measurement, lost workers, an interruption); the message is
-    the line the CLI prints after ``error:``, ``exit_code`` the code it exits with."""
+    the line the CLI prints after ``error:``, ``exit_code`` the code it exits with, ``notes``
+    the notes and warnings the run gave before it failed."""
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    def __init__(self, message: str, exit_code: int = 1, notes: Iterable[Note] = ()) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.notes = list(notes)
 
 
 @dataclass(frozen=True)
 class Result:
     """A finished run: the result JSON's values (``result.metrics["mean_ttft_ms"]``, also
     ``result["mean_ttft_ms"]`` and ``result.mean_ttft_ms``), the client verdict, the records
-    and the console summary."""
+    and the console summary, and the notes and warnings the CLI would have printed."""
 
     metrics: dict[str, Any] = field(repr=False)  # the result JSON, as --save-result writes it
     verdict: str  # the summary's last line: whether the client's own timing can be trusted
@@ -66,6 +74,9 @@ class Result:
     summary: list[str] = field(repr=False)  # the lines the CLI prints
     # the run's figures, typed (loadgen/report/run_summary.py): what metrics and summary render
     run_summary: RunSummary | None = field(default=None, repr=False)
+    # the notes and warnings, in order: (level, line as the CLI prints it), e.g. ("warning",
+    # "warning: ...")
+    notes: list[Note] = field(default_factory=list, repr=False)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{key}={self.metrics.get(key)!r}" for key in REPR_METRICS)
@@ -115,21 +126,25 @@ class MockServer:
         self.stop()
 
 
-def run(**options: Any) -> Result:
-    """Run a benchmark: keyword arguments are `loadgen run`'s flags, underscored.
+def run(*, verbose: bool = False, **options: Any) -> Result:
+    """Run a benchmark: keyword arguments are `loadgen run`'s flags, underscored; ``verbose``
+    prints what the CLI prints (else nothing: the notes are in ``Result.notes``).
 
     Raises ValueError for a bad argument (the CLI's line), BenchmarkError when the run fails.
     """
+    if not verbose and options.get("disable_tqdm") is None:  # no progress bar unless asked
+        options["disable_tqdm"] = True
     config = build_config(options)
-    try:
-        outcome = _run_here_or_in_a_thread(config)
-    except (ConfigError, InputError) as exc:  # a flag's value, or an input a flag names
-        raise ValueError(redact_text(str(exc))) from None
-    except RUN_ERRORS as exc:
-        raise BenchmarkError(redact_text(str(exc))) from None
-    except RunFailed as exc:
-        raise BenchmarkError(redact_text(str(exc)), exc.exit_code) from None
-    return _result(outcome)
+    with collect_notes(verbose) as notes:
+        try:
+            outcome = _run_here_or_in_a_thread(config)
+        except (ConfigError, InputError) as exc:  # a flag's value, or an input a flag names
+            raise ValueError(redact_text(str(exc))) from None
+        except RUN_ERRORS as exc:
+            raise BenchmarkError(redact_text(str(exc)), notes=notes) from None
+        except RunFailed as exc:
+            raise BenchmarkError(redact_text(str(exc)), exc.exit_code, notes) from None
+    return _result(outcome, notes)
 
 
 def _run_here_or_in_a_thread(config: RunConfig) -> RunOutcome:
@@ -161,7 +176,7 @@ def _run_here_or_in_a_thread(config: RunConfig) -> RunOutcome:
     return done["outcome"]
 
 
-def _result(outcome: RunOutcome) -> Result:
+def _result(outcome: RunOutcome, notes: list[Note]) -> Result:
     """The Result of a finished run; its metrics read back as the result file holds them."""
     report = outcome.report
     assert report.result is not None  # run_outcome(result_in_memory=True) always builds it
@@ -175,4 +190,5 @@ def _result(outcome: RunOutcome) -> Result:
         exit_code=outcome.exit_code,
         summary=report.lines,
         run_summary=report.summary,
+        notes=notes,
     )

@@ -10,6 +10,7 @@ error = client gap − server gap for the k-th gap of a request on both sides.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 import subprocess
@@ -26,6 +27,8 @@ from loadgen.mock.recorder import TimingRecords
 from loadgen.report.stats import sample_stats
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
 from loadgen.wake_floor import FloorError, WakeFloor, measure_floor
+
+log = logging.getLogger(__name__)
 
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
@@ -474,4 +477,4 @@ def calibrate(
 
 
 def _say(line: str) -> None:
-    print(line, flush=True)
+    log.info(line)

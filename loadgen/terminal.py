@@ -9,9 +9,13 @@ counts the rest, so a misbehaving peer cannot flood the output.
 
 from __future__ import annotations
 
+import logging
 import re
-import sys
 from collections.abc import Callable
+
+from loadgen.console import TO_STDERR
+
+log = logging.getLogger(__name__)
 
 # An escape sequence: CSI (ESC [ ... final byte), OSC (ESC ] ... BEL or ESC \), other
 # two-byte ESC sequences; then any lone C0 control, DEL or C1 control left over.
@@ -40,7 +44,8 @@ def printable(text: object) -> str:
 
 
 def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """A warning for stderr, through the output channel (loadgen/console.py)."""
+    log.warning(line, extra=TO_STDERR)
 
 
 class CappedWarnings:

@@ -74,3 +74,13 @@ def tok() -> LocalTokenizer:
 def raw_tok() -> Tokenizer:
     """The mock's packaged tokenizer itself (a ``tokenizers.Tokenizer``), as the mock uses it."""
     return load_tokenizer(MOCK_MODEL_NAME)
+
+
+@pytest.fixture
+def terminal() -> Iterator[None]:
+    """loadgen's notes and warnings printed as the CLI prints them (loadgen/console.py), for a
+    test that reads them with capsys; without it they go to no stream."""
+    from loadgen.console import terminal_output
+
+    with terminal_output():
+        yield

@@ -6,7 +6,9 @@ by side), `loadgen mock-server`, `loadgen calibrate`, and `loadgen worker` with 
 The only package that imports click. The options of `run` and `mock-server` are made from their
 flag tables (loadgen/config/flags.py, loadgen/mock/config.py) by options.py; vllm_compat.py
 reads `run`'s argv as upstream's parser does. A command's module is imported when the command
-is used: the mock server, started for every `--mock` run, does not load the benchmark.
+is used: the mock server, started for every `--mock` run, does not load the benchmark. What
+the commands' modules tell the user comes through one channel (loadgen/console.py), shown here
+as plain lines on stdout and stderr by each command (``streams.show_output``).
 """
 
 from __future__ import annotations

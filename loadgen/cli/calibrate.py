@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from loadgen.calibrate import MARGIN_MS, CalibrationError, calibrate, parse_concurrencies
+from loadgen.cli.streams import show_output
 
 
 def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
@@ -92,6 +93,7 @@ def calibrate_command(**settings: Any) -> None:
     at p99). A step is trustworthy when no request failed and both p99 errors are within the
     floor + 1 ms (or --threshold-ms); the last line says up to how many streams that holds.
     """
+    show_output()
     try:
         calibrate(**settings)
     except CalibrationError as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from loadgen.cli.streams import show_output
 from loadgen.records.arrow_file import RecordsFileError, read_records, records_path
 from loadgen.records.model import RunRecords
 from loadgen.report.compare import (
@@ -86,6 +87,7 @@ def compare_command(
     base: str, others: tuple[str, ...], resamples: int, json_path: str | None
 ) -> None:
     """Compare OTHER runs with BASE."""
+    show_output()
     try:
         base_runs = runs_of(base)
         base_samples = samples_of(short_name(base), base_runs)  # a wrong setting: refused

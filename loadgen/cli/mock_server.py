@@ -9,6 +9,7 @@ import click
 import uvloop
 
 from loadgen.cli.options import click_option, given_values
+from loadgen.cli.streams import show_output
 from loadgen.mock.app import serve
 from loadgen.mock.config import MOCK_FLAGS, MockConfig
 from loadgen.mock.recorder import TimingsSaveError
@@ -27,6 +28,7 @@ HELP = (
 @click.pass_context
 def serve_mock(ctx: click.Context, /, **values: object) -> None:
     """Run the mock server until SIGINT or SIGTERM."""
+    show_output()  # its "listening on" line, which the process that started it reads
     # Options not given take MockConfig's defaults, the table's: --keepalive-timeout and
     # --http-threads then stay None, the personality's. Asked by source, not by value.
     config = MockConfig(**given_values(ctx, MOCK_FLAGS))

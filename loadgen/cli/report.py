@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from loadgen.cli.options import click_option, given_values
+from loadgen.cli.streams import show_output
 from loadgen.cli.vllm_compat import normalize_argv
 from loadgen.config import RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS, ConfigError, RunConfig
 from loadgen.flag import Flag
@@ -80,6 +81,7 @@ def report_records(
 ) -> None:
     """Rebuild the report of the run whose records file is RECORDS; exit 3 when it breaches a
     --fail-on gate."""
+    show_output()
     if output is not None and export_format == "summary":
         raise click.UsageError("--output needs --format csv, jsonl or html")
     html = export_format == "html"

@@ -9,13 +9,13 @@ import uuid
 import click
 
 from loadgen.cli.options import click_option, given, given_values
-from loadgen.cli.quiet import ReportOnlyStdout
-from loadgen.cli.streams import SurvivingStdout
+from loadgen.cli.streams import SurvivingStdout, show_output
 from loadgen.cli.vllm_compat import VllmCompatibleCommand
 from loadgen.config import RUN_FLAGS, ConfigError, InputError, RunConfig
 from loadgen.fleet.fanout import FanoutError
 from loadgen.mock.process import MockServerError
 from loadgen.records.redact import redact_text
+from loadgen.report.summary import table_and_verdict
 from loadgen.server.errors import ServerError
 from loadgen.session.campaign import is_campaign
 from loadgen.session.campaign_run import run_campaign
@@ -41,6 +41,7 @@ def mock_flags_conflict(mock: bool, flags_given: frozenset[str]) -> str | None:
 @click.pass_context
 def run_benchmark(ctx: click.Context, /, **values: object) -> None:
     """Build the RunConfig from the options given, run it, and exit with its code."""
+    show_output()
     flags_given = given(ctx, RUN_FLAGS)
     if conflict := mock_flags_conflict(bool(values["mock"]), flags_given):
         raise click.UsageError(conflict)
@@ -61,7 +62,9 @@ def run_benchmark(ctx: click.Context, /, **values: object) -> None:
                 "line per run and a table: drop -q"
             )
         config = dataclasses.replace(config, disable_tqdm=True)
-        sys.stdout = ReportOnlyStdout(sys.stdout)
+        # Only the report's table and verdict, rendered from its summary, and what goes to
+        # stderr (the breached gates); errors are click's, on stderr too.
+        show_output(quiet=table_and_verdict)
     try:
         code = run_campaign(config) if is_campaign(config) else run(config)
     except ConfigError as exc:

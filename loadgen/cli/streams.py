@@ -1,4 +1,5 @@
-"""Standard output that outlives its reader, so a run's results are never lost to it.
+"""Standard output that outlives its reader, so a run's results are never lost to it; and
+``show_output``, which puts loadgen's lines (loadgen/console.py) on the terminal for a command.
 
 Ctrl-C under ``loadgen run ... | tee log`` reaches tee too: it exits, and every later write to
 stdout fails with EPIPE. The run still has its summary to finish and its files to write.
@@ -9,6 +10,16 @@ from __future__ import annotations
 import io
 import os
 from typing import TextIO
+
+import click
+
+from loadgen.console import QuietView, terminal_output
+
+
+def show_output(quiet: QuietView | None = None) -> None:
+    """Until the current command ends, loadgen's notes, warnings and reports go to stdout and
+    stderr as plain lines (with ``quiet``, only the report as it renders it, and stderr's)."""
+    click.get_current_context().with_resource(terminal_output(quiet))
 
 
 class SurvivingStdout(io.TextIOBase):

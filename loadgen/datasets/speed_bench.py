@@ -15,6 +15,7 @@ are skipped, with one line counting them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,8 @@ from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.text.chat_template import ChatTemplate
 from loadgen.text.tokenizer import TokenCodec
+
+log = logging.getLogger(__name__)
 
 SUBSETS = (
     "qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k",
@@ -114,7 +117,7 @@ def cached_hub_rows(subset: str, category: str | None) -> list[dict[str, str]]:
         elif not category or row.get("category") == category:
             rows.append({"prompt": turns[0]})
     if placeholders:
-        print(
+        log.warning(
             f"warning: {placeholders} of {data.num_rows} {HUB_ID} {subset} rows need text from "
             "other datasets that only NeMo-Skills' prepare script fetches; skipped"
         )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import random
 from typing import Any
 
@@ -33,6 +34,8 @@ from loadgen.datasets.errors import FlagError
 from loadgen.datasets.jsonl import json_lines
 from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.text.tokenizer import TokenCodec
+
+log = logging.getLogger(__name__)
 
 
 def load_trace(path: str, num_requests: int) -> list[dict[str, Any]]:
@@ -116,7 +119,7 @@ def load_timed_trace(
     timed_trace_label_hash_ids: str,
 ) -> list[dict[str, Any]]:
     """The trace's first --num-prompts requests, after upstream's line on its settings."""
-    print(
+    log.info(
         f"timed-trace: chunk_size: {timed_trace_chunk_hash_size}, "
         f"sec_multiplier: {timed_trace_sec_multiplier}, "
         f'label_ts: "{timed_trace_label_timestamp}", '

@@ -21,6 +21,7 @@ records (loadgen/fleet/screen_records.py) and the collector are their own module
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import shutil
@@ -58,6 +59,8 @@ from workers.protocol import (
     worker_identity,
 )
 from workers.worker import DISMISSED, run_worker
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from loadgen.fleet.ray_placement import RayPlacement
@@ -168,7 +171,7 @@ class WorkerPool:
             for member in self.ray.start(self.tcp_endpoint, self.ray_keys, self.local_workers):
                 self.channel.add(member)
         if self.tcp_endpoint and self.remote_workers:
-            print(join_hint(self.tcp_endpoint, self.remote_workers), flush=True)
+            log.info(join_hint(self.tcp_endpoint, self.remote_workers))
 
     @property
     def hellos(self) -> dict[int, dict]:
@@ -317,7 +320,7 @@ class WorkerPool:
                 f"cannot connect to the server at {url}: {error}; is it up? {READY_CHECK_HINT}"
             )
         if short := preopen_shortfall(plans, ready):
-            print(f"warning: {short}", flush=True)
+            log.warning(f"warning: {short}")
         try:
             await self.channel.sync_clocks(workers, self._before_start)
         except OSError as exc:
@@ -405,7 +408,7 @@ class WorkerPool:
             run.pending.discard(w)
             run.collector.lost(w, why)
             self.channel.members[w].lost = why
-            print(f"warning: {why}; its requests are failed records", flush=True)
+            log.warning(f"warning: {why}; its requests are failed records")
             await self._credits_back(run, w)
 
     async def _on_records(self, run: _Collecting, worker: int, fields: dict, frames: list) -> None:

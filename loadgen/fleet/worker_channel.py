@@ -23,6 +23,7 @@ which only quiet repeats, hold at most MAX_REFUSED_KEYS entries each.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -47,6 +48,8 @@ from workers.protocol import (
     peek,
     version_mismatch,
 )
+
+log = logging.getLogger(__name__)
 
 LOST_AFTER_S = 5.0  # a remote worker silent this long, while the coordinator listens, is lost
 MAX_REFUSED_KEYS = 64  # refused keys (and identities) remembered to quiet their repeats
@@ -277,7 +280,7 @@ class WorkerChannel:
                 return None
             return worker  # a local or Ray worker: the run finds it lost
         if member.placement != LOCAL:
-            print(f"{member.where()} joined ({hello['cores']} cores)", flush=True)
+            log.info(f"{member.where()} joined ({hello['cores']} cores)")
         return worker
 
     async def _refuse_other_version(

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import logging
 import signal
 import time
 
@@ -29,6 +30,8 @@ from loadgen.mock.handlers.pooling import Pooling
 from loadgen.mock.handlers.tokenize import Tokenize
 from loadgen.mock.personalities.base import Answer
 from loadgen.mock.state import MockState
+
+log = logging.getLogger(__name__)
 
 LISTEN_BACKLOG = 4096
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -177,7 +180,7 @@ async def serve(config: MockConfig) -> None:
         collector = asyncio.create_task(_collect_garbage_when_idle(state))
         real_port = runner.addresses[0][1]
         shown_host = f"[{host}]" if ":" in host else host
-        print(f"loadgen mock-server listening on http://{shown_host}:{real_port}", flush=True)
+        log.info(f"loadgen mock-server listening on http://{shown_host}:{real_port}")
         await stop.wait()
         collector.cancel()
     finally:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import logging
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -41,6 +42,8 @@ from loadgen.records.checks import (
 from loadgen.records.collected import Collected, assemble_events
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
+
+log = logging.getLogger(__name__)
 
 FORMAT = "loadgen-records"
 FORMAT_VERSION = 1
@@ -197,7 +200,7 @@ class RecordsWriter:
         except (OSError, pa.ArrowException) as exc:
             if self.failure is None:
                 self.failure = f"records file {self.path}: {exc}"
-                print(f"warning: {self.failure}; the records stop here")
+                log.warning(f"warning: {self.failure}; the records stop here")
             self._writer = None
 
     def _batch(

@@ -7,12 +7,15 @@ counts as breached: a CI gate that cannot be checked must not pass.
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from loadgen.config.gates import Gate, format_number, parse_gate
+from loadgen.console import TO_STDERR
+
+log = logging.getLogger(__name__)
 
 GATE_EXIT_CODE = 3  # a run that measured what it should and breached a gate
 MISSING = object()
@@ -82,14 +85,11 @@ def _json(value: Any) -> str:
 
 
 def report_breaches(lines: list[str]) -> int:
-    """Print the breached gates on stderr, after everything already on stdout (flushed first,
-    so a log of both streams has them last, and -q does not hide them); return the exit code:
+    """Show the breached gates on stderr (loadgen/console.py: after everything already on
+    stdout, so a log of both streams has them last, and -q does not hide them); the exit code:
     3 when any was breached, else 0."""
-    if lines:
-        sys.stdout.flush()
-        for line in lines:
-            print(line, file=sys.stderr)
-        sys.stderr.flush()
+    for line in lines:
+        log.warning(line, extra=TO_STDERR)
     return GATE_EXIT_CODE if lines else 0
 
 

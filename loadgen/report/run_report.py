@@ -9,11 +9,13 @@ socket and reads no clock, so the live run and ``loadgen report RECORDS`` build 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loadgen.config import RunConfig, parse_itl_thresholds
+from loadgen.console import show_report
 from loadgen.records.model import RunRecords
 from loadgen.report.gates import breaches
 from loadgen.report.metrics import RequestResults, Timings
@@ -26,6 +28,8 @@ from loadgen.report.result_json import result_json, result_path, write_result
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.summarize import summarize, with_gates
 from loadgen.report.summary import console_lines
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -94,14 +98,14 @@ def build_report(config: RunConfig, run: RunRecords, *, date: str) -> Report:
 
 
 def write_report(config: RunConfig, report: Report) -> None:
-    """Print the report and write the plots and the result file the flags ask for."""
-    for line in report.lines:
-        print(line)
+    """Show the report (loadgen/console.py) and write the plots and the result file the flags
+    ask for."""
+    show_report(report.lines, report.summary)
     if config.plot_timeline or config.plot_dataset_stats:  # upstream draws before it saves
         _plot(config, Path(report.path), report.results, report.timings)
     if report.result is not None:
         write_result(report.path, report.result, append=config.append_result)
-        print(f"Results written to {report.path}")
+        log.info(f"Results written to {report.path}")
 
 
 def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timings) -> None:
@@ -111,7 +115,7 @@ def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timin
     if config.plot_timeline:
         timeline = path.with_suffix(".timeline.html")
         if config.pooling:
-            print("warning: --plot-timeline draws token timings; a pooling run has none")
+            log.warning("warning: --plot-timeline draws token timings; a pooling run has none")
         else:
             try:
                 segments = timeline_segments(
@@ -125,13 +129,13 @@ def _plot(config: RunConfig, path: Path, results: RequestResults, timings: Timin
                 write_timeline_html(
                     segments, timeline, parse_itl_thresholds(config.timeline_itl_thresholds)
                 )
-                print(f"Timeline plot saved to: {timeline}")
+                log.info(f"Timeline plot saved to: {timeline}")
             except Exception as exc:  # a figure is not worth the results
-                print(f"warning: Failed to generate timeline plot: {exc}")
+                log.warning(f"warning: Failed to generate timeline plot: {exc}")
     if config.plot_dataset_stats:
         stats = path.with_suffix(".dataset_stats.png")
         try:
             write_dataset_stats_png(results.prompt_lens, results.output_lens, stats)
-            print(f"Dataset statistics plot saved to: {stats}")
+            log.info(f"Dataset statistics plot saved to: {stats}")
         except Exception as exc:
-            print(f"warning: Failed to generate dataset statistics plot: {exc}")
+            log.warning(f"warning: Failed to generate dataset statistics plot: {exc}")

@@ -37,7 +37,12 @@ def console_lines(summary: RunSummary) -> list[str]:
     if not summary.settings.pooling:  # upstream prints neither failures nor a plot for pooling
         lines += failure_preamble([e for e in summary.errors.per_request if e])
         lines += plot_lines(summary.requests.results, summary.requests.timings)
-    lines += summary_lines(summary)
+    return lines + table_and_verdict(summary)
+
+
+def table_and_verdict(summary: RunSummary) -> list[str]:
+    """The report from its title (SUMMARY_TITLE) to the client's verdict: what -q shows."""
+    lines = summary_lines(summary)
     if summary.intended is not None:
         lines += intended_lines(summary.intended)
     lines += notes(summary)

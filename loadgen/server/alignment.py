@@ -17,6 +17,8 @@ built, as upstream does.
 
 from __future__ import annotations
 
+import logging
+
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import ServerError
 from loadgen.server.tokenizer import (
@@ -27,6 +29,8 @@ from loadgen.server.tokenizer import (
     gather_or_cancel,
 )
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -50,11 +54,11 @@ async def align_to_server_tokenizer(
         else:
             first = await server.tokenize(prompts[0])
     except ServerError as exc:
-        print(f"WARNING: {printable(exc)}; skipping alignment.")
+        log.warning(f"WARNING: {printable(exc)}; skipping alignment.")
         return prompts
     if len(first) == prompt_lens[0]:
         return prompts
-    print(
+    log.warning(
         f"WARNING: tokenizer mismatch (server={len(first)}, expected={prompt_lens[0]}), "
         "re-aligning prompts."
     )
@@ -80,12 +84,12 @@ async def align_to_server_tokenizer(
     try:
         aligned = await gather_or_cancel(list(map(fix, prompts, prompt_lens)))
     except BuildTimeout as exc:
-        print(f"WARNING: {printable(exc)}.")
+        log.warning(f"WARNING: {printable(exc)}.")
         return prompts
     finally:
         server.calls.end()
     if failures:
-        print(
+        log.warning(
             f"WARNING: {len(failures)} of {len(prompts)} prompts sent as built: "
             f"{printable(failures[-1])}"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import orjson
@@ -10,6 +11,8 @@ from loadgen.server.client import ServerClient
 from loadgen.server.errors import NotRetryable, ServerError
 from loadgen.server.retry import wait_for_server
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from loadgen.config.sections import Server
@@ -38,12 +41,12 @@ async def resolve_model(config: Server, client: ServerClient) -> tuple[str, str]
     """(the model field sent, the model id): --model, or the server's first model."""
     if config.model is not None:
         return config.served_model_name or config.model, config.model
-    print("Model not specified, fetching first model from server...")
+    log.info("Model not specified, fetching first model from server...")
     model_name, model_id = await wait_for_server(
         lambda: fetch_first_model(client),
         "the model list",
         config.ready_check_timeout_sec,
         config.ready_check_interval_sec,
     )
-    print(f"First model name: {printable(model_name)}, first model id: {printable(model_id)}")
+    log.info(f"First model name: {printable(model_name)}, first model id: {printable(model_id)}")
     return model_name, model_id

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from loadgen.backends import BACKENDS
@@ -21,6 +22,8 @@ from loadgen.server.client import ServerClient
 from loadgen.server.errors import ServerError
 from workers.pooling import PooledAnswer
 from workers.sse import EventTooLarge, SSEStream
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
@@ -64,7 +67,7 @@ def probe_loop(
     """--probe-request-rate's probe loop on the coordinator's client, if asked for."""
     if config.probe_request_rate <= 0:
         return None
-    print(f"Probe request rate: {config.probe_request_rate} req/s")
+    log.info(f"Probe request rate: {config.probe_request_rate} req/s")
     backend = BACKENDS[config.backend]
     prompt = [PROBE_PROMPT, PROBE_PROMPT] if backend.query_documents else PROBE_PROMPT
     body = serialize_bodies(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import ServerError
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 PROFILER_LINES = {
     "start": ("Starting profiler...", "Profiler started"),
@@ -16,12 +20,12 @@ async def profile(client: ServerClient, action: str) -> None:
     """POST /start_profile (``action`` "start") or /stop_profile ("stop"). A start the server
     refuses ends the run before it begins; a refused stop is a warning."""
     before, after = PROFILER_LINES[action]
-    print(before)
+    log.info(before)
     try:
         await client.request("POST", f"{client.server_url}/{action}_profile", b"{}")
     except ServerError as exc:
         if action == "start":
             raise ServerError(f"--profile: {exc} (the server needs profiling enabled)") from None
-        print(f"warning: --profile: {printable(exc)}")
+        log.warning(f"warning: --profile: {printable(exc)}")
         return
-    print(after)
+    log.info(after)

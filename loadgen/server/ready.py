@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 import orjson
@@ -13,6 +14,8 @@ from loadgen.server.client import ServerClient, server_message
 from loadgen.server.errors import ServerError, describe_error
 from loadgen.server.retry import wait_for_server
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
@@ -59,9 +62,9 @@ async def generate(
 async def check_ready(config: RunConfig, client: ServerClient, first_body: bytes) -> None:
     """Upstream's ready check: send the first request, exactly as the run will, until it works."""
     if config.ready_check_timeout_sec == 0:
-        print("Skipping endpoint ready check.")
+        log.info("Skipping endpoint ready check.")
         return
-    print("Starting initial single prompt test run...")
+    log.info("Starting initial single prompt test run...")
     try:
         await wait_for_server(
             lambda: generate(client, config.api_url, first_body, config),
@@ -71,7 +74,7 @@ async def check_ready(config: RunConfig, client: ServerClient, first_body: bytes
         )
     except ServerError as exc:
         raise ServerError(f"initial test run failed: {exc}") from None
-    print("Initial test run completed.")
+    log.info("Initial test run completed.")
 
 
 async def warm_up(config: RunConfig, client: ServerClient, first_body: bytes) -> None:
@@ -79,7 +82,7 @@ async def warm_up(config: RunConfig, client: ServerClient, first_body: bytes) ->
     results are discarded, but failures are counted and shown."""
     if config.num_warmups == 0:
         return
-    print(f"Warming up with {config.num_warmups} requests...")
+    log.info(f"Warming up with {config.num_warmups} requests...")
     slots = asyncio.Semaphore(config.concurrency or config.num_warmups)
 
     async def one() -> None:
@@ -91,8 +94,8 @@ async def warm_up(config: RunConfig, client: ServerClient, first_body: bytes) ->
     )
     failures = [o for o in outcomes if isinstance(o, BaseException)]
     if failures:
-        print(
+        log.warning(
             f"Warmup: {len(failures)} of {config.num_warmups} requests failed; "
             f"the first: {printable(describe_error(failures[0]))}"
         )
-    print("Warmup run completed.")
+    log.info("Warmup run completed.")

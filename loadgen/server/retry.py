@@ -10,6 +10,7 @@ same helper with a bounded number of attempts, retrying only ``ConnectionLost``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -25,6 +26,8 @@ from loadgen.server.errors import (
     describe_error,
 )
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -97,10 +100,9 @@ def print_waiting(what: str) -> Callable[[str, float, float], None]:
     """An ``on_retry`` callback that tells the user what is awaited and how long is left."""
 
     def report(error: str, retry_in_s: float, left_s: float) -> None:
-        print(
+        log.info(
             f"Waiting for {what}: {printable(redact_text(error))}; "
-            f"next try in {retry_in_s:.1f} s, {left_s:.1f} s left",
-            flush=True,
+            f"next try in {retry_in_s:.1f} s, {left_s:.1f} s left"
         )
 
     return report

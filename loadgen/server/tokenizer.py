@@ -26,6 +26,7 @@ build, the alignment) has a deadline and a progress bar shown once it runs past
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,6 +47,8 @@ from loadgen.server.errors import (
 )
 from loadgen.server.retry import print_waiting, retry_with_timeout
 from loadgen.text.tokenizer import TokenIds
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -106,7 +109,7 @@ class ServerCalls:
         self._job = None
         self._new_connections()  # idle ones would hold a thread of llama.cpp's through the run
         if self.retried > 1:
-            print(
+            log.info(
                 f"{self.retried} server tokenizer calls were sent again after a broken connection"
             )
         self.retried = 0

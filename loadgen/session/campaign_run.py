@@ -8,6 +8,7 @@ this is the loop level around the timed run and the report.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
 from loadgen.config import ConfigError, RunConfig
@@ -50,6 +51,8 @@ from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
 from loadgen.session.timed_run import active_workers, timed_run
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 
 def run_campaign(config: RunConfig) -> int:
@@ -101,21 +104,21 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                     if isinstance(exc, FanoutError):
                         broken.append(pool)  # its workers may be mid-run: none is reused
                     runs.errors.append(f"run={run_number}: {exc}")
-                    print(failed_line(step, total, point, run_number, str(exc)))
+                    log.warning(failed_line(step, total, point, run_number, str(exc)))
                     continue
                 if pool.stop_requested:
                     raise RunFailed("interrupted: the campaign stopped", pool.exit_code)
                 problem = _run_problem(records, report)
                 if problem is not None:
                     runs.errors.append(f"run={run_number}: {problem}")
-                    print(failed_line(step, total, point, run_number, problem))
+                    log.warning(failed_line(step, total, point, run_number, problem))
                     continue
                 metrics, trimmed = summary_metrics(report.summary, config.steady_state)
                 runs.metrics.append(metrics)
                 runs.trimmed.append(trimmed)
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
-                print(run_line(step, total, point, run_number, metrics, trim), flush=True)
+                log.info(run_line(step, total, point, run_number, metrics, trim))
         if config.profile:
             await profile(client, "stop")
         ended = True
@@ -149,9 +152,9 @@ def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> 
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
     for line in summary_table(rows, config.num_runs):
-        print(line)
-    print(f"Campaign written to {folder} (summary.csv, and a folder per point)")
-    print(campaign_report_line(folder))
+        log.info(line)
+    log.info(f"Campaign written to {folder} (summary.csv, and a folder per point)")
+    log.info(campaign_report_line(folder))
 
 
 async def _campaign_run(

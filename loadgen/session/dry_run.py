@@ -11,6 +11,7 @@ prints those lines as it does, then the lengths' spread, the schedule and its ha
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -24,6 +25,8 @@ from loadgen.session.lifecycle import RunSession
 from loadgen.session.prepare import Prepared, prepare
 from loadgen.session.shards import request_owners
 
+log = logging.getLogger(__name__)
+
 
 async def print_plan(session: RunSession) -> int:
     """Prepare the session's run and print its plan; the exit code (0)."""
@@ -33,7 +36,7 @@ async def print_plan(session: RunSession) -> int:
         prepared.tokenizer.end_build()
     workers = min(planned_workers(config) + config.remote_workers, prepared.num_requests)
     for line in plan_lines(config, prepared, workers):
-        print(line)
+        log.info(line)
     return 0
 
 

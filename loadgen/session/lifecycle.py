@@ -12,19 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from loadgen.backends import check_endpoint
 from loadgen.config import InputError, RunConfig
+from loadgen.console import TO_STDERR
 from loadgen.fleet.fanout import WorkerPool
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.server.client import ServerClient, auth_headers
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
+
+log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # exit 128 + the signal's number
 RECANCEL_S = 0.2
@@ -232,9 +235,9 @@ class LateSignals:
             os._exit(128 + signum)  # asked twice: no report is worth the wait
         self.signum = signum
         name = signal.Signals(signum).name
-        print(
+        log.info(
             f"note: {name}: finishing the report of the run; {name} again exits at once",
-            file=sys.stderr,
+            extra=TO_STDERR,
         )
 
     def remove(self) -> None:

@@ -185,7 +185,8 @@ class LiveView(BatchObserver):
         if self.live is not None:
             self.live.update(panel(figures), refresh=True)
         else:
-            print(plain_line(figures), file=self.stream, flush=True)
+            self.stream.write(plain_line(figures) + "\n")
+            self.stream.flush()
 
     def _health(self) -> tuple[list[WorkerLoad], float | None]:
         """Worker loads since the last call (from the host sampler's readings, no new ones) and

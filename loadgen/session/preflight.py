@@ -14,6 +14,7 @@ path.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import resource
@@ -31,6 +32,8 @@ from loadgen.report.result_json import result_path
 from loadgen.server.adaptive_limit import MAXIMUM as SERVER_TOKENIZER_CONNECTIONS
 from loadgen.server.client import auth_headers
 from loadgen.session.records import saves_records
+
+log = logging.getLogger(__name__)
 
 # Open files a process needs besides its connections: Python and its libraries, ZeroMQ, the
 # event loop (about 25 measured in a worker and in the coordinator).
@@ -56,9 +59,9 @@ def preflight(config: RunConfig) -> None:
         message = open_files_message(need, limit)
         if need.certain:
             raise InputError(message)
-        print(f"warning: {message}")
+        log.warning(f"warning: {message}")
     if hint := path_hint(config.base_url, config.endpoint, "--endpoint" in config.given):
-        print(f"warning: {hint}")
+        log.warning(f"warning: {hint}")
 
 
 # --- the output files ---

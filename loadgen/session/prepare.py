@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ from loadgen.text.tokenizer import (
 )
 from workers.conversations import split_turn_body
 
+log = logging.getLogger(__name__)
+
 TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
     "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
     "The default will be determined on the server side and can be model/API specific. "
@@ -95,14 +98,14 @@ def check_before_start(config: RunConfig) -> None:
     config.validate()
     check_gates(config)  # a --fail-on key the result will not hold
     for warning in config.ignored_flag_warnings():
-        print(f"warning: {warning}")
+        log.warning(f"warning: {warning}")
     if (
         not config.pooling
         and not config.mock  # the mock ignores sampling parameters: the warning would be noise
         and config.temperature is None
         and "temperature" not in (config.extra_body or {})
     ):
-        print(TEMPERATURE_WARNING)
+        log.warning(TEMPERATURE_WARNING)
     if problem := dataset_path_problem(config):
         # Found now rather than after the tokenizer loads and the server is waited for.
         raise InputError(problem)
@@ -139,12 +142,12 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         tokenizer: TokenCodec
         if config.skip_tokenizer_init:  # upstream reports tokenizer_id null
             tokenizer_id = None
-            print("--skip-tokenizer-init: the dataset is built with the server's /tokenize")
+            log.info("--skip-tokenizer-init: the dataset is built with the server's /tokenize")
             untemplated = config.skip_chat_template and config.dataset_name in TEMPLATED_DATASETS
             if config.dataset_name in TEMPLATED_DATASETS + ALWAYS_TEMPLATED_DATASETS and not (
                 untemplated
             ):
-                print("--skip-tokenizer-init: prompts go without the chat template, as upstream")
+                log.info("--skip-tokenizer-init: prompts go without the chat template, as upstream")
             tokenizer = await _server_codec(config, client, model_task)
         else:
             tokenizer_id = config.tokenizer or config.model or (await model_task)[1]
@@ -177,7 +180,7 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         except ValueError as exc:  # the dataset modules name the file whose contents are bad
             raise InputError(str(exc)) from None
         for note in notes:
-            print(note)
+            log.info(note)
         return tokenizer_id, tokenizer, dataset, turns
 
     (model_name, model_id), (tokenizer_id, tokenizer, dataset, turns) = await _all_or_cancel(
@@ -185,18 +188,18 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
     )
     num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
     if dataset.length_mismatches:
-        print(
+        log.info(
             f"note: {dataset.length_mismatches} of {num_requests} prompts did not re-encode to "
             "their target length; their prompt_len is the length they have"
         )
     if config.dataset_name == "prefix_repetition" and num_requests < config.num_prompts:
-        print(
+        log.info(
             f"prefix_repetition: sending {num_requests} requests, "
             f"{num_requests // config.prefix_repetition_num_prefixes} per prefix "
             f"(--num-prompts {config.num_prompts} // {config.prefix_repetition_num_prefixes})"
         )
     if config.no_oversample and num_requests < config.num_prompts:
-        print(
+        log.info(
             f"--no-oversample: {config.dataset_path} gives {num_requests} prompts; "
             f"sending {num_requests} of the {config.num_prompts} asked for."
         )
@@ -255,7 +258,7 @@ def fit_max_model_len(
             f"shortest prompt needs {shortest_need(dataset)}"
         )
     if dropped:
-        print(
+        log.info(
             f"--max-model-len {max_model_len}: dropped {what} above it; sending {total - dropped}"
         )
     return kept, turns
@@ -280,7 +283,7 @@ def conversations(
     else:
         sampled, turns = synthetic_conversations(config, build, tokenizer)
     counts = np.bincount(turns.conversation)
-    print(
+    log.info(
         f"Conversations: {len(counts)}, {len(turns.turn)} turns "
         f"({counts.min()} to {counts.max()} per conversation)"
     )
@@ -381,7 +384,7 @@ async def _load_codec(
     except TokenizerLoadError as exc:
         if is_local_path(tokenizer_id):
             raise
-        print(f"Using the server's /tokenize and /detokenize: {printable(exc)}", flush=True)
+        log.info(f"Using the server's /tokenize and /detokenize: {printable(exc)}")
     return await _server_codec(config, client, model_task)
 
 
@@ -398,7 +401,7 @@ async def _server_codec(
         raise  # the server answers connections; waiting for it to come up is not the fix
     except ServerUnreachable as exc:
         raise with_hint(exc, config.ready_check_timeout_sec) from None
-    print(
+    log.info(
         f"Server tokenizer: {tokenizer.form} form, vocabulary size {tokenizer.vocab_size}, "
         f"{tokenizer.num_special_tokens} special token(s) per prompt"
     )

@@ -3,22 +3,26 @@ follows is loadgen/session/live_view.py)."""
 
 from __future__ import annotations
 
+import logging
+
 from loadgen.config import RunConfig
+
+log = logging.getLogger(__name__)
 
 
 def print_traffic(config: RunConfig) -> None:
     """Upstream's lines on how requests will be paced, printed as the timed run starts."""
     if config.self_timed_trace:
-        print("Self timing is set, using the timestamps from the trace file.")
+        log.info("Self timing is set, using the timestamps from the trace file.")
         return
     distribution = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
     if config.ramp_up_strategy is not None:
-        print(f"Traffic ramp-up strategy: {config.ramp_up_strategy}.")
-        print(
+        log.info(f"Traffic ramp-up strategy: {config.ramp_up_strategy}.")
+        log.info(
             f"Will increase RPS from {config.ramp_up_start_rps} to "
             f"{config.ramp_up_end_rps} RPS over the duration of the benchmark."
         )
     else:
-        print(f"Traffic request rate: {config.request_rate}")
-    print(f"Burstiness factor: {config.burstiness} ({distribution})")
-    print(f"Maximum request concurrency: {config.max_concurrency}")
+        log.info(f"Traffic request rate: {config.request_rate}")
+    log.info(f"Burstiness factor: {config.burstiness} ({distribution})")
+    log.info(f"Maximum request concurrency: {config.max_concurrency}")

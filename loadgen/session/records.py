@@ -7,6 +7,7 @@ what the workers reported and the end together as the ``RunRecords`` every repor
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import asdict, replace
 
@@ -27,6 +28,8 @@ from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
 from loadgen.schedule import schedule_hash
 from loadgen.session.prepare import Prepared
+
+log = logging.getLogger(__name__)
 
 
 def saves_records(config: RunConfig) -> bool:
@@ -152,7 +155,7 @@ def finish_records(
     try:
         return move(writer.path, records_path(result_file))
     except OSError as exc:  # the directory is no longer writable: the file stays as it is
-        print(f"warning: records file {writer.path} keeps its name ({exc.strerror or exc})")
+        log.warning(f"warning: records file {writer.path} keeps its name ({exc.strerror or exc})")
         return writer.path
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import signal
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from loadgen.session.progress import print_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
 from loadgen.terminal import printable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -148,7 +151,7 @@ async def _report(
                 os.remove(report.path)
         raise RunFailed(_unwritten(report.path, exc, records_file)) from None
     if records_file is not None:
-        print(f"Records written to {records_file}")
+        log.info(f"Records written to {records_file}")
     code = _exit_code(collected, report, pool)
     return RunOutcome(code, report, records, records_file, report.path if write_result else None)
 
@@ -206,7 +209,7 @@ async def get_ready(config: RunConfig, client: ServerClient, pool: WorkerPool) -
         await check_ready(config, client, prepared.first_body)
         prepared = await align(config, client, prepared)
         await warm_up(config, client, prepared.first_body)
-        print("Starting main benchmark run...")
+        log.info("Starting main benchmark run...")
         if config.profile:
             await profile(client, "start")
     except asyncio.CancelledError:

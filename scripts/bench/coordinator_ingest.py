@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import io
 import pstats
@@ -166,6 +165,7 @@ async def pool_run(
 ) -> tuple[Measured, str]:
     """One run of loadgen's coordinator: the real WorkerPool over CurveZMQ tcp://, bare or
     with the records file and the live view; the measurement and a profile (or "")."""
+    from loadgen.console import collect_notes
     from loadgen.fleet.collector import BatchObserver
     from loadgen.fleet.fanout import ShardPlan, WorkerPool
     from loadgen.fleet.worker_channel import Listen
@@ -176,7 +176,7 @@ async def pool_run(
 
     coordinator_keys, worker_keys = new_keys()
     pool = WorkerPool(0, listen=Listen("127.0.0.1", 0, workers, coordinator_keys))
-    with contextlib.redirect_stdout(io.StringIO()):  # "Waiting for K remote workers: ..."
+    with collect_notes():  # "Waiting for K remote workers: ..."
         pool.start()
     requests = workers * per_worker
     scheduled = np.zeros(requests, dtype=np.int64)
@@ -226,9 +226,8 @@ async def pool_run(
     observers = [ToRecordsFile(sink), view] if sink is not None and view is not None else []
 
     processes = start_workers(workers, pool.tcp_endpoint, worker_keys, coordinator_keys.token, load)
-    said = io.StringIO()  # the pool's "worker N joined" lines, K of them a run
-    try:
-        with contextlib.redirect_stdout(said):
+    try:  # the pool's notes: "worker N joined", K of them a run, and any warning
+        with collect_notes() as said:
             collected = await pool.run(plans, requests, observers=[*observers, Marks()])
         wall = time.perf_counter_ns() - marks["wall"]
         cpu = time.thread_time_ns() - marks["cpu"]
@@ -241,9 +240,9 @@ async def pool_run(
         if sink is not None:
             sink.close()
         pool.close()
-        for line in said.getvalue().splitlines():
-            if "joined" not in line:
-                print(f"loadgen said: {line}")
+        for note in said:
+            if "joined" not in note.text:
+                print(f"loadgen said: {note.text}")
     join_workers(processes)
     check(collected, requests, load.events_per_request)
     if sink is not None and sink.failure:

@@ -4,6 +4,7 @@ process of its own; its metrics are the result JSON the same run saved."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,9 +12,12 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-from helpers import hang_guard, only_json_path
+import pytest
+from helpers import free_port, hang_guard, only_json_path
 
 import loadgen
+from loadgen.api import Note
+from loadgen.text.tokenizer import MOCK_MODEL_NAME
 
 SMALL_RUN = (
     "mock=True, num_prompts=20, max_concurrency=4, random_input_len=32, random_output_len=8, "
@@ -108,3 +112,66 @@ def test_the_metrics_are_the_saved_result_json_and_the_records_its_records_file(
     from_file = loadgen.read_records(result.records_file)
     assert np.array_equal(from_file.records, result.records.records)
     assert np.array_equal(from_file.event_ns, result.records.event_ns)
+
+
+def test_a_notebook_cell_prints_nothing_and_gets_the_notes(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """As in a notebook: under a running event loop, no disable_tqdm; the worker processes and
+    the mock write to the same file descriptors, so capfd sees them too."""
+
+    async def cell() -> loadgen.Result:
+        return loadgen.run(
+            mock=True,
+            num_prompts=8,
+            max_concurrency=2,
+            random_input_len=32,
+            random_output_len=8,
+            timeline_itl_thresholds="10,20",  # a flag without effect here: a warning
+            save_result=True,
+            result_dir=tmp_path,
+        )
+
+    result = asyncio.run(cell())
+    assert capfd.readouterr() == ("", "")
+    assert result.notes[0] == Note(
+        "warning", "warning: --timeline-itl-thresholds has no effect without --plot-timeline"
+    )
+    assert Note("info", "Starting main benchmark run...") in result.notes
+    assert result.notes[-2:] == [
+        Note("info", f"Results written to {result.result_file}"),
+        Note("info", f"Records written to {result.records_file}"),
+    ]
+    assert all(note.text not in result.summary for note in result.notes)
+
+
+def test_verbose_prints_what_the_cli_prints(capfd: pytest.CaptureFixture[str]) -> None:
+    result = loadgen.run(
+        mock=True,
+        num_prompts=4,
+        random_input_len=16,
+        random_output_len=4,
+        disable_tqdm=True,
+        verbose=True,
+    )
+    out = capfd.readouterr().out
+    shown = "".join(f"{line}\n" for line in [*(n.text for n in result.notes), *result.summary])
+    assert sorted(out.splitlines()) == sorted(shown.splitlines())
+    assert out.endswith(f"{result.verdict}\n")
+
+
+def test_a_failed_runs_notes_come_with_its_error(capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(loadgen.BenchmarkError) as failed:
+        loadgen.run(
+            base_url=f"http://127.0.0.1:{free_port()}",  # nothing listens
+            model=MOCK_MODEL_NAME,
+            ready_check_timeout_sec=0,
+            num_prompts=2,
+            random_input_len=8,
+            random_output_len=2,
+        )
+    assert "cannot connect to the server" in str(failed.value)
+    assert capfd.readouterr() == ("", "")
+    warning, *_ = (note for note in failed.value.notes if note.level == "warning")
+    assert warning.text.startswith("WARNING: vllm bench serve no longer sets temperature==0")
+    assert Note("info", "Skipping endpoint ready check.") in failed.value.notes

@@ -47,7 +47,7 @@ def align(server: FakeServer, *, reuse: bool = False, **kwargs: Any) -> list[str
     return asyncio.run(run())
 
 
-def test_a_llama_cpp_server_gets_its_own_form_and_prompts_are_cut(capsys) -> None:
+def test_a_llama_cpp_server_gets_its_own_form_and_prompts_are_cut(terminal, capsys) -> None:
     server = FakeServer(form="llama.cpp", tokenizer=coarse_tokenizer())
     aligned = align(server)
     out = capsys.readouterr().out
@@ -65,7 +65,7 @@ def test_a_llama_cpp_server_gets_its_own_form_and_prompts_are_cut(capsys) -> Non
     assert len(detokenize) == len(PROMPTS) and all(set(b) == {"tokens"} for b in detokenize)
 
 
-def test_a_form_already_detected_is_reused_without_a_probe(capsys) -> None:
+def test_a_form_already_detected_is_reused_without_a_probe(terminal, capsys) -> None:
     server = FakeServer(form="llama.cpp", tokenizer=coarse_tokenizer())
     aligned = align(server, reuse=True)
     assert aligned != PROMPTS
@@ -73,14 +73,14 @@ def test_a_form_already_detected_is_reused_without_a_probe(capsys) -> None:
     assert "re-aligning prompts" in capsys.readouterr().out
 
 
-def test_matching_counts_change_nothing_and_print_nothing(capsys) -> None:
+def test_matching_counts_change_nothing_and_print_nothing(terminal, capsys) -> None:
     server = FakeServer(form="vLLM")
     assert align(server) == PROMPTS
     assert capsys.readouterr().out == ""
     assert server.paths() == ["/tokenize"]
 
 
-def test_no_tokenize_endpoint_says_the_status(capsys) -> None:
+def test_no_tokenize_endpoint_says_the_status(terminal, capsys) -> None:
     server = FakeServer(status={"/tokenize": 404})
     assert align(server) == PROMPTS
     out = capsys.readouterr().out.strip()
@@ -91,7 +91,7 @@ def test_no_tokenize_endpoint_says_the_status(capsys) -> None:
     ), out
 
 
-def test_a_closed_connection_is_retried_and_said_so(capsys) -> None:
+def test_a_closed_connection_is_retried_and_said_so(terminal, capsys) -> None:
     server = FakeServer(form="llama.cpp", tokenizer=coarse_tokenizer(), drop_every=9)
     aligned = align(server)
     out = capsys.readouterr().out
@@ -105,7 +105,7 @@ def test_a_closed_connection_is_retried_and_said_so(capsys) -> None:
     assert server.dropped > 0 and aligned != PROMPTS
 
 
-def test_a_connection_that_never_answers_skips_alignment_saying_why(capsys) -> None:
+def test_a_connection_that_never_answers_skips_alignment_saying_why(terminal, capsys) -> None:
     server = FakeServer(drop_every=1)
     assert align(server) == PROMPTS
     out = capsys.readouterr().out
@@ -118,14 +118,14 @@ def test_a_connection_that_never_answers_skips_alignment_saying_why(capsys) -> N
     assert "/tokenize unavailable" not in out
 
 
-def test_a_prompt_the_server_cannot_cut_is_sent_as_built(capsys) -> None:
+def test_a_prompt_the_server_cannot_cut_is_sent_as_built(terminal, capsys) -> None:
     server = FakeServer(tokenizer=coarse_tokenizer(), status={"/detokenize": 400})
     assert align(server) == PROMPTS
     out = capsys.readouterr().out
     assert re.search(r"WARNING: 40 of 40 prompts sent as built: POST \S+ answered HTTP 400", out)
 
 
-def test_alignment_is_bounded_by_its_timeout(capsys) -> None:
+def test_alignment_is_bounded_by_its_timeout(terminal, capsys) -> None:
     server = FakeServer(tokenizer=coarse_tokenizer(), delay_s=0.2)
     assert align(server, timeout_s=0.3) == PROMPTS
     out = capsys.readouterr().out

@@ -17,7 +17,7 @@ def no_workers(*_args: object, **_kwargs: object) -> None:
 
 
 def test_a_dry_run_prints_the_plan_and_starts_no_worker(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    terminal, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(runner, "worker_pool", no_workers)
     monkeypatch.setattr(fanout.WorkerPool, "__init__", no_workers)

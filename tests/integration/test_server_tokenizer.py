@@ -59,7 +59,7 @@ async def one_call(tokenizer: ServerTokenizer) -> None:
     await tokenizer.aencode_batch(["one text"])
 
 
-def test_connections_closed_without_an_answer_are_retried(capsys) -> None:
+def test_connections_closed_without_an_answer_are_retried(terminal, capsys) -> None:
     server = FakeServer()
 
     async def build(tokenizer: ServerTokenizer) -> tuple[list[list[int]], list[str]]:

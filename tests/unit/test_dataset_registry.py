@@ -46,7 +46,7 @@ def test_a_flag_at_fault_is_a_flag_error(tok):
         sample_dataset(config, tok)
 
 
-def test_a_trace_flag_at_fault_is_a_flag_error(tok, tmp_path, capsys):
+def test_a_trace_flag_at_fault_is_a_flag_error(terminal, tok, tmp_path, capsys):
     trace = tmp_path / "trace.jsonl"
     row = {"timestamp": 0, "input_length": 4, "output_length": 2, "hash_ids": [1]}
     trace.write_text(json.dumps(row) + "\n")

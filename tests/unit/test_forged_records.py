@@ -120,7 +120,7 @@ def collect(pool: WorkerPool, workers: set[int], owner: np.ndarray, observers=()
     return collector.collected(0, 1, interrupted=pool.stop_requested)
 
 
-def test_the_collector_survives_forged_and_repeated_records(monkeypatch, capsys):
+def test_the_collector_survives_forged_and_repeated_records(terminal, monkeypatch, capsys):
     pool = WorkerPool(0)
     try:
         owner = np.array([0, 1, 0, 1, 2], dtype=np.int16)  # worker 2: request 4

@@ -321,7 +321,7 @@ def test_the_soft_limit_is_raised_to_the_hard_limit() -> None:
     assert limit >= soft
 
 
-def test_preflight_refuses_or_warns_past_the_limit(monkeypatch, capsys, tmp_path) -> None:
+def test_preflight_refuses_or_warns_past_the_limit(terminal, monkeypatch, capsys, tmp_path) -> None:
     monkeypatch.setattr(pf, "raise_open_file_limit", lambda: 256)
     with pytest.raises(InputError) as caught:
         preflight(RunConfig(max_concurrency=1000, num_prompts=1000, workers=1))
@@ -335,7 +335,7 @@ def test_preflight_refuses_or_warns_past_the_limit(monkeypatch, capsys, tmp_path
     assert str(caught.value) == "--result-dir /dev/null/x: /dev/null is not a directory"
 
 
-def test_preflight_warns_of_a_doubled_path(capsys) -> None:
+def test_preflight_warns_of_a_doubled_path(terminal, capsys) -> None:
     preflight(RunConfig(base_url="http://h:8000/v1", num_prompts=10))
     out = capsys.readouterr().out
     assert out.startswith("warning: --base-url http://h:8000/v1 ends with /v1")
@@ -362,7 +362,7 @@ def test_a_result_file_that_cannot_be_written_is_one_line() -> None:
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_records_file_on_a_full_disk_warns_and_never_raises(capsys) -> None:
+def test_a_records_file_on_a_full_disk_warns_and_never_raises(terminal, capsys) -> None:
     start = RunStart(
         loadgen_version="0",
         command_line=[],
@@ -389,7 +389,7 @@ def test_a_records_file_on_a_full_disk_warns_and_never_raises(capsys) -> None:
     assert out.startswith("warning: records file /dev/full") and out.count("\n") == 1
 
 
-def test_records_that_cannot_be_renamed_keep_their_name(monkeypatch, capsys) -> None:
+def test_records_that_cannot_be_renamed_keep_their_name(terminal, monkeypatch, capsys) -> None:
     class Finished:
         path = "/results/run-date1.records.arrow"
         failure = None

@@ -1,79 +1,46 @@
-"""``-q/--quiet``: the option, and the stdout filter that keeps only the report (the summary table
-through the client's verdict)."""
+"""``-q/--quiet``: the option, and what it shows: the report's table through the client's
+verdict, rendered from the run's summary (report/summary.py), and no other line on stdout."""
 
 from __future__ import annotations
 
-import io
+import logging
 
 import pytest
+from report_runs import full_config, made_up_run
 
-from loadgen.cli.quiet import ReportOnlyStdout
 from loadgen.cli.run import run_command
-from loadgen.report.rows import RULE, row
-from loadgen.report.summary import SUMMARY_TITLE, truncated_note
+from loadgen.console import TO_STDERR, show_report, terminal_output
+from loadgen.report.run_report import build_report
+from loadgen.report.summary import SUMMARY_TITLE, table_and_verdict
+from loadgen.report.verdict import VERDICT_HEADS
 
 CHATTER = [
     "Starting initial single prompt test run...",
     "Dataset: built in 3.20 s, cached as /home/u/.cache/loadgen/datasets/x.npz",
     "warning: --top-k has no effect with --backend openai",
-    "Failed requests during benchmark run detected (capping to 10):",
-    "Error 0: HTTP 500",
 ]
-REPORT = [
-    SUMMARY_TITLE,
-    row("Successful requests:", 10),
-    row("Benchmark duration (s):", 1.5, ".2f"),
-    RULE,
-    *truncated_note(1),  # a note of the report, before its verdict
-    "client: OK: timings carry ≤ 0.40 ms of client delay at p99, 2.0 % of the median ITL",
-]
-AFTER = ["Results written to r.json", "Records written to r.records.arrow"]
+log = logging.getLogger("loadgen.session.runner")
 
 
-def filtered(lines: list[str]) -> str:
-    out = io.StringIO()
-    quiet = ReportOnlyStdout(out)
-    for line in lines:
-        print(line, file=quiet)  # the line, then its newline in a write of its own
-    return out.getvalue()
+def test_the_table_and_verdict_are_the_report_from_its_title() -> None:
+    report = build_report(full_config(), made_up_run(full_config()), date="20261203-100000")
+    assert report.lines[0] != SUMMARY_TITLE  # upstream's list of failures comes first
+    quiet = table_and_verdict(report.summary)
+    assert quiet == report.lines[report.lines.index(SUMMARY_TITLE) :]
+    assert quiet[-1] == report.verdict and quiet[-1].startswith(VERDICT_HEADS)
 
 
-def test_only_the_report_goes_through() -> None:
-    assert filtered([*CHATTER, *REPORT, *AFTER]) == "\n".join(REPORT) + "\n"
-
-
-@pytest.mark.parametrize(
-    "verdict",
-    [
-        "client-bound: timings carry ≤ 9.00 ms of client delay at p99; host busy: ...",
-        "client: not judged: the run did not end, so its workers' loop lag and CPU were never "
-        "reported; send lag p99 0.10 ms",
-    ],
-)
-def test_every_verdict_ends_the_report(verdict: str) -> None:
-    assert filtered([SUMMARY_TITLE, RULE, verdict, *AFTER]).splitlines() == [
-        SUMMARY_TITLE,
-        RULE,
-        verdict,
-    ]
-
-
-def test_a_line_written_in_pieces_is_judged_whole() -> None:
-    out = io.StringIO()
-    quiet = ReportOnlyStdout(out)
-    quiet.write(SUMMARY_TITLE[:10])
-    assert out.getvalue() == ""
-    quiet.write(SUMMARY_TITLE[10:] + "\nSuccessful")
-    quiet.write(" requests: 1\nclient: OK: fine\nResults written to x\n")
-    assert out.getvalue().splitlines() == [
-        SUMMARY_TITLE,
-        "Successful requests: 1",
-        "client: OK: fine",
-    ]
-
-
-def test_no_report_prints_nothing() -> None:
-    assert filtered(CHATTER) == ""
+def test_only_the_report_and_the_stderr_lines_are_shown(capsys: pytest.CaptureFixture) -> None:
+    report = build_report(full_config(), made_up_run(full_config()), date="20261203-100000")
+    with terminal_output(quiet=table_and_verdict):
+        for line in CHATTER:
+            log.info(line)
+        show_report(report.lines, report.summary)
+        log.info("Results written to r.json")
+        log.warning("breached: mean_ttft_ms<10 (measured 12)", extra=TO_STDERR)
+    out, err = capsys.readouterr()
+    assert out == "".join(line + "\n" for line in table_and_verdict(report.summary))
+    assert err == "breached: mean_ttft_ms<10 (measured 12)\n"
 
 
 @pytest.mark.parametrize("spelling", ["-q", "--quiet"])

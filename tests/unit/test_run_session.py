@@ -74,7 +74,7 @@ def test_once_ready_a_stop_stops_the_workers_only_and_new_pools_take_over():
     assert second.calls == ["start", "stop SIGINT", "dismiss", "close graceful=True"]
 
 
-def test_a_stop_signal_while_the_report_is_written_lets_it_finish_then_says_so(capsys):
+def test_a_stop_signal_while_the_report_is_written_lets_it_finish_then_says_so(terminal, capsys):
     session = RunSession(RunConfig())
     pool = Pool()
 
