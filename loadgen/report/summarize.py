@@ -91,6 +91,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             num_workers=run.start.num_workers,
             schedule_sha256=run.start.schedule_sha256,
             t0_s=run.start.t0_ns / 1e9,
+            t0_wall=run.start.t0_wall,
             context=run_context(run.start),
         ),
         totals=totals_of(config, metrics, duration_s),
@@ -151,6 +152,10 @@ def settings_of(config: RunConfig) -> Settings:
         save_detailed=config.save_detailed,
         percentiles=tuple(config.percentiles()),
         goodput=config.goodput,
+        server_url=config.server_url,
+        endpoint=config.endpoint,
+        mock=config.mock,
+        fail_on=tuple(config.fail_on or ()),
     )
 
 
