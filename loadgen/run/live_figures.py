@@ -59,6 +59,7 @@ class LiveFigures:
     coordinator_cpu_pct: float | None = None
     run_s: float | None = None  # the final refresh: the rates are over this whole run (s)
     latencies_of_run: bool = False  # TTFT and ITL are of every request, not the last 10 s
+    pooling: bool = False  # an answer of one instant: its TTFT is its E2EL, it has no tokens
 
     @property
     def finished(self) -> int:
@@ -141,8 +142,11 @@ def load_between(
 class LiveFigureState:
     """What the batches so far say, kept small: counts, totals, rings of recent latencies."""
 
-    def __init__(self, total: int, scheduled_ns: np.ndarray, cap: int | None) -> None:
+    def __init__(
+        self, total: int, scheduled_ns: np.ndarray, cap: int | None, pooling: bool = False
+    ) -> None:
         self.total = total
+        self.pooling = pooling
         self.scheduled_ns = np.sort(scheduled_ns)
         self.cap = cap or total
         self.completed = 0
@@ -185,7 +189,8 @@ class LiveFigureState:
             return
         starts = np.cumsum(counts) - counts
         first = ok & (counts > 0)
-        first_ns = events[starts[first]]
+        # Pooling: the ring holds E2EL, to the answer's last instant (its only one, as sent).
+        first_ns = events[starts[first] + (counts[first] - 1 if self.pooling else 0)]
         self.ttft.push(first_ns, (first_ns - batch["send_ns"][first]) / 1e9)
         owner = np.repeat(np.arange(len(batch)), counts)
         gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
@@ -226,4 +231,5 @@ class LiveFigureState:
             coordinator_cpu_pct=coordinator_cpu_pct,
             run_s=run_s,
             latencies_of_run=whole,
+            pooling=self.pooling,
         )

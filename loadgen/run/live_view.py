@@ -42,11 +42,11 @@ BAR_WIDTH = 40
 LABEL_WIDTH = 18
 MIN_HEALTH_SPAN_NS = 100_000_000
 # The metric table's names of the figures shown.
-COMPLETED, FAILED, REQ_PER_S, OUTPUT_TOK_PER_S = (
-    FIGURE_BY_KEY[key].title
-    for key in ("completed", "failed", "request_throughput", "output_throughput")
+COMPLETED, FAILED, REQ_PER_S = (
+    FIGURE_BY_KEY[key].title for key in ("completed", "failed", "request_throughput")
 )
-TTFT, ITL = LATENCY_BY_KEY["ttft"].short, LATENCY_BY_KEY["itl"].short
+OUTPUT_TOKENS = FIGURE_BY_KEY["output_throughput"]  # generation only
+TTFT, ITL, E2EL = (LATENCY_BY_KEY[key] for key in ("ttft", "itl", "e2el"))
 
 
 def _pair(figures: Percentiles | None, places: int = 1) -> str:
@@ -89,16 +89,19 @@ def _latencies_span(figures: LiveFigures) -> str:
 def _rates(figures: LiveFigures, sep: str) -> str:
     """req/s and output tok/s; the final frame's to the summary's 2 places."""
     now = figures.run_s is None
-    return (
-        f"{figures.req_per_s:,.{1 if now else 2}f} {REQ_PER_S}{sep}"
-        f"{figures.output_tok_per_s:,.{0 if now else 2}f} {OUTPUT_TOK_PER_S}"
-    )
+    requests = f"{figures.req_per_s:,.{1 if now else 2}f} {REQ_PER_S}"
+    if not OUTPUT_TOKENS.views_for(figures.pooling):  # the summary has no such figure
+        return requests
+    return f"{requests}{sep}{figures.output_tok_per_s:,.{0 if now else 2}f} {OUTPUT_TOKENS.title}"
 
 
 def _latencies(figures: LiveFigures, sep: str) -> str:
     """TTFT and ITL p50 / p99; the whole run's to the summary's 2 places."""
     places = 2 if figures.latencies_of_run else 1
-    return f"{TTFT} {_pair(figures.ttft, places)}{sep}{ITL} {_pair(figures.itl, places)}"
+    if figures.pooling:  # the answer's one instant: what the summary calls its E2EL
+        return f"{E2EL.short} {_pair(figures.ttft, places)}"
+    ttft, itl = _pair(figures.ttft, places), _pair(figures.itl, places)
+    return f"{TTFT.short} {ttft}{sep}{ITL.short} {itl}"
 
 
 def plain_line(figures: LiveFigures) -> str:
@@ -163,8 +166,9 @@ class LiveView:
         disabled: bool,
         host: HostSampler | None = None,
         stream: TextIO | None = None,
+        pooling: bool = False,
     ) -> None:
-        self.state = LiveFigureState(total, scheduled_ns, cap)
+        self.state = LiveFigureState(total, scheduled_ns, cap, pooling)
         self.stream = stream if stream is not None else sys.stderr
         self.mode = "off" if disabled else "panel" if self.stream.isatty() else "plain"
         self.host = host

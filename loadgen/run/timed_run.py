@@ -53,6 +53,7 @@ async def timed_run(
         config.max_concurrency,
         config.disable_tqdm,
         host,
+        pooling=config.pooling,
     )
 
     def on_start(t0_ns: int) -> None:

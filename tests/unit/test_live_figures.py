@@ -7,7 +7,7 @@ from collections import deque
 
 import numpy as np
 import pytest
-from report_runs import N, full_config, made_up_run
+from report_runs import N, POOLING_BACKEND, full_config, made_up_run
 
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
@@ -222,3 +222,19 @@ def test_a_run_too_long_for_the_rings_keeps_its_last_10_s() -> None:
     figures = state.figures(20 * S, final=True)
     assert not figures.latencies_of_run and figures.ttft is None
     assert "last 10 s p50/p99: TTFT -" in plain_line(figures)
+
+
+def test_a_pooling_run_s_final_line_names_its_e2el_and_no_tokens() -> None:
+    cfg = full_config(backend=POOLING_BACKEND, goodput=None)
+    run = made_up_run(cfg)
+    summary = summarize(cfg, run)
+    state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency, pooling=True)
+    state.add_batch(run.records, run.event_ns, dict(run.errors))
+    figures = state.figures(2 * S, final=True)
+    e2el = summary.latencies["e2el"]
+    assert figures.ttft is not None and figures.ttft.p50_ms == pytest.approx(e2el.median_ms)
+    line = plain_line(figures)
+    assert f"run p50/p99: E2EL {e2el.median_ms:.2f} / " in line
+    assert f"{summary.totals.request_throughput:.2f} req/s |" in line
+    assert "tok/s" not in line and "TTFT" not in line and "ITL" not in line
+    assert "E2EL" in panel(figures).plain and "tok/s" not in panel(figures).plain
