@@ -41,6 +41,7 @@ from loadgen.report.html_template import PAGE_TEMPLATE
 from loadgen.report.metric_table import LATENCY_BY_KEY
 from loadgen.report.run_report import Report
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.summarize import most_frequent
 from loadgen.report.summary import notes, report_blocks
 
 RECORDS_SUFFIX = ".records.arrow"
@@ -129,7 +130,7 @@ def run_notes(summary: RunSummary) -> list[str]:
 
 def error_kinds_note(summary: RunSummary) -> list[str]:
     """One line counting the failed requests by kind, most frequent first; none without."""
-    kinds = sorted(summary.errors.by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
+    kinds = most_frequent(summary.errors.by_kind)
     if not kinds:
         return []
     return ["failed requests by kind: " + ", ".join(f"{n} × {kind}" for kind, n in kinds)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -211,6 +212,12 @@ def error_kind(error: str) -> str:
     and the live view's)."""
     head = error.split(":", 1)[0]
     return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
+
+
+def most_frequent(by_kind: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Error kinds and their counts, most frequent first, then by name: the order report.html
+    and the live view list them in."""
+    return sorted(by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
 
 
 def _intended(

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.report.summarize import error_kind  # the report counts errors by the same kinds
+# The report counts errors by the same kinds, and lists them in the same order.
+from loadgen.report.summarize import error_kind, most_frequent
 
 RATE_WINDOW_NS = 5_000_000_000  # req/s and tok/s "now": over the last 5 s
 LATENCY_WINDOW_NS = 10_000_000_000  # rolling TTFT and ITL percentiles: over the last 10 s
@@ -54,7 +55,7 @@ class LiveFigures:
     output_tok_per_s: float
     ttft: Percentiles | None  # None: no request's first token in the window
     itl: Percentiles | None
-    errors: list[tuple[str, int]] = field(default_factory=list)  # most common first
+    errors: list[tuple[str, int]] = field(default_factory=list)  # most frequent first
     workers: list[WorkerLoad] = field(default_factory=list)
     coordinator_cpu_pct: float | None = None
     run_s: float | None = None  # the final refresh: the rates are over this whole run (s)
@@ -226,7 +227,7 @@ class LiveFigureState:
             output_tok_per_s=tok_per_s,
             ttft=percentiles(self.ttft.since(since)),
             itl=percentiles(self.itl.since(since)),
-            errors=self.errors.most_common(),
+            errors=most_frequent(self.errors),
             workers=workers or [],
             coordinator_cpu_pct=coordinator_cpu_pct,
             run_s=run_s,

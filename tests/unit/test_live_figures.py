@@ -7,7 +7,7 @@ from collections import deque
 
 import numpy as np
 import pytest
-from report_runs import N, POOLING_BACKEND, full_config, made_up_run
+from report_runs import POOLING_BACKEND, N, full_config, made_up_run
 
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
@@ -238,3 +238,12 @@ def test_a_pooling_run_s_final_line_names_its_e2el_and_no_tokens() -> None:
     assert f"{summary.totals.request_throughput:.2f} req/s |" in line
     assert "tok/s" not in line and "TTFT" not in line and "ITL" not in line
     assert "E2EL" in panel(figures).plain and "tok/s" not in panel(figures).plain
+
+
+def test_error_kinds_are_listed_as_report_html_lists_them() -> None:
+    state = LiveFigureState(total=3, scheduled_ns=np.zeros(3, dtype=np.int64), cap=None)
+    rows = [(i, 0, [], False, -1) for i in range(3)]
+    state.add_batch(*batch(rows), {0: "timeout: a", 1: "HTTP 500: b", 2: "timeout: c"})
+    assert state.figures(S).errors == [("timeout", 2), ("HTTP 500", 1)]
+    state.add_batch(*batch([(3, 0, [], False, -1)]), {3: "HTTP 500: d"})
+    assert state.figures(2 * S).errors == [("HTTP 500", 2), ("timeout", 2)]  # ties by name
