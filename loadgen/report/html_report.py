@@ -123,9 +123,16 @@ def summary_table(summary: RunSummary) -> Table:
 
 
 def run_notes(summary: RunSummary) -> list[str]:
-    """The console's notes after the summary's blocks, the failed requests counted by kind
-    (the console lists only the first ten), and where the workers ran."""
-    return [*notes(summary), *error_kinds_note(summary), *host_lines(summary.ending.hosts)]
+    """Why the report covers only part of the run, if it does (``loadgen report`` says it on
+    stderr), the console's notes after the summary's blocks, the failed requests counted by
+    kind (the console lists only the first ten), and where the workers ran."""
+    caveat = summary.ending.caveat
+    return [
+        *([f"note: {caveat}"] if caveat else []),
+        *notes(summary),
+        *error_kinds_note(summary),
+        *host_lines(summary.ending.hosts),
+    ]
 
 
 def error_kinds_note(summary: RunSummary) -> list[str]:

@@ -238,3 +238,11 @@ def test_the_settings_rows_come_from_the_summary() -> None:
     assert rows["--fail-on"] == "p99_ttft_ms>500"
     assert "sk-secret" not in rows["command line"]
     assert "goodput SLOs" not in dict(settings_rows(summarize(full_config(goodput=None), run), []))
+
+
+def test_an_interrupted_run_s_page_says_so_first() -> None:
+    cfg = full_config()
+    run = made_up_run(cfg)
+    run.end = None  # its records stop short: reported as interrupted
+    (first, *_) = run_notes(summarize(cfg, run))
+    assert first == "note: the run did not end: its records file stops before the end"
