@@ -31,6 +31,7 @@ from loadgen.report.campaign_summary import (
 )
 from loadgen.report.html_charts import (
     OVER_TIME_TITLE,
+    TRADE_OFF_LATENCIES,
     TradeOff,
     cdf_figure,
     over_time_figure,
@@ -238,9 +239,10 @@ def trade_off_planes(
     points: list[CampaignPoint], rows: list[dict[str, object]], num_runs: int
 ) -> list[TradeOff] | None:
     """Output tok/s against p99 TTFT and against p99 ITL, per point that has both; None with
-    fewer than one such point."""
+    fewer than one such point. An interval's low end is drawn from 0 at the lowest: neither a
+    throughput nor a latency is negative, though two runs' t interval can reach below."""
     planes = []
-    for metric in ("p99_ttft_ms", "p99_itl_ms"):
+    for metric in (f"p99_{key}_ms" for key in TRADE_OFF_LATENCIES):
         kept = [(p, row) for p, row in zip(points, rows, strict=True)
                 if all(math.isfinite(_value(row, k, num_runs)[0])
                        for k in ("output_throughput", metric))]  # fmt: skip
@@ -250,11 +252,15 @@ def trade_off_planes(
         ys = [_value(row, metric, num_runs) for _, row in kept]
         planes.append(TradeOff(
             labels=[p.label for p, _ in kept],
-            x=[x[0] for x in xs], x_low=[x[1] for x in xs], x_high=[x[2] for x in xs],
-            y=[y[0] for y in ys], y_low=[y[1] for y in ys], y_high=[y[2] for y in ys],
+            x=[x[0] for x in xs], x_low=[_from_0(x[1]) for x in xs], x_high=[x[2] for x in xs],
+            y=[y[0] for y in ys], y_low=[_from_0(y[1]) for y in ys], y_high=[y[2] for y in ys],
             front=pareto_front([x[0] for x in xs], [y[0] for y in ys]),
         ))  # fmt: skip
     return planes
+
+
+def _from_0(low: float) -> float:
+    return max(low, 0.0) if math.isfinite(low) else low
 
 
 def campaign_columns(percentiles: Sequence[float], pooling: bool) -> list[tuple[str, str]]:

@@ -117,6 +117,18 @@ def test_the_planes_hold_the_points_with_figures_their_intervals_and_front() -> 
     assert itl.y == [20, 25, 30] and itl.front == [0, 1]
 
 
+def test_an_interval_reaching_below_0_is_drawn_from_0() -> None:
+    two = point(
+        "a",
+        "c=1",
+        **with_ci("output_throughput", 40, 39, 41),
+        **with_ci("p99_ttft_ms", 30, -31, 91),
+        **with_ci("p99_itl_ms", 20, 19, 21),
+    )
+    (ttft, _) = trade_off_planes(*split([two]), num_runs=2)  # type: ignore[misc]
+    assert ttft.y_low == [0.0] and ttft.y_high == [91.0] and ttft.x_low == [39.0]
+
+
 def test_without_a_finished_point_there_is_no_plane() -> None:
     assert trade_off_planes(*split([POINTS[3]]), num_runs=2) is None
 
