@@ -162,7 +162,7 @@ def campaign_page(folder: Path) -> str:
         kind="campaign",
         settings=settings_rows(first, extra, campaign_workers(points)),
         verdicts=[*verdicts, *((line, False) for line in gate_lines(points))],
-        verdict_summary=verdict_summary([text for text, _ in verdicts], len(verdicts)),
+        verdict_summary=verdict_summary([text for text, _ in verdicts], num_runs * len(points)),
         notes=[f"{p.label}: {redact_text(p.row['error'])}" for p in points if p.row.get("error")],
         summary=campaign_table(points, figures, num_runs, pooling),
         summary_note="summary.csv's rows, computed again from each run's records"
