@@ -27,14 +27,8 @@ from loadgen.records.arrow_file import RecordsFileError, read_records
 from loadgen.report.exports import FORMATS, request_rows, write_rows
 from loadgen.report.gate_keys import check_gates
 from loadgen.report.gates import report_breaches
-from loadgen.report.html_report import (
-    CAMPAIGN_REPORT,
-    RECORDS_SUFFIX,
-    html_path_for,
-    plotly_missing,
-    run_page,
-    write_campaign_report,
-)
+from loadgen.report.html_campaign import CAMPAIGN_REPORT, write_campaign_report
+from loadgen.report.html_report import RECORDS_SUFFIX, html_path_for, plotly_missing, run_page
 from loadgen.report.offline import report_config, settings_note
 from loadgen.report.run_report import build_report, write_report
 from loadgen.session.preflight import file_path_problem, output_path_problem
@@ -111,7 +105,7 @@ def report_records(
     if html:
         page = Path(output) if output is not None else html_path_for(records)
         page.write_text(
-            run_page(run, report, Path(records).name.removesuffix(RECORDS_SUFFIX)), encoding="utf-8"
+            run_page(report, Path(records).name.removesuffix(RECORDS_SUFFIX)), encoding="utf-8"
         )
         print(f"Report written to {page}")
     elif export_format != "summary":

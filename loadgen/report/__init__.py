@@ -10,5 +10,5 @@ render the summary: ``summary`` the console blocks, ``result_json`` the JSON (an
 one helper for a sample's mean/median/std/max/percentiles, ``rows`` the one row and
 section-title layout of every console block. ``run_report.build_report`` puts them together for
 one run, the live one or one rebuilt from its records file (``offline``). Nothing here imports
-``loadgen.run``, ``loadgen.server``, ``loadgen.cli`` or click.
+``loadgen.session``, ``loadgen.fleet``, ``loadgen.server``, ``loadgen.cli`` or click.
 """

@@ -18,6 +18,7 @@ from loadgen.report.metric_table import CAMPAIGN, figures_in, latencies_in
 from loadgen.report.metrics import good_requests
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.summary import percentile_word
+from loadgen.terminal import printable
 
 # Two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30).
 T975 = (
@@ -87,6 +88,17 @@ def metric_keys(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
         f"{stat}_{latency.key}_ms" for latency in latencies_in(CAMPAIGN) for stat in statistics
     )
     return (*latencies, *(f.key for f in figures_in(CAMPAIGN, pooling=False)))
+
+
+def run_problem(summary: RunSummary) -> str | None:
+    """Why a run does not count among its point's: it lost workers (or never ended: its
+    records stop short), or no request completed; None when it counts."""
+    if summary.ending.worker_problems:
+        return "the run lost workers: " + "; ".join(summary.ending.worker_problems)
+    if summary.totals.completed == 0:
+        first = printable((summary.errors.first.splitlines() or [""])[0])
+        return f"every request failed; the first error: {first}"
+    return None
 
 
 def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str, float], int]:

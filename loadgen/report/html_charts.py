@@ -14,14 +14,17 @@ from typing import Any
 import numpy as np
 
 from loadgen.report.html_figures import cdf_points, spans_decades
+from loadgen.report.metric_table import LATENCY_BY_KEY
 
+# The metric table names each latency: "TTFT distribution (CDF)", "p99 TTFT (ms)".
 CDF_TITLES = {
-    "ttft": "TTFT distribution (CDF)",
-    "itl": "ITL distribution (CDF)",
-    "e2el": "E2EL distribution (CDF)",
+    key: f"{LATENCY_BY_KEY[key].short} distribution (CDF)" for key in ("ttft", "itl", "e2el")
 }
+TRADE_OFF_LATENCIES = ("ttft", "itl")  # a campaign's planes: output tok/s against their p99
 OVER_TIME_TITLE = "Throughput and requests in flight over time"
-TRADE_OFF_TITLES = ("Output throughput vs p99 TTFT", "Output throughput vs p99 ITL")
+TRADE_OFF_TITLES = tuple(
+    f"Output throughput vs p99 {LATENCY_BY_KEY[key].short}" for key in TRADE_OFF_LATENCIES
+)
 # The modebar without plotly's logo (a link out) and the page's width, whatever the window.
 FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
 FRONT_COLOR = "#d62728"
@@ -113,7 +116,7 @@ def cdf_figure(lines: Sequence[Latencies], names: Sequence[str] = tuple(CDF_TITL
         every = np.concatenate(values) if values else np.zeros(0)
         log = spans_decades(every)
         fig.update_xaxes(
-            title_text=f"{name.upper()} (ms{', log scale' if log else ''})",
+            title_text=f"{LATENCY_BY_KEY[name].short} (ms{', log scale' if log else ''})",
             type="log" if log else "linear", dtick="D2" if log else None, row=1, col=col,
         )  # fmt: skip
         fig.update_yaxes(range=[0, 100.5], ticksuffix=" %", row=1, col=col)
@@ -232,8 +235,8 @@ def trade_off_figure(planes: Sequence[TradeOff]) -> str:
             type="log" if log_x else "linear", rangemode="normal" if log_x else "tozero",
             dtick="D2" if log_x else None, row=1, col=col,
         )  # fmt: skip
-        metric = "TTFT" if col == 1 else "ITL"
-        fig.update_yaxes(title_text=f"p99 {metric} (ms)", rangemode="tozero", row=1, col=col)
+        latency = LATENCY_BY_KEY[TRADE_OFF_LATENCIES[col - 1]]
+        fig.update_yaxes(title_text=latency.column("p99"), rangemode="tozero", row=1, col=col)
     fig.update_layout(
         margin={"t": 60, "b": 50, "l": 70, "r": 20},
         legend={"orientation": "h", "y": -0.2},

@@ -9,7 +9,9 @@ made from these rows in their order (``FIGURES`` is in the JSON's order, upstrea
 gives the console's; report.html's run table is made from the console's blocks); summary.csv,
 the campaign's console table and report.html's campaign table take the rows whose views name
 ``campaign``. A row added here appears in every view it names, and in no other
-(tests/unit/test_metric_table.py).
+(tests/unit/test_metric_table.py). Where room is short (report.html's campaign table, the live
+view) a figure goes by its ``title`` and a latency statistic by its ``column``, so the live view
+and the final summary name each figure alike.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ class Figure:
     after_detail: bool = False  # in the JSON after the per-request lists (upstream's order)
     of: Literal["totals", "settings"] = "totals"
     pooling_views: frozenset[str] | None = None  # a pooling run's views, where they differ
+    short: str | None = None  # its name where room is short: a table's column, the live view
+
+    @property
+    def title(self) -> str:
+        """Its name in a table's header and the live view: ``short``, else the console's
+        label without its colon (so a row added without one is still named)."""
+        return self.short or self.label.rstrip(":")
 
     def views_for(self, pooling: bool) -> frozenset[str]:
         """The views this figure appears in for a pooling or a generation run (none when that
@@ -71,6 +80,10 @@ class Latency:
     paced: bool = False  # only at a finite request rate
     unit: str = "ms"
 
+    def column(self, statistic: str) -> str:
+        """Its name in a table's header and the live view: ``p99 TTFT (ms)``."""
+        return f"{statistic} {self.short} ({self.unit})"
+
 
 def _views(*names: str) -> frozenset[str]:
     return frozenset(names)
@@ -85,33 +98,37 @@ SHOWN = _views(CONSOLE, JSON)
 # settings (upstream's "max_concurrency" and "request_rate", a campaign point's columns).
 FIGURES: tuple[Figure, ...] = (
     Figure("max_concurrency", "Maximum request concurrency:", "requests", ALL, spec="",
-           shown="known", console=3, of="settings"),
+           shown="known", console=3, of="settings", short="max concurrency"),
     Figure("request_rate", "Request rate configured (RPS):", "req/s", ALL, shown="finite",
-           console=4, of="settings"),
-    Figure("duration", "Benchmark duration (s):", "s", SHOWN, console=5),
-    Figure("completed", "Successful requests:", "requests", ALL, spec="", console=1),
-    Figure("failed", "Failed requests:", "requests", ALL, spec="", console=2,
+           console=4, of="settings", short="request rate (req/s)"),
+    Figure("duration", "Benchmark duration (s):", "s", SHOWN, console=5, short="duration (s)"),
+    Figure("completed", "Successful requests:", "requests", ALL, spec="", console=1,
+           short="completed"),
+    Figure("failed", "Failed requests:", "requests", ALL, spec="", console=2, short="failed",
            pooling_views=_views(CONSOLE, CAMPAIGN)),  # upstream's pooling JSON has no "failed"
-    Figure("total_input_tokens", "Total input tokens:", "tokens", SHOWN, spec="", console=6),
+    Figure("total_input_tokens", "Total input tokens:", "tokens", SHOWN, spec="", console=6,
+           short="input tokens"),
     Figure("total_output_tokens", "Total generated tokens:", "tokens", SHOWN,
-           runs="generation", spec="", shown="tokenizer", console=7),
+           runs="generation", spec="", shown="tokenizer", console=7, short="output tokens"),
     Figure("total_input_sequences", "Total input sequences:", "inputs", _views(JSON),
-           runs="pooling"),
-    Figure("request_throughput", "Request throughput (req/s):", "req/s", ALL, console=8),
+           runs="pooling", short="input sequences"),
+    Figure("request_throughput", "Request throughput (req/s):", "req/s", ALL, console=8,
+           short="req/s"),
     Figure("request_goodput", "Request goodput (req/s):", "req/s", ALL, runs="generation",
-           shown="known", console=10),
+           shown="known", console=10, short="goodput req/s"),
     Figure("input_sequence_throughput", "Input throughput (inputs/s):", "inputs/s", SHOWN,
-           runs="pooling", console=9),
+           runs="pooling", console=9, short="inputs/s"),
     Figure("output_throughput", "Output token throughput (tok/s):", "tok/s", ALL,
-           runs="generation", shown="tokenizer", console=11),
+           runs="generation", shown="tokenizer", console=11, short="output tok/s"),
     Figure("total_token_throughput", "Total token throughput (tok/s):", "tok/s", SHOWN,
-           shown="tokenizer", console=15),
+           shown="tokenizer", console=15, short="total tok/s"),
     Figure("max_output_tokens_per_s", "Peak output token throughput (tok/s):", "tok/s", SHOWN,
-           runs="generation", shown="tokenizer", console=12, after_detail=True),
+           runs="generation", shown="tokenizer", console=12, after_detail=True,
+           short="peak output tok/s"),
     Figure("max_concurrent_requests", "Peak concurrent requests:", "requests", SHOWN,
-           runs="generation", console=13, after_detail=True),
+           runs="generation", console=13, after_detail=True, short="peak in flight"),
     Figure("rtfx", "RTFx (Inverse Real-Time Factor):", "audio s/s", SHOWN, runs="generation",
-           shown="nonzero", console=14, after_detail=True),
+           shown="nonzero", console=14, after_detail=True, short="RTFx"),
 )  # fmt: skip
 
 # In upstream's order of its metric blocks and keys; --percentile-metrics selects among them.
@@ -126,6 +143,7 @@ LATENCIES: tuple[Latency, ...] = (
             "Queue-inclusive End-to-end Latency", SHOWN, concurrency=True, paced=True),
 )  # fmt: skip
 LATENCY_BY_KEY = {latency.key: latency for latency in LATENCIES}
+FIGURE_BY_KEY = {figure.key: figure for figure in FIGURES}
 
 
 def figures_in(view: str, pooling: bool) -> tuple[Figure, ...]:

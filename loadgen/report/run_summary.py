@@ -38,6 +38,10 @@ class Settings:
     save_detailed: bool
     percentiles: tuple[float, ...]  # --metric-percentiles
     goodput: dict[str, float] | None  # --goodput's SLOs (ms)
+    server_url: str  # as given: a view hides its secrets (records.redact.redact_url)
+    endpoint: str
+    mock: bool  # the embedded mock served the run
+    fail_on: tuple[str, ...]  # --fail-on's conditions
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class Identity:
     num_workers: int
     schedule_sha256: str
     t0_s: float  # the run's origin on the coordinator's clock (start_times are after it)
+    t0_wall: str  # the same instant on the wall clock, ISO 8601
     context: dict[str, Any]  # command line, dataset settings, environment (run_context)
 
 

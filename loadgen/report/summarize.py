@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -92,6 +93,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             num_workers=run.start.num_workers,
             schedule_sha256=run.start.schedule_sha256,
             t0_s=run.start.t0_ns / 1e9,
+            t0_wall=run.start.t0_wall,
             context=run_context(run.start),
         ),
         totals=totals_of(config, metrics, duration_s),
@@ -152,6 +154,10 @@ def settings_of(config: RunConfig) -> Settings:
         save_detailed=config.save_detailed,
         percentiles=tuple(config.percentiles()),
         goodput=config.goodput,
+        server_url=config.server_url,
+        endpoint=config.endpoint,
+        mock=config.mock,
+        fail_on=tuple(config.fail_on or ()),
     )
 
 
@@ -207,6 +213,12 @@ def error_kind(error: str) -> str:
     and the live view's)."""
     head = error.split(":", 1)[0]
     return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
+
+
+def most_frequent(by_kind: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Error kinds and their counts, most frequent first, then by name: the order report.html
+    and the live view list them in."""
+    return sorted(by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
 
 
 def _intended(

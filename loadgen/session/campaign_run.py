@@ -17,13 +17,14 @@ from loadgen.fleet.placement import planned_workers, worker_pool
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
     PointRuns,
+    run_problem,
     summary_metrics,
     summary_rows,
     summary_table,
     write_summary_csv,
 )
 from loadgen.report.gates import report_breaches
-from loadgen.report.html_report import campaign_report_line
+from loadgen.report.html_campaign import campaign_report_line
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
 from loadgen.server.client import ServerClient
@@ -50,7 +51,6 @@ from loadgen.session.prepare import Prepared, check_before_start
 from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
 from loadgen.session.timed_run import active_workers, timed_run
-from loadgen.terminal import printable
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                 pool = session.pool
                 pool.next_run(planned_workers(one))
                 try:
-                    report, records = await _campaign_run(one, client, pool, point_prepared)
+                    report, _ = await _campaign_run(one, client, pool, point_prepared)
                 except UnreachableServer:
                     raise  # no later run would reach it either
                 except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
@@ -108,7 +108,7 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                     continue
                 if pool.stop_requested:
                     raise RunFailed("interrupted: the campaign stopped", pool.exit_code)
-                problem = _run_problem(records, report)
+                problem = run_problem(report.summary)
                 if problem is not None:
                     runs.errors.append(f"run={run_number}: {problem}")
                     log.warning(failed_line(step, total, point, run_number, problem))
@@ -134,16 +134,6 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
     if failed:
         raise RunFailed(f"{failed} of {total} runs failed; summary.csv says why")
     return report_breaches(breached)
-
-
-def _run_problem(records: RunRecords, report: Report) -> str | None:
-    """Why a finished run of a campaign does not count: it lost workers, or none completed."""
-    if records.end is not None and records.end.worker_problems:
-        return "the run lost workers: " + "; ".join(records.end.worker_problems)
-    if report.completed == 0:
-        first = printable(report.first_error.splitlines()[0])
-        return f"every request failed; the first error: {first}"
-    return None
 
 
 def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> None:

@@ -4,6 +4,10 @@ anyway: nothing new is asked of the workers.
 Memory is bounded: recent TTFTs and ITLs sit in fixed numpy rings (value and the instant it was
 seen), throughput comes from running totals sampled at each refresh, errors are counted by
 kind. No per-request Python object is kept. All instants are ns after t0, the records' clock.
+
+The last refresh (``figures(..., final=True)``) shows the run as its summary will: rates over
+the run's duration (t0 to the last end, ``summarize``'s), TTFT and ITL percentiles over every
+request when the rings held them all, errors by the summary's kinds.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.report.summarize import error_kind  # the report counts errors by the same kinds
+# The report counts errors by the same kinds, and lists them in the same order.
+from loadgen.report.summarize import error_kind, most_frequent
 
 RATE_WINDOW_NS = 5_000_000_000  # req/s and tok/s "now": over the last 5 s
 LATENCY_WINDOW_NS = 10_000_000_000  # rolling TTFT and ITL percentiles: over the last 10 s
@@ -50,9 +55,12 @@ class LiveFigures:
     output_tok_per_s: float
     ttft: Percentiles | None  # None: no request's first token in the window
     itl: Percentiles | None
-    errors: list[tuple[str, int]] = field(default_factory=list)  # most common first
+    errors: list[tuple[str, int]] = field(default_factory=list)  # most frequent first
     workers: list[WorkerLoad] = field(default_factory=list)
     coordinator_cpu_pct: float | None = None
+    run_s: float | None = None  # the final refresh: the rates are over this whole run (s)
+    latencies_of_run: bool = False  # TTFT and ITL are of every request, not the last 10 s
+    pooling: bool = False  # an answer of one instant: its TTFT is its E2EL, it has no tokens
 
     @property
     def finished(self) -> int:
@@ -135,8 +143,11 @@ def load_between(
 class LiveFigureState:
     """What the batches so far say, kept small: counts, totals, rings of recent latencies."""
 
-    def __init__(self, total: int, scheduled_ns: np.ndarray, cap: int | None) -> None:
+    def __init__(
+        self, total: int, scheduled_ns: np.ndarray, cap: int | None, pooling: bool = False
+    ) -> None:
         self.total = total
+        self.pooling = pooling
         self.scheduled_ns = np.sort(scheduled_ns)
         self.cap = cap or total
         self.completed = 0
@@ -145,6 +156,7 @@ class LiveFigureState:
         self.errors: Counter[str] = Counter()
         self.ttft = Ring(TTFT_RING)
         self.itl = Ring(ITL_RING)
+        self.last_end_ns = 0
         self.samples: deque[tuple[int, int, int]] = deque([(0, 0, 0)], maxlen=64)
         self.pending: list[tuple[np.ndarray, np.ndarray, dict[int, str]]] = []
 
@@ -169,14 +181,17 @@ class LiveFigureState:
         succeeded = int(ok.sum())
         self.completed += succeeded
         self.failed += len(batch) - succeeded
-        reported = batch["completion_tokens"]
-        self.tokens += int(np.where(reported >= 0, reported, counts)[ok].sum())
+        if len(batch):
+            self.last_end_ns = max(self.last_end_ns, int(batch["end_ns"].max()))
+        reported = batch["completion_tokens"]  # else the events: the re-tokenized text's guess
+        self.tokens += int(np.where(reported > 0, reported, counts)[ok].sum())
         self.errors.update(error_kind(message) for message in errors.values())
         if len(events) == 0:
             return
         starts = np.cumsum(counts) - counts
         first = ok & (counts > 0)
-        first_ns = events[starts[first]]
+        # Pooling: the ring holds E2EL, to the answer's last instant (its only one, as sent).
+        first_ns = events[starts[first] + (counts[first] - 1 if self.pooling else 0)]
         self.ttft.push(first_ns, (first_ns - batch["sent_ns"][first]) / 1e9)
         owner = np.repeat(np.arange(len(batch)), counts)
         gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
@@ -187,12 +202,20 @@ class LiveFigureState:
         now_ns: int,
         workers: list[WorkerLoad] | None = None,
         coordinator_cpu_pct: float | None = None,
+        final: bool = False,
     ) -> LiveFigures:
-        """The view's figures at ``now_ns`` (ns after t0); records a throughput sample."""
+        """The view's figures at ``now_ns`` (ns after t0); records a throughput sample. The
+        ``final`` ones are of the whole run, as its summary counts them."""
         self.fold()
         if now_ns > self.samples[-1][0]:
             self.samples.append((now_ns, self.completed, self.tokens))
         req_per_s, tok_per_s = rate_over(self.samples, RATE_WINDOW_NS)
+        run_s = None
+        if final:
+            run_s = max(self.last_end_ns / 1e9, 1e-9)  # summarize's duration
+            req_per_s, tok_per_s = self.completed / run_s, self.tokens / run_s
+        whole = final and all(r.pushed <= len(r.values) for r in (self.ttft, self.itl))
+        since = -1 if whole else now_ns - LATENCY_WINDOW_NS
         finished = self.completed + self.failed
         return LiveFigures(
             elapsed_s=max(now_ns, 0) / 1e9,
@@ -202,9 +225,12 @@ class LiveFigureState:
             in_flight=in_flight(self.scheduled_ns, now_ns, finished, self.cap),
             req_per_s=req_per_s,
             output_tok_per_s=tok_per_s,
-            ttft=percentiles(self.ttft.since(now_ns - LATENCY_WINDOW_NS)),
-            itl=percentiles(self.itl.since(now_ns - LATENCY_WINDOW_NS)),
-            errors=self.errors.most_common(),
+            ttft=percentiles(self.ttft.since(since)),
+            itl=percentiles(self.itl.since(since)),
+            errors=most_frequent(self.errors),
             workers=workers or [],
             coordinator_cpu_pct=coordinator_cpu_pct,
+            run_s=run_s,
+            latencies_of_run=whole,
+            pooling=self.pooling,
         )

@@ -5,6 +5,10 @@ otherwise one plain line at t0, every PLAIN_EVERY_S and at the end, with the sam
 nothing with --disable-tqdm (and so with -q). Its lines hold ``%|`` as tqdm's bar did: scripts
 and tests wait for that mark to know the run has started. Drawing runs on the coordinator's
 event loop between batches; the workers are asked for nothing new.
+
+Figures go by the metric table's names (``completed``, ``req/s``, ``TTFT``...) and errors by
+the summary's kinds; the last frame, drawn as the run ends, is of the whole run, so it shows
+the figures the run's summary prints after it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 import numpy as np
 
 from loadgen.fleet.collector import BatchObserver, RecordBatch
+from loadgen.report.metric_table import FIGURE_BY_KEY, LATENCY_BY_KEY
 from loadgen.session.host_cpu import HostSampler
 from loadgen.session.live_figures import (
     LiveFigures,
@@ -37,10 +42,18 @@ SHOWN_ERROR_KINDS = 4
 BAR_WIDTH = 40
 LABEL_WIDTH = 18
 MIN_HEALTH_SPAN_NS = 100_000_000
+# The metric table's names of the figures shown.
+COMPLETED, FAILED, REQ_PER_S = (
+    FIGURE_BY_KEY[key].title for key in ("completed", "failed", "request_throughput")
+)
+OUTPUT_TOKENS = FIGURE_BY_KEY["output_throughput"]  # generation only
+TTFT, ITL, E2EL = (LATENCY_BY_KEY[key] for key in ("ttft", "itl", "e2el"))
 
 
-def _pair(figures: Percentiles | None) -> str:
-    return "-" if figures is None else f"{figures.p50_ms:,.1f} / {figures.p99_ms:,.1f} ms"
+def _pair(figures: Percentiles | None, places: int = 1) -> str:
+    if figures is None:
+        return "-"
+    return f"{figures.p50_ms:,.{places}f} / {figures.p99_ms:,.{places}f} ms"
 
 
 def _errors(figures: LiveFigures) -> str:
@@ -65,15 +78,42 @@ def _done_pct(figures: LiveFigures) -> float:
     return 100.0 * figures.finished / max(figures.total, 1)
 
 
+def _rates_span(figures: LiveFigures) -> str:
+    """Over what the rates are: the last seconds, or the whole run (the final frame)."""
+    return "now" if figures.run_s is None else f"run ({figures.run_s:,.2f} s)"
+
+
+def _latencies_span(figures: LiveFigures) -> str:
+    return "run" if figures.latencies_of_run else "last 10 s"
+
+
+def _rates(figures: LiveFigures, sep: str) -> str:
+    """req/s and output tok/s; the final frame's to the summary's 2 places."""
+    now = figures.run_s is None
+    requests = f"{figures.req_per_s:,.{1 if now else 2}f} {REQ_PER_S}"
+    if not OUTPUT_TOKENS.views_for(figures.pooling):  # the summary has no such figure
+        return requests
+    return f"{requests}{sep}{figures.output_tok_per_s:,.{0 if now else 2}f} {OUTPUT_TOKENS.title}"
+
+
+def _latencies(figures: LiveFigures, sep: str) -> str:
+    """TTFT and ITL p50 / p99; the whole run's to the summary's 2 places."""
+    places = 2 if figures.latencies_of_run else 1
+    if figures.pooling:  # the answer's one instant: what the summary calls its E2EL
+        return f"{E2EL.short} {_pair(figures.ttft, places)}"
+    ttft, itl = _pair(figures.ttft, places), _pair(figures.itl, places)
+    return f"{TTFT.short} {ttft}{sep}{ITL.short} {itl}"
+
+
 def plain_line(figures: LiveFigures) -> str:
     """One line with the view's figures, for a log."""
     return (
         f"[{figures.elapsed_s:6.1f} s] {_done_pct(figures):3.0f}%| {figures.finished:,}/"
-        f"{figures.total:,} finished: {figures.completed:,} completed, {figures.failed:,} failed, "
-        f"{figures.in_flight:,} in flight | now {figures.req_per_s:,.1f} req/s, "
-        f"{figures.output_tok_per_s:,.0f} output tok/s | last 10 s p50/p99: TTFT "
-        f"{_pair(figures.ttft)}, ITL {_pair(figures.itl)} | errors: {_errors(figures)} | "
-        f"{_health(figures)}"
+        f"{figures.total:,} finished: {figures.completed:,} {COMPLETED}, {figures.failed:,} "
+        f"{FAILED}, {figures.in_flight:,} in flight | "
+        f"{_rates_span(figures)} {_rates(figures, ', ')} | "
+        f"{_latencies_span(figures)} p50/p99: {_latencies(figures, ', ')} | "
+        f"errors: {_errors(figures)} | {_health(figures)}"
     )
 
 
@@ -94,14 +134,17 @@ def panel(figures: LiveFigures) -> Text:
     rows = [
         (
             "requests",
-            f"{figures.completed:,} completed   {figures.failed:,} failed   "
+            f"{figures.completed:,} {COMPLETED}   {figures.failed:,} {FAILED}   "
             f"{figures.in_flight:,} in flight",
         ),
         (
-            "now (5 s)",
-            f"{figures.req_per_s:,.1f} req/s   {figures.output_tok_per_s:,.0f} output tok/s",
+            "now (5 s)" if figures.run_s is None else _rates_span(figures),
+            _rates(figures, "   "),
         ),
-        ("p50 / p99 (10 s)", f"TTFT {_pair(figures.ttft)}    ITL {_pair(figures.itl)}"),
+        (
+            f"p50 / p99 ({'run' if figures.latencies_of_run else '10 s'})",
+            _latencies(figures, "    "),
+        ),
         ("errors", _errors(figures)),
         ("client", _health(figures)),
     ]
@@ -124,8 +167,9 @@ class LiveView(BatchObserver):
         disabled: bool,
         host: HostSampler | None = None,
         stream: TextIO | None = None,
+        pooling: bool = False,
     ) -> None:
-        self.state = LiveFigureState(total, scheduled_ns, cap)
+        self.state = LiveFigureState(total, scheduled_ns, cap, pooling)
         self.stream = stream if stream is not None else sys.stderr
         self.mode = "off" if disabled else "panel" if self.stream.isatty() else "plain"
         self.host = host
@@ -178,10 +222,11 @@ class LiveView(BatchObserver):
             else:
                 self.state.fold()
 
-    def draw(self) -> None:
-        """Draw the figures as they are now."""
+    def draw(self, final: bool = False) -> None:
+        """Draw the figures as they are now (``final``: of the whole run, as it ends)."""
         workers, coordinator = self._health()
-        figures = self.state.figures(time.perf_counter_ns() - self.t0_ns, workers, coordinator)
+        now_ns = time.perf_counter_ns() - self.t0_ns
+        figures = self.state.figures(now_ns, workers, coordinator, final=final)
         if self.live is not None:
             self.live.update(panel(figures), refresh=True)
         else:
@@ -213,13 +258,14 @@ class LiveView(BatchObserver):
 
     def close(self) -> None:
         """The run has ended: the panel's last frame stays on screen; a log gets a last plain
-        line, so it shows how the run ended, not how it was a few seconds before."""
+        line, so it shows how the run ended, not how it was a few seconds before: the figures of
+        the whole run, those its summary shows."""
         if self.task is not None:
             self.task.cancel()
             self.task = None
             if self.live is None:
-                self.draw()
+                self.draw(final=True)
         if self.live is not None:
-            self.draw()
+            self.draw(final=True)
             self.live.stop()
             self.live = None

@@ -12,8 +12,8 @@ from loadgen.session.live_view import PLAIN_EVERY_S
 SMALL = ["--random-input-len", "16", "--random-output-len", "8", "--workers", "1"]
 LINE = re.compile(
     r"^\[\s*(\d+\.\d) s\]\s+\d+%\| ([\d,]+)/([\d,]+) finished: ([\d,]+) completed, "
-    r"([\d,]+) failed, ([\d,]+) in flight \| now [\d,.]+ req/s, [\d,]+ output tok/s \| "
-    r"last 10 s p50/p99: TTFT .+, ITL .+ \| errors: .+ \| .+$",
+    r"([\d,]+) failed, ([\d,]+) in flight \| (?:now|run \([\d,.]+ s\)) [\d,.]+ req/s, "
+    r"[\d,.]+ output tok/s \| (?:last 10 s|run) p50/p99: TTFT .+, ITL .+ \| errors: .+ \| .+$",
     re.MULTILINE,
 )
 
@@ -39,6 +39,12 @@ def test_a_run_off_a_terminal_prints_plain_lines_every_few_seconds() -> None:
     assert "TTFT -" not in lines[1].group(0)  # requests finished in the last 10 s: figures
     last = lines[-1].groups()  # drawn as the run ends: a log shows how it ended
     assert number(last[1]) == 42 and number(last[3]) + number(last[4]) == 42, proc.stderr
+    # The last line is of the whole run: the summary's figures, as the summary prints them.
+    rate = re.search(r"Request throughput \(req/s\):\s+([\d.]+)", proc.stdout)
+    completed = re.search(r"Successful requests:\s+(\d+)", proc.stdout)
+    assert rate is not None and completed is not None, proc.stdout
+    assert "run (" in lines[-1].group(0) and f") {rate[1]} req/s" in lines[-1].group(0)
+    assert number(last[3]) == int(completed[1])
     assert not LINE.search(proc.stdout)  # stdout keeps upstream's lines and the report
 
 

@@ -1,26 +1,38 @@
-"""report.html's tables and the campaign's planes (loadgen/report/html_report.py), from the
-summary of a made-up run and made-up summary.csv rows: no files, no sockets."""
+"""report.html's tables and the campaign's planes (loadgen/report/html_report.py and
+html_campaign.py), from the summaries of made-up runs and made-up summary.csv rows: no files,
+no sockets."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from types import SimpleNamespace
 
 from report_runs import full_config, made_up_run
 
-from loadgen.report.html_report import (
+from loadgen.config import RunConfig
+from loadgen.report.campaign_summary import PointRuns, run_problem, summary_metrics, summary_rows
+from loadgen.report.html_campaign import (
     CampaignPoint,
+    campaign_columns,
     campaign_table,
     campaign_workers,
-    column_title,
-    html_path_for,
-    run_notes,
-    summary_table,
+    gate_lines,
+    point_figures,
+    run_verdicts,
     trade_off_planes,
     verdict_summary,
 )
+from loadgen.report.html_report import (
+    VERDICT_OK,
+    html_path_for,
+    run_notes,
+    settings_rows,
+    summary_table,
+)
 from loadgen.report.rows import RULE, row, section_title
+from loadgen.report.run_report import Report, build_report
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
 
@@ -64,11 +76,11 @@ def test_the_notes_are_the_consoles_after_the_blocks() -> None:
     assert lines[lines.index(note) - 1] == RULE and lines[-1] == summary.client.verdict
 
 
-def point(name: str, label: str, **values: str) -> CampaignPoint:
-    """A summary.csv row with two runs, every metric empty but ``values``."""
+def point(name: str, label: str, **values: str) -> tuple[CampaignPoint, dict[str, object]]:
+    """A point of two runs and its summary.csv row, every metric empty but ``values``."""
     row = {"point": name, "max_concurrency": "", "request_rate": "inf", "runs": "2",
            "runs_ok": "2", "steady_state_trimmed": "0", "error": "", **values}  # fmt: skip
-    return CampaignPoint(row, label, [], [])
+    return CampaignPoint(row, label, []), dict(row)
 
 
 def with_ci(prefix: str, mean: float, low: float, high: float) -> dict[str, str]:
@@ -90,8 +102,12 @@ POINTS = [
 ]  # fmt: skip
 
 
+def split(points: list[tuple[CampaignPoint, dict[str, object]]]) -> tuple[list, list]:
+    return [p for p, _ in points], [row for _, row in points]
+
+
 def test_the_planes_hold_the_points_with_figures_their_intervals_and_front() -> None:
-    planes = trade_off_planes(POINTS, num_runs=2)
+    planes = trade_off_planes(*split(POINTS), num_runs=2)
     assert planes is not None
     ttft, itl = planes
     assert ttft.labels == ["c=1", "c=4", "c=16"]
@@ -101,20 +117,32 @@ def test_the_planes_hold_the_points_with_figures_their_intervals_and_front() -> 
     assert itl.y == [20, 25, 30] and itl.front == [0, 1]
 
 
+def test_an_interval_reaching_below_0_is_drawn_from_0() -> None:
+    two = point(
+        "a",
+        "c=1",
+        **with_ci("output_throughput", 40, 39, 41),
+        **with_ci("p99_ttft_ms", 30, -31, 91),
+        **with_ci("p99_itl_ms", 20, 19, 21),
+    )
+    (ttft, _) = trade_off_planes(*split([two]), num_runs=2)  # type: ignore[misc]
+    assert ttft.y_low == [0.0] and ttft.y_high == [91.0] and ttft.x_low == [39.0]
+
+
 def test_without_a_finished_point_there_is_no_plane() -> None:
-    assert trade_off_planes([POINTS[3]], num_runs=2) is None
+    assert trade_off_planes(*split([POINTS[3]]), num_runs=2) is None
 
 
 def test_one_run_per_point_has_no_interval() -> None:
-    single = point("a", "c=1", output_throughput="40", p99_ttft_ms="100", p99_itl_ms="20")
-    single.row["runs"] = "1"
-    (ttft, _) = trade_off_planes([single], num_runs=1)  # type: ignore[misc]
+    single, row = point("a", "c=1", output_throughput="40", p99_ttft_ms="100", p99_itl_ms="20")
+    (ttft, _) = trade_off_planes([single], [row], num_runs=1)  # type: ignore[misc]
     assert ttft.x == [40] and math.isnan(ttft.x_low[0]) and math.isnan(ttft.y_high[0])
 
 
 def test_the_campaign_table_shows_each_mean_over_its_interval() -> None:
-    table = campaign_table(POINTS[:1] + POINTS[3:], num_runs=2)
-    assert table.header[:5] == ["point", "runs ok", "trimmed", "req/s", "output tok/s"]
+    table = campaign_table(*split(POINTS[:1] + POINTS[3:]), num_runs=2, pooling=False)
+    assert table.header[:6] == ["point", "runs ok", "trimmed", "client OK", "req/s",
+                                "output tok/s"]  # fmt: skip
     assert "p99 TTFT (ms)" in table.header
     first, failed = table.rows
     assert first[0] == "c=1\na" and first[1] == "2/2"
@@ -124,31 +152,75 @@ def test_the_campaign_table_shows_each_mean_over_its_interval() -> None:
 
 
 def test_goodput_has_a_column_only_where_a_point_measured_it() -> None:
-    assert "goodput req/s" not in campaign_table(POINTS, num_runs=2).header
+    assert "goodput req/s" not in campaign_table(*split(POINTS), 2, pooling=False).header
     measured = point("e", "c=2", **with_ci("request_goodput", 5, 4, 6))
-    table = campaign_table([*POINTS, measured], num_runs=2)
-    assert table.header[3:6] == ["req/s", "goodput req/s", "output tok/s"]
+    table = campaign_table(*split([*POINTS, measured]), num_runs=2, pooling=False)
+    assert table.header[4:7] == ["req/s", "goodput req/s", "output tok/s"]
     assert table.rows[-1][table.header.index("goodput req/s")] == "5\n[4, 6]"
 
 
-def test_the_runs_other_percentiles_have_columns_beside_p99() -> None:
-    asked = point(
-        "e", "c=2", **with_ci("p50_ttft_ms", 90, 89, 91), **with_ci("p99.9_itl_ms", 9, 8, 10)
-    )
-    header = campaign_table([*POINTS, asked], num_runs=2).header
+def reports(cfg: RunConfig, runs: int = 2) -> list[Report]:
+    """The reports of ``runs`` made-up runs (as html_campaign rebuilds them from records)."""
+    return [build_report(cfg, made_up_run(cfg), date="d") for _ in range(runs)]
+
+
+def made_up_point(cfg: RunConfig, runs: int = 2) -> CampaignPoint:
+    """A point whose runs are made up, its summary.csv row as the campaign wrote it."""
+    row = {"point": "max_concurrency=4-request_rate=100.0", "max_concurrency": "4",
+           "request_rate": "100.0", "runs": str(runs), "error": ""}  # fmt: skip
+    files = [Path(f"{row['point']}-run={i}.records.arrow") for i in range(runs)]
+    return CampaignPoint(row, "c=4", files, reports(cfg, runs))
+
+
+def test_the_campaign_table_is_summary_csv_computed_again_from_the_summaries() -> None:
+    cfg = full_config(metric_percentiles="50,99.9", fail_on=("completed<100",))
+    one = made_up_point(cfg)
+    rows = point_figures([one], 2, steady=False, percentiles=cfg.percentiles())
+    written = summary_rows(  # what the campaign wrote to summary.csv at its end
+        [PointRuns(one.name, 4, 100.0, [summary_metrics(r.summary)[0] for r in one.reports],
+                   [0, 0])], 2, cfg.percentiles())  # fmt: skip
+    assert rows == written
+    table = campaign_table([one], rows, num_runs=2, pooling=False)
+    header, cells = table.header, table.rows[0]
+    assert header[3:5] == ["client OK", "gates breached"]
+    ok = sum(r.verdict.startswith(VERDICT_OK) for r in one.reports)
+    assert cells[1:5] == ["2/2", "0", f"{ok}/2", "2/2"]  # 7 completed, each run breached
     ttft = header.index("p50 TTFT (ms)")
-    assert header[ttft + 1] == "p99 TTFT (ms)"
-    assert header[header.index("p99 ITL (ms)") + 1] == "p99.9 ITL (ms)"
-    assert "p50 TTFT (ms)" not in campaign_table(POINTS, num_runs=2).header
+    assert header[ttft + 1 : ttft + 3] == ["p99 TTFT (ms)", "p99.9 TTFT (ms)"]
+    mean = one.reports[0].summary.latencies["ttft"].median_ms
+    assert cells[header.index("median TTFT (ms)")] == f"{mean:g}\n[{mean:g}, {mean:g}]"  # 2 alike
+    assert cells[header.index("completed")].startswith("7\n")
+    assert gate_lines([one]) == [
+        "c=4 run=0: breached: completed<100 (measured 7)",
+        "c=4 run=1: breached: completed<100 (measured 7)",
+    ]
+    verdicts = run_verdicts([one])
+    assert [text.split(": ", 1)[0] for text, _ in verdicts] == ["c=4 run=0", "c=4 run=1"]
 
 
-def test_column_titles_and_the_verdict_count() -> None:
-    assert column_title("median_itl_ms") == "median ITL (ms)"
-    assert column_title("request_throughput") == "req/s"
+def test_a_run_that_does_not_count_is_left_out_of_its_point_s_figures() -> None:
+    cfg = full_config()
+    one = made_up_point(cfg)
+    lost = dataclasses.replace(
+        one.reports[1].summary,
+        ending=dataclasses.replace(one.reports[1].summary.ending, worker_problems=["w1 died"]),
+    )
+    one.reports[1] = dataclasses.replace(one.reports[1], summary=lost)
+    assert run_problem(lost) == "the run lost workers: w1 died"
+    (row,) = point_figures([one], 2, steady=False, percentiles=cfg.percentiles())
+    assert row["runs_ok"] == 1 and row["completed_mean_of_runs"] == 7.0
+    assert row["completed_ci95_t_low"] == ""  # one run: no interval
+
+
+def test_column_titles_are_the_metric_table_s_and_the_verdict_count() -> None:
+    columns = dict(campaign_columns([], pooling=False))
+    assert columns["median_itl_ms"] == "median ITL (ms)"
+    assert columns["request_throughput"] == "req/s" and columns["completed"] == "completed"
+    assert "output_throughput" not in dict(campaign_columns([], pooling=True))
     assert verdict_summary(["c=1 run=0: client: OK: x", "c=1 run=1: client-bound: y"], 2) == (
         "1 of 2 runs: client OK; 1 not: below"
     )
-    assert verdict_summary([], 3) == "no verdict: none of the 3 run(s) wrote a result"
+    assert verdict_summary([], 3) == "no verdict: none of the 3 run(s) left its records"
 
 
 def test_a_run_s_page_sits_beside_its_records() -> None:
@@ -156,8 +228,33 @@ def test_a_run_s_page_sits_beside_its_records() -> None:
 
 
 def test_the_campaign_says_its_worker_counts_not_its_first_run_s() -> None:
-    def runs(*counts: int) -> list:
-        return [SimpleNamespace(start=SimpleNamespace(num_workers=n)) for n in counts]
+    def at(*counts: int) -> CampaignPoint:
+        summaries = [SimpleNamespace(summary=SimpleNamespace(identity=SimpleNamespace(
+            num_workers=n))) for n in counts]  # fmt: skip
+        return CampaignPoint({}, "", [], summaries)  # type: ignore[arg-type]
 
-    assert campaign_workers({"c=1": runs(1, 1), "c=32": runs(2, 2)}) == "1 to 2 workers, by point"
-    assert campaign_workers({"c=8": runs(2), "c=32": runs(2)}) == "2 worker(s)"
+    assert campaign_workers([at(1, 1), at(2, 2)]) == "1 to 2 workers, by point"
+    assert campaign_workers([at(2), at(2)]) == "2 worker(s)"
+
+
+def test_the_settings_rows_come_from_the_summary() -> None:
+    cfg = full_config(fail_on=("p99_ttft_ms>500",))
+    run = made_up_run(cfg)
+    run.start.command_line[:] = ["loadgen", "run", "--header", "Authorization=Bearer sk-secret"]
+    summary = summarize(cfg, run)
+    rows = dict(settings_rows(summary, [("campaign", "2 point(s)")]))
+    assert rows["model"] == "org/model" and rows["started"] == "2026-12-03T10:00:00"
+    assert rows["backend / endpoint"] == f"{cfg.backend} {cfg.endpoint}"
+    assert rows["loadgen"] == "0.1.0, 2 worker(s)" and rows["campaign"] == "2 point(s)"
+    assert rows["goodput SLOs"] == "TTFT ≤ 50 ms, E2EL ≤ 200 ms"
+    assert rows["--fail-on"] == "p99_ttft_ms>500"
+    assert "sk-secret" not in rows["command line"]
+    assert "goodput SLOs" not in dict(settings_rows(summarize(full_config(goodput=None), run), []))
+
+
+def test_an_interrupted_run_s_page_says_so_first() -> None:
+    cfg = full_config()
+    run = made_up_run(cfg)
+    run.end = None  # its records stop short: reported as interrupted
+    (first, *_) = run_notes(summarize(cfg, run))
+    assert first == "note: the run did not end: its records file stops before the end"

@@ -7,7 +7,10 @@ from collections import deque
 
 import numpy as np
 import pytest
+from report_runs import POOLING_BACKEND, N, full_config, made_up_run
 
+from loadgen.report.summarize import summarize
+from loadgen.report.summary import console_lines
 from loadgen.session.live_figures import (
     LATENCY_WINDOW_NS,
     LiveFigureState,
@@ -166,3 +169,81 @@ def test_the_panel_shows_the_same_figures() -> None:
                  "errors            none",
                  "worker 0 CPU 80% (waits 5%), coordinator CPU 12%"):  # fmt: skip
         assert part in text, (part, text)
+
+
+def test_the_final_line_shows_the_run_s_summary() -> None:
+    """The last frame, drawn as the run ends, is of the whole run: the figures, names and
+    error kinds its summary prints after it."""
+    cfg = full_config()
+    run = made_up_run(cfg)
+    run.errors[N - 1] = "HTTP 500 Internal Server Error: boom"
+    summary = summarize(cfg, run)
+    state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency)
+    starts = run.event_offsets
+    for half in (slice(0, N // 2), slice(N // 2, N)):  # two batches, as the workers send them
+        rows = run.records[half]
+        events = run.event_ns[starts[half.start] : starts[half.stop]]
+        errors = {i: e for i, e in run.errors.items() if half.start <= i < half.stop}
+        state.add_batch(rows, events, errors)
+    figures = state.figures(2 * S, final=True)
+    totals = summary.totals
+    assert (figures.completed, figures.failed) == (totals.completed, totals.failed)
+    assert figures.run_s == totals.duration
+    assert figures.req_per_s == pytest.approx(totals.request_throughput)
+    assert figures.output_tok_per_s == pytest.approx(totals.output_throughput)
+    assert figures.errors == sorted(summary.errors.by_kind.items())
+    assert figures.latencies_of_run
+    for name, shown in (("ttft", figures.ttft), ("itl", figures.itl)):
+        stats = summary.latencies[name]
+        assert shown is not None
+        assert shown.p50_ms == pytest.approx(stats.median_ms)
+        assert shown.p99_ms == pytest.approx(dict(stats.percentiles_ms)[99.0])
+    line = plain_line(figures)
+    itl = summary.latencies["itl"]
+    for part in (
+        f"{totals.completed} completed, {totals.failed} failed",
+        f"run ({totals.duration:.2f} s) {totals.request_throughput:.2f} req/s, "
+        f"{totals.output_throughput:.2f} output tok/s",
+        f"run p50/p99: TTFT {summary.latencies['ttft'].median_ms:.2f} / ",
+        f"ITL {itl.median_ms:.2f} / {dict(itl.percentiles_ms)[99.0]:.2f} ms",
+        "errors: HTTP 500 Internal Server Error ×1",
+    ):
+        assert part in line, (part, line)
+    console = "\n".join(console_lines(summary))  # the same names as the summary's rows
+    for label in ("Successful requests:", "Request throughput (req/s):", "Mean TTFT (ms):"):
+        assert label in console
+    assert "now (5 s)" not in panel(figures).plain and "run (" in panel(figures).plain
+
+
+def test_a_run_too_long_for_the_rings_keeps_its_last_10_s() -> None:
+    state = LiveFigureState(total=2, scheduled_ns=np.zeros(2, dtype=np.int64), cap=None)
+    state.ttft.pushed = len(state.ttft.values) + 1  # as after more requests than it holds
+    state.add_batch(*batch([(0, 0, [10 * MS, 11 * MS], True, 2)]), {})
+    figures = state.figures(20 * S, final=True)
+    assert not figures.latencies_of_run and figures.ttft is None
+    assert "last 10 s p50/p99: TTFT -" in plain_line(figures)
+
+
+def test_a_pooling_run_s_final_line_names_its_e2el_and_no_tokens() -> None:
+    cfg = full_config(backend=POOLING_BACKEND, goodput=None)
+    run = made_up_run(cfg)
+    summary = summarize(cfg, run)
+    state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency, pooling=True)
+    state.add_batch(run.records, run.event_ns, dict(run.errors))
+    figures = state.figures(2 * S, final=True)
+    e2el = summary.latencies["e2el"]
+    assert figures.ttft is not None and figures.ttft.p50_ms == pytest.approx(e2el.median_ms)
+    line = plain_line(figures)
+    assert f"run p50/p99: E2EL {e2el.median_ms:.2f} / " in line
+    assert f"{summary.totals.request_throughput:.2f} req/s |" in line
+    assert "tok/s" not in line and "TTFT" not in line and "ITL" not in line
+    assert "E2EL" in panel(figures).plain and "tok/s" not in panel(figures).plain
+
+
+def test_error_kinds_are_listed_as_report_html_lists_them() -> None:
+    state = LiveFigureState(total=3, scheduled_ns=np.zeros(3, dtype=np.int64), cap=None)
+    rows = [(i, 0, [], False, -1) for i in range(3)]
+    state.add_batch(*batch(rows), {0: "timeout: a", 1: "HTTP 500: b", 2: "timeout: c"})
+    assert state.figures(S).errors == [("timeout", 2), ("HTTP 500", 1)]
+    state.add_batch(*batch([(3, 0, [], False, -1)]), {3: "HTTP 500: d"})
+    assert state.figures(2 * S).errors == [("HTTP 500", 2), ("timeout", 2)]  # ties by name

@@ -18,6 +18,7 @@ from loadgen.report.campaign_summary import (
     summary_rows,
     summary_table,
 )
+from loadgen.report.html_campaign import CampaignPoint, campaign_table, point_figures
 from loadgen.report.html_report import summary_table as html_summary_table
 from loadgen.report.metric_table import (
     CAMPAIGN,
@@ -38,26 +39,46 @@ from loadgen.report.summary import console_lines
 @functools.cache
 def views_of_a_run(pooling: bool) -> dict[str, Any]:
     """Each view of the made-up run as what a row is looked for in: the console's and the
-    html summary table's text, the result JSON's keys, summary.csv's columns and table."""
+    html summary table's text, the result JSON's keys, summary.csv's columns, and the columns
+    of report.html's campaign table."""
     cfg = full_config(backend=POOLING_BACKEND) if pooling else full_config()
-    summary = summarize(cfg, made_up_run(cfg))
+    report = build_report(cfg, made_up_run(cfg), date="d")
+    summary = report.summary
     lines = console_lines(summary)
     html = html_summary_table(summary)
-    points = [PointRuns("c=4", 4, 100.0, metrics=[summary_metrics(summary)[0]])]
+    name = "max_concurrency=4-request_rate=100.0"
+    points = [PointRuns(name, 4, 100.0, metrics=[summary_metrics(summary)[0]])]
     rows = summary_rows(points, num_runs=1, percentiles=summary.settings.percentiles)
+    row = {"point": name, "max_concurrency": "4", "request_rate": "100.0", "runs": "1"}
+    point = CampaignPoint(row, "c=4", [], [report])
+    figures = point_figures([point], 1, steady=False, percentiles=summary.settings.percentiles)
+    assert figures == rows  # report.html's table is summary.csv's rows, computed again
+    table = campaign_table([point], figures, num_runs=1, pooling=pooling)
     return {
         CONSOLE: "\n".join(lines),
         "html": "\n".join(" ".join(cells) for cells in html.rows),
         JSON: set(result_json(summary, "d")),
         CAMPAIGN: {key for key, cell in rows[0].items() if cell != ""},  # measured
+        "html campaign": {
+            title: cell for title, cell in zip(table.header, table.rows[0], strict=True)
+        },
     }
 
 
 def figure_found(figure: Figure, view: str, views: dict[str, Any]) -> bool:
     """Whether a figure is shown in a view: its label on the console (and the html summary
-    table made from it), its key in the JSON and summary.csv."""
+    table made from it), its key in the JSON and summary.csv (and its title, with a figure, in
+    report.html's campaign table; a setting, in its point's name there)."""
     if view == CONSOLE:
         return figure.label in views[CONSOLE] and figure.label.rstrip(":") in views["html"]
+    if view == CAMPAIGN:
+        html = views["html campaign"]
+        campaign_html = (
+            f"{figure.key}=" in html["point"]
+            if figure.of == "settings"
+            else html.get(figure.title, "-") != "-"
+        )
+        assert campaign_html == (figure.key in views[CAMPAIGN]), figure.key
     return figure.key in views[view]
 
 
@@ -79,7 +100,11 @@ def test_every_latency_is_in_every_view_it_names(latency: Latency) -> None:
         and f"Mean {latency.short} (ms)" in views["html"],
         JSON: {f"mean_{latency.key}_ms", f"p99_{latency.key}_ms"} <= views[JSON],
         CAMPAIGN: {f"{stat}_{latency.key}_ms" for stat in ("mean", "median", "p50", "p99")}
-        <= views[CAMPAIGN],
+        <= views[CAMPAIGN]
+        and all(
+            views["html campaign"].get(latency.column(stat), "-") != "-"
+            for stat in ("mean", "median", "p50", "p99")
+        ),
     }
     assert {view for view, shown in found.items() if shown} == set(latency.views)
 

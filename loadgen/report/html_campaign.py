@@ -1,0 +1,336 @@
+"""report.html of a campaign, drawn from its folder.
+
+summary.csv says which points there were, how many runs each had and why runs failed; every
+figure the page shows comes from the runs' reports, rebuilt from their records files as
+``loadgen report RECORDS`` rebuilds them (``build_report``). The table is summary.csv's rows
+computed again from those summaries by the function that wrote them
+(``campaign_summary.summary_rows``), its columns the metric table's rows whose views name
+``campaign``, titled by the table; the verdicts and the --fail-on gates are each run's. So
+``loadgen report FOLDER --format html`` and the campaign's own end draw the same page, and a
+metric added to the table gets its column without another edit.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadgen.config import RunConfig
+from loadgen.records.arrow_file import RecordsFileError, read_records
+from loadgen.records.redact import redact_text
+from loadgen.report.campaign_summary import (
+    PointRuns,
+    campaign_statistics,
+    run_problem,
+    summary_metrics,
+    summary_rows,
+)
+from loadgen.report.html_charts import (
+    OVER_TIME_TITLE,
+    TRADE_OFF_LATENCIES,
+    TradeOff,
+    cdf_figure,
+    over_time_figure,
+    trade_off_figure,
+)
+from loadgen.report.html_figures import pareto_front, point_label
+from loadgen.report.html_report import (
+    GENERATION_CDFS,
+    POOLING_CDFS,
+    RECORDS_SUFFIX,
+    VERDICT_OK,
+    Table,
+    plotly_missing,
+    render,
+    run_latencies,
+    run_over_time,
+    settings_rows,
+)
+from loadgen.report.metric_table import CAMPAIGN, FIGURE_BY_KEY, figures_in, latencies_in
+from loadgen.report.offline import stored_config
+from loadgen.report.run_report import Report, build_report
+from loadgen.report.run_summary import RunSummary
+
+CAMPAIGN_REPORT = "report.html"
+_RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")
+_UNDATED = ""  # a run's result JSON is not written here: its date stamp is never read
+
+
+@dataclass
+class CampaignPoint:
+    """One point of a campaign folder: its summary.csv row (the point, its runs, their errors),
+    its label, its runs' records files and the reports rebuilt from them."""
+
+    row: dict[str, str]
+    label: str
+    records: list[Path]  # by run number
+    reports: list[Report] = field(default_factory=list)  # one per records file, in its order
+
+    @property
+    def name(self) -> str:
+        """The point's folder: ``max_concurrency=4-request_rate=inf``."""
+        return self.row["point"]
+
+    def run_name(self, index: int) -> str:
+        """``run=1``: the run whose records are ``records[index]``."""
+        return self.records[index].name.removesuffix(RECORDS_SUFFIX).rpartition("-")[2]
+
+    def counted(self) -> list[RunSummary]:
+        """The summaries of the runs the campaign counted (``run_problem``: it lost no workers,
+        it ended, a request completed)."""
+        return [r.summary for r in self.reports if run_problem(r.summary) is None]
+
+
+def campaign_points(folder: Path) -> list[CampaignPoint]:
+    """The points of a campaign folder, in summary.csv's order, with their runs' files."""
+    summary = folder / "summary.csv"
+    if not summary.is_file():
+        raise RecordsFileError(f"{folder}: no summary.csv, so not a campaign's folder")
+    with summary.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows or "point" not in rows[0]:
+        raise RecordsFileError(f"{summary}: no points in it")
+    caps = {row["max_concurrency"] for row in rows}
+    rates = {row["request_rate"] for row in rows}
+    points = []
+    for row in rows:
+        label = point_label(_cap(row), float(row["request_rate"]), caps_vary=len(caps) > 1,
+                            rates_vary=len(rates) > 1)  # fmt: skip
+        files = sorted((folder / row["point"]).glob(f"*{RECORDS_SUFFIX}"), key=_run_number)
+        points.append(CampaignPoint(row, label, files))
+    return points
+
+
+def _cap(row: dict[str, str]) -> int | None:
+    return int(row["max_concurrency"]) if row["max_concurrency"] else None
+
+
+def _run_number(path: Path) -> tuple[int, str]:
+    match = _RUN_NUMBER.search(path.name)
+    return (int(match[1]) if match else -1, path.name)
+
+
+def read_reports(points: list[CampaignPoint]) -> RunConfig | None:
+    """Each run's report, rebuilt from its records file with the settings it ran with; the
+    first run's settings (None without a run)."""
+    first = None
+    for point in points:
+        for path in point.records:
+            run = read_records(str(path))
+            config = stored_config(run, str(path))
+            point.reports.append(build_report(config, run, date=_UNDATED))
+            first = first or config
+    return first
+
+
+def campaign_page(folder: Path) -> str:
+    """The page of a campaign from its folder."""
+    points = campaign_points(folder)
+    with_runs = [p for p in points if p.records]
+    if not with_runs:
+        raise RecordsFileError(f"{folder}: no run of any point left a records file")
+    config = read_reports(points)
+    assert config is not None  # a point has runs
+    first = with_runs[0].reports[0].summary
+    num_runs = int(points[0].row["runs"])
+    steady = bool(config.steady_state)
+    figures = point_figures(points, num_runs, steady, first.settings.percentiles)
+    extra = [("campaign", f"{len(points)} point(s), {num_runs} run(s) each"
+              + (", steady state only" if steady else ""))]  # fmt: skip
+    over_time = [
+        run_over_time(f"{p.label} (run 0)" if num_runs > 1 else p.label, p.reports[0].summary)
+        for p in with_runs
+    ]
+    pooling = first.settings.pooling
+    names = POOLING_CDFS if pooling else GENERATION_CDFS
+    latencies = [run_latencies(p.label, [r.summary for r in p.reports]) for p in with_runs]
+    charts = [("Latency distributions", cdf_figure(latencies, names))]
+    planes = trade_off_planes(points, figures, num_runs)
+    if planes is not None:
+        charts.append(("Throughput and latency", trade_off_figure(planes)))
+    caption = (" (one point at a time: pick it in the menu; the point's first run)"
+               if len(over_time) > 1 else "")  # fmt: skip
+    charts.append((f"{OVER_TIME_TITLE}{caption}",
+                   over_time_figure(over_time, tokens=not pooling)))  # fmt: skip
+    verdicts = run_verdicts(points)
+    return render(
+        title=folder.resolve().name,
+        kind="campaign",
+        settings=settings_rows(first, extra, campaign_workers(points)),
+        verdicts=[*verdicts, *((line, False) for line in gate_lines(points))],
+        verdict_summary=verdict_summary([text for text, _ in verdicts], num_runs * len(points)),
+        notes=[f"{p.label}: {redact_text(p.row['error'])}" for p in points if p.row.get("error")],
+        summary=campaign_table(points, figures, num_runs, pooling),
+        summary_note="summary.csv's rows, computed again from each run's records"
+        + (": the mean across runs, its 95 % interval (Student's t) below" if num_runs > 1 else ""),
+        figures=charts,
+    )
+
+
+def point_figures(
+    points: list[CampaignPoint], num_runs: int, steady: bool, percentiles: Sequence[float]
+) -> list[dict[str, object]]:
+    """summary.csv's row of each point, from the summaries of the runs the campaign counted."""
+    runs = []
+    for point in points:
+        measured = [summary_metrics(summary, steady) for summary in point.counted()]
+        runs.append(PointRuns(point.name, _cap(point.row), float(point.row["request_rate"]),
+                              metrics=[metrics for metrics, _ in measured],
+                              trimmed=[trimmed for _, trimmed in measured]))  # fmt: skip
+    return summary_rows(runs, num_runs, percentiles)
+
+
+def run_verdicts(points: list[CampaignPoint]) -> list[tuple[str, bool]]:
+    """Each run's verdict on its client, named by its point and run, and whether it is OK."""
+    return [
+        (f"{point.label} {point.run_name(i)}: {r.verdict}", r.verdict.startswith(VERDICT_OK))
+        for point in points
+        for i, r in enumerate(point.reports)
+    ]
+
+
+def gate_lines(points: list[CampaignPoint]) -> list[str]:
+    """The --fail-on gates each run breached, one line each, named by its point and run."""
+    return [
+        f"{point.label} {point.run_name(i)}: {line}"
+        for point in points
+        for i, report in enumerate(point.reports)
+        for line in report.breaches
+    ]
+
+
+def campaign_workers(points: list[CampaignPoint]) -> str:
+    """The campaign's worker counts: one, or the range when points planned different ones
+    (a point's cap can need fewer workers than the campaign started)."""
+    counts = sorted({r.summary.identity.num_workers for p in points for r in p.reports})
+    if len(counts) == 1:
+        return f"{counts[0]} worker(s)"
+    return f"{counts[0]} to {counts[-1]} workers, by point"
+
+
+def verdict_summary(verdicts: list[str], runs: int) -> str:
+    """How many of a campaign's runs the client judged OK (each run's verdict is listed)."""
+    ok = sum(VERDICT_OK in text for text in verdicts)
+    if not verdicts:
+        return f"no verdict: none of the {runs} run(s) left its records"
+    bad = len(verdicts) - ok
+    return f"{ok} of {len(verdicts)} runs: client OK" + (f"; {bad} not: below" if bad else "")
+
+
+def _value(row: dict[str, object], key: str, num_runs: int) -> tuple[float, float, float]:
+    """A metric of a summary.csv row: its mean and its interval's ends (NaN where empty)."""
+
+    def number(cell: object) -> float:
+        return math.nan if cell in (None, "") else float(cell)  # type: ignore[arg-type]
+
+    if num_runs == 1:
+        return number(row.get(key)), math.nan, math.nan
+    mean, low, high = (
+        number(row.get(f"{key}{s}")) for s in ("_mean_of_runs", "_ci95_t_low", "_ci95_t_high")
+    )
+    return mean, low, high
+
+
+def trade_off_planes(
+    points: list[CampaignPoint], rows: list[dict[str, object]], num_runs: int
+) -> list[TradeOff] | None:
+    """Output tok/s against p99 TTFT and against p99 ITL, per point that has both; None with
+    fewer than one such point. An interval's low end is drawn from 0 at the lowest: neither a
+    throughput nor a latency is negative, though two runs' t interval can reach below."""
+    planes = []
+    for metric in (f"p99_{key}_ms" for key in TRADE_OFF_LATENCIES):
+        kept = [(p, row) for p, row in zip(points, rows, strict=True)
+                if all(math.isfinite(_value(row, k, num_runs)[0])
+                       for k in ("output_throughput", metric))]  # fmt: skip
+        if not kept:
+            return None
+        xs = [_value(row, "output_throughput", num_runs) for _, row in kept]
+        ys = [_value(row, metric, num_runs) for _, row in kept]
+        planes.append(TradeOff(
+            labels=[p.label for p, _ in kept],
+            x=[x[0] for x in xs], x_low=[_from_0(x[1]) for x in xs], x_high=[x[2] for x in xs],
+            y=[y[0] for y in ys], y_low=[_from_0(y[1]) for y in ys], y_high=[y[2] for y in ys],
+            front=pareto_front([x[0] for x in xs], [y[0] for y in ys]),
+        ))  # fmt: skip
+    return planes
+
+
+def _from_0(low: float) -> float:
+    return max(low, 0.0) if math.isfinite(low) else low
+
+
+def campaign_columns(percentiles: Sequence[float], pooling: bool) -> list[tuple[str, str]]:
+    """summary.csv's figures as (key, the metric table's title): the throughputs, the counts,
+    then each latency's statistics (``percentiles``: the runs' --metric-percentiles)."""
+    figures = figures_in(CAMPAIGN, pooling)
+    statistics = campaign_statistics(percentiles)
+    return [
+        *((f.key, f.title) for f in figures if f.unit.endswith("/s")),
+        *((f.key, f.title) for f in figures if not f.unit.endswith("/s")),
+        *(
+            (f"{stat}_{latency.key}_ms", latency.column(stat))
+            for latency in latencies_in(CAMPAIGN)
+            for stat in statistics
+        ),
+    ]
+
+
+def campaign_table(
+    points: list[CampaignPoint], rows: list[dict[str, object]], num_runs: int, pooling: bool
+) -> Table:
+    """Per point: its runs counted, the requests the steady state trimmed, the client's
+    verdicts (and the --fail-on gates where any were set), then each figure (with repeats,
+    the mean across runs above its 95 % interval)."""
+    percentiles = next((r.summary.settings.percentiles for p in points for r in p.reports), ())
+    gated = any(r.summary.settings.fail_on for p in points for r in p.reports)
+    columns = [  # a figure measured only when asked (goodput) is left out when none has it
+        (key, title)
+        for key, title in campaign_columns(percentiles, pooling)
+        if key not in FIGURE_BY_KEY
+        or FIGURE_BY_KEY[key].shown != "known"
+        or any(math.isfinite(_value(row, key, num_runs)[0]) for row in rows)
+    ]
+    header = ["point", "runs ok", "trimmed", "client OK", *(["gates breached"] if gated else [])]
+    table = Table([*header, *(title for _, title in columns)], [])
+    for point, row in zip(points, rows, strict=True):
+        judged = [r.verdict.startswith(VERDICT_OK) for r in point.reports]
+        cells = [f"{point.label}\n{point.name}", f"{row['runs_ok']}/{row['runs']}",
+                 str(row["steady_state_trimmed"]), f"{sum(judged)}/{len(judged)}"]  # fmt: skip
+        if gated:
+            cells.append(f"{sum(bool(r.breaches) for r in point.reports)}/{len(judged)}")
+        for key, _ in columns:
+            mean, low, high = _value(row, key, num_runs)
+            cell = "-" if not math.isfinite(mean) else _format(mean)
+            if math.isfinite(low):
+                cell += f"\n[{_format(low)}, {_format(high)}]"
+            cells.append(cell)
+        table.rows.append(cells)
+    return table
+
+
+def _format(value: float) -> str:
+    """A table's number: whole (with thousands' commas) when it is one or large, else 2 places."""
+    return f"{value:,.0f}" if abs(value) >= 1000 or value.is_integer() else f"{value:.2f}"
+
+
+def write_campaign_report(folder: str, output: str | None = None) -> Path:
+    """Draw a campaign folder's page to ``output`` (default ``FOLDER/report.html``)."""
+    target = Path(output) if output else Path(folder) / CAMPAIGN_REPORT
+    target.write_text(campaign_page(Path(folder)), encoding="utf-8")
+    return target
+
+
+def campaign_report_line(folder: str) -> str:
+    """Draw a campaign's report.html at its end; the line that says where, or why it was
+    skipped (the campaign's results stand either way)."""
+    if problem := plotly_missing():
+        return f"{CAMPAIGN_REPORT} skipped: {problem}"
+    try:
+        path = write_campaign_report(folder)
+    except Exception as exc:  # a page is not worth the campaign's exit code
+        return f"{CAMPAIGN_REPORT} skipped: {redact_text(str(exc))}"
+    return f"Report written to {path}"
