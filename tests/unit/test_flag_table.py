@@ -13,11 +13,11 @@ import ast
 import dataclasses
 import math
 import re
-from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
+from helpers import ROOT
 
 from loadgen.cli import cli
 from loadgen.cli import run as run_cli
@@ -36,7 +36,6 @@ from loadgen.config.upstream import UPSTREAM_BACKENDS
 from loadgen.flag import Flag
 from loadgen.mock.config import MOCK_FLAGS, MockConfig
 
-ROOT = Path(__file__).parents[2]
 COMPAT = ROOT / "docs" / "compat.md"
 REPORTING = {
     "--save-result", "--append-result", "--result-dir", "--result-filename", "--save-detailed",
