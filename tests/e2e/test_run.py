@@ -983,7 +983,7 @@ def test_sharegpt_dataset_asks_for_each_completions_length(tmp_path: Path) -> No
 def test_sharegpt_entries_with_an_image_or_video_run_on_chat_and_completions(
     tmp_path: Path,
 ) -> None:
-    # The parts themselves are checked in tests/unit/test_dataset_sharegpt.py and against
+    # The parts themselves are checked in tests/unit/datasets/test_dataset_sharegpt.py and against
     # upstream by dataset_parity.py; here they travel through the CLI, workers and the mock.
     entries = write_sharegpt_file(tmp_path / "sg.json", [(5, 9), (6, 10), (7, 11)])
     entries[0]["image"], entries[1]["video"] = "https://example.com/a.png", "clips/b.mp4"
