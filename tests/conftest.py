@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import helpers
 import pytest
@@ -38,12 +39,35 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: pytest_timeout.Setting
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The calibration the time bounds came from, when a test asked for it."""
+    """The calibration the time bounds came from, when a test asked for it: this process's, or
+    each pytest-xdist worker's (each measures its own, beside the others)."""
     if helpers._calibration.cache_info().currsize:
+        WORKER_CALIBRATIONS[""] = helpers._calibration()
+    for worker, (wall, cpu) in sorted(WORKER_CALIBRATIONS.items()):
+        slowdown = max(1.0, wall / cpu) if cpu > 0 else 1.0
         terminalreporter.write_line(
-            f"time bounds: a trivial CLI run took {helpers.startup_s():.2f} s here "
-            f"(startup_s), {helpers.slowdown():.2f}x its CPU time (slowdown)"
+            f"time bounds{f' ({worker})' if worker else ''}: a trivial CLI run took {wall:.2f} s "
+            f"here (startup_s), {slowdown:.2f}x its CPU time (slowdown)"
         )
+
+
+# The calibrations of the pytest-xdist workers that measured one, by worker id (gw0, ...).
+WORKER_CALIBRATIONS: dict[str, tuple[float, float]] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its calibration to the controller, which prints it."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and helpers._calibration.cache_info().currsize:
+        workeroutput["calibration"] = helpers._calibration()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: keep a finished worker's calibration."""
+    calibration = getattr(node, "workeroutput", {}).get("calibration")
+    if calibration is not None:
+        WORKER_CALIBRATIONS[node.gateway.id] = tuple(calibration)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -40,6 +40,7 @@ from loadgen.server.client import ServerClient
 from loadgen.server.tokenizer import ServerTokenizer
 
 DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[1]  # the repository, wherever a test file lies in tests/
 
 
 def free_port() -> int:

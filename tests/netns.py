@@ -49,7 +49,10 @@ def in_ns(namespace: str, *command: str) -> list[str]:
 
 @contextmanager
 def namespace(name: str) -> Iterator[str]:
-    """A fresh namespace with only its loopback up, removed after the block."""
+    """A fresh namespace with only its loopback up, removed after the block; yields its name,
+    ``name`` and this process's id: namespaces are the machine's, and a test session in another
+    checkout that made and removed ``name`` too cut this one's hosts off mid-run."""
+    name = f"{name}{os.getpid()}"
     subprocess.run(["ip", "netns", "del", name], capture_output=True)
     ip("netns", "add", name)
     try:
@@ -80,7 +83,8 @@ class VethPair:
 
 @contextmanager
 def veth_pair(prefix: str, subnet: str = "10.203.0") -> Iterator[VethPair]:
-    """Namespaces ``{prefix}a`` and ``{prefix}b`` joined by a veth pair on ``subnet``.0/24."""
+    """Namespaces ``{prefix}a`` and ``{prefix}b`` (named as ``namespace`` names them) joined by a
+    veth pair on ``subnet``.0/24."""
     with namespace(f"{prefix}a") as a, namespace(f"{prefix}b") as b:
         ip(
             "link",

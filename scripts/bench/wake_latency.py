@@ -7,8 +7,9 @@ armed every 10 ms and a UDP socket registered as the workers register theirs, to
 process sends its ``perf_counter_ns()`` every 10 ms. The delay in each wake-up is what every stamp
 on this machine carries at least (the datagram is the same path as loadgen's loop-lag probes).
 Prints p50/p99/max in ms per round. Run: python scripts/bench/wake_latency.py
-The timer's p50 is the figure tests/unit/test_precise_timer.py once asserted (under 1 ms on a
-quiet machine): a figure of the machine, which a busy one does not meet, so it is measured here.
+The timer's p50 is the figure tests/unit/workers/test_precise_timer.py once asserted (under 1 ms
+on a quiet machine): a figure of the machine, which a busy one does not meet, so it is measured
+here.
 """
 
 from __future__ import annotations

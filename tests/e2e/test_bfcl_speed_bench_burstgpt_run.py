@@ -1,15 +1,15 @@
 """End to end: BFCL (hf), speed_bench and burstgpt from local copies the tests write, through the
-real CLI, real workers and the mock."""
+real CLI (in process), real workers and the mock."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
 import numpy as np
-from helpers import loadgen, only_json, refusal, run_in_process
+import pytest
+from helpers import only_json, refusal, run_in_process
 
 from loadgen.text.tokenizer import load_tokenizer
 
@@ -98,7 +98,11 @@ def cache_hub_subset(cache: Path, subset: str, rows: list[dict]) -> None:
     built.rename(cache / "nvidia___speed-bench" / subset)
 
 
-def test_speed_bench_reads_the_hub_subset_from_the_datasets_cache(tmp_path: Path) -> None:
+def test_speed_bench_reads_the_hub_subset_from_the_datasets_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datasets.config
+
     placeholder = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
     rows = [
         {"category": "qa" if i % 2 else "coding", "turns": [f"h{i}", "next"] if i % 3 else
@@ -107,11 +111,12 @@ def test_speed_bench_reads_the_hub_subset_from_the_datasets_cache(tmp_path: Path
     ]  # fmt: skip
     cache = tmp_path / "cache"
     cache_hub_subset(cache, "qualitative", rows)
-    env = {**os.environ, "HF_DATASETS_CACHE": str(cache)}
+    # HF_DATASETS_CACHE, as the datasets library read it when it was imported (in this process).
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
     run = ["--mock", "--dataset-name", "speed_bench", "--dataset-path", "nvidia/SPEED-Bench"]
-    proc = loadgen(
+    proc = run_in_process(
         *run, "--speed-bench-output-len", "2", "--num-prompts", "0", "--skip-chat-template",
-        *SAVED, "--result-dir", str(tmp_path / "out"), env=env,
+        *SAVED, "--result-dir", str(tmp_path / "out"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "warning: 3 of 9 nvidia/SPEED-Bench qualitative rows need text" in proc.stdout
@@ -121,7 +126,7 @@ def test_speed_bench_reads_the_hub_subset_from_the_datasets_cache(tmp_path: Path
     assert only_json(tmp_path / "out")["input_lens"] == [
         len(tokenizer.encode(p).ids) for p in prompts
     ]
-    absent = loadgen(*run, "--speed-bench-dataset-subset", "throughput_2k", env=env)
+    absent = run_in_process(*run, "--speed-bench-dataset-subset", "throughput_2k")
     assert absent.returncode != 0
     assert "the subset throughput_2k is not in the datasets cache" in absent.stderr
 

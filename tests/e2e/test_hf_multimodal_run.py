@@ -1,16 +1,16 @@
 """End to end: the multimodal hub datasets (LLaVA-OneVision, VisionArena, MMStar, MMVU) from
-local copies, through the real CLI, real workers and the mock's chat endpoint; the refusals."""
+local copies, through the real CLI (in process), real workers and the mock's chat endpoint; the
+refusals."""
 
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import loadgen, only_json, write_hub_copy
+from helpers import only_json, refusal, run_in_process, write_hub_copy
 
 datasets = pytest.importorskip("datasets")  # the [hf] extra
 Image = pytest.importorskip("PIL.Image")  # the [mm] extra
@@ -18,7 +18,17 @@ cv2 = pytest.importorskip("cv2")
 
 CHAT = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
 MMVU_ROOT = "https://huggingface.co/datasets/yale-nlp/MMVU/resolve/main"
-OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1"}  # no hub: a local copy or nothing
+
+
+@pytest.fixture(autouse=True)
+def hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No hub: a local copy or nothing. HF_HUB_OFFLINE=1, and the flags the hub's clients set
+    from it when they were imported (in this process, before the test)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
 
 
 def png(seed: int) -> dict[str, Any]:
@@ -82,10 +92,10 @@ COPIES = {
 def test_each_dataset_runs_from_a_local_copy(tmp_path: Path, hub_id: str) -> None:
     write, flags = COPIES[hub_id]
     copy = write(tmp_path / "copy")
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", *CHAT, "--dataset-name", "hf", "--dataset-path", str(copy), "--hf-name",
         hub_id, *flags, "--num-prompts", "6", "--hf-output-len", "5", "--disable-tqdm",
-        "--save-result", "--result-dir", str(tmp_path / "out"), env=OFFLINE,
+        "--save-result", "--result-dir", str(tmp_path / "out"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path / "out")
@@ -99,20 +109,20 @@ def test_the_wrong_backend_and_a_missing_copy_are_refused(tmp_path: Path, hub_id
     hf = ["--dataset-name", "hf", "--hf-name", hub_id, *flags, "--num-prompts", "2"]
     if hub_id == "yale-nlp/MMVU":  # upstream's MMVUDataset is not marked multimodal
         backend = ["--backend", "openai-audio"]
-        refusal = "--backend openai-audio uploads audio"
+        refused = "--backend openai-audio uploads audio"
         (copy / "videos" / "Art" / "0.mp4").unlink()
         missing = f"the video {copy}/videos/Art/0.mp4 is not in the local copy"
         gone = copy
     else:
         backend = ["--backend", "openai"]
-        refusal = (
+        refused = (
             "Multi-modal content is not supported on backend 'openai'; use one of "
             "['openai-audio', 'openai-chat']."
         )
         missing = "Couldn't find any data file"
         gone = tmp_path / "nowhere"
-    wrong = loadgen("--mock", *backend, *hf, "--dataset-path", str(copy), env=OFFLINE)
-    assert wrong.returncode == 2 and refusal in wrong.stderr, wrong.stderr
-    lost = loadgen("--mock", *CHAT, *hf, "--dataset-path", str(gone), env=OFFLINE)
+    wrong = refusal("--mock", *backend, *hf, "--dataset-path", str(copy))
+    assert wrong.returncode == 2 and refused in wrong.stderr, wrong.stderr
+    lost = run_in_process("--mock", *CHAT, *hf, "--dataset-path", str(gone))
     assert lost.returncode == 1 and missing in lost.stderr, lost.stderr
     assert "Traceback" not in wrong.stderr + lost.stderr

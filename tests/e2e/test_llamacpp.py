@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from helpers import (
     hang_guard,
     mock_server,
@@ -38,13 +39,21 @@ def llamacpp(*args: str) -> tuple[str, ...]:
     return ("--personality", "llamacpp", "--model", MODEL, *args)
 
 
+@pytest.fixture
+def hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HF_HUB_OFFLINE=1 for the runs in this process (loadgen reads it when it looks for a
+    tokenizer) and the processes they start."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
 def run_against_llamacpp(
     tmp_path: Path, *args: str, mock_args: tuple[str, ...] = ()
 ) -> tuple[dict, float]:
-    """``loadgen run ARGS`` against a llamacpp mock; the result, and the first request's instant
-    after launch in seconds (start_times are perf_counter instants: CLOCK_MONOTONIC, shared)."""
+    """``loadgen run ARGS`` against a llamacpp mock, its coordinator in this process (the caller
+    asks for ``hub_offline``); the result, and the first request's instant after launch in
+    seconds (start_times are perf_counter instants: CLOCK_MONOTONIC, shared)."""
     run = run_against_mock(
-        *run_args(tmp_path, "--disable-tqdm", *args), mock_args=llamacpp(*mock_args), env=OFFLINE
+        *run_args(tmp_path, "--disable-tqdm", *args), mock_args=llamacpp(*mock_args)
     )
     proc = run.proc
     assert proc.returncode == 0, proc.stderr
@@ -53,6 +62,7 @@ def run_against_llamacpp(
     return result, min(result["start_times"]) - run.launched
 
 
+@pytest.mark.usefixtures("hub_offline")
 def test_output_is_retokenised_through_the_server_after_the_run(tmp_path: Path) -> None:
     result, _ = run_against_llamacpp(
         tmp_path, *CHAT, *NO_USAGE, "--num-prompts", "40", "--max-concurrency", "4"
@@ -62,6 +72,7 @@ def test_output_is_retokenised_through_the_server_after_the_run(tmp_path: Path) 
     assert result["output_lens"] == [8] * 40
 
 
+@pytest.mark.usefixtures("hub_offline")
 def test_completions_against_llamacpp_without_a_local_tokenizer(tmp_path: Path) -> None:
     result, _ = run_against_llamacpp(tmp_path, "--num-prompts", "40")
     assert (result["completed"], result["failed"], result["total_output_tokens"]) == (40, 0, 320)
@@ -86,6 +97,7 @@ def test_ctrl_c_mid_run_reports_what_finished(tmp_path: Path) -> None:
     assert result["loadgen"]["interrupted"] is True
 
 
+@pytest.mark.usefixtures("hub_offline")
 def test_preopening_stops_at_the_servers_threads_and_never_stalls_t0(tmp_path: Path) -> None:
     # 4 HTTP threads, each held by an idle connection; 32 connections would be pre-opened.
     # Those beyond the threads wait for an idle one to close (the keep-alive timeout, set to
@@ -104,6 +116,7 @@ def test_preopening_stops_at_the_servers_threads_and_never_stalls_t0(tmp_path: P
     assert started_s < bound_s, f"the first request went out {started_s:.1f} s after launch"
 
 
+@pytest.mark.usefixtures("hub_offline")
 def test_a_server_answering_503_while_it_loads_is_waited_for(tmp_path: Path) -> None:
     # llama.cpp opens its port at once and answers 503 "Loading model" until the model is in.
     result, started_s = run_against_llamacpp(

@@ -54,8 +54,8 @@ CUSTOM = ("--dataset-name", "custom_image", "--disable-shuffle")
 
 @pytest.mark.parametrize("backend", ["openai-embeddings-clip", "openai-embeddings-vlm2vec"])
 def test_clip_and_vlm2vec_send_image_messages(tmp_path: Path, images, backend: str) -> None:
-    # Their bodies are checked part by part in tests/unit/test_mm_embeddings.py; here the mock
-    # reads each message and answers it.
+    # Their bodies are checked part by part in tests/unit/loadgen/test_mm_embeddings.py; here the
+    # mock reads each message and answers it.
     result = run(tmp_path, backend, "/v1/embeddings", *CUSTOM, "--dataset-path", str(images))
     assert result["completed"] == 4
 

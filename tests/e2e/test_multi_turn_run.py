@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -17,8 +15,8 @@ import pytest
 from aiohttp import web
 from helpers import (
     free_port,
-    hang_guard,
     mock_server,
+    mock_stats,
     only_json,
     run_against_mock,
     run_in_process,
@@ -136,12 +134,10 @@ def test_sharegpt_conversations_run_every_turn_against_the_mock(tmp_path: Path) 
     path = tmp_path / "sharegpt.json"
     path.write_text(json.dumps(data))
     out = tmp_path / "out"
-    run = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", "--mock", "--mock-itl-ms", "1", *CHAT,
-         "--multi-turn", "--dataset-name", "sharegpt", "--dataset-path", str(path),
-         "--num-prompts", "3", "--multi-turn-max-turns", "3", "--workers", "2",
-         "--save-result", "--result-dir", str(out)],
-        capture_output=True, text=True, timeout=hang_guard(60),
+    run = run_in_process(
+        "--mock", "--mock-itl-ms", "1", *CHAT, "--multi-turn", "--dataset-name", "sharegpt",
+        "--dataset-path", str(path), "--num-prompts", "3", "--multi-turn-max-turns", "3",
+        "--workers", "2", "--save-result", "--result-dir", str(out),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     figures = only_json(out)["loadgen"]["multi_turn"]
@@ -167,9 +163,10 @@ def test_later_turns_find_their_history_in_the_mocks_prefix_cache(personality: s
     assert cache["queried_tokens"] == multi.stats["prompt_tokens"]
     # Turn k (k = 1, 2) resends turn k-1's prompt and answer: at least half of its prompt.
     assert cache["hit_tokens"] > 0.4 * cache["queried_tokens"]
-    single = run_against_mock(*args, "--random-output-len", "4", mock_args=prefix)
-    assert single.proc.returncode == 0, single.proc.stderr[-2000:]
-    assert single.stats["prefix_cache"]["hit_tokens"] == 0
-    with mock_server(*prefix) as url:  # vLLM's counters on /metrics, no other server's
+    with mock_server(*prefix) as url:  # a fresh cache: the same seed's prompts as above
+        single = run_in_process("--base-url", url, *args, "--random-output-len", "4")
+        assert single.returncode == 0, single.stderr[-2000:]
+        assert mock_stats(url)["prefix_cache"]["hit_tokens"] == 0
+        # vLLM's counters on /metrics, no other server's
         metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
     assert ("vllm:prefix_cache_hits_total" in metrics) == (personality == "vllm")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     InProcess,
+    cli,
     cli_as_nobody,
     free_port,
     hang_guard,
@@ -85,11 +86,7 @@ def test_a_result_file_that_cannot_be_written_at_the_end(tmp_path: Path) -> None
         f"the run's records are in {records} (loadgen report {records} --save-result "
         "--result-dir DIR rebuilds it)"
     )
-    rebuilt = subprocess.run(
-        [sys.executable, "-m", "loadgen", "report", str(records), "--save-result",
-         "--result-dir", str(tmp_path / "again")],
-        capture_output=True, text=True, timeout=hang_guard(60),
-    )  # fmt: skip
+    rebuilt = cli("report", str(records), "--save-result", "--result-dir", str(tmp_path / "again"))
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert len(list((tmp_path / "again").glob("*.json"))) == 1
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
 from helpers import (
     InProcess,
     free_port,
@@ -274,15 +274,17 @@ def test_boot_and_dataset_build_overlap(tmp_path: Path) -> None:
     assert booted_s < first_timed_s < booted_s + build_s, (first_timed_s, booted_s, build_s)
 
 
-def test_server_tokenizer_fallback_builds_the_dataset(tmp_path: Path) -> None:
+def test_server_tokenizer_fallback_builds_the_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the model's tokenizer is in no cache
     with mock_on_port(port, "--model", "acme/no-local-tokenizer-7b"):
         wait_listening(port)
-        proc = loadgen(
-            "--port", str(port), "--workers", "2", "--num-prompts", "40",
-            "--random-input-len", "100", "--random-output-len", "4", "--disable-tqdm",
-            "--save-result", "--save-detailed", "--result-dir", str(tmp_path), env=env,
+        proc = loadgen_at(
+            port, "--num-prompts", "40", "--random-input-len", "100", "--random-output-len",
+            "4", "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir",
+            str(tmp_path),
         )  # fmt: skip
         seen = requests_seen(port)
     assert proc.returncode == 0, proc.stderr
@@ -294,14 +296,16 @@ def test_server_tokenizer_fallback_builds_the_dataset(tmp_path: Path) -> None:
     assert sum(n == 100 for n in result["input_lens"]) >= 36
 
 
-def test_a_server_tokenizer_build_past_its_timeout_stops_the_run_saying_how_far_it_got() -> None:
+def test_a_server_tokenizer_build_past_its_timeout_stops_the_run_saying_how_far_it_got(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the model's tokenizer is in no cache
     args = ["--port", str(port), "--workers", "1", "--num-prompts", "2000",
             "--random-input-len", "100", "--random-output-len", "4", "--disable-tqdm"]  # fmt: skip
     with mock_on_port(port, "--model", "acme/no-local-tokenizer-7b"):
         wait_listening(port)
-        proc = loadgen(*args, "--server-tokenizer-timeout-sec", "0.001", env=env)
+        proc = run_in_process(*args, "--server-tokenizer-timeout-sec", "0.001")
     assert proc.returncode == 1, proc.stderr
     assert error_lines(proc) == [
         "error: building the dataset of 2,000 prompts through the server's /tokenize and "

@@ -122,7 +122,9 @@ def children_of(pid: int) -> list[int]:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> None:
-    proc = loadgen(
+    # With one worker, the CLI in its own process: its stdout as a pipe gets it, to the last line.
+    launch = loadgen if workers == 1 else run_in_process
+    proc = launch(
         "--mock", "--workers", str(workers), "--num-prompts", "60", *SMALL,
         "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
     )  # fmt: skip
@@ -173,7 +175,7 @@ def test_mock_run_accounts_for_every_request(tmp_path: Path, workers: int) -> No
 
 
 def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--backend", "openai-chat",
         "--endpoint", "/v1/chat/completions", "--num_prompts", "40", "--max_concurrency", "3",
         "--percentile_metrics", "ttft,e2el,client_queue_time", "--metric_percentiles", "50,99.9",
@@ -201,7 +203,7 @@ def test_chat_backend_with_concurrency_cap_and_underscore_flags(tmp_path: Path) 
 def test_pooling_run_writes_upstreams_pooling_keys_and_summary(
     tmp_path: Path, detailed: bool
 ) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--backend", "openai-embeddings",
         "--endpoint", "/v1/embeddings", "--num-prompts", "30", "--random-input-len", "32",
         "--request-rate", "500", "--max-concurrency", "4",
@@ -310,7 +312,7 @@ def test_prefix_repetition_run_sends_groups_without_request_ids(tmp_path: Path) 
 
 
 def test_probes_are_reported_apart_with_upstreams_keys(tmp_path: Path) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--num-prompts", "40", *SMALL, "--mock-itl-ms", "2",
         "--max-concurrency", "4", "--probe-request-rate", "50",
         "--save-result", "--result-dir", str(tmp_path),
@@ -370,7 +372,7 @@ def test_spec_decode_counters_become_upstreams_block_and_keys(tmp_path: Path) ->
     proc = run_against_mock(
         *READY_CHECKED, "--num-prompts", "20", *SMALL,
         "--save-result", "--result-dir", str(tmp_path),
-        mock_args=("--spec-decode-draft-tokens", "4"), in_process=False,
+        mock_args=("--spec-decode-draft-tokens", "4"),
     ).proc  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = only_json(tmp_path)
@@ -596,7 +598,7 @@ def wait_for_workers(pid: int, count: int, timeout: float = 30) -> list[int]:
 
 
 def test_paced_run_with_cap_reports_queue_inclusive_latency(tmp_path: Path) -> None:
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--num-prompts", "40", "--request-rate", "100",
         "--burstiness", "inf", "--max-concurrency", "4",
         "--percentile-metrics", "ttft,e2el_including_client_queue", *SMALL,
@@ -719,11 +721,11 @@ def test_profile_refused_by_the_server_fails_before_the_run() -> None:
 
 def test_lora_modules_name_the_model_of_each_request(tmp_path: Path) -> None:
     with mock_server("--lora", "adapter-a", "--lora", "adapter-b") as url:
-        served = loadgen("--base-url", url, "--model", "loadgen-mock", "--num-prompts", "8",
-                         *SMALL, "--lora-modules", "adapter-a", "adapter-b",
-                         "--lora_assignment", "round-robin")  # fmt: skip
-        unknown = loadgen("--base-url", url, "--model", "loadgen-mock", "--num-prompts", "4",
-                          *SMALL, "--lora-modules", "adapter-c")  # fmt: skip
+        served = run_in_process("--base-url", url, "--model", "loadgen-mock", "--num-prompts",
+                                "8", *SMALL, "--lora-modules", "adapter-a", "adapter-b",
+                                "--lora_assignment", "round-robin")  # fmt: skip
+        unknown = run_in_process("--base-url", url, "--model", "loadgen-mock", "--num-prompts",
+                                 "4", *SMALL, "--lora-modules", "adapter-c")  # fmt: skip
     assert served.returncode == 0, served.stderr
     assert "Successful requests:                     8" in served.stdout
     # Every request named the adapter, which this server does not serve.
@@ -868,7 +870,7 @@ def test_timed_trace_replays_token_id_prompts_at_the_trace_instants(
     ]
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    proc = loadgen(
+    proc = run_in_process(
         "--mock", "--workers", "2", "--dataset-name", "timed_trace", "--dataset-path", str(path),
         "--timed-trace-label-timestamp", "ts_ms", "--timed-trace-sec-multiplier", "0.001",
         "--num-prompts", "10", "--disable-tqdm", "--request-rate", "1000",
@@ -981,7 +983,7 @@ def test_sharegpt_dataset_asks_for_each_completions_length(tmp_path: Path) -> No
 def test_sharegpt_entries_with_an_image_or_video_run_on_chat_and_completions(
     tmp_path: Path,
 ) -> None:
-    # The parts themselves are checked in tests/unit/test_dataset_sharegpt.py and against
+    # The parts themselves are checked in tests/unit/datasets/test_dataset_sharegpt.py and against
     # upstream by dataset_parity.py; here they travel through the CLI, workers and the mock.
     entries = write_sharegpt_file(tmp_path / "sg.json", [(5, 9), (6, 10), (7, 11)])
     entries[0]["image"], entries[1]["video"] = "https://example.com/a.png", "clips/b.mp4"

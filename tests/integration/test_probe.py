@@ -1,5 +1,5 @@
 """--probe-request-rate: the probe loop against an in-process aiohttp server (the statistics and
-summary block: tests/unit/test_probe_stats.py)."""
+summary block: tests/unit/report/test_probe_stats.py)."""
 
 from __future__ import annotations
 

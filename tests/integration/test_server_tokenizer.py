@@ -1,5 +1,5 @@
 """The server tokenizer against small in-process servers that misbehave like llama.cpp's (the
-adaptive concurrency limit on its own: tests/unit/test_adaptive_limit.py)."""
+adaptive concurrency limit on its own: tests/unit/server/test_adaptive_limit.py)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-from pathlib import Path
 
 import pytest
-from helpers import config_given
+from helpers import ROOT, config_given
 
 from loadgen.config import FLAGS, RUN_FLAGS, UPSTREAM_DATASETS, RunConfig
 from loadgen.datasets.errors import FlagError
@@ -17,7 +16,6 @@ from loadgen.datasets.registry import DATASETS, check_dataset
 from loadgen.datasets.sample import sample_dataset
 
 FIELDS = {field.name for field in dataclasses.fields(RunConfig)}
-ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize("name", list(DATASETS))

@@ -15,11 +15,11 @@ import dataclasses
 import math
 import re
 import typing
-from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
+from helpers import ROOT
 
 from loadgen.cli import cli
 from loadgen.cli import run as run_cli
@@ -41,7 +41,6 @@ from loadgen.flag import Flag, flags_of
 from loadgen.flag import flag as declare
 from loadgen.mock.config import MOCK_FLAGS, MockConfig
 
-ROOT = Path(__file__).parents[2]
 COMPAT = ROOT / "docs" / "compat.md"
 REPORTING = {
     "--save-result", "--append-result", "--result-dir", "--result-filename", "--save-detailed",

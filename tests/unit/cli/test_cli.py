@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import pytest
 from click.testing import CliRunner
-from helpers import config_given
+from helpers import ROOT, config_given
 
 from loadgen.cli import cli
 from loadgen.cli.vllm_compat import normalize_argv
@@ -343,7 +343,6 @@ def test_random_mm_refusals(fields: dict, message: str) -> None:
 
 def test_output_len_sets_every_target_and_the_docs_name_them_all(monkeypatch) -> None:
     import re
-    from pathlib import Path
 
     from loadgen.cli import run as run_cli
     from loadgen.config import OUTPUT_LEN_TARGETS, flag_name
@@ -353,7 +352,7 @@ def test_output_len_sets_every_target_and_the_docs_name_them_all(monkeypatch) ->
     result = CliRunner().invoke(cli, ["run", "--mock", "--output-len", "7"])
     assert result.exit_code == 0, result.output
     assert all(getattr(seen[0], name) == 7 for name in OUTPUT_LEN_TARGETS)
-    compat = (Path(__file__).parents[2] / "docs" / "compat.md").read_text()
+    compat = (ROOT / "docs" / "compat.md").read_text()
     row = next(line for line in compat.splitlines() if line.startswith("| `--output-len` |"))
     named = re.findall(r"`(--[a-z-]+-output-len)`", row.split("Copied into", 1)[1])
     assert named == [flag_name(name) for name in OUTPUT_LEN_TARGETS]

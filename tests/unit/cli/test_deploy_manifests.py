@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 import click
 import pytest
 import yaml
+from helpers import ROOT
 
 from loadgen.cli import cli
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = ROOT / "deploy"
 MANIFESTS = DEPLOY / "kubernetes"
 README = DEPLOY / "README.md"
 DOCKERFILE = DEPLOY / "Dockerfile"
