@@ -29,8 +29,8 @@ from loadgen.config import ConfigError, InputError, RunConfig
 from loadgen.console import Note, collect_notes
 from loadgen.fleet.fanout import FanoutError
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
-from loadgen.records.arrow_file import read_records
 from loadgen.records.model import RunRecords
+from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
 from loadgen.report.run_summary import RunSummary
 from loadgen.server.errors import ServerError

@@ -10,8 +10,10 @@ from pathlib import Path
 import click
 
 from loadgen.cli.streams import show_output
-from loadgen.records.arrow_file import RecordsFileError, read_records, records_path
+from loadgen.records.arrow_file import records_path
+from loadgen.records.checks import RecordsFileError
 from loadgen.records.model import RunRecords
+from loadgen.records.read import read_records
 from loadgen.report.compare import (
     DEFAULT_RESAMPLES,
     compare,

@@ -23,7 +23,8 @@ from loadgen.cli.streams import show_output
 from loadgen.cli.vllm_compat import normalize_argv
 from loadgen.config import RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS, ConfigError, RunConfig
 from loadgen.flag import Flag
-from loadgen.records.arrow_file import RecordsFileError, read_records
+from loadgen.records.checks import RecordsFileError
+from loadgen.records.read import read_records
 from loadgen.report.exports import FORMATS, request_rows, write_rows
 from loadgen.report.gate_keys import check_gates
 from loadgen.report.gates import report_breaches

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.config import RunConfig
-from loadgen.records.arrow_file import RecordsFileError, read_records
+from loadgen.records.checks import RecordsFileError
+from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
 from loadgen.report.campaign_summary import (
     PointRuns,

@@ -17,9 +17,9 @@ from loadgen.config import (
     missing_libraries,
     parse_itl_thresholds,
 )
-from loadgen.records.arrow_file import read_records
 from loadgen.records.checks import check_settings, setting_names
 from loadgen.records.model import RunRecords
+from loadgen.records.read import read_records
 from loadgen.report.run_report import Report, build_report
 
 

@@ -32,7 +32,7 @@ from loadgen.datasets.sonnet import load_sonnet_lines, sample_sonnet_requests
 from loadgen.mock.bodies import render_chat
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.mock.recorder import TimingRecords
-from loadgen.records.arrow_file import read_records
+from loadgen.records.read import read_records
 from loadgen.text.chat_template import load_chat_template
 from loadgen.text.tokenizer import PACKAGED_TOKENIZER, LocalTokenizer, load_tokenizer
 

@@ -14,7 +14,7 @@ import pytest
 from loadgen.calibrate import ClientRun, compare, run_client
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.mock.recorder import TimingRecords
-from loadgen.records.arrow_file import read_records
+from loadgen.records.read import read_records
 
 PERSONALITIES = ("vllm", "sglang", "llamacpp", "tgi", "openai")
 # llama.cpp's and OpenAI's last completion chunk carries choices (a finish_reason, no text): a

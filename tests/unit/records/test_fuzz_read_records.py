@@ -10,9 +10,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadgen.records.arrow_file import RecordsFileError, RecordsWriter, read_records
+from loadgen.records.arrow_file import RecordsWriter
+from loadgen.records.checks import RecordsFileError
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunEnd, RunStart
+from loadgen.records.read import read_records
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
 N = 5

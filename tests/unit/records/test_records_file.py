@@ -17,14 +17,14 @@ from loadgen.records.arrow_file import (
     COLUMNS,
     FORMAT_VERSION,
     START_KEY,
-    RecordsFileError,
     RecordsWriter,
     move,
-    read_records,
     records_path,
 )
+from loadgen.records.checks import RecordsFileError
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.read import read_records
 from loadgen.records.redact import redact_argv, redact_config, redact_url
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 

@@ -17,8 +17,9 @@ from test_records_file import N, write_run
 
 from loadgen.cli.compare import compare_command
 from loadgen.cli.report import report_command
-from loadgen.records.arrow_file import END_KEY, MAGIC_LEN, START_KEY, read_records
+from loadgen.records.arrow_file import END_KEY, MAGIC_LEN, START_KEY
 from loadgen.records.checks import MAX_UNREPORTED, RecordsFileError
+from loadgen.records.read import read_records
 
 Batch = tuple[pa.RecordBatch, pa.KeyValueMetadata | None]
 

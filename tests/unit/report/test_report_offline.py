@@ -12,9 +12,11 @@ from click.testing import CliRunner
 
 from loadgen.cli import cli
 from loadgen.config import ConfigError, RunConfig
-from loadgen.records.arrow_file import RecordsFileError, RecordsWriter, read_records
+from loadgen.records.arrow_file import RecordsWriter
+from loadgen.records.checks import RecordsFileError
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.read import read_records
 from loadgen.report.offline import rebuild_report, report_config, settings_note
 from loadgen.report.run_report import build_report
 from workers.protocol import RECORD_DTYPE, ConnectionStats

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.records.arrow_file import RecordsWriter, read_records
+from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.model import HostUsage, RunEnd, RunStart
+from loadgen.records.read import read_records
 from loadgen.session.host_cpu import (
     CpuTimes,
     ProcessTime,

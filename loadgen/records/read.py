@@ -1,0 +1,240 @@
+"""Reading a records file (the layout: arrow_file.py), whole or cut short by a crash.
+
+The file is read as the Arrow stream after its magic, up to its last complete batch, so every
+batch written before a crash is still there; a closed file's footer is checked against that
+stream. What is read is checked before it is used (checks.py): a forged or damaged file is
+one ``RecordsFileError``, and nothing is allocated from the file's own claims unchecked.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from loadgen.records.arrow_file import (
+    BOOL_COLUMNS,
+    COLUMNS,
+    END_KEY,
+    FORMAT,
+    FORMAT_VERSION,
+    MAGIC,
+    MAGIC_LEN,
+    MINUS_ONE_IS_NULL,
+    NAN_IS_NULL,
+    PLAIN_COLUMNS,
+    START_KEY,
+)
+from loadgen.records.checks import (
+    RecordsFileError,
+    check_columns,
+    check_rows,
+    checked_end,
+    checked_start,
+    parse_json,
+)
+from loadgen.records.collected import assemble_events
+from loadgen.records.model import RunEnd, RunRecords, RunStart
+from workers.protocol import RECORD_DTYPE, UNSENT_ROW
+
+
+def read_records(path: str) -> RunRecords:
+    """A run's records file, whole or cut short by a crash (then ``end`` is None): every
+    complete batch up to where it stops. A file that is not one loadgen wrote, or is damaged
+    where a crash cannot damage it, is a RecordsFileError (loadgen/records/checks.py)."""
+    if not os.path.isfile(path):
+        raise RecordsFileError(f"records file {path}: No such file")
+    try:
+        data = pa.memory_map(path, "r").read_buffer()
+    except (OSError, pa.ArrowException) as exc:
+        raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
+    file_schema, batches, end_meta = _read_batches(data, path)
+    try:
+        return _records_of(file_schema, batches, end_meta, path)
+    except UnicodeDecodeError:  # a column's name, or a metadata key
+        raise RecordsFileError(f"{path}: a name in its schema is not UTF-8") from None
+
+
+def _records_of(
+    file_schema: pa.Schema, batches: list[pa.RecordBatch], end_meta: bytes | None, path: str
+) -> RunRecords:
+    """The run of a file's schema, row batches and end, every part checked."""
+    raw_meta = (file_schema.metadata or {}).get(START_KEY)
+    meta = parse_json(raw_meta, "metadata", path) if raw_meta is not None else {}
+    if meta.get("format") != FORMAT:
+        raise RecordsFileError(f"{path} is an Arrow file but not a loadgen records file")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise RecordsFileError(
+            f"{path} has records format version {meta.get('format_version')!r}; this loadgen "
+            f"reads version {FORMAT_VERSION}"
+        )
+    meta.pop("format")
+    meta.pop("format_version")
+    start = checked_start(meta, path)
+    check_columns(file_schema, COLUMNS, path)
+    try:
+        table = pa.Table.from_batches(batches, schema=file_schema).combine_chunks()
+    except (pa.ArrowException, ValueError) as exc:
+        raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
+    end = None
+    if end_meta is not None:
+        end = checked_end(parse_json(end_meta, "run's end", path), start.num_requests, path)
+    return _run_records(start, table, end, path)
+
+
+def _read_batches(
+    data: pa.Buffer, path: str
+) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
+    """The schema, the row batches and the end's metadata, read as the stream the file starts
+    with, up to its last complete batch: a file the run did not close (a crash, a full disk)
+    has no footer. A closed file's footer must name the same batches."""
+    if data.size < MAGIC_LEN or data[: len(MAGIC)].to_pybytes() != MAGIC:
+        raise RecordsFileError(f"{path} is not a loadgen records file (not an Arrow file)")
+    file_schema, batches, ended = _stream_batches(data, path)
+    if data.size > 2 * MAGIC_LEN and data[-len(MAGIC) :].to_pybytes() == MAGIC:
+        if not ended:  # closed, yet a batch does not read: damaged, not cut by a crash
+            raise RecordsFileError(f"{path}: batch {len(batches) + 1} is damaged")
+        _check_footer(data, file_schema, batches, path)
+    return _split_end(file_schema, batches)
+
+
+def _check_footer(
+    data: pa.Buffer, file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]], path: str
+) -> None:
+    """The footer names the stream's schema and batches, at the same bytes (each buffer is a
+    slice of ``data``, so their addresses say where a batch was read)."""
+    try:
+        reader = ipc.open_file(data)
+        same = reader.num_record_batches == len(batches) and reader.schema.equals(
+            file_schema, check_metadata=True
+        )
+        for i, (batch, _) in enumerate(batches):
+            same = same and _addresses(reader.get_batch(i)) == _addresses(batch)
+    except (pa.ArrowException, OSError, ValueError, IndexError):
+        same = False
+    if not same:
+        raise RecordsFileError(f"{path}: its footer is damaged")
+
+
+def _addresses(batch: pa.RecordBatch) -> list[int]:
+    """Where each of a batch's buffers starts."""
+    return [
+        buffer.address if buffer is not None else 0
+        for column in batch.columns
+        for buffer in column.buffers()
+    ]
+
+
+def _stream_batches(
+    data: pa.Buffer, path: str
+) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool]:
+    """The batches of the stream after the magic, up to the first one that is cut short or
+    does not read; and whether the stream reached its end-of-stream marker."""
+    try:
+        stream = ipc.open_stream(pa.BufferReader(data.slice(MAGIC_LEN)))
+        file_schema = stream.schema
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise RecordsFileError(
+            f"{path} is not a loadgen records file, or stops before its schema ({exc})"
+        ) from None
+    batches = []
+    while True:
+        try:
+            batches.append(_checked(*stream.read_next_batch_with_custom_metadata()))
+        except StopIteration:
+            return file_schema, batches, True
+        except (pa.ArrowException, OSError, ValueError, IndexError):
+            return file_schema, batches, False  # cut short here (or damaged): the rest is lost
+
+
+def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
+    """A batch whose buffers hold what its metadata says (offsets in bounds, valid UTF-8):
+    nothing is read past them. ArrowInvalid when they do not."""
+    batch.validate(full=True)
+    return batch, custom
+
+
+def _split_end(
+    file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]]
+) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
+    """The row batches, and the metadata of the end batch when there is one."""
+    end_meta = None
+    rows = []
+    for batch, custom in batches:
+        if custom is not None and END_KEY in custom:
+            end_meta = custom[END_KEY]
+        elif batch.num_rows:
+            rows.append(batch)
+    return file_schema, rows, end_meta
+
+
+def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str) -> RunRecords:
+    """Rows in arrival order -> request-major arrays; requests with no row are lost."""
+    n = start.num_requests
+    index = table["index"].to_numpy()
+    check_rows(table, index, n, path)
+    records = np.zeros(n, dtype=RECORD_DTYPE)
+    records[:] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
+    records["index"] = np.arange(n)
+    worker = np.full(n, -1, dtype=np.int16)
+    scheduled = np.zeros(n, dtype=np.int64)
+    input_tokens = np.zeros(n, dtype=np.int64)
+    sequences = np.ones(n, dtype=np.int64)
+    events = table["events_ns"].combine_chunks()
+    counts = events.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    records["n_events"][index] = counts
+    for column in (*PLAIN_COLUMNS, *MINUS_ONE_IS_NULL):
+        records[column][index] = table[column].fill_null(-1).to_numpy()
+    for column in NAN_IS_NULL:
+        records[column][index] = table[column].to_numpy(zero_copy_only=False)
+    for column in BOOL_COLUMNS:
+        if column in table.column_names:  # "truncated", "text_capped": absent from older files
+            records[column][index] = table[column].to_numpy(zero_copy_only=False)
+    worker[index] = table["worker"].fill_null(-1).to_numpy()
+    scheduled[index] = table["scheduled_ns"].to_numpy()
+    input_tokens[index] = table["input_tokens"].to_numpy()
+    sequences[index] = table["input_sequences"].to_numpy()
+    flat = events.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    event_ns, event_offsets = assemble_events(records["n_events"], [(index, counts, flat)])
+    conversation = turn = None
+    if "turn" in table.column_names and table["turn"].null_count < len(index):
+        conversation = np.full(n, -1, dtype=np.int64)
+        turn = np.full(n, -1, dtype=np.int64)
+        conversation[index] = table["conversation"].fill_null(-1).to_numpy()
+        turn[index] = table["turn"].fill_null(-1).to_numpy()
+    input_audio_s = None
+    if "input_audio_s" in table.column_names and table["input_audio_s"].null_count < len(index):
+        input_audio_s = np.zeros(n, dtype=np.float64)
+        input_audio_s[index] = table["input_audio_s"].fill_null(0.0).to_numpy()
+    errors = _strings(index, table["error"])
+    lost = np.setdiff1d(np.arange(n), index)
+    for i in lost:
+        errors[int(i)] = "lost: the records file has no row for this request"
+    return RunRecords(
+        start=start,
+        end=end,
+        records=records,
+        worker=worker,
+        scheduled_ns=scheduled,
+        input_tokens=input_tokens,
+        input_sequences=sequences,
+        event_ns=event_ns,
+        event_offsets=event_offsets,
+        errors=errors,
+        texts=_strings(index, table["text"]),
+        conversation=conversation,
+        turn=turn,
+        input_audio_s=input_audio_s,
+    )
+
+
+def _strings(index: np.ndarray, column: pa.ChunkedArray) -> dict[int, str]:
+    """{request index: value} of a string column's non-null values."""
+    return {
+        int(i): value
+        for i, value in zip(index.tolist(), column.to_pylist(), strict=True)
+        if value is not None
+    }
