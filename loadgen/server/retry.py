@@ -96,7 +96,7 @@ async def retry_with_timeout(
             )
 
 
-def print_waiting(what: str) -> Callable[[str, float, float], None]:
+def show_waiting(what: str) -> Callable[[str, float, float], None]:
     """An ``on_retry`` callback that tells the user what is awaited and how long is left."""
 
     def report(error: str, retry_in_s: float, left_s: float) -> None:
@@ -114,7 +114,7 @@ async def wait_for_server(
     """``op`` retried with the run's ready-check timeout and interval, each wait printed."""
     try:
         return await retry_with_timeout(
-            timeout_s, interval_s, op, waiting_for=what, on_retry=print_waiting(what)
+            timeout_s, interval_s, op, waiting_for=what, on_retry=show_waiting(what)
         )
     except ServerUnreachable as exc:
         raise with_hint(exc, timeout_s) from None

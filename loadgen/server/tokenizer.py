@@ -45,7 +45,7 @@ from loadgen.server.errors import (
     ServerError,
     ServerUnreachable,
 )
-from loadgen.server.retry import print_waiting, retry_with_timeout
+from loadgen.server.retry import retry_with_timeout, show_waiting
 from loadgen.text.tokenizer import TokenIds
 
 log = logging.getLogger(__name__)
@@ -246,7 +246,7 @@ class ServerTokenizer:
                 interval_s,
                 lambda: detect_form(calls, model, PROBE_TEXT),
                 waiting_for="the server's tokenizer",
-                on_retry=print_waiting("the server's tokenizer"),
+                on_retry=show_waiting("the server's tokenizer"),
             )
         except NotRetryable as exc:
             raise NotRetryable(f"{exc}; pass --tokenizer", exc.status) from None

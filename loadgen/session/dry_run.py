@@ -28,8 +28,8 @@ from loadgen.session.shards import request_owners
 log = logging.getLogger(__name__)
 
 
-async def print_plan(session: RunSession) -> int:
-    """Prepare the session's run and print its plan; the exit code (0)."""
+async def show_plan(session: RunSession) -> int:
+    """Prepare the session's run and show its plan (the output channel); the exit code (0)."""
     config = session.config
     prepared = await prepare(config, session.client)
     if isinstance(prepared.tokenizer, ServerTokenizer):

@@ -10,7 +10,7 @@ from loadgen.config import RunConfig
 log = logging.getLogger(__name__)
 
 
-def print_traffic(config: RunConfig) -> None:
+def show_traffic(config: RunConfig) -> None:
     """Upstream's lines on how requests will be paced, printed as the timed run starts."""
     if config.self_timed_trace:
         log.info("Self timing is set, using the timestamps from the trace file.")

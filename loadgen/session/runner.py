@@ -33,12 +33,12 @@ from loadgen.server.profile import profile
 from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.campaign import is_campaign
-from loadgen.session.dry_run import print_plan
+from loadgen.session.dry_run import show_plan
 from loadgen.session.lifecycle import RunFailed, RunSession, StopSwitch
 from loadgen.session.output_lens import output_lens_of
 from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
-from loadgen.session.progress import print_traffic
+from loadgen.session.progress import show_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
 from loadgen.terminal import printable
@@ -62,7 +62,7 @@ def run(config: RunConfig) -> int:
     if config.dry_run:  # preparation only: no worker started, no request sent
         check_before_start(config)
         with RunSession(config) as session:
-            return session.run(print_plan)
+            return session.run(show_plan)
     return run_outcome(config).exit_code
 
 
@@ -104,7 +104,7 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
     try:
         prepared = await get_ready(config, client, pool)
         session.ready()
-        print_traffic(config)
+        show_traffic(config)
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", pool.exit_code)
         counters_before = await metrics_page(client)
