@@ -200,6 +200,7 @@ class Generation:
             ttft_ms=ttft_s * 1000.0,
             itl_ms=config.itl_ms,
         )
+        await state.slots.acquire()  # --max-running: queued behind the requests before it
         counts = state.counts
         counts.prompt += prompt_tokens
         counts.generated += n
@@ -214,6 +215,7 @@ class Generation:
             return await self._stream(request, self._events(answer, arrival_ns), record, ttft_s)
         finally:
             counts.running -= 1
+            state.slots.release()
 
     def _events(self, answer: StreamRequest, arrival_ns: int) -> Events:
         shape = self.state.personality.stream_shape(answer)
