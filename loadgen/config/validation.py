@@ -31,6 +31,7 @@ PLOT_LIBRARIES = {
     "--format html": ("plotly",),  # loadgen report's page
 }
 PLOT_EXTRA = "pip install 'loadgen[plot]'"
+SEARCH_FLAGS = ("--search-start", "--search-max", "--search-tolerance", "--search-repeats")
 MULTI_TURN_FLAGS = (
     "--multi-turn-num-turns",
     "--multi-turn-min-turns",
@@ -84,6 +85,12 @@ class Validated(RunConfigBase):
             warnings.append("--timeline-itl-thresholds has no effect without --plot-timeline")
         if "--use-beam-search" in self.given:
             warnings.append("--use-beam-search has no effect (vllm bench serve ignores it too)")
+        if self.search is None:
+            warnings += [
+                f"{flag} has no effect without --search"
+                for flag in SEARCH_FLAGS
+                if flag in self.given
+            ]
         warnings += [
             f"{flag.name} has no effect with --backend {self.backend}"
             for flag in given

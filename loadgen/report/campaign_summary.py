@@ -101,10 +101,21 @@ def run_problem(summary: RunSummary) -> str | None:
     return None
 
 
-def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str, float], int]:
-    """One run's campaign metrics from its summary, and how many requests the steady state
-    trimmed (0 without it). Without it the figures are the run's own (its result JSON's);
-    with it they are counted over the steady window (a figure it cannot count is NaN)."""
+@dataclass(frozen=True)
+class CountedRequests:
+    """The requests a campaign counts of one run (its steady window's with --steady-state) and
+    the samples of each latency of the metric table, in seconds."""
+
+    window: SteadyWindow | None  # None: the whole run
+    kept: np.ndarray  # bool [N]: in the window
+    ok: np.ndarray  # bool [N]: kept, succeeded, streamed a token event
+    output_lens: np.ndarray  # of the ok requests
+    tpot_s: np.ndarray  # of the ok requests (0 for an answer of one token), as goodput counts it
+    samples: dict[str, np.ndarray]  # latency key -> seconds
+
+
+def counted_requests(summary: RunSummary, steady: bool = False) -> CountedRequests:
+    """The requests a campaign counts of one run, and their latencies."""
     requests = summary.requests
     results, timings = requests.results, requests.timings
     sent = results.sent_s >= 0
@@ -125,6 +136,16 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
         "client_queue_time": queue,
         "e2el_including_client_queue": e2el + queue,
     }
+    return CountedRequests(window, kept, ok, out, tpot, samples)
+
+
+def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str, float], int]:
+    """One run's campaign metrics from its summary, and how many requests the steady state
+    trimmed (0 without it). Without it the figures are the run's own (its result JSON's);
+    with it they are counted over the steady window (a figure it cannot count is NaN)."""
+    requests = counted_requests(summary, steady)
+    window, kept, ok, out = requests.window, requests.kept, requests.ok, requests.output_lens
+    samples = requests.samples
     metrics: dict[str, float] = {}
     statistics = campaign_statistics(summary.settings.percentiles)
     for latency in latencies_in(CAMPAIGN):
@@ -143,7 +164,9 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
         "request_throughput": int(ok.sum()) / seconds if seconds > 0 else math.nan,
         "output_throughput": float(out.sum()) / seconds if seconds > 0 else math.nan,
         "request_goodput": (
-            good_requests(ttft, tpot, e2el, slos) / seconds if slos and seconds > 0 else math.nan
+            good_requests(samples["ttft"], requests.tpot_s, samples["e2el"], slos) / seconds
+            if slos and seconds > 0
+            else math.nan
         ),
     }
     metrics |= {f.key: counted.get(f.key, math.nan) for f in figures}
@@ -217,19 +240,27 @@ def write_summary_csv(path: str, rows: Sequence[dict[str, object]]) -> None:
         writer.writerows(rows)
 
 
-def summary_table(rows: Sequence[dict[str, object]], num_runs: int) -> list[str]:
+def summary_table(
+    rows: Sequence[dict[str, object]], num_runs: int, keys: Sequence[str] = ()
+) -> list[str]:
     """The console's table at the campaign's end: per point, runs finished, req/s, goodput
-    (where a point measured it), output tok/s, TTFT and ITL p99 (means across runs, ± the
-    interval's half width with repeats)."""
+    (where a point measured it), output tok/s, TTFT and ITL p99 and the other ``keys`` (an
+    SLO's; means across runs, ± the interval's half width with repeats), and with an SLO the
+    runs that met it."""
     goodput = any(_shown(row, "request_goodput", num_runs) != "-" for row in rows)
     rates = ("request_throughput", *(("request_goodput",) if goodput else ()), "output_throughput")
-    shown = (*rates, "p99_ttft_ms", "p99_itl_ms")
+    shown = tuple(dict.fromkeys((*rates, "p99_ttft_ms", "p99_itl_ms", *keys)))
+    slo = bool(rows) and "slo_met_runs" in rows[0]
     header = f"{'point':<40} {'ok':>5} " + " ".join(f"{key:>22}" for key in shown)
+    header += f" {'SLO met':>7}" if slo else ""
     lines = ["=" * len(header), header, "-" * len(header)]
     for row in rows:
         cells = [_shown(row, key, num_runs) for key in shown]
         ok = f"{row['runs_ok']}/{row['runs']}"
-        lines.append(f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells))
+        line = f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells)
+        if slo:
+            line += f" {str(row['slo_met_runs']) + '/' + str(row['runs']):>7}"
+        lines.append(line)
         if row["error"]:
             lines.append(f"  failed: {row['error']}")
     lines.append("=" * len(header))
