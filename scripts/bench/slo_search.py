@@ -16,7 +16,10 @@ request's time: with N streams none waits, with N + 1 one waits a whole request.
     flock -o /tmp/bench.lock .venv/bin/python scripts/bench/slo_search.py
     .venv/bin/python scripts/bench/slo_search.py --max-running 4 --num-prompts 200   # quicker
 
-About a minute and a half on a 2-core machine with the defaults.
+About 4 minutes on a 2-core machine with the defaults (a probe at rate r lasts 400 / r s: the
+rate search's first probes are the long ones). Measured 2026-12-05 on 2 shared CPUs: the rate
+search answered 84.0 req/s against 84.2 computed (-0.3 %, bracket [84, 88], 11 probes, two of
+them repeats near the line), the concurrency search 8 against 8 (bracket [8, 9], 9 probes).
 """
 
 from __future__ import annotations
