@@ -37,8 +37,8 @@ from loadgen.report.gate_keys import check_gates
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
-from loadgen.server.discovery import resolve_model
-from loadgen.server.errors import ConnectionLost, ServerUnreachable
+from loadgen.server.discovery import resolve_model, served_models, unknown_model
+from loadgen.server.errors import ConnectionLost, NotRetryable, ServerUnreachable
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.build_progress import BuildProgress
@@ -401,6 +401,11 @@ async def _server_codec(
         raise  # the server answers connections; waiting for it to come up is not the fix
     except ServerUnreachable as exc:
         raise with_hint(exc, config.ready_check_timeout_sec) from None
+    except NotRetryable as exc:
+        served = await served_models(client) if exc.status == 404 else None
+        if served and model_name not in served:  # the likeliest 404: a model it does not serve
+            raise NotRetryable(unknown_model(model_name, served), exc.status) from None
+        raise
     log.info(
         f"Server tokenizer: {tokenizer.form} form, vocabulary size {tokenizer.vocab_size}, "
         f"{tokenizer.num_special_tokens} special token(s) per prompt"
