@@ -56,10 +56,10 @@ from workers.conversations import split_turn_body
 
 log = logging.getLogger(__name__)
 
-TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
-    "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
-    "The default will be determined on the server side and can be model/API specific. "
-    "For the old behavior, include --temperature=0."
+TEMPERATURE_WARNING = (
+    "WARNING: loadgen sends no temperature unless --temperature is given (as vllm bench serve "
+    "since it stopped sending 0): the server's default applies, which can be model and API "
+    "specific. For greedy decoding, pass --temperature 0."
 )
 
 
@@ -189,8 +189,9 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
     num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
     if dataset.length_mismatches:
         log.info(
-            f"note: {dataset.length_mismatches} of {num_requests} prompts did not re-encode to "
-            "their target length; their prompt_len is the length they have"
+            f"note: {dataset.length_mismatches} of {num_requests} prompts are not their target "
+            "length once their text is encoded again (tokens merge where pieces join); each "
+            "one's prompt_len is the length it has"
         )
     if config.dataset_name == "prefix_repetition" and num_requests < config.num_prompts:
         log.info(
