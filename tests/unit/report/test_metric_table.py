@@ -32,6 +32,7 @@ from loadgen.report.metric_table import (
 )
 from loadgen.report.result_json import result_json
 from loadgen.report.run_report import build_report
+from loadgen.report.settings import output_of, settings_of
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
 
@@ -42,7 +43,7 @@ def views_of_a_run(pooling: bool) -> dict[str, Any]:
     html summary table's text, the result JSON's keys, summary.csv's columns, and the columns
     of report.html's campaign table."""
     cfg = full_config(backend=POOLING_BACKEND) if pooling else full_config()
-    report = build_report(cfg, made_up_run(cfg), date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), made_up_run(cfg), date="d")
     summary = report.summary
     lines = console_lines(summary)
     html = html_summary_table(summary)
@@ -137,7 +138,7 @@ def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
 
 def test_a_steady_state_counts_goodput_over_its_window() -> None:
     cfg = full_config()
-    summary = summarize(cfg, made_up_run(cfg, gap_ms=50))
+    summary = summarize(settings_of(cfg), made_up_run(cfg, gap_ms=50))
     whole, trimmed = summary_metrics(summary)
     assert trimmed == 0 and whole["request_goodput"] == summary.totals.request_goodput
     # Sends at 0, 50, ... 350 ms, each ending 80 ms later: the window runs from the first end
@@ -151,7 +152,7 @@ def test_a_steady_state_counts_goodput_over_its_window() -> None:
 
 def test_an_empty_goodput_is_not_shown_and_is_null_in_the_json() -> None:
     cfg = full_config(goodput=None)
-    summary = summarize(cfg, made_up_run(cfg, audio=False))
+    summary = summarize(settings_of(cfg), made_up_run(cfg, audio=False))
     assert summary.totals.request_goodput is None
     assert not any("goodput" in line or "RTFx" in line for line in console_lines(summary))
     result = result_json(summary, "d")
@@ -160,7 +161,7 @@ def test_an_empty_goodput_is_not_shown_and_is_null_in_the_json() -> None:
 
 def test_the_report_renders_its_summary() -> None:
     cfg = full_config(fail_on=("completed<100",))
-    report = build_report(cfg, made_up_run(cfg), date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), made_up_run(cfg), date="d")
     assert report.lines == console_lines(report.summary)
     assert report.result == result_json(report.summary, "d")
     assert report.breaches == ["breached: completed<100 (measured 7)"]
@@ -171,7 +172,7 @@ def test_the_report_renders_its_summary() -> None:
 @pytest.mark.parametrize("goodput", [{"ttft": 50.0}, None], ids=["goodput", "none"])
 def test_the_campaign_table_shows_goodput_where_it_was_measured(goodput: object) -> None:
     cfg = full_config(goodput=goodput)
-    metrics, _ = summary_metrics(summarize(cfg, made_up_run(cfg)))
+    metrics, _ = summary_metrics(summarize(settings_of(cfg), made_up_run(cfg)))
     for runs in (1, 2):
         rows = summary_rows([PointRuns("c=4", 4, 100.0, metrics=[metrics] * runs)], runs)
         header = summary_table(rows, runs)[1].split()
