@@ -22,15 +22,10 @@ from loadgen.config.sections.traffic import RAMP_UP_RATES_MISSING
 from loadgen.config.upstream import UPSTREAM_BACKENDS, UPSTREAM_DATASETS
 from loadgen.config.urls import check_server_url
 from loadgen.datasets.registry import check_dataset
+from loadgen.plot_extra import PLOT_EXTRA, missing_libraries
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
-PLOT_LIBRARIES = {
-    "--plot-timeline": ("plotly", "pandas"),
-    "--plot-dataset-stats": ("matplotlib",),
-    "--format html": ("plotly",),  # loadgen report's page
-}
-PLOT_EXTRA = "pip install 'loadgen[plot]'"
 MULTI_TURN_FLAGS = (
     "--multi-turn-num-turns",
     "--multi-turn-min-turns",
@@ -40,11 +35,6 @@ MULTI_TURN_FLAGS = (
     "--multi-turn-delay-distribution",
     "--per-turn-input-len",
 )
-
-
-def missing_libraries(flag: str) -> list[str]:
-    """The libraries a plot flag needs that are not installed."""
-    return [name for name in PLOT_LIBRARIES[flag] if importlib.util.find_spec(name) is None]
 
 
 class Validated(RunConfigBase):

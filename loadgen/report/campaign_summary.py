@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.report.metric_table import CAMPAIGN, figures_in, latencies_in
+from loadgen.report.metric_table import (
+    CAMPAIGN,
+    CAMPAIGN_TABLE,
+    FIGURE_BY_KEY,
+    TABLE_STATISTIC,
+    figures_in,
+    latencies_in,
+)
 from loadgen.report.metrics import good_requests
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.summary import percentile_word
@@ -217,17 +224,35 @@ def write_summary_csv(path: str, rows: Sequence[dict[str, object]]) -> None:
         writer.writerows(rows)
 
 
-def summary_table(rows: Sequence[dict[str, object]], num_runs: int) -> list[str]:
-    """The console's table at the campaign's end: per point, runs finished, req/s, goodput
-    (where a point measured it), output tok/s, TTFT and ITL p99 (means across runs, ± the
-    interval's half width with repeats)."""
-    goodput = any(_shown(row, "request_goodput", num_runs) != "-" for row in rows)
-    rates = ("request_throughput", *(("request_goodput",) if goodput else ()), "output_throughput")
-    shown = (*rates, "p99_ttft_ms", "p99_itl_ms")
-    header = f"{'point':<40} {'ok':>5} " + " ".join(f"{key:>22}" for key in shown)
+def table_columns(pooling: bool) -> tuple[tuple[str, str], ...]:
+    """The console table's columns as (summary.csv's key, the metric table's title): the
+    figures a pooling or a generation run reports, then each latency's TABLE_STATISTIC, of the
+    rows whose views name ``campaign table``, in the table's order."""
+    figures = ((f.key, f.title) for f in figures_in(CAMPAIGN_TABLE, pooling))
+    latencies = (
+        (f"{TABLE_STATISTIC}_{latency.key}_ms", latency.column(TABLE_STATISTIC))
+        for latency in latencies_in(CAMPAIGN_TABLE)
+    )
+    return (*figures, *latencies)
+
+
+def summary_table(
+    rows: Sequence[dict[str, object]], num_runs: int, *, pooling: bool = False
+) -> list[str]:
+    """The console's table at the campaign's end: per point, runs finished, then the metric
+    table's ``campaign table`` columns (means across runs, ± the interval's half width with
+    repeats); a figure measured only when asked (goodput) is left out when no point has it."""
+    shown = [
+        (key, title)
+        for key, title in table_columns(pooling)
+        if key not in FIGURE_BY_KEY
+        or FIGURE_BY_KEY[key].shown != "known"
+        or any(_shown(row, key, num_runs) != "-" for row in rows)
+    ]
+    header = f"{'point':<40} {'ok':>5} " + " ".join(f"{title:>22}" for _, title in shown)
     lines = ["=" * len(header), header, "-" * len(header)]
     for row in rows:
-        cells = [_shown(row, key, num_runs) for key in shown]
+        cells = [_shown(row, key, num_runs) for key, _ in shown]
         ok = f"{row['runs_ok']}/{row['runs']}"
         lines.append(f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells))
         if row["error"]:

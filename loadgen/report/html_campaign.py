@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadgen.config import RunConfig
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
@@ -52,9 +51,10 @@ from loadgen.report.html_report import (
     settings_rows,
 )
 from loadgen.report.metric_table import CAMPAIGN, FIGURE_BY_KEY, figures_in, latencies_in
-from loadgen.report.offline import stored_config
+from loadgen.report.report_output import NO_FILES
 from loadgen.report.run_report import Report, build_report
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.settings import stored_settings
 
 CAMPAIGN_REPORT = "report.html"
 _RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")
@@ -115,17 +115,14 @@ def _run_number(path: Path) -> tuple[int, str]:
     return (int(match[1]) if match else -1, path.name)
 
 
-def read_reports(points: list[CampaignPoint]) -> RunConfig | None:
-    """Each run's report, rebuilt from its records file with the settings it ran with; the
-    first run's settings (None without a run)."""
-    first = None
+def read_reports(points: list[CampaignPoint]) -> None:
+    """Each run's report, rebuilt from its records file with the settings it ran with (its
+    files are the campaign's: none is written here)."""
     for point in points:
         for path in point.records:
             run = read_records(str(path))
-            config = stored_config(run, str(path))
-            point.reports.append(build_report(config, run, date=_UNDATED))
-            first = first or config
-    return first
+            settings = stored_settings(run, str(path))
+            point.reports.append(build_report(settings, NO_FILES, run, date=_UNDATED))
 
 
 def campaign_page(folder: Path) -> str:
@@ -134,11 +131,10 @@ def campaign_page(folder: Path) -> str:
     with_runs = [p for p in points if p.records]
     if not with_runs:
         raise RecordsFileError(f"{folder}: no run of any point left a records file")
-    config = read_reports(points)
-    assert config is not None  # a point has runs
+    read_reports(points)
     first = with_runs[0].reports[0].summary
     num_runs = int(points[0].row["runs"])
-    steady = bool(config.steady_state)
+    steady = first.settings.steady_state
     figures = point_figures(points, num_runs, steady, first.settings.percentiles)
     extra = [("campaign", f"{len(points)} point(s), {num_runs} run(s) each"
               + (", steady state only" if steady else ""))]  # fmt: skip

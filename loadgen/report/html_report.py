@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from loadgen.config import PLOT_EXTRA, missing_libraries
+from loadgen.plot_extra import PLOT_EXTRA, missing_libraries
 from loadgen.records.redact import redact_argv, redact_text, redact_url
 from loadgen.report.compare import Samples, pooled_samples
 from loadgen.report.hosts import host_lines

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.config import RunConfig
 from loadgen.report.decoding import result_keys as decoding_keys
 from loadgen.report.metric_table import JSON, figures_in
 from loadgen.report.metrics import MetricStats
+from loadgen.report.report_output import ReportOutput
 from loadgen.report.run_summary import RunSummary, Settings
 from loadgen.report.stats import SampleStats
 from loadgen.report.summary import percentile_word
@@ -174,23 +174,25 @@ def _ramp_up_keys(settings: Settings) -> dict[str, Any]:
     }
 
 
-def result_path(config: RunConfig, model_id: str, date: str) -> str:
+def result_path(settings: Settings, output: ReportOutput, model_id: str, date: str) -> str:
     """Upstream's file name: {label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json,
-    or {label}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{N}]-... with ramp-up."""
-    concurrency = f"-concurrency{config.concurrency}" if config.concurrency is not None else ""
+    or {label}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{N}]-... with ramp-up;
+    --result-filename instead, in --result-dir."""
+    cap = settings.max_concurrency
+    concurrency = f"-concurrency{cap}" if cap is not None else ""
     model = printable(model_id.split("/")[-1])  # a server's model id: no control characters
-    if config.ramp_up_strategy is not None:
+    if settings.ramp_up_strategy is not None:
         rates = (
-            f"ramp-up-{config.ramp_up_strategy}-"
-            f"{config.ramp_up_start_rps}qps-{config.ramp_up_end_rps}qps"
+            f"ramp-up-{settings.ramp_up_strategy}-"
+            f"{settings.ramp_up_start_rps}qps-{settings.ramp_up_end_rps}qps"
         )
     else:
-        rates = f"{config.rate}qps"
-    name = f"{config.label or config.backend}-{rates}{concurrency}-{model}-{date}.json"
-    if config.result_filename:
-        name = config.result_filename
-    if config.result_dir:
-        name = os.path.join(config.result_dir, name)
+        rates = f"{settings.request_rate}qps"
+    name = f"{settings.label or settings.backend}-{rates}{concurrency}-{model}-{date}.json"
+    if output.result_filename:
+        name = output.result_filename
+    if output.result_dir:
+        name = os.path.join(output.result_dir, name)
     return name
 
 

@@ -21,7 +21,8 @@ from workers.protocol import ConnectionStats
 
 @dataclass(frozen=True)
 class Settings:
-    """What the views read of the run's configuration."""
+    """What the report reads of the run's configuration, and all it reads of it: built once
+    where a report is made (``report.settings.settings_of``)."""
 
     backend: str
     label: str | None
@@ -31,17 +32,21 @@ class Settings:
     burstiness: float
     max_concurrency: int | None
     ramp_up_strategy: str | None
-    ramp_up_start_rps: float | None
-    ramp_up_end_rps: float | None
+    ramp_up_start_rps: int | None
+    ramp_up_end_rps: int | None
+    self_timed: bool  # requests went at a timed trace's own instants
     pooling: bool
     tokenizer: bool  # token counts are known (not --skip-tokenizer-init)
     save_detailed: bool
+    metrics: tuple[str, ...]  # --percentile-metrics: the latencies whose statistics are reported
     percentiles: tuple[float, ...]  # --metric-percentiles
     goodput: dict[str, float] | None  # --goodput's SLOs (ms)
     server_url: str  # as given: a view hides its secrets (records.redact.redact_url)
     endpoint: str
     mock: bool  # the embedded mock served the run
     fail_on: tuple[str, ...]  # --fail-on's conditions
+    probes: bool  # --probe-request-rate above 0: probes ran beside the traffic
+    steady_state: bool  # a campaign's summary counts each run's steady state only
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,7 @@ def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> 
     rows = summary_rows(results, config.num_runs, config.percentiles())
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
-    for line in summary_table(rows, config.num_runs):
+    for line in summary_table(rows, config.num_runs, pooling=config.pooling):
         log.info(line)
     log.info(f"Campaign written to {folder} (summary.csv, and a folder per point)")
     log.info(campaign_report_line(folder))

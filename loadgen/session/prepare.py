@@ -33,7 +33,8 @@ from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.sharegpt import load_sharegpt_entries
 from loadgen.payloads import lora_assignment, serialize_bodies, turn_bodies
-from loadgen.report.gate_keys import check_gates
+from loadgen.report.gate_keys import gate_problem
+from loadgen.report.settings import settings_of
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
@@ -96,7 +97,10 @@ class Prepared:
 def check_before_start(config: RunConfig) -> None:
     """Validate the flags and print their warnings; a missing dataset file is found now."""
     config.validate()
-    check_gates(config)  # a --fail-on key the result will not hold
+    if config.fail_on and (
+        problem := gate_problem(settings_of(config), dataclasses.asdict(config))
+    ):
+        raise ConfigError(problem)  # a --fail-on key the result will not hold
     for warning in config.ignored_flag_warnings():
         log.warning(f"warning: {warning}")
     if (

@@ -26,6 +26,7 @@ from loadgen.records.redact import redact_argv, redact_config
 from loadgen.records.turns import intended_ns
 from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
+from loadgen.report.settings import output_of, settings_of
 from loadgen.schedule import schedule_hash
 from loadgen.session.prepare import Prepared
 
@@ -68,7 +69,7 @@ def records_writer(
     if not saves_records(config):
         return None
     return RecordsWriter(
-        records_path(result_path(config, prepared.model_id, date)),
+        records_path(result_path(settings_of(config), output_of(config), prepared.model_id, date)),
         start,
         prepared.scheduled_ns,
         prepared.dataset.prompt_lens,

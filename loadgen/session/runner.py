@@ -27,6 +27,7 @@ from loadgen.records.collected import Collected
 from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
+from loadgen.report.settings import output_of, settings_of
 from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
 from loadgen.server.profile import profile
@@ -144,7 +145,7 @@ async def _report(
     collected = timed.collected
     created = write_result and not os.path.lexists(report.path)
     try:
-        write_report(config, report if write_result else dataclasses.replace(report, result=None))
+        write_report(report if write_result else dataclasses.replace(report, result=None))
     except OSError as exc:  # a full disk: the summary is printed, the records file is kept
         if created:  # no empty or half-written result file left behind
             with contextlib.suppress(OSError):
@@ -176,7 +177,7 @@ async def finish(
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
     records = run_records(config, prepared, start, collected, end)
-    report = build_report(config, records, date=now())
+    report = build_report(settings_of(config), output_of(config), records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None
     return report, records, records_file
 

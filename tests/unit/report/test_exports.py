@@ -18,6 +18,7 @@ from loadgen.report.exports import COLUMNS, itl_stats_ns, request_rows, write_cs
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import build_report
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.settings import output_of, settings_of
 from loadgen.report.summarize import summarize
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
@@ -85,7 +86,7 @@ def three_requests() -> RunRecords:
 
 def summary_of(run: RunRecords) -> RunSummary:
     """The run's summary under the configuration it ran with."""
-    return summarize(RunConfig(**{**run.start.config, "given": frozenset()}), run)
+    return summarize(settings_of(RunConfig(**{**run.start.config, "given": frozenset()})), run)
 
 
 def test_each_request_is_one_row_with_its_timings_and_tokens() -> None:
@@ -112,7 +113,7 @@ def test_the_rows_agree_with_the_report() -> None:
     """TTFT and E2EL are the report's own (from the send instant)."""
     run = three_requests()
     cfg = RunConfig(**{**run.start.config, "given": frozenset()})
-    report = build_report(cfg, run, date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), run, date="d")
     row = request_rows(report.summary, "p-")[0]
     assert row["ttft_ms"] == round(report.timings.ttft_s[0] * 1000, 3)
     assert row["e2el_ms"] == round(report.timings.latency_s[0] * 1000, 3)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from report_runs import POOLING_BACKEND, N, full_config, made_up_run
 
+from loadgen.report.settings import settings_of
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
 from loadgen.session.live_figures import (
@@ -190,7 +191,7 @@ def test_the_final_line_shows_the_run_s_summary() -> None:
     cfg = full_config()
     run = made_up_run(cfg)
     run.errors[N - 1] = "HTTP 500 Internal Server Error: boom"
-    summary = summarize(cfg, run)
+    summary = summarize(settings_of(cfg), run)
     state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency)
     starts = run.event_offsets
     for half in (slice(0, N // 2), slice(N // 2, N)):  # two batches, as the workers send them
@@ -240,7 +241,7 @@ def test_a_run_too_long_for_the_rings_keeps_its_last_10_s() -> None:
 def test_a_pooling_run_s_final_line_names_its_e2el_and_no_tokens() -> None:
     cfg = full_config(backend=POOLING_BACKEND, goodput=None)
     run = made_up_run(cfg)
-    summary = summarize(cfg, run)
+    summary = summarize(settings_of(cfg), run)
     state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency, pooling=True)
     state.add_batch(run.records, run.event_ns, dict(run.errors))
     figures = state.figures(2 * S, final=True)
