@@ -1,5 +1,6 @@
 """`loadgen calibrate` with the real processes: the recording mock server, a step's client run in
-this process, the command itself, a step stopped by its time limit, and Ctrl-C."""
+this process, the command itself, a step stopped by its time limit, Ctrl-C, and SIGTERM between
+steps."""
 
 from __future__ import annotations
 
@@ -233,3 +234,27 @@ def test_ctrl_c_stops_the_step_prints_its_row_exits_130_and_leaves_no_process(
     # No process left: the mock server (its own session) nor the workers (calibrate's group).
     assert gone(lambda: naming(str(tmp_path / "server-timings.npz")))
     assert gone(lambda: in_group(proc.pid))
+
+
+def test_sigterm_between_steps_ends_calibrate_with_143_and_stops_the_mock(tmp_path: Path) -> None:
+    # The floor is measured for 5 s before the step: the signal lands there, outside any run.
+    command = [sys.executable, "-m", "loadgen", "calibrate", "--floor-seconds", "5"]
+    command += ["--concurrency", "4", "--work-dir", str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], hang_guard(30))
+        assert ready, "calibrate printed nothing"
+        assert proc.stdout.readline().startswith("mock server http://")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=hang_guard(30))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, stderr
+    assert stderr == (
+        "Error: interrupted by SIGTERM at the step of concurrency 4; the rows above are what was "
+        "measured\n"
+    )
+    assert gone(lambda: naming(str(tmp_path / "server-timings.npz")))
