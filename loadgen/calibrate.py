@@ -215,6 +215,7 @@ def calibrate(
     where = "while the mock server started"
     try:
         url = server.start()
+        where = f"at the step of concurrency {concurrencies[0]}"  # its floor is measured first
         _say(
             f"mock server {url}: TTFT {ttft_ms:g} ms, ITL {itl_ms:g} ms; client: {workers} "
             f"workers, {input_len} input / {output_len} output tokens per request"
