@@ -58,6 +58,15 @@ class RunOutcome:
     result_file: str | None  # None unless the flags asked for a result file
 
 
+class RunInterrupted(RunFailed):
+    """A stop signal (or a StopSwitch) ended the run after its timed part began: ``outcome``
+    is what it measured, its report covering the requests that finished."""
+
+    def __init__(self, message: str, exit_code: int, outcome: RunOutcome) -> None:
+        super().__init__(message, exit_code)
+        self.outcome = outcome
+
+
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured (with --dry-run, print its plan); return the exit code."""
     if config.dry_run:  # preparation only: no worker started, no request sent
@@ -121,10 +130,18 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         await session.end_workers(graceful=finished, report_follows=finished)
         if writer is not None and not finished:
             writer.close()  # what was written stays readable, with no end
-    with session.reporting():  # a stop signal now lets the report finish first
-        return await _report(
-            config, client, pool, prepared, start, timed, writer, counters_after, write_result
-        )
+    outcome: RunOutcome | None = None
+    try:
+        with session.reporting():  # a stop signal now lets the report finish first
+            outcome = await _report(
+                config, client, pool, prepared, start, timed, writer, counters_after, write_result
+            )
+    except RunFailed as exc:
+        if outcome is None:
+            raise
+        outcome.exit_code = exc.exit_code  # stopped while its report was written: complete
+        raise RunInterrupted(str(exc), exc.exit_code, outcome) from None
+    return outcome
 
 
 async def _report(
@@ -153,8 +170,15 @@ async def _report(
         raise RunFailed(_unwritten(report.path, exc, records_file)) from None
     if records_file is not None:
         log.info(f"Records written to {records_file}")
-    code = _exit_code(collected, report, pool)
-    return RunOutcome(code, report, records, records_file, report.path if write_result else None)
+    outcome = RunOutcome(0, report, records, records_file, report.path if write_result else None)
+    try:
+        outcome.exit_code = _exit_code(collected, report, pool)
+    except RunFailed as exc:
+        if not collected.interrupted:
+            raise
+        outcome.exit_code = exc.exit_code
+        raise RunInterrupted(str(exc), exc.exit_code, outcome) from None
+    return outcome
 
 
 async def finish(
