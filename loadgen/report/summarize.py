@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import Counter
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +23,14 @@ from loadgen.report.decoding import (
     parse_diffusion,
     parse_spec_decode,
     spec_decode_stats,
+)
+from loadgen.report.failures import (
+    CANCELLED,
+    FAILED,
+    NOT_SENT,
+    OUTCOMES,
+    kinds_of_failed,
+    outcomes,
 )
 from loadgen.report.metric_table import LATENCIES
 from loadgen.report.metrics import (
@@ -59,8 +65,6 @@ from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
 from workers.protocol import ConnectionStats
 
-ERROR_KIND_WORDS = 5  # an error's kind: at most its first 5 words before a colon
-
 
 def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
     """The summary of a run's records. A run that never ended (the records of a crash) is
@@ -83,6 +87,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
         )
     rate = paced_rate(config, run.scheduled_ns)
     errors = [run.errors.get(i, "") for i in range(run.num_requests)]
+    outcome = outcomes(records["success"].astype(bool), errors)
     health = _client(config, run, end, results, timings, rate)
     return RunSummary(
         settings=settings_of(config),
@@ -96,7 +101,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             t0_wall=run.start.t0_wall,
             context=run_context(run.start),
         ),
-        totals=totals_of(config, metrics, duration_s),
+        totals=with_outcomes(totals_of(config, metrics, duration_s), outcome),
         latencies={name: metrics.stats[name] for name in reported_metrics(config)},
         intended=_intended(config, results, run.scheduled_ns, rate),
         connections=Connections(
@@ -107,7 +112,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             truncated_streams=int(records["truncated"].sum()),
             text_capped=int(records["text_capped"].sum()),
         ),
-        errors=Errors(errors, dict(Counter(error_kind(e) for e in errors if e))),
+        errors=Errors(errors, kinds_of_failed(outcome, errors), outcome),
         decoding=_decoding(run, end, duration_s),
         probes=(
             probe_stats(ProbeResults(end.probe_latencies_s, end.probe_failures))
@@ -208,17 +213,16 @@ def reported_metrics(config: RunConfig) -> list[str]:
     ]
 
 
-def error_kind(error: str) -> str:
-    """The first words of an error, before any colon: its kind for the counts (the summary's
-    and the live view's)."""
-    head = error.split(":", 1)[0]
-    return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
-
-
-def most_frequent(by_kind: Mapping[str, int]) -> list[tuple[str, int]]:
-    """Error kinds and their counts, most frequent first, then by name: the order report.html
-    and the live view list them in."""
-    return sorted(by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
+def with_outcomes(totals: Totals, outcome: np.ndarray) -> Totals:
+    """The totals with the requests that did not complete counted by outcome: upstream's
+    ``failed`` the failed alone, the cancelled and the not sent apart."""
+    counts = np.bincount(outcome, minlength=len(OUTCOMES))
+    return dataclasses.replace(
+        totals,
+        failed=int(counts[FAILED]),
+        cancelled=int(counts[CANCELLED]),
+        not_sent=int(counts[NOT_SENT]),
+    )
 
 
 def _intended(
