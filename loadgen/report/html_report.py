@@ -159,7 +159,7 @@ def failures_table(summary: RunSummary) -> Table | None:
         return None
     total = max(len(summary.errors.per_request), 1)
     return Table(
-        ["outcome", "kind", "requests", "share of the run's"],
+        ["outcome", "kind", "requests", "share of requests"],
         [[outcome, kind, f"{n:,}", f"{100 * n / total:.1f} %"] for outcome, kind, n in rows],
     )
 
