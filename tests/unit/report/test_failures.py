@@ -31,6 +31,7 @@ from loadgen.report.failures import (
     kinds_of_failed,
     outcomes,
 )
+from loadgen.report.gates import breaches
 from loadgen.report.html_campaign import CampaignPoint, campaign_failures
 from loadgen.report.html_charts import CANCELLED_LABEL
 from loadgen.report.html_figures import OTHER_FAILURES, failures_per_s, time_bins
@@ -229,3 +230,13 @@ def test_a_run_s_failures_over_time_hold_its_failed_and_cancelled() -> None:
     series = run_over_time("run", summarize(cfg, stopped_run(cfg)))
     counted = {label: float(per_s.sum()) * series.width_s for label, per_s in series.failures_per_s}
     assert counted == pytest.approx({SERVER_ERROR: 1.0, CANCELLED_LABEL: 1.0})
+
+
+def test_fail_on_gates_the_cancelled_and_the_not_sent() -> None:
+    cfg = full_config()
+    result = result_json(summarize(cfg, stopped_run(cfg)), "d")
+    conditions = ["loadgen.errors.not_sent>0", "loadgen.errors.cancelled>1", "failed>0"]
+    assert breaches(conditions, result) == [
+        "breached: loadgen.errors.not_sent>0 (measured 1)",
+        "breached: failed>0 (measured 1)",
+    ]
