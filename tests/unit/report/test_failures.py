@@ -6,6 +6,8 @@ sockets, no files."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +35,7 @@ from loadgen.report.failures import (
 )
 from loadgen.report.gates import breaches
 from loadgen.report.html_campaign import CampaignPoint, campaign_failures
-from loadgen.report.html_charts import CANCELLED_LABEL
+from loadgen.report.html_charts import CANCELLED_LABEL, FAILURES_TITLE, over_time_figure
 from loadgen.report.html_figures import OTHER_FAILURES, failures_per_s, time_bins
 from loadgen.report.html_report import failures_table, run_over_time
 from loadgen.report.result_json import result_json
@@ -240,3 +242,36 @@ def test_fail_on_gates_the_cancelled_and_the_not_sent() -> None:
         "breached: loadgen.errors.not_sent>0 (measured 1)",
         "breached: failed>0 (measured 1)",
     ]
+
+
+def plotly_arguments(page: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The traces and the layout a figure's ``Plotly.newPlot(id, data, layout, ...)`` draws."""
+    decoder = json.JSONDecoder()
+    at = page.index(",", page.index("Plotly.newPlot(")) + 1
+    data, end = decoder.raw_decode(page, len(page[at:]) - len(page[at:].lstrip()) + at)
+    at = page.index(",", end) + 1
+    layout, _ = decoder.raw_decode(page, len(page[at:]) - len(page[at:].lstrip()) + at)
+    return data, layout
+
+
+def test_the_over_time_menu_shows_each_run_s_own_failures() -> None:
+    """A campaign's over-time figure, one point at a time: each menu entry makes visible the
+    traces of its run alone, its failure kinds among them, with their legend entries."""
+    cfg = full_config()
+    stopped = run_over_time("stopped", summarize(cfg, stopped_run(cfg)))
+    plain = run_over_time("plain", summarize(cfg, made_up_run(cfg)))
+    page = over_time_figure([stopped, plain])
+    spec, layout = plotly_arguments(page)
+    names = [trace.get("name") for trace in spec]
+    assert FAILURES_TITLE in page
+    (menu,) = layout["updatemenus"]
+    visible = [button["args"][0]["visible"] for button in menu["buttons"]]
+    legends = [button["args"][0]["showlegend"] for button in menu["buttons"]]
+    assert len(visible[0]) == len(names)
+    shown = [[name for name, v in zip(names, vs, strict=True) if v] for vs in visible]
+    assert shown[0] == ["req/s", "tok/s", "mean in the bin", "peak in the bin", SERVER_ERROR,
+                        CANCELLED_LABEL]  # fmt: skip
+    assert shown[1] == ["req/s", "tok/s", "mean in the bin", "peak in the bin", SERVER_ERROR]
+    assert [n for n, legend in zip(names, legends[1], strict=True) if legend] == [
+        "mean in the bin", "peak in the bin", SERVER_ERROR,
+    ]  # fmt: skip
