@@ -165,6 +165,12 @@ def _record_dtype() -> np.dtype[np.void]:
 RECORD_DTYPE = _record_dtype()
 # What a row holds for a request that was never sent or never reported (its index aside).
 UNSENT_ROW = record(index=-1)
+# How a request's error begins when the run's stop, not the server, ended it: it never left the
+# client (not sent), or it was in flight when the run stopped (cancelled). The report counts
+# these apart from the failures (loadgen/report/failures.py); the texts date from the first
+# records files, so older files are counted alike.
+NOT_SENT_PREFIX = "not sent:"
+CANCELLED_PREFIX = "cancelled:"
 
 
 @dataclass

@@ -63,7 +63,9 @@ from workers.pool import (
 from workers.pooling import PooledAnswer
 from workers.precise_timer import PreciseTimer
 from workers.protocol import (
+    CANCELLED_PREFIX,
     LOADGEN_VERSION,
+    NOT_SENT_PREFIX,
     PROTOCOL_VERSION,
     Codec,
     ConnectionStats,
@@ -83,9 +85,9 @@ from workers.sse import NEVER_RECEIVED, SSEStream
 from workers.stream_text import kept_text, text_cap
 from workers.timeouts import OpenRequest, sweep_timeouts
 
-NOT_SENT = "not sent: the run was stopped before this request's turn"
-NOT_SENT_AFTER_FAILED_TURN = "not sent: an earlier turn of this conversation failed"
-CANCELLED = "cancelled: the run was stopped while this request was in flight"
+NOT_SENT = f"{NOT_SENT_PREFIX} the run was stopped before this request's turn"
+NOT_SENT_AFTER_FAILED_TURN = f"{NOT_SENT_PREFIX} an earlier turn of this conversation failed"
+CANCELLED = f"{CANCELLED_PREFIX} the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
 BURST_YIELD = 4  # requests released back to back before the loop serves open streams
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadgen.report.failures import CANCELLED, FAILED, most_frequent
 from loadgen.report.metric_table import (
     CAMPAIGN,
     CAMPAIGN_TABLE,
@@ -144,9 +146,12 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
         return metrics, 0
     seconds = window.duration_s
     slos = summary.settings.goodput
+    outcome = summary.errors.outcome
     counted = {
         "completed": float(ok.sum()),
-        "failed": float((kept & ~ok).sum()),
+        "failed": float((kept & (outcome == FAILED)).sum()),
+        "cancelled": float((kept & (outcome == CANCELLED)).sum()),
+        "not_sent": float(summary.totals.not_sent),  # never in a window: the run's own count
         "request_throughput": int(ok.sum()) / seconds if seconds > 0 else math.nan,
         "output_throughput": float(out.sum()) / seconds if seconds > 0 else math.nan,
         "request_goodput": (
@@ -181,6 +186,7 @@ class PointRuns:
     metrics: list[dict[str, float]] = field(default_factory=list)  # one per finished run
     trimmed: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # why runs failed, one line each
+    error_kinds: list[dict[str, int]] = field(default_factory=list)  # each run's failed by kind
 
 
 def summary_rows(
@@ -207,9 +213,16 @@ def summary_rows(
                 row[f"{key}_mean_of_runs"] = _cell(mean)
                 row[f"{key}_ci95_t_low"] = _cell(low)
                 row[f"{key}_ci95_t_high"] = _cell(high)
+        row["top_error_kind"] = top_error_kind(point.error_kinds)
         row["error"] = "; ".join(point.errors)
         rows.append(row)
     return rows
+
+
+def top_error_kind(runs: Sequence[Mapping[str, int]]) -> str:
+    """The most frequent kind of failure over a point's runs ("" when none failed)."""
+    kinds = most_frequent(sum((Counter(by_kind) for by_kind in runs), Counter()))
+    return kinds[0][0] if kinds else ""
 
 
 def _cell(value: float) -> object:
@@ -257,6 +270,8 @@ def summary_table(
         lines.append(f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells))
         if row["error"]:
             lines.append(f"  failed: {row['error']}")
+        if row.get("top_error_kind"):
+            lines.append(f"  failed requests, most often: {row['top_error_kind']}")
     lines.append("=" * len(header))
     if num_runs > 1:
         lines.append("means across runs ± half width of their 95 % interval (Student's t)")

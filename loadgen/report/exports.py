@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from loadgen.report.failures import OUTCOMES, error_kind
 from loadgen.report.run_summary import RunSummary
 
 COLUMNS = (
@@ -22,6 +23,7 @@ COLUMNS = (
     "worker",
     "status",
     "success",
+    "outcome",
     "scheduled_ms",
     "released_ms",
     "sent_ms",
@@ -39,6 +41,7 @@ COLUMNS = (
     "output_tokens",
     "resent",
     "truncated",
+    "error_kind",
     "error",
 )
 FORMATS = ("csv", "jsonl")
@@ -106,6 +109,7 @@ def request_rows(summary: RunSummary, request_id_prefix: str | None) -> list[dic
         "worker": [w if w >= 0 else None for w in requests.worker.tolist()],
         "status": records["status"].tolist(),
         "success": ok.tolist(),
+        "outcome": [OUTCOMES[o] for o in summary.errors.outcome.tolist()],
         "scheduled_ms": _ms(requests.scheduled_ns),
         "released_ms": _ms(_where(released, released_ns)),
         "sent_ms": _ms(_where(sent, sent_ns)),
@@ -123,6 +127,7 @@ def request_rows(summary: RunSummary, request_id_prefix: str | None) -> list[dic
         "output_tokens": np.asarray(results.output_lens).tolist(),
         "resent": records["resent"].astype(bool).tolist(),
         "truncated": records["truncated"].astype(bool).tolist(),
+        "error_kind": [error_kind(e) if e else None for e in summary.errors.per_request],
         "error": [error or None for error in summary.errors.per_request],
     }
     table = zip(*(columns[name] for name in COLUMNS), strict=True)

@@ -39,11 +39,13 @@ from loadgen.report.html_charts import (
 )
 from loadgen.report.html_figures import pareto_front, point_label
 from loadgen.report.html_report import (
+    FAILURE_OUTCOMES,
     GENERATION_CDFS,
     POOLING_CDFS,
     RECORDS_SUFFIX,
     VERDICT_OK,
     Table,
+    failure_rows,
     plotly_missing,
     render,
     run_latencies,
@@ -162,6 +164,9 @@ def campaign_page(folder: Path) -> str:
         verdict_summary=verdict_summary([text for text, _ in verdicts], num_runs * len(points)),
         notes=[f"{p.label}: {redact_text(p.row['error'])}" for p in points if p.row.get("error")],
         summary=campaign_table(points, figures, num_runs, pooling),
+        failures=campaign_failures(with_runs),
+        failures_note="each point's runs added up"
+        + ("; each point's first run over time, below" if len(with_runs) > 1 else ""),
         summary_note="summary.csv's rows, computed again from each run's records"
         + (": the mean across runs, its 95 % interval (Student's t) below" if num_runs > 1 else ""),
         figures=charts,
@@ -177,8 +182,27 @@ def point_figures(
         measured = [summary_metrics(summary, steady) for summary in point.counted()]
         runs.append(PointRuns(point.name, _cap(point.row), float(point.row["request_rate"]),
                               metrics=[metrics for metrics, _ in measured],
-                              trimmed=[trimmed for _, trimmed in measured]))  # fmt: skip
+                              trimmed=[trimmed for _, trimmed in measured],
+                              error_kinds=[r.summary.errors.by_kind
+                                           for r in point.reports]))  # fmt: skip
     return summary_rows(runs, num_runs, percentiles)
+
+
+def campaign_failures(points: list[CampaignPoint]) -> Table | None:
+    """The requests that did not complete, by outcome and kind (rows, the most frequent
+    first) and point (columns), each point's runs added up; None when all completed."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for k, point in enumerate(points):
+        for report in point.reports:
+            for outcome, kind, n in failure_rows(report.summary):
+                counts.setdefault((outcome, kind), [0] * len(points))[k] += n
+    if not counts:
+        return None
+    order = sorted(counts, key=lambda key: (FAILURE_OUTCOMES.index(key[0]), -sum(counts[key])))
+    return Table(
+        ["outcome", "kind", *(point.label for point in points)],
+        [[outcome, kind, *(f"{n:,}" for n in counts[outcome, kind])] for outcome, kind in order],
+    )
 
 
 def run_verdicts(points: list[CampaignPoint]) -> list[tuple[str, bool]]:

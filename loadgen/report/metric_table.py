@@ -112,6 +112,12 @@ FIGURES: tuple[Figure, ...] = (
            short="completed"),
     Figure("failed", "Failed requests:", "requests", ALL, spec="", console=2, short="failed",
            pooling_views=_views(CONSOLE, CAMPAIGN)),  # upstream's pooling JSON has no "failed"
+    # A stopped run's other requests (report/failures.py): the JSON has them, with the kinds,
+    # under loadgen.errors (upstream's keys stay upstream's); the console after the table.
+    Figure("cancelled", "Cancelled requests:", "requests", _views(CAMPAIGN), spec="",
+           short="cancelled"),
+    Figure("not_sent", "Requests not sent:", "requests", _views(CAMPAIGN), spec="",
+           short="not sent"),
     Figure("total_input_tokens", "Total input tokens:", "tokens", SHOWN, spec="", console=6,
            short="input tokens"),
     Figure("total_output_tokens", "Total generated tokens:", "tokens", SHOWN,

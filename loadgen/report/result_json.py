@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.report.decoding import result_keys as decoding_keys
+from loadgen.report.failures import most_frequent
 from loadgen.report.metric_table import JSON, figures_in
 from loadgen.report.metrics import MetricStats
 from loadgen.report.report_output import ReportOutput
@@ -142,9 +143,22 @@ def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
         "hosts": summary.ending.hosts,
         "multi_turn": summary.multi_turn,  # None unless --multi-turn
         "interrupted": summary.ending.interrupted,
+        "errors": errors_json(summary),
         "client": summary.client.health.to_json(),
         **identity.context,
         "verdict": summary.client.verdict,  # last, so the result JSON ends with it
+    }
+
+
+def errors_json(summary: RunSummary) -> dict[str, Any]:
+    """The requests that did not complete (loadgen/report/failures.py): upstream's ``failed``
+    again, the cancelled and the not sent apart, and the failed by kind, most frequent first."""
+    totals = summary.totals
+    return {
+        "failed": totals.failed,
+        "cancelled": totals.cancelled,
+        "not_sent": totals.not_sent,
+        "by_kind": dict(most_frequent(summary.errors.by_kind)),
     }
 
 

@@ -70,7 +70,7 @@ class Totals:
 
     duration: float  # seconds, from t0 to the last end
     completed: int
-    failed: int
+    failed: int  # upstream's: failed, not cancelled or not sent (loadgen/report/failures.py)
     total_input_tokens: int
     request_throughput: float
     total_token_throughput: float
@@ -82,6 +82,8 @@ class Totals:
     rtfx: float | None = None
     total_input_sequences: int | None = None  # pooling only
     input_sequence_throughput: float | None = None  # pooling only
+    cancelled: int = 0  # in flight when the run stopped
+    not_sent: int = 0  # never left the client
 
 
 @dataclass(frozen=True)
@@ -97,10 +99,13 @@ class Connections:
 
 @dataclass(frozen=True)
 class Errors:
-    """The requests' errors: one per request ("" where it had none), and counts by kind."""
+    """The requests' errors: one per request ("" where it had none), each request's outcome
+    (failures.OUTCOMES), and the failed requests counted by kind (cancelled and not sent are
+    counted apart, in ``Totals``)."""
 
     per_request: list[str]
     by_kind: dict[str, int]
+    outcome: np.ndarray  # int8 per request, an index into failures.OUTCOMES
 
     @property
     def first(self) -> str:

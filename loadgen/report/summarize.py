@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import Counter
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +21,14 @@ from loadgen.report.decoding import (
     parse_diffusion,
     parse_spec_decode,
     spec_decode_stats,
+)
+from loadgen.report.failures import (
+    CANCELLED,
+    FAILED,
+    NOT_SENT,
+    OUTCOMES,
+    kinds_of_failed,
+    outcomes,
 )
 from loadgen.report.metric_table import LATENCIES
 from loadgen.report.metrics import (
@@ -57,8 +63,6 @@ from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
 from workers.protocol import ConnectionStats
 
-ERROR_KIND_WORDS = 5  # an error's kind: at most its first 5 words before a colon
-
 
 def summarize(settings: Settings, run: RunRecords) -> RunSummary:
     """The summary of a run's records under its settings. A run that never ended (the records
@@ -82,6 +86,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
         )
     rate = paced_rate(settings, run.scheduled_ns)
     errors = [run.errors.get(i, "") for i in range(run.num_requests)]
+    outcome = outcomes(records["success"].astype(bool), errors)
     health = _client(settings, run, end, results, timings, rate)
     return RunSummary(
         settings=settings,
@@ -95,7 +100,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
             t0_wall=run.start.t0_wall,
             context=run_context(run.start),
         ),
-        totals=totals_of(settings, metrics, duration_s),
+        totals=with_outcomes(totals_of(settings, metrics, duration_s), outcome),
         latencies={name: metrics.stats[name] for name in reported_metrics(settings)},
         intended=_intended(settings, results, run.scheduled_ns, rate),
         connections=Connections(
@@ -106,7 +111,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
             truncated_streams=int(records["truncated"].sum()),
             text_capped=int(records["text_capped"].sum()),
         ),
-        errors=Errors(errors, dict(Counter(error_kind(e) for e in errors if e))),
+        errors=Errors(errors, kinds_of_failed(outcome, errors), outcome),
         decoding=_decoding(run, end, duration_s),
         probes=(
             probe_stats(ProbeResults(end.probe_latencies_s, end.probe_failures))
@@ -182,17 +187,16 @@ def reported_metrics(settings: Settings) -> list[str]:
     ]
 
 
-def error_kind(error: str) -> str:
-    """The first words of an error, before any colon: its kind for the counts (the summary's
-    and the live view's)."""
-    head = error.split(":", 1)[0]
-    return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
-
-
-def most_frequent(by_kind: Mapping[str, int]) -> list[tuple[str, int]]:
-    """Error kinds and their counts, most frequent first, then by name: the order report.html
-    and the live view list them in."""
-    return sorted(by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
+def with_outcomes(totals: Totals, outcome: np.ndarray) -> Totals:
+    """The totals with the requests that did not complete counted by outcome: upstream's
+    ``failed`` the failed alone, the cancelled and the not sent apart."""
+    counts = np.bincount(outcome, minlength=len(OUTCOMES))
+    return dataclasses.replace(
+        totals,
+        failed=int(counts[FAILED]),
+        cancelled=int(counts[CANCELLED]),
+        not_sent=int(counts[NOT_SENT]),
+    )
 
 
 def _intended(

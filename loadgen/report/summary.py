@@ -12,6 +12,7 @@ import numpy as np
 
 from loadgen.report.conversations import conversation_block, conversation_lines
 from loadgen.report.decoding import decoding_blocks
+from loadgen.report.failures import FAILED, failure_lines
 from loadgen.report.hosts import host_lines
 from loadgen.report.metric_table import LATENCY_BY_KEY, Figure, console_figures
 from loadgen.report.metrics import MetricStats, RequestResults, Timings, tokens_per_second
@@ -35,16 +36,21 @@ def console_lines(summary: RunSummary) -> list[str]:
     Benchmark Result" block, then loadgen's blocks and notes, the verdict last."""
     lines: list[str] = []
     if not summary.settings.pooling:  # upstream prints neither failures nor a plot for pooling
-        lines += failure_preamble([e for e in summary.errors.per_request if e])
+        failed = summary.errors.outcome == FAILED  # not cancelled or not sent: as upstream's
+        errors = [e for e, f in zip(summary.errors.per_request, failed, strict=True) if e and f]
+        lines += failure_preamble(errors)
         lines += plot_lines(summary.requests.results, summary.requests.timings)
     return lines + table_and_verdict(summary)
 
 
 def table_and_verdict(summary: RunSummary) -> list[str]:
-    """The report from its title (SUMMARY_TITLE) to the client's verdict: what -q shows."""
+    """The report from its title (SUMMARY_TITLE) to the client's verdict: what -q shows. The
+    requests that did not complete are counted by kind after upstream's blocks."""
     lines = summary_lines(summary)
     if summary.intended is not None:
         lines += intended_lines(summary.intended)
+    totals = summary.totals
+    lines += failure_lines(summary.errors.by_kind, totals.failed, totals.cancelled, totals.not_sent)
     lines += notes(summary)
     lines += conversation_lines(summary.multi_turn)
     lines += host_lines(summary.ending.hosts)

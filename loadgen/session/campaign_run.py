@@ -108,6 +108,7 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                     continue
                 if pool.stop_requested:
                     raise RunFailed("interrupted: the campaign stopped", pool.exit_code)
+                runs.error_kinds.append(report.summary.errors.by_kind)
                 problem = run_problem(report.summary)
                 if problem is not None:
                     runs.errors.append(f"run={run_number}: {problem}")

@@ -64,6 +64,15 @@ def _errors(figures: LiveFigures) -> str:
     return ", ".join(shown) + (f", other ×{rest:,}" if rest else "")
 
 
+def _stopped(figures: LiveFigures, sep: str) -> str:
+    """The requests a stop left: cancelled in flight, never sent ("" when none)."""
+    parts = [
+        *([f"{figures.cancelled:,} cancelled"] if figures.cancelled else []),
+        *([f"{figures.not_sent:,} not sent"] if figures.not_sent else []),
+    ]
+    return "".join(sep + part for part in parts)
+
+
 def _health(figures: LiveFigures) -> str:
     parts = [
         f"worker {w} CPU {load.cpu_pct:.0f}% (waits {load.wait_pct:.0f}%)"
@@ -110,7 +119,7 @@ def plain_line(figures: LiveFigures) -> str:
     return (
         f"[{figures.elapsed_s:6.1f} s] {_done_pct(figures):3.0f}%| {figures.finished:,}/"
         f"{figures.total:,} finished: {figures.completed:,} {COMPLETED}, {figures.failed:,} "
-        f"{FAILED}, {figures.in_flight:,} in flight | "
+        f"{FAILED}{_stopped(figures, ', ')}, {figures.in_flight:,} in flight | "
         f"{_rates_span(figures)} {_rates(figures, ', ')} | "
         f"{_latencies_span(figures)} p50/p99: {_latencies(figures, ', ')} | "
         f"errors: {_errors(figures)} | {_health(figures)}"
@@ -134,8 +143,8 @@ def panel(figures: LiveFigures) -> Text:
     rows = [
         (
             "requests",
-            f"{figures.completed:,} {COMPLETED}   {figures.failed:,} {FAILED}   "
-            f"{figures.in_flight:,} in flight",
+            f"{figures.completed:,} {COMPLETED}   {figures.failed:,} {FAILED}"
+            f"{_stopped(figures, '   ')}   {figures.in_flight:,} in flight",
         ),
         (
             "now (5 s)" if figures.run_s is None else _rates_span(figures),

@@ -95,17 +95,21 @@ def test_each_request_is_one_row_with_its_timings_and_tokens() -> None:
     ok, failed, lost = rows
     assert ok == {
         "index": 0, "request_id": "bench-x-0", "worker": 0, "status": 200, "success": True,
-        "scheduled_ms": 0.0, "released_ms": 0.5, "sent_ms": 1.0, "end_ms": 27.0,
+        "outcome": "completed", "scheduled_ms": 0.0, "released_ms": 0.5, "sent_ms": 1.0,
+        "end_ms": 27.0,
         "client_queue_ms": 0.5, "connect_ms": 0.25, "ttft_ms": 10.0, "e2el_ms": 26.0,
         "events": 4, "itl_mean_ms": 5.333, "itl_p50_ms": 4.0, "itl_p99_ms": 9.88,
         "itl_max_ms": 10.0, "prompt_tokens": 30, "output_tokens": 4, "resent": False,
-        "truncated": False, "error": None,
+        "truncated": False, "error_kind": None, "error": None,
     }  # fmt: skip
     assert (failed["status"], failed["success"], failed["ttft_ms"], failed["e2el_ms"]) == (
         500, False, None, None,
     )  # fmt: skip
     assert (failed["prompt_tokens"], failed["error"]) == (31, "HTTP 500: boom")  # the dataset's
     assert lost["worker"] is None and lost["sent_ms"] is None and lost["end_ms"] is None
+    # A lost request may have been sent: a failure, not "not sent".
+    assert [row["outcome"] for row in rows] == ["completed", "failed", "failed"]
+    assert [row["error_kind"] for row in rows] == [None, "HTTP 500", "lost"]
     assert (lost["status"], lost["scheduled_ms"], lost["events"]) == (0, 4.0, 0)
 
 

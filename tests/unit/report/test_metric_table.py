@@ -58,7 +58,12 @@ def views_of_a_run(pooling: bool) -> dict[str, Any]:
     lines = console_lines(summary)
     html = html_summary_table(summary)
     name = "max_concurrency=4-request_rate=100.0"
-    points = [PointRuns(name, 4, 100.0, metrics=[summary_metrics(summary)[0]])]
+    points = [
+        PointRuns(
+            name, 4, 100.0, metrics=[summary_metrics(summary)[0]],
+            error_kinds=[summary.errors.by_kind],
+        )
+    ]  # fmt: skip
     rows = summary_rows(points, num_runs=1, percentiles=summary.settings.percentiles)
     row = {"point": name, "max_concurrency": "4", "request_rate": "100.0", "runs": "1"}
     point = CampaignPoint(row, "c=4", [], [report])
@@ -142,9 +147,11 @@ def test_each_key_is_declared_once() -> None:
 def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
     keys = metric_keys()
     assert keys[:3] == ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms")
-    assert keys[-5:] == (
+    assert keys[-7:] == (
         "completed",
         "failed",
+        "cancelled",
+        "not_sent",
         "request_throughput",
         "request_goodput",
         "output_throughput",

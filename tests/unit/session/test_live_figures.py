@@ -7,8 +7,9 @@ from collections import deque
 
 import numpy as np
 import pytest
-from report_runs import POOLING_BACKEND, N, full_config, made_up_run
+from report_runs import POOLING_BACKEND, N, full_config, made_up_run, stopped_run
 
+from loadgen.report.failures import error_kind
 from loadgen.report.settings import settings_of
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
@@ -17,7 +18,6 @@ from loadgen.session.live_figures import (
     LiveFigureState,
     Ring,
     WorkerLoad,
-    error_kind,
     in_flight,
     load_between,
     percentiles,
@@ -261,3 +261,24 @@ def test_error_kinds_are_listed_as_report_html_lists_them() -> None:
     assert state.figures(S).errors == [("timeout", 2), ("HTTP 500", 1)]
     state.add_batch(*batch([(3, 0, [], False, -1)]), {3: "HTTP 500: d"})
     assert state.figures(2 * S).errors == [("HTTP 500", 2), ("timeout", 2)]  # ties by name
+
+
+def test_a_stopped_run_s_last_frame_counts_as_its_summary() -> None:
+    """Ctrl-C: the last frame counts the failed, the cancelled and the not sent apart, as the
+    summary does, and lists the kinds of the failed alone."""
+    cfg = full_config()
+    run = stopped_run(cfg)
+    summary = summarize(settings_of(cfg), run)
+    state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency)
+    state.add_batch(run.records, run.event_ns, run.errors)
+    figures = state.figures(2 * S, final=True)
+    totals = summary.totals
+    assert (figures.completed, figures.failed, figures.cancelled, figures.not_sent) == (
+        totals.completed, totals.failed, totals.cancelled, totals.not_sent,
+    )  # fmt: skip
+    assert figures.finished == N and figures.in_flight == 0
+    assert figures.errors == sorted(summary.errors.by_kind.items())
+    assert "5 completed, 1 failed, 1 cancelled, 1 not sent, 0 in flight" in plain_line(figures)
+    assert "5 completed   1 failed   1 cancelled   1 not sent   0 in flight" in (
+        panel(figures).plain
+    )
