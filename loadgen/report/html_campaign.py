@@ -25,7 +25,6 @@ from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
 from loadgen.report.campaign_summary import (
     PointRuns,
-    campaign_statistics,
     run_problem,
     summary_metrics,
     summary_rows,
@@ -55,6 +54,7 @@ from loadgen.report.metric_table import CAMPAIGN, FIGURE_BY_KEY, figures_in, lat
 from loadgen.report.offline import stored_config
 from loadgen.report.run_report import Report, build_report
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.steady import campaign_statistics
 
 CAMPAIGN_REPORT = "report.html"
 _RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")

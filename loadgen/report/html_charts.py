@@ -53,6 +53,7 @@ class OverTime:
     tokens_per_s: np.ndarray
     in_flight_mean: np.ndarray
     in_flight_peak: np.ndarray
+    window_s: tuple[float, float] | None = None  # the steady window, shaded (--warmup-s)
 
 
 @dataclass
@@ -168,6 +169,11 @@ def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
                        hovertemplate="%{x:.2f} s: %{y:.0f} in flight (peak)<extra></extra>"),
             row=flight, col=1,
         )  # fmt: skip
+    if len(series) == 1 and series[0].window_s is not None:
+        start_s, end_s = series[0].window_s
+        fig.add_vrect(x0=start_s, x1=end_s, fillcolor="#2ca02c", opacity=0.08, line_width=0,
+                      annotation_text="steady window", annotation_position="top left",
+                      row="all", col=1)  # fmt: skip
     if len(series) > 1:
         buttons = []
         for k, one in enumerate(series):

@@ -171,6 +171,11 @@ def run_over_time(label: str, summary: RunSummary) -> OverTime:
         tokens_per_s=tokens_per_s(results.event_s, tokens, bins),
         in_flight_mean=mean,
         in_flight_peak=peak,
+        window_s=(
+            None
+            if summary.steady is None
+            else (summary.steady.window.start_s, summary.steady.window.end_s)
+        ),
     )
 
 

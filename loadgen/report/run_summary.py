@@ -15,6 +15,7 @@ import numpy as np
 
 from loadgen.report.metrics import MetricStats, RequestResults, Timings
 from loadgen.report.stats import SampleStats
+from loadgen.report.steady import SteadyWindow
 from loadgen.report.verdict import ClientHealth
 from workers.protocol import ConnectionStats
 
@@ -157,6 +158,28 @@ class Requests:
 
 
 @dataclass(frozen=True)
+class Steady:
+    """The steady window of --warmup-s and --cooldown-s: which requests it keeps, and the
+    campaign figures counted over them (``steady.window_metrics``' keys)."""
+
+    warmup_s: float
+    cooldown_s: float
+    window: SteadyWindow
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """A run bounded by --duration: its deadline and grace, and what the deadline did."""
+
+    duration_s: float
+    grace_s: float
+    prepared: int  # requests prepared (the upper bound)
+    not_sent: int  # of them, left unsent by the deadline: no part of the run
+    cancelled: int  # requests in flight when the grace ran out, cancelled
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """A run's report, computed: figures, samples, notes' facts and the verdict."""
 
@@ -175,3 +198,5 @@ class RunSummary:
     rps_change_events: list[dict[str, Any]] | None  # a ramp-up's, upstream's keys
     requests: Requests
     gates: list[str]  # the --fail-on conditions breached, one line each
+    steady: Steady | None = None  # None without --warmup-s or --cooldown-s
+    time_bound: TimeBound | None = None  # None without --duration

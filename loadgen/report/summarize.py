@@ -51,13 +51,16 @@ from loadgen.report.run_summary import (
     Requests,
     RunSummary,
     Settings,
+    Steady,
+    TimeBound,
     Totals,
 )
 from loadgen.report.stats import sample_stats
+from loadgen.report.steady import sent_by_deadline, timed_window, window_metrics
 from loadgen.report.verdict import RunScale, not_judged, verdict
 from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
-from workers.protocol import ConnectionStats
+from workers.protocol import CANCELLED_AT_DEADLINE, ConnectionStats
 
 ERROR_KIND_WORDS = 5  # an error's kind: at most its first 5 words before a colon
 
@@ -66,6 +69,8 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
     """The summary of a run's records. A run that never ended (the records of a crash) is
     summarized as interrupted, with what its records hold; ``gates`` is left empty (the
     result JSON judges them: ``run_report.build_report``)."""
+    prepared = run.num_requests
+    run = sent_by_deadline(run)  # --duration: the requests its deadline left unsent go
     end = run_end(run, config.pooling)
     records = run.records
     results = request_results(run, end)
@@ -133,7 +138,40 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             event_ns=run.event_ns,
         ),
         gates=[],
+        steady=_steady(config, results, timings, ends / 1e9),
+        time_bound=_time_bound(config, prepared, run),
     )
+
+
+def _time_bound(config: RunConfig, prepared: int, run: RunRecords) -> TimeBound | None:
+    """What --duration's deadline did to the run; None without --duration."""
+    if config.duration is None:
+        return None
+    cancelled = sum(error == CANCELLED_AT_DEADLINE for error in run.errors.values())
+    return TimeBound(
+        config.duration, config.duration_grace_s, prepared, prepared - run.num_requests, cancelled
+    )
+
+
+def _steady(
+    config: RunConfig, results: RequestResults, timings: Timings, end_s: np.ndarray
+) -> Steady | None:
+    """The steady window of --warmup-s and --cooldown-s and its figures; None without them."""
+    warmup_s, cooldown_s = config.warmup_s, config.cooldown_s
+    if not warmup_s and not cooldown_s:
+        return None
+    sent = results.sent_s >= 0
+    window = timed_window(results.sent_s, end_s, sent, warmup_s, cooldown_s)
+    metrics = window_metrics(
+        results,
+        timings,
+        window.kept,
+        window.duration_s,
+        pooling=config.pooling,
+        percentiles=config.percentiles(),
+        goodput=config.goodput,
+    )
+    return Steady(warmup_s, cooldown_s, window, metrics)
 
 
 def settings_of(config: RunConfig) -> Settings:

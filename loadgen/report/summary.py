@@ -18,6 +18,7 @@ from loadgen.report.metrics import MetricStats, RequestResults, Timings, tokens_
 from loadgen.report.probes import probe_block
 from loadgen.report.rows import RULE, Block, Row, block_lines, section_title
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.steady_views import steady_block, time_bound_line
 from loadgen.terminal import printable
 from workers.protocol import ConnectionStats
 
@@ -45,6 +46,10 @@ def table_and_verdict(summary: RunSummary) -> list[str]:
     lines = summary_lines(summary)
     if summary.intended is not None:
         lines += intended_lines(summary.intended)
+    if summary.steady is not None:
+        lines += [*block_lines(_steady_block(summary)), RULE]
+    if summary.time_bound is not None:
+        lines.append(time_bound_line(summary.time_bound))
     lines += notes(summary)
     lines += conversation_lines(summary.multi_turn)
     lines += host_lines(summary.ending.hosts)
@@ -103,7 +108,15 @@ def report_blocks(summary: RunSummary) -> list[Block]:
         blocks.append(intended_block(summary.intended))
     if summary.multi_turn is not None:
         blocks.append(conversation_block(summary.multi_turn))
+    if summary.steady is not None:
+        blocks.append(_steady_block(summary))
     return blocks
+
+
+def _steady_block(summary: RunSummary) -> Block:
+    settings = summary.settings
+    assert summary.steady is not None
+    return steady_block(summary.steady, settings.pooling, settings.percentiles)
 
 
 def summary_lines(summary: RunSummary) -> list[str]:
