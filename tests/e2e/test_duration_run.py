@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import only_json, run_in_process, slowdown
+from helpers import cli, only_json, run_in_process, slowdown
 
 SMALL = ["--mock", "--random-input-len", "16", "--disable-tqdm", "--save-result",
          "--save-detailed", "--workers", "2"]  # fmt: skip
@@ -72,6 +72,12 @@ def test_a_paced_run_draws_its_schedule_for_the_duration_and_reports_the_window(
     assert window["completed"] == window["requests"]
     assert "Steady window 0.50 s to" in console
     assert "Requests in the window:" in console
+    # loadgen report draws another window from the run's records
+    (records,) = tmp_path.glob("*.records.arrow")
+    again = cli("report", str(records), "--warmup-s", "1", "--cooldown-s", "0")
+    assert again.returncode == 0, again.stderr
+    assert "Steady window 1.00 s to" in again.stdout
+    assert "--duration 2 s: 40 of the 40 requests prepared were sent" in again.stdout
 
 
 def test_requests_still_in_flight_after_the_grace_are_cancelled(tmp_path: Path) -> None:

@@ -4,12 +4,16 @@ view counts them: pure functions over made-up runs."""
 from __future__ import annotations
 
 import dataclasses
+import io
 
 import numpy as np
 import pytest
 from report_runs import N, full_config, made_up_run
 
 from loadgen.records.model import RunRecords
+from loadgen.report.exports import COLUMNS, STEADY_COLUMN, request_rows, write_csv
+from loadgen.report.html_charts import over_time_figure
+from loadgen.report.html_report import run_over_time
 from loadgen.report.result_json import result_json
 from loadgen.report.steady import sent_by_deadline, steady_window, timed_window
 from loadgen.report.summarize import summarize
@@ -148,3 +152,22 @@ def test_no_window_without_warmup_or_cooldown() -> None:
     assert summary.steady is None
     assert result_json(summary, "d")["loadgen"]["steady_window"] is None
     assert not any("Steady window" in line for line in console_lines(summary))
+
+
+def test_the_per_request_export_marks_the_window_and_report_html_shades_it() -> None:
+    config = full_config(warmup_s=0.02, cooldown_s=0.03)
+    summary = summarize(config, made_up_run(config))
+    rows = request_rows(summary, None)
+    assert list(rows[0])[-1] == STEADY_COLUMN
+    assert summary.steady is not None
+    assert [row[STEADY_COLUMN] for row in rows] == summary.steady.window.kept.tolist()
+    out = io.StringIO()
+    write_csv(rows, out)
+    header, first = out.getvalue().splitlines()[:2]
+    assert header.endswith(",in_steady_window") and first.endswith(",false")
+    # without a window the columns are the same as ever
+    plain = summarize(full_config(), made_up_run(full_config()))
+    assert tuple(request_rows(plain, None)[0]) == COLUMNS
+    shaded = over_time_figure([run_over_time("run", summary)])
+    assert "steady window" in shaded
+    assert "steady window" not in over_time_figure([run_over_time("run", plain)])
