@@ -82,7 +82,7 @@ from typing import Annotated, Any, get_type_hints
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 12
+PROTOCOL_VERSION = 13
 
 
 def _loadgen_version() -> str:
