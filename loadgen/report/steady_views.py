@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loadgen.report.metric_table import CAMPAIGN, figures_in, latencies_in
+from loadgen.report.metric_table import CAMPAIGN, FIGURE_BY_KEY, figures_in, latencies_in
 from loadgen.report.rows import Block, Row
 from loadgen.report.run_summary import Steady, TimeBound
 from loadgen.report.steady import campaign_statistics
@@ -73,8 +73,16 @@ def steady_json(steady: Steady | None) -> dict[str, Any] | None:
         "duration_s": window.duration_s,
         "requests": int(window.kept.sum()),
         "trimmed": window.trimmed,
-        **{k: (v if math.isfinite(v) else None) for k, v in steady.metrics.items()},
+        **{k: _json_number(k, v) for k, v in steady.metrics.items()},
     }
+
+
+def _json_number(key: str, value: float) -> float | int | None:
+    """A window figure as the JSON holds it: a count as an integer, None where not counted."""
+    if not math.isfinite(value):
+        return None
+    figure = FIGURE_BY_KEY.get(key)
+    return int(value) if figure is not None and figure.spec == "" else value
 
 
 def time_bound_json(bound: TimeBound | None) -> dict[str, Any] | None:

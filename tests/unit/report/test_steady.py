@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from report_runs import N, full_config, made_up_run
 
+from loadgen.config import ConfigError
 from loadgen.records.model import RunRecords
 from loadgen.report.exports import COLUMNS, STEADY_COLUMN, request_rows, write_csv
+from loadgen.report.gate_keys import check_gates
 from loadgen.report.html_charts import over_time_figure
 from loadgen.report.html_report import run_over_time
 from loadgen.report.result_json import result_json
@@ -141,6 +143,7 @@ def test_every_view_reports_the_steady_window_and_names_it() -> None:
     result = result_json(summary, "d")
     window = result["loadgen"]["steady_window"]
     assert window["requests"] == 3 and window["trimmed"] == N - 3
+    assert window["completed"] == 3 and isinstance(window["completed"], int)
     assert window["start_s"] == 0.02 and window["request_throughput"] == pytest.approx(29.98, 0.01)
     assert window["request_goodput"] is not None  # --goodput is set in full_config
     assert result["completed"] == N - 1
@@ -171,3 +174,10 @@ def test_the_per_request_export_marks_the_window_and_report_html_shades_it() -> 
     shaded = over_time_figure([run_over_time("run", summary)])
     assert "steady window" in shaded
     assert "steady window" not in over_time_figure([run_over_time("run", plain)])
+
+
+def test_the_window_figures_are_keys_fail_on_may_gate() -> None:
+    gate = ("loadgen.steady_window.p99_ttft_ms>50", "loadgen.time_bound.not_sent_at_deadline>0")
+    check_gates(full_config(warmup_s=10.0, cooldown_s=5.0, duration=60.0, fail_on=gate))
+    with pytest.raises(ConfigError, match=r"no key loadgen\.steady_window\.p99_ttft_ms"):
+        check_gates(full_config(fail_on=gate[:1]))  # no window: no such key
