@@ -177,6 +177,8 @@ class TimeBound:
     prepared: int  # requests prepared (the upper bound)
     not_sent: int  # of them, left unsent by the deadline: no part of the run
     cancelled: int  # requests in flight when the grace ran out, cancelled
+    # unpaced: every prepared request was sent, the last this many s after t0 (None otherwise)
+    ran_out_s: float | None = None
 
 
 @dataclass(frozen=True)

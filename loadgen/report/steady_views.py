@@ -53,6 +53,12 @@ def time_bound_line(bound: TimeBound) -> str:
         if bound.cancelled
         else ""
     )
+    if bound.ran_out_s is not None:
+        return (
+            f"--duration {bound.duration_s:g} s: all {bound.prepared} requests prepared were "
+            f"sent, the last {bound.ran_out_s:.2f} s after t0: the run ran out of requests "
+            f"before the deadline (give --num-prompts more){cancelled}"
+        )
     return (
         f"--duration {bound.duration_s:g} s: {bound.prepared - bound.not_sent} of the "
         f"{bound.prepared} requests prepared were sent before the deadline{cancelled}"
@@ -96,4 +102,5 @@ def time_bound_json(bound: TimeBound | None) -> dict[str, Any] | None:
         "prepared": bound.prepared,
         "not_sent_at_deadline": bound.not_sent,
         "cancelled_at_grace": bound.cancelled,
+        "ran_out_s": bound.ran_out_s,  # every request prepared was sent by then (unpaced)
     }

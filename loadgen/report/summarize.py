@@ -148,8 +148,17 @@ def _time_bound(config: RunConfig, prepared: int, run: RunRecords) -> TimeBound 
     if config.duration is None:
         return None
     cancelled = sum(error == CANCELLED_AT_DEADLINE for error in run.errors.values())
+    not_sent = prepared - run.num_requests
+    sent_s = run.records["sent_ns"] / 1e9
+    unpaced = math.isinf(config.rate) or config.self_timed_trace
+    ran_out = not_sent == 0 and unpaced and bool((sent_s >= 0).any())
     return TimeBound(
-        config.duration, config.duration_grace_s, prepared, prepared - run.num_requests, cancelled
+        config.duration,
+        config.duration_grace_s,
+        prepared,
+        not_sent,
+        cancelled,
+        float(sent_s.max()) if ran_out else None,
     )
 
 

@@ -98,6 +98,7 @@ def test_requests_the_deadline_left_unsent_are_no_part_of_the_run() -> None:
         "prepared": N,
         "not_sent_at_deadline": 2,
         "cancelled_at_grace": 0,
+        "ran_out_s": None,  # paced: sending all that were scheduled is the plan
     }
 
 
@@ -181,3 +182,17 @@ def test_the_window_figures_are_keys_fail_on_may_gate() -> None:
     check_gates(full_config(warmup_s=10.0, cooldown_s=5.0, duration=60.0, fail_on=gate))
     with pytest.raises(ConfigError, match=r"no key loadgen\.steady_window\.p99_ttft_ms"):
         check_gates(full_config(fail_on=gate[:1]))  # no window: no such key
+
+
+def test_an_unpaced_run_that_sent_every_request_prepared_says_it_ran_out() -> None:
+    config = full_config(duration=5.0, request_rate=float("inf"))
+    summary = summarize(config, made_up_run(config))
+    bound = summary.time_bound
+    assert bound is not None and bound.ran_out_s == pytest.approx(0.07007)
+    assert (
+        "--duration 5 s: all 8 requests prepared were sent, the last 0.07 s after t0: the run ran "
+        "out of requests before the deadline (give --num-prompts more)"
+    ) in console_lines(summary)
+    # one left unsent: the deadline ended the run, not the count
+    left = summarize(config, unsent(made_up_run(config), [7])).time_bound
+    assert left is not None and left.ran_out_s is None
