@@ -12,6 +12,7 @@ from report_runs import N, full_config, made_up_run
 
 from loadgen.config import ConfigError
 from loadgen.records.model import RunRecords
+from loadgen.report.campaign_summary import summary_metrics
 from loadgen.report.exports import COLUMNS, STEADY_COLUMN, request_rows, write_csv
 from loadgen.report.gate_keys import check_gates
 from loadgen.report.html_charts import over_time_figure
@@ -196,3 +197,15 @@ def test_an_unpaced_run_that_sent_every_request_prepared_says_it_ran_out() -> No
     # one left unsent: the deadline ended the run, not the count
     left = summarize(config, unsent(made_up_run(config), [7])).time_bound
     assert left is not None and left.ran_out_s is None
+
+
+def test_a_campaigns_summary_csv_counts_each_run_over_its_window() -> None:
+    config = full_config(warmup_s=0.02, cooldown_s=0.03)
+    summary = summarize(config, made_up_run(config))
+    assert summary.steady is not None
+    metrics, trimmed = summary_metrics(summary)
+    assert metrics == summary.steady.metrics and trimmed == N - 3
+    # --steady-state asks for its own rule, which wins
+    _, by_rule = summary_metrics(summary, steady=True)
+    sent_s = summary.requests.results.sent_s
+    assert by_rule == steady_window(sent_s, summary.requests.end_s, sent_s >= 0).trimmed
