@@ -110,3 +110,15 @@ def test_each_point_of_a_campaign_is_bounded_by_the_duration(tmp_path: Path) -> 
         rows = {row["point"]: row for row in csv.DictReader(f)}
     assert float(rows["max_concurrency=none-request_rate=10.0"]["completed"]) == 10
     assert float(rows["max_concurrency=none-request_rate=20.0"]["completed"]) == 20
+
+
+def test_the_schedule_of_a_paced_duration_is_the_one_of_its_count() -> None:
+    def schedule_hash(*args: str) -> str:
+        proc = cli("run", "--mock", "--random-input-len", "16", "--dry-run", *args)
+        assert proc.returncode == 0, proc.stderr
+        (line,) = [line for line in proc.stdout.splitlines() if "schedule_sha256:" in line]
+        return line.split()[-1]
+
+    by_time = schedule_hash("--duration", "2", "--request-rate", "20", "--seed", "3")
+    assert by_time == schedule_hash("--num-prompts", "40", "--request-rate", "20", "--seed", "3")
+    assert by_time != schedule_hash("--num-prompts", "41", "--request-rate", "20", "--seed", "3")
