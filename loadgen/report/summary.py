@@ -48,8 +48,6 @@ def table_and_verdict(summary: RunSummary) -> list[str]:
         lines += intended_lines(summary.intended)
     if summary.steady is not None:
         lines += [*block_lines(_steady_block(summary)), RULE]
-    if summary.time_bound is not None:
-        lines.append(time_bound_line(summary.time_bound))
     lines += notes(summary)
     lines += conversation_lines(summary.multi_turn)
     lines += host_lines(summary.ending.hosts)
@@ -58,11 +56,11 @@ def table_and_verdict(summary: RunSummary) -> list[str]:
 
 
 def notes(summary: RunSummary) -> list[str]:
-    """The notes on what the connections did: new ones during the run, the server's habits,
-    streams cut short, text cut to the cap."""
+    """The notes on what --duration's deadline did, and on what the connections did: new ones
+    during the run, the server's habits, streams cut short, text cut to the cap."""
     connections = summary.connections
     connect = connections.new_during_run
-    lines = []
+    lines = [] if summary.time_bound is None else [time_bound_line(summary.time_bound)]
     if connect.count:
         lines.append(
             f"note: {connect.count} requests opened a new connection during the run "

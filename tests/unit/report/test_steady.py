@@ -16,7 +16,7 @@ from loadgen.report.campaign_summary import summary_metrics
 from loadgen.report.exports import COLUMNS, STEADY_COLUMN, request_rows, write_csv
 from loadgen.report.gate_keys import check_gates
 from loadgen.report.html_charts import over_time_figure
-from loadgen.report.html_report import run_over_time
+from loadgen.report.html_report import run_notes, run_over_time
 from loadgen.report.result_json import result_json
 from loadgen.report.steady import sent_by_deadline, steady_window, timed_window
 from loadgen.report.summarize import summarize
@@ -209,3 +209,11 @@ def test_a_campaigns_summary_csv_counts_each_run_over_its_window() -> None:
     _, by_rule = summary_metrics(summary, steady=True)
     sent_s = summary.requests.results.sent_s
     assert by_rule == steady_window(sent_s, summary.requests.end_s, sent_s >= 0).trimmed
+
+
+def test_report_html_says_what_the_deadline_did() -> None:
+    config = full_config(duration=0.06)
+    summary = summarize(config, unsent(made_up_run(config), [3, 7]))
+    assert "--duration 0.06 s: 6 of the 8 requests prepared were sent before the deadline" in (
+        run_notes(summary)
+    )
