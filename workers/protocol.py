@@ -82,7 +82,7 @@ from typing import Annotated, Any, get_type_hints
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 12
+PROTOCOL_VERSION = 13
 
 
 def _loadgen_version() -> str:
@@ -171,6 +171,9 @@ UNSENT_ROW = record(index=-1)
 # records files, so older files are counted alike.
 NOT_SENT_PREFIX = "not sent:"
 CANCELLED_PREFIX = "cancelled:"
+# The errors of --duration's deadline (workers/worker.py records them; the report reads them).
+NOT_SENT_AT_DEADLINE = "not sent: --duration was up before this request's turn"
+CANCELLED_AT_DEADLINE = "cancelled: still in flight when --duration-grace-s ran out"
 
 
 @dataclass
@@ -213,6 +216,10 @@ class WorkerConfig:
     session_prefix: str = ""
     # The bodies' Content-Type: openai-audio's are multipart/form-data with the run's boundary.
     content_type: str = "application/json"
+    # --duration: no request is released after t0 + deadline_ns (0: no deadline); those in
+    # flight then have grace_ns to finish before they are cancelled.
+    deadline_ns: int = 0
+    grace_ns: int = 0
 
 
 PROBE_TOKEN_BYTES = 16

@@ -119,6 +119,7 @@ class Validated(RunConfigBase):
         if self.ramp_up_strategy is not None:
             self._validate_ramp_up()
         self._validate_placement()
+        self._validate_duration()
         self._validate_multi_turn()
         self._validate_rust_extras()
         cores = available_cores()
@@ -130,6 +131,25 @@ class Validated(RunConfigBase):
             )
         self.selected_metrics()
         self.percentiles()
+
+    def _validate_duration(self) -> None:
+        """--duration and the steady window: flags that bound or trim a run by time."""
+        if self.duration is None:
+            if "--duration-grace-s" in self.given:
+                raise ConfigError("--duration-grace-s is for a --duration run: give --duration")
+            return
+        if self.ramp_up_strategy is not None:
+            raise ConfigError(
+                "--ramp-up-strategy ramps the rate over --num-prompts requests, not over "
+                "--duration: give one of them"
+            )
+        if self.multi_turn:
+            raise ConfigError("--duration does not bound --multi-turn runs: give --num-prompts")
+        if self.warmup_s + self.cooldown_s >= self.duration:
+            raise ConfigError(
+                f"--warmup-s {self.warmup_s:g} and --cooldown-s {self.cooldown_s:g} leave no "
+                f"steady window in --duration {self.duration:g} s"
+            )
 
     def _validate_multi_turn(self) -> None:
         """--multi-turn and its family: chat, random or sharegpt, turn counts that make sense."""

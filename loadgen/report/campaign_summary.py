@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.report.failures import CANCELLED, FAILED, most_frequent
+from loadgen.report.failures import most_frequent
 from loadgen.report.metric_table import (
     CAMPAIGN,
     CAMPAIGN_TABLE,
@@ -24,9 +24,8 @@ from loadgen.report.metric_table import (
     figures_in,
     latencies_in,
 )
-from loadgen.report.metrics import good_requests
 from loadgen.report.run_summary import RunSummary
-from loadgen.report.summary import percentile_word
+from loadgen.report.steady import campaign_statistics, steady_window, window_metrics
 from loadgen.terminal import printable
 
 # Two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30).
@@ -36,26 +35,6 @@ T975 = (
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )  # fmt: skip
 Z975 = 1.959964
-
-
-@dataclass(frozen=True)
-class SteadyWindow:
-    """Which requests a run's steady state keeps, and the window's length."""
-
-    kept: np.ndarray  # bool [N]
-    duration_s: float
-    trimmed: int
-
-
-def steady_window(send_s: np.ndarray, end_s: np.ndarray, sent: np.ndarray) -> SteadyWindow:
-    """The requests sent after the first request ended and ended before the last one was sent
-    (ramp-up and ramp-down trimmed); requests never sent are trimmed too."""
-    if not sent.any():
-        return SteadyWindow(np.zeros(len(sent), bool), 0.0, len(sent))
-    first_end = float(end_s[sent].min())
-    last_send = float(send_s[sent].max())
-    kept = sent & (send_s >= first_end) & (end_s <= last_send)
-    return SteadyWindow(kept, max(last_send - first_end, 0.0), int(len(sent) - kept.sum()))
 
 
 def t_quantile_975(dof: int) -> float:
@@ -80,13 +59,6 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
         return mean, math.nan, math.nan
     half = t_quantile_975(len(finite) - 1) * float(finite.std(ddof=1)) / math.sqrt(len(finite))
     return mean, mean - half, mean + half
-
-
-def campaign_statistics(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
-    """The statistics a campaign keeps of each latency: mean, median, p99 and the run's other
-    --metric-percentiles, in increasing order."""
-    chosen = sorted({*percentiles, 99.0})
-    return ("mean", "median", *(f"p{percentile_word(p)}" for p in chosen))
 
 
 def metric_keys(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
@@ -118,62 +90,38 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
     results, timings = requests.results, requests.timings
     sent = results.sent_s >= 0
     window = steady_window(results.sent_s, requests.end_s, sent) if steady else None
-    kept = window.kept if window is not None else np.ones(len(sent), bool)
-    ok = kept & results.success & (np.diff(results.event_offsets) > 0)
-    out = results.output_lens[ok]
-    many = out > 1
-    ttft, e2el = timings.ttft_s[ok], timings.latency_s[ok]
-    tpot = np.zeros(len(out))
-    tpot[many] = (e2el - ttft)[many] / (out[many] - 1)
-    queue = timings.queue_s[ok]
-    samples = {  # every latency of the metric table, so any of them may name the campaign
-        "ttft": ttft,
-        "e2el": e2el,
-        "tpot": tpot[many],
-        "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
-        "client_queue_time": queue,
-        "e2el_including_client_queue": e2el + queue,
-    }
-    metrics: dict[str, float] = {}
-    statistics = campaign_statistics(summary.settings.percentiles)
-    for latency in latencies_in(CAMPAIGN):
-        values_ms = samples[latency.key] * 1000.0
-        for stat in statistics:
-            metrics[f"{stat}_{latency.key}_ms"] = _statistic(stat, values_ms)
-    figures = figures_in(CAMPAIGN, summary.settings.pooling)
+    if window is None and summary.steady is not None:  # --warmup-s, --cooldown-s
+        window = summary.steady.window
+    settings = summary.settings
     if window is None:
+        metrics = window_metrics(
+            results,
+            timings,
+            np.ones(len(sent), bool),
+            summary.totals.duration,
+            pooling=settings.pooling,
+            percentiles=settings.percentiles,
+            goodput=settings.goodput,
+        )
+        figures = figures_in(CAMPAIGN, settings.pooling)
         metrics |= {f.key: _number(getattr(summary.totals, f.key)) for f in figures}
         return metrics, 0
-    seconds = window.duration_s
-    slos = summary.settings.goodput
-    outcome = summary.errors.outcome
-    counted = {
-        "completed": float(ok.sum()),
-        "failed": float((kept & (outcome == FAILED)).sum()),
-        "cancelled": float((kept & (outcome == CANCELLED)).sum()),
-        "not_sent": float(summary.totals.not_sent),  # never in a window: the run's own count
-        "request_throughput": int(ok.sum()) / seconds if seconds > 0 else math.nan,
-        "output_throughput": float(out.sum()) / seconds if seconds > 0 else math.nan,
-        "request_goodput": (
-            good_requests(ttft, tpot, e2el, slos) / seconds if slos and seconds > 0 else math.nan
-        ),
-    }
-    metrics |= {f.key: counted.get(f.key, math.nan) for f in figures}
+    metrics = window_metrics(
+        results,
+        timings,
+        window.kept,
+        window.duration_s,
+        pooling=settings.pooling,
+        percentiles=settings.percentiles,
+        goodput=settings.goodput,
+        outcome=summary.errors.outcome,
+        not_sent=float(summary.totals.not_sent),  # never in a window: the run's own count
+    )
     return metrics, window.trimmed
 
 
 def _number(value: float | None) -> float:
     return math.nan if value is None else float(value)
-
-
-def _statistic(stat: str, values: np.ndarray) -> float:
-    if len(values) == 0:
-        return math.nan
-    if stat == "mean":
-        return float(values.mean())
-    if stat == "median":
-        return float(np.median(values))
-    return float(np.percentile(values, float(stat[1:])))
 
 
 @dataclass

@@ -24,7 +24,6 @@ from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
 from loadgen.report.campaign_summary import (
     PointRuns,
-    campaign_statistics,
     run_problem,
     summary_metrics,
     summary_rows,
@@ -57,6 +56,7 @@ from loadgen.report.report_output import NO_FILES
 from loadgen.report.run_report import Report, build_report
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.settings import stored_settings
+from loadgen.report.steady import campaign_statistics
 
 CAMPAIGN_REPORT = "report.html"
 _RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")

@@ -59,6 +59,7 @@ class OverTime:
     in_flight_peak: np.ndarray
     # failed and cancelled requests per second by kind (html_figures.failures_per_s)
     failures_per_s: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    window_s: tuple[float, float] | None = None  # the steady window, shaded (--warmup-s)
 
 
 @dataclass
@@ -190,6 +191,11 @@ def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
                 row=flight + 1, col=1,
             )  # fmt: skip
             owners.append((k, True))
+    if len(series) == 1 and series[0].window_s is not None:
+        start_s, end_s = series[0].window_s
+        fig.add_vrect(x0=start_s, x1=end_s, fillcolor="#2ca02c", opacity=0.08, line_width=0,
+                      annotation_text="steady window", annotation_position="top left",
+                      row="all", col=1)  # fmt: skip
     if len(series) > 1:
         buttons = []
         for k, one in enumerate(series):

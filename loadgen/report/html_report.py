@@ -193,6 +193,11 @@ def run_over_time(label: str, summary: RunSummary) -> OverTime:
         in_flight_mean=mean,
         in_flight_peak=peak,
         failures_per_s=failures_per_s(ends_s, failure_labels(summary), bins),
+        window_s=(
+            None
+            if summary.steady is None
+            else (summary.steady.window.start_s, summary.steady.window.end_s)
+        ),
     )
 
 

@@ -21,6 +21,7 @@ from loadgen.report.metrics import MetricStats
 from loadgen.report.report_output import ReportOutput
 from loadgen.report.run_summary import RunSummary, Settings
 from loadgen.report.stats import SampleStats
+from loadgen.report.steady_views import steady_json, time_bound_json
 from loadgen.report.summary import percentile_word
 from loadgen.terminal import printable
 
@@ -142,6 +143,8 @@ def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
         "worker_problems": summary.ending.worker_problems,
         "hosts": summary.ending.hosts,
         "multi_turn": summary.multi_turn,  # None unless --multi-turn
+        "time_bound": time_bound_json(summary.time_bound),  # None unless --duration
+        "steady_window": steady_json(summary.steady),  # None unless --warmup-s, --cooldown-s
         "interrupted": summary.ending.interrupted,
         "errors": errors_json(summary),
         "client": summary.client.health.to_json(),

@@ -15,6 +15,7 @@ import numpy as np
 
 from loadgen.report.metrics import MetricStats, RequestResults, Timings
 from loadgen.report.stats import SampleStats
+from loadgen.report.steady import SteadyWindow
 from loadgen.report.verdict import ClientHealth
 from workers.protocol import ConnectionStats
 
@@ -47,6 +48,10 @@ class Settings:
     fail_on: tuple[str, ...]  # --fail-on's conditions
     probes: bool  # --probe-request-rate above 0: probes ran beside the traffic
     steady_state: bool  # a campaign's summary counts each run's steady state only
+    duration: float | None = None  # --duration (s): the run was bounded by time
+    duration_grace_s: float = 30.0  # --duration-grace-s: how long requests in flight could finish
+    warmup_s: float = 0.0  # --warmup-s: the steady window starts this long after t0
+    cooldown_s: float = 0.0  # --cooldown-s: and ends this long before the run's end
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,30 @@ class Requests:
 
 
 @dataclass(frozen=True)
+class Steady:
+    """The steady window of --warmup-s and --cooldown-s: which requests it keeps, and the
+    campaign figures counted over them (``steady.window_metrics``' keys)."""
+
+    warmup_s: float
+    cooldown_s: float
+    window: SteadyWindow
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """A run bounded by --duration: its deadline and grace, and what the deadline did."""
+
+    duration_s: float
+    grace_s: float
+    prepared: int  # requests prepared (the upper bound)
+    not_sent: int  # of them, left unsent by the deadline: no part of the run
+    cancelled: int  # requests in flight when the grace ran out, cancelled
+    # unpaced: every prepared request was sent, the last this many s after t0 (None otherwise)
+    ran_out_s: float | None = None
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """A run's report, computed: figures, samples, notes' facts and the verdict."""
 
@@ -185,3 +214,5 @@ class RunSummary:
     rps_change_events: list[dict[str, Any]] | None  # a ramp-up's, upstream's keys
     requests: Requests
     gates: list[str]  # the --fail-on conditions breached, one line each
+    steady: Steady | None = None  # None without --warmup-s or --cooldown-s
+    time_bound: TimeBound | None = None  # None without --duration

@@ -47,6 +47,10 @@ def settings_of(config: RunConfig) -> Settings:
         fail_on=tuple(config.fail_on or ()),
         probes=config.probe_request_rate > 0,
         steady_state=config.steady_state,
+        duration=config.duration,
+        duration_grace_s=config.duration_grace_s,
+        warmup_s=config.warmup_s,
+        cooldown_s=config.cooldown_s,
     )
 
 

@@ -55,19 +55,24 @@ from loadgen.report.run_summary import (
     Requests,
     RunSummary,
     Settings,
+    Steady,
+    TimeBound,
     Totals,
 )
 from loadgen.report.stats import sample_stats
+from loadgen.report.steady import sent_by_deadline, timed_window, window_metrics
 from loadgen.report.verdict import RunScale, not_judged, verdict
 from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
-from workers.protocol import ConnectionStats
+from workers.protocol import CANCELLED_AT_DEADLINE, ConnectionStats
 
 
 def summarize(settings: Settings, run: RunRecords) -> RunSummary:
     """The summary of a run's records under its settings. A run that never ended (the records
     of a crash) is summarized as interrupted, with what its records hold; ``gates`` is left
     empty (the result JSON judges them: ``run_report.build_report``)."""
+    prepared = run.num_requests
+    run = sent_by_deadline(run)  # --duration: the requests its deadline left unsent go
     end = run_end(run, settings.pooling)
     records = run.records
     results = request_results(run, end)
@@ -137,7 +142,55 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
             event_ns=run.event_ns,
         ),
         gates=[],
+        steady=_steady(settings, results, timings, ends / 1e9, outcome),
+        time_bound=_time_bound(settings, prepared, run),
     )
+
+
+def _time_bound(settings: Settings, prepared: int, run: RunRecords) -> TimeBound | None:
+    """What --duration's deadline did to the run; None without --duration."""
+    if settings.duration is None:
+        return None
+    cancelled = sum(error == CANCELLED_AT_DEADLINE for error in run.errors.values())
+    not_sent = prepared - run.num_requests
+    sent_s = run.records["sent_ns"] / 1e9
+    unpaced = math.isinf(settings.request_rate) or settings.self_timed
+    ran_out = not_sent == 0 and unpaced and bool((sent_s >= 0).any())
+    return TimeBound(
+        settings.duration,
+        settings.duration_grace_s,
+        prepared,
+        not_sent,
+        cancelled,
+        float(sent_s.max()) if ran_out else None,
+    )
+
+
+def _steady(
+    settings: Settings,
+    results: RequestResults,
+    timings: Timings,
+    end_s: np.ndarray,
+    outcome: np.ndarray,
+) -> Steady | None:
+    """The steady window of --warmup-s and --cooldown-s and its figures; None without them."""
+    warmup_s, cooldown_s = settings.warmup_s, settings.cooldown_s
+    if not warmup_s and not cooldown_s:
+        return None
+    sent = results.sent_s >= 0
+    window = timed_window(results.sent_s, end_s, sent, warmup_s, cooldown_s)
+    metrics = window_metrics(
+        results,
+        timings,
+        window.kept,
+        window.duration_s,
+        pooling=settings.pooling,
+        percentiles=settings.percentiles,
+        goodput=settings.goodput,
+        outcome=outcome,
+        not_sent=float((outcome == NOT_SENT).sum()),  # never in a window: the run's own count
+    )
+    return Steady(warmup_s, cooldown_s, window, metrics)
 
 
 def totals_of(

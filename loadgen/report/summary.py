@@ -19,6 +19,7 @@ from loadgen.report.metrics import MetricStats, RequestResults, Timings, tokens_
 from loadgen.report.probes import probe_block
 from loadgen.report.rows import RULE, Block, Row, block_lines, section_title
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.steady_views import steady_block, time_bound_line
 from loadgen.terminal import printable
 from workers.protocol import ConnectionStats
 
@@ -51,6 +52,8 @@ def table_and_verdict(summary: RunSummary) -> list[str]:
         lines += intended_lines(summary.intended)
     totals = summary.totals
     lines += failure_lines(summary.errors.by_kind, totals.failed, totals.cancelled, totals.not_sent)
+    if summary.steady is not None:
+        lines += [*block_lines(_steady_block(summary)), RULE]
     lines += notes(summary)
     lines += conversation_lines(summary.multi_turn)
     lines += host_lines(summary.ending.hosts)
@@ -59,11 +62,11 @@ def table_and_verdict(summary: RunSummary) -> list[str]:
 
 
 def notes(summary: RunSummary) -> list[str]:
-    """The notes on what the connections did: new ones during the run, the server's habits,
-    streams cut short, text cut to the cap."""
+    """The notes on what --duration's deadline did, and on what the connections did: new ones
+    during the run, the server's habits, streams cut short, text cut to the cap."""
     connections = summary.connections
     connect = connections.new_during_run
-    lines = []
+    lines = [] if summary.time_bound is None else [time_bound_line(summary.time_bound)]
     if connect.count:
         lines.append(
             f"note: {connect.count} requests opened a new connection during the run "
@@ -109,7 +112,15 @@ def report_blocks(summary: RunSummary) -> list[Block]:
         blocks.append(intended_block(summary.intended))
     if summary.multi_turn is not None:
         blocks.append(conversation_block(summary.multi_turn))
+    if summary.steady is not None:
+        blocks.append(_steady_block(summary))
     return blocks
+
+
+def _steady_block(summary: RunSummary) -> Block:
+    settings = summary.settings
+    assert summary.steady is not None
+    return steady_block(summary.steady, settings.pooling, settings.percentiles)
 
 
 def summary_lines(summary: RunSummary) -> list[str]:

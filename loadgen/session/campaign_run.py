@@ -50,6 +50,12 @@ from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, check_before_start
 from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
+from loadgen.session.time_bound import (
+    bounded_by_duration,
+    cut_to,
+    duration_line,
+    planned_requests,
+)
 from loadgen.session.timed_run import active_workers, timed_run
 
 log = logging.getLogger(__name__)
@@ -80,14 +86,16 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
     ended = False  # every run done: the workers may exit
     broken: list[WorkerPool] = []
     try:
-        prepared = await get_ready(preparation_config(config, points), client, session.pool)
+        prepared = await get_ready(campaign_preparation(config, points), client, session.pool)
         session.ready()
         folder = folder_name(config, prepared.model_id, now())
         for point, runs in zip(points, results, strict=True):
-            point_prepared = with_schedule(config, prepared, point)
+            # --duration: a point at a lower rate sends fewer of the prepared requests
+            count = planned_requests(point_config(config, point))
+            point_prepared = with_schedule(config, cut_to(prepared, count), point)
             for run_number in range(config.num_runs):
                 step += 1
-                one = run_config(config, point, folder, run_number)
+                one = bounded_by_duration(run_config(config, point, folder, run_number), False)
                 if session.pool in broken or not session.pool.alive():  # a new pool, next runs
                     placed = session.pools[0].placed
                     session.replace_workers(worker_pool(config, placed, reusable=True))
@@ -135,6 +143,17 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
     if failed:
         raise RunFailed(f"{failed} of {total} runs failed; summary.csv says why")
     return report_breaches(breached)
+
+
+def campaign_preparation(config: RunConfig, points: list[Point]) -> RunConfig:
+    """The flags preparation runs with; with --duration, as many requests as the point that
+    sends the most (each point then sends its own count: ``planned_requests``)."""
+    prepared = preparation_config(config, points)
+    if config.duration is None:
+        return prepared
+    log.info(duration_line(bounded_by_duration(point_config(config, points[0]), False)))
+    most = max(planned_requests(point_config(config, point)) for point in points)
+    return dataclasses.replace(prepared, num_prompts=most)
 
 
 def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> None:

@@ -26,6 +26,7 @@ from loadgen.report.failures import (
     error_outcome,
     most_frequent,
 )
+from workers.protocol import NOT_SENT_AT_DEADLINE
 
 RATE_WINDOW_NS = 5_000_000_000  # req/s and tok/s "now": over the last 5 s
 LATENCY_WINDOW_NS = 10_000_000_000  # rolling TTFT and ITL percentiles: over the last 10 s
@@ -70,6 +71,7 @@ class LiveFigures:
     pooling: bool = False  # an answer of one instant: its TTFT is its E2EL, it has no tokens
     cancelled: int = 0  # in flight when the run stopped
     not_sent: int = 0  # never left the client
+    deadline_s: float | None = None  # --duration: the progress is of the time, not the count
 
     @property
     def finished(self) -> int:
@@ -153,9 +155,15 @@ class LiveFigureState:
     """What the batches so far say, kept small: counts, totals, rings of recent latencies."""
 
     def __init__(
-        self, total: int, scheduled_ns: np.ndarray, cap: int | None, pooling: bool = False
+        self,
+        total: int,
+        scheduled_ns: np.ndarray,
+        cap: int | None,
+        pooling: bool = False,
+        deadline_s: float | None = None,
     ) -> None:
         self.total = total
+        self.deadline_s = deadline_s
         self.pooling = pooling
         self.scheduled_ns = np.sort(scheduled_ns)
         self.cap = cap or total
@@ -188,6 +196,11 @@ class LiveFigureState:
         self._take(np.concatenate(batches), np.concatenate(event_lists), errors)
 
     def _take(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
+        unsent = [i for i, message in errors.items() if message == NOT_SENT_AT_DEADLINE]
+        if unsent:  # no part of the run, as the summary counts it (they have no events)
+            batch = batch[~np.isin(batch["index"], unsent)]
+            errors = {i: m for i, m in errors.items() if m != NOT_SENT_AT_DEADLINE}
+            self.total -= len(unsent)
         ok = batch["success"].astype(bool)
         counts = batch["n_events"].astype(np.int64)
         succeeded = int(ok.sum())
@@ -237,6 +250,7 @@ class LiveFigureState:
         return LiveFigures(
             elapsed_s=max(now_ns, 0) / 1e9,
             total=self.total,
+            deadline_s=self.deadline_s,
             completed=self.completed,
             failed=int(self.outcomes[FAILED]),
             cancelled=int(self.outcomes[CANCELLED]),

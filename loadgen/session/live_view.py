@@ -84,6 +84,10 @@ def _health(figures: LiveFigures) -> str:
 
 
 def _done_pct(figures: LiveFigures) -> float:
+    if figures.deadline_s:  # --duration: the share of the time, done when all have finished
+        if figures.run_s is not None:
+            return 100.0
+        return min(100.0, 100.0 * figures.elapsed_s / figures.deadline_s)
     return 100.0 * figures.finished / max(figures.total, 1)
 
 
@@ -132,7 +136,10 @@ def panel(figures: LiveFigures) -> Text:
     from rich.text import Text
 
     view = Text(no_wrap=False)
-    filled = round(BAR_WIDTH * figures.finished / max(figures.total, 1))
+    done = figures.finished / max(figures.total, 1)
+    if figures.deadline_s:
+        done = _done_pct(figures) / 100.0
+    filled = round(BAR_WIDTH * done)
     view.append(f"{'progress':<{LABEL_WIDTH}}", style="bold cyan")
     view.append("━" * filled, style="magenta")
     view.append("━" * (BAR_WIDTH - filled), style="grey23")
@@ -177,8 +184,9 @@ class LiveView(BatchObserver):
         host: HostSampler | None = None,
         stream: TextIO | None = None,
         pooling: bool = False,
+        deadline_s: float | None = None,
     ) -> None:
-        self.state = LiveFigureState(total, scheduled_ns, cap, pooling)
+        self.state = LiveFigureState(total, scheduled_ns, cap, pooling, deadline_s)
         self.stream = stream if stream is not None else sys.stderr
         self.mode = "off" if disabled else "panel" if self.stream.isatty() else "plain"
         self.host = host

@@ -41,6 +41,7 @@ from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
 from loadgen.session.progress import show_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
+from loadgen.session.time_bound import bounded_by_duration
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
 from loadgen.terminal import printable
 
@@ -71,6 +72,7 @@ def run(config: RunConfig) -> int:
     """Run a benchmark as configured (with --dry-run, print its plan); return the exit code."""
     if config.dry_run:  # preparation only: no worker started, no request sent
         check_before_start(config)
+        config = bounded_by_duration(config)
         with RunSession(config) as session:
             return session.run(show_plan)
     return run_outcome(config).exit_code
@@ -94,6 +96,7 @@ def run_outcome(
             "does; here give one value of each"
         )
     check_before_start(config)
+    config = bounded_by_duration(config)
     preflight(config)  # the output paths and the open-file limit, before anything starts
     write_result = config.save_result or config.append_result
     if result_in_memory and not write_result:

@@ -70,6 +70,7 @@ async def timed_run(
         config.disable_tqdm,
         host,
         pooling=config.pooling,
+        deadline_s=config.duration,
     )
     # In this order from t0: the view's first reading is the host sampler's, taken at t0; the
     # probes start with the run, as upstream starts its probes.

@@ -19,7 +19,12 @@ from loadgen.config.flag_terms import (
     available_cores,
     sampling,
 )
-from loadgen.config.parsers import parse_json_object, parse_listen, parse_names
+from loadgen.config.parsers import (
+    parse_duration,
+    parse_json_object,
+    parse_listen,
+    parse_names,
+)
 from loadgen.config.sweep_lists import parse_concurrency, parse_rate
 from loadgen.flag import flag
 from loadgen.schedule import RAMP_UP_STRATEGIES
@@ -85,6 +90,49 @@ class Traffic:
     )
     ramp_up_end_rps: int | None = flag(
         "--ramp-up-end-rps", int, help="Ramp-up: the last request's rate."
+    )
+    # --- a run bounded by time, and its steady window ---
+    duration: float | None = flag(
+        "--duration",
+        parse=parse_duration,
+        group=LOADGEN,
+        metavar="TIME",
+        help="Send requests until this much time has passed since t0 (90, 90s, 5m, 1h): at a "
+        "paced --request-rate the schedule holds rate x duration requests (prompts drawn for "
+        "them); at rate inf the workers send until the time is up, --num-prompts being the "
+        "most they have. With --num-prompts given too, whichever bound comes first ends the "
+        "run. At the deadline nothing new is sent; requests in flight have --duration-grace-s "
+        "to finish, then are cancelled (loadgen.time_bound counts them apart).",
+    )
+    duration_grace_s: float = flag(
+        "--duration-grace-s",
+        float,
+        30.0,
+        group=LOADGEN,
+        minimum=0,
+        help="With --duration: how long requests in flight at the deadline may take to finish "
+        "before they are cancelled.",
+    )
+    warmup_s: float = flag(
+        "--warmup-s",
+        float,
+        0.0,
+        group=LOADGEN,
+        reporting=True,
+        minimum=0,
+        help="Requests sent in the first this many seconds after t0 are outside the steady "
+        "window, whose figures every view reports beside the whole run's (`loadgen report "
+        "RECORDS --warmup-s W` draws it again).",
+    )
+    cooldown_s: float = flag(
+        "--cooldown-s",
+        float,
+        0.0,
+        group=LOADGEN,
+        reporting=True,
+        minimum=0,
+        help="Requests that ended in the run's last this many seconds are outside the steady "
+        "window.",
     )
     # --- the requests ---
     ignore_eos: bool = flag(

@@ -24,7 +24,7 @@ from loadgen.session.live_figures import (
     rate_over,
 )
 from loadgen.session.live_view import panel, plain_line
-from workers.protocol import RECORD_DTYPE
+from workers.protocol import NOT_SENT_AT_DEADLINE, RECORD_DTYPE
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -282,3 +282,17 @@ def test_a_stopped_run_s_last_frame_counts_as_its_summary() -> None:
     assert "5 completed   1 failed   1 cancelled   1 not sent   0 in flight" in (
         panel(figures).plain
     )
+
+
+def test_a_run_bounded_by_time_shows_the_time_and_leaves_out_what_the_deadline_left() -> None:
+    state = LiveFigureState(
+        total=4, scheduled_ns=np.zeros(4, dtype=np.int64), cap=2, deadline_s=2.0
+    )
+    state.add_batch(*batch([(0, 0, [10 * MS, 12 * MS], True, 2)]), {})
+    assert "25%| 1/4 finished" in plain_line(state.figures(S // 2))  # a quarter of the time
+    unsent = {2: NOT_SENT_AT_DEADLINE, 3: NOT_SENT_AT_DEADLINE}
+    state.add_batch(*batch([(1, 0, [30 * MS], True, 1), (2, -1, [], False, -1),
+                            (3, -1, [], False, -1)]), unsent)  # fmt: skip
+    figures = state.figures(3 * S)
+    assert (figures.completed, figures.failed, figures.total, figures.errors) == (2, 0, 2, [])
+    assert "100%| 2/2 finished" in plain_line(figures)
