@@ -124,6 +124,8 @@ HELP_ORDER = (
     "--mock-prefill-us-per-token",
     "--num-runs",
     "--steady-state",
+    "--same-prompts",
+    "--reset-prefix-cache",
     "--quiet",
     "--custom-output-len",
     "--custom-ensure-client-side-data",

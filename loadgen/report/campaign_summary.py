@@ -219,11 +219,13 @@ def write_summary_csv(path: str, rows: Sequence[dict[str, object]]) -> None:
 
 def summary_table(rows: Sequence[dict[str, object]], num_runs: int) -> list[str]:
     """The console's table at the campaign's end: per point, runs finished, req/s, goodput
-    (where a point measured it), output tok/s, TTFT and ITL p99 (means across runs, ± the
-    interval's half width with repeats)."""
+    (where a point measured it), output tok/s, TTFT and ITL p99, the server's prefix-cache hit
+    rate (where it reported one) (means across runs, ± the interval's half width with
+    repeats)."""
     goodput = any(_shown(row, "request_goodput", num_runs) != "-" for row in rows)
     rates = ("request_throughput", *(("request_goodput",) if goodput else ()), "output_throughput")
-    shown = (*rates, "p99_ttft_ms", "p99_itl_ms")
+    hits = any(_shown(row, "prefix_cache_hit_rate", num_runs) != "-" for row in rows)
+    shown = (*rates, "p99_ttft_ms", "p99_itl_ms", *(("prefix_cache_hit_rate",) if hits else ()))
     header = f"{'point':<40} {'ok':>5} " + " ".join(f"{key:>22}" for key in shown)
     lines = ["=" * len(header), header, "-" * len(header)]
     for row in rows:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.report.metrics import MetricStats, RequestResults, Timings
+from loadgen.report.prefix_cache import PrefixCacheHits
 from loadgen.report.stats import SampleStats
 from loadgen.report.verdict import ClientHealth
 from workers.protocol import ConnectionStats
@@ -42,6 +43,7 @@ class Settings:
     endpoint: str
     mock: bool  # the embedded mock served the run
     fail_on: tuple[str, ...]  # --fail-on's conditions
+    seed: int = 0  # the --seed its prompts and schedule were drawn with (a campaign's: per run)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class Totals:
     rtfx: float | None = None
     total_input_sequences: int | None = None  # pooling only
     input_sequence_throughput: float | None = None  # pooling only
+    prefix_cache_hit_rate: float | None = None  # % of prompt tokens; None: not reported
 
 
 @dataclass(frozen=True)
@@ -175,3 +178,4 @@ class RunSummary:
     rps_change_events: list[dict[str, Any]] | None  # a ramp-up's, upstream's keys
     requests: Requests
     gates: list[str]  # the --fail-on conditions breached, one line each
+    prefix_cache: PrefixCacheHits | None = None  # the server's, where it reports them

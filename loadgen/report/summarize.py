@@ -39,6 +39,7 @@ from loadgen.report.metrics import (
 )
 from loadgen.report.metrics import summarize as sample_summary
 from loadgen.report.output_lens import resolve_output_lens
+from loadgen.report.prefix_cache import prefix_cache_hits
 from loadgen.report.probes import ProbeResults, probe_stats
 from loadgen.report.run_context import run_context
 from loadgen.report.run_summary import (
@@ -84,6 +85,12 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
     rate = paced_rate(config, run.scheduled_ns)
     errors = [run.errors.get(i, "") for i in range(run.num_requests)]
     health = _client(config, run, end, results, timings, rate)
+    hits = prefix_cache_hits(
+        records["cached_tokens"], results.prompt_lens, run.start.counters_before, end.counters_after
+    )
+    totals = totals_of(config, metrics, duration_s)
+    if hits is not None and not config.pooling:
+        totals = dataclasses.replace(totals, prefix_cache_hit_rate=hits.hit_rate)
     return RunSummary(
         settings=settings_of(config),
         identity=Identity(
@@ -96,7 +103,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             t0_wall=run.start.t0_wall,
             context=run_context(run.start),
         ),
-        totals=totals_of(config, metrics, duration_s),
+        totals=totals,
         latencies={name: metrics.stats[name] for name in reported_metrics(config)},
         intended=_intended(config, results, run.scheduled_ns, rate),
         connections=Connections(
@@ -133,6 +140,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             event_ns=run.event_ns,
         ),
         gates=[],
+        prefix_cache=hits,
     )
 
 
@@ -158,6 +166,7 @@ def settings_of(config: RunConfig) -> Settings:
         endpoint=config.endpoint,
         mock=config.mock,
         fail_on=tuple(config.fail_on or ()),
+        seed=config.seed,
     )
 
 

@@ -60,6 +60,8 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--fail-on",
         "--num-runs",
         "--steady-state",
+        "--same-prompts",
+        "--reset-prefix-cache",
         "--quiet",
         "--listen",
         "--remote-workers",

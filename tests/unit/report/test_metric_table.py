@@ -119,12 +119,13 @@ def test_each_key_is_declared_once() -> None:
 def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
     keys = metric_keys()
     assert keys[:3] == ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms")
-    assert keys[-5:] == (
+    assert keys[-6:] == (
         "completed",
         "failed",
         "request_throughput",
         "request_goodput",
         "output_throughput",
+        "prefix_cache_hit_rate",
     )
     assert metric_keys([99.9, 50])[:5] == (
         "mean_ttft_ms",
@@ -176,4 +177,5 @@ def test_the_campaign_table_shows_goodput_where_it_was_measured(goodput: object)
         rows = summary_rows([PointRuns("c=4", 4, 100.0, metrics=[metrics] * runs)], runs)
         header = summary_table(rows, runs)[1].split()
         rates = ["request_throughput", "request_goodput", "output_throughput"]
-        assert header[2:-2] == (rates if goodput else [rates[0], rates[2]])
+        assert header[2:-3] == (rates if goodput else [rates[0], rates[2]])
+        assert header[-1] == "prefix_cache_hit_rate"  # the made-up server reports its hits

@@ -1,0 +1,108 @@
+"""Fresh prompts per point and run (issue 29 point 1), through the real CLI and workers against
+a mock server of each test's own with its prefix cache on (--prefill-us-per-token): each run's
+seed, the server's hit rate per point (near 0 with fresh prompts, high with --same-prompts),
+the warning, and --reset-prefix-cache's calls."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from helpers import run_against_mock
+
+from loadgen.session.campaign import Point, run_seed
+
+CACHED = ("--prefill-us-per-token", "1")  # the mock keeps a prefix cache
+GRID = ["--max-concurrency", "2,4", "--num-runs", "2"]
+SMALL = ["--num-prompts", "12", "--random-input-len", "64", "--random-output-len", "4",
+         "--workers", "1", "--disable-tqdm"]  # fmt: skip
+POINTS = [Point(2, math.inf), Point(4, math.inf)]
+
+
+def results(folder: Path) -> dict[tuple[str, int], dict]:
+    """Each run's result JSON by (point, run)."""
+    return {
+        (p.name, k): json.loads((folder / p.name / f"{p.name}-run={k}.json").read_text())
+        for p in POINTS
+        for k in (0, 1)
+    }
+
+
+def summary_rows(tmp_path: Path) -> tuple[Path, list[dict[str, str]]]:
+    (folder,) = tmp_path.iterdir()
+    return folder, list(csv.DictReader((folder / "summary.csv").open()))
+
+
+def test_each_run_draws_fresh_prompts_and_the_cache_finds_none(tmp_path: Path) -> None:
+    run = run_against_mock(*GRID, *SMALL, "--result-dir", str(tmp_path), mock_args=CACHED)
+    assert run.proc.returncode == 0, run.proc.stderr
+    folder, rows = summary_rows(tmp_path)
+    runs = results(folder)
+    seeds = {key: result["loadgen"]["seed"] for key, result in runs.items()}
+    assert seeds == {(p.name, k): run_seed(0, p, k) for p in POINTS for k in (0, 1)}
+    for result in runs.values():
+        hits = result["loadgen"]["prefix_cache"]
+        assert hits["source"] == "/metrics" and hits["queried_tokens"] >= 12 * 64
+        assert hits["hit_rate"] < 5, hits  # random prompts of other seeds share no block
+    assert [float(row["prefix_cache_hit_rate_mean_of_runs"]) < 5 for row in rows] == [True] * 2
+    assert "prefix cache hit" in run.proc.stdout  # the run lines and the table show it
+    assert "warning:" not in run.proc.stdout + run.proc.stderr
+    assert run.stats["prefix_cache_resets"] == 0
+
+
+def test_same_prompts_are_served_from_the_cache_and_warned_of(tmp_path: Path) -> None:
+    run = run_against_mock(*GRID, *SMALL, "--same-prompts", "--result-dir", str(tmp_path),
+                           mock_args=CACHED)  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stderr
+    folder, _ = summary_rows(tmp_path)
+    runs = results(folder)
+    assert {result["loadgen"]["seed"] for result in runs.values()} == {0}
+    rates = [result["loadgen"]["prefix_cache"]["hit_rate"] for result in runs.values()]
+    assert rates[0] < 5 and all(rate > 80 for rate in rates[1:]), rates
+    output = run.proc.stdout + run.proc.stderr
+    warnings = [line for line in output.splitlines() if "sent 100% of its prompts" in line]
+    assert len(warnings) == 1, output  # once, at the first run that shares them
+    assert warnings[0].startswith("warning: max_concurrency=2-request_rate=inf run=1 ")
+    assert "--same-prompts sends every run the same prompts" in warnings[0]
+
+
+def test_reset_prefix_cache_empties_it_before_every_run(tmp_path: Path) -> None:
+    run = run_against_mock(*GRID, *SMALL, "--same-prompts", "--reset-prefix-cache",
+                           "--result-dir", str(tmp_path), mock_args=CACHED)  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert run.stats["prefix_cache_resets"] == 4
+    folder, _ = summary_rows(tmp_path)
+    rates = [r["loadgen"]["prefix_cache"]["hit_rate"] for r in results(folder).values()]
+    assert all(rate < 5 for rate in rates), rates
+    assert "warning:" not in run.proc.stdout + run.proc.stderr
+
+
+def test_llamacpp_reports_its_hits_in_each_answer(tmp_path: Path) -> None:
+    run = run_against_mock(*GRID, *SMALL, "--same-prompts", "--result-dir", str(tmp_path),
+                           mock_args=(*CACHED, "--personality", "llamacpp"))  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stderr
+    folder, _ = summary_rows(tmp_path)
+    hits = [r["loadgen"]["prefix_cache"] for r in results(folder).values()]
+    assert {h["source"] for h in hits} == {"responses"}
+    assert hits[0]["hit_rate"] < 5 and all(h["hit_rate"] > 80 for h in hits[1:]), hits
+
+
+def test_a_server_without_a_reset_is_refused_in_one_line(tmp_path: Path) -> None:
+    run = run_against_mock(*SMALL, "--reset-prefix-cache", mock_args=("--personality", "llamacpp"))
+    assert run.proc.returncode == 1
+    (line,) = run.proc.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: --reset-prefix-cache: http://127.0.0.1:")
+    assert "serves no prefix-cache reset" in line and "docs/servers.md" in line
+    assert run.stats["requests"].get("POST /v1/completions", 0) == 0  # refused before the run
+
+
+def test_sglang_flushes_its_cache_before_a_single_run(tmp_path: Path) -> None:
+    sglang = (*CACHED, "--personality", "sglang")
+    run = run_against_mock(*SMALL, "--reset-prefix-cache", "--save-result", "--result-dir",
+                           str(tmp_path), mock_args=sglang)  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert run.stats["prefix_cache_resets"] == 1
+    (result,) = tmp_path.glob("*.json")
+    assert json.loads(result.read_text())["loadgen"]["prefix_cache"]["source"] == "responses"
