@@ -106,3 +106,27 @@ def test_sglang_flushes_its_cache_before_a_single_run(tmp_path: Path) -> None:
     assert run.stats["prefix_cache_resets"] == 1
     (result,) = tmp_path.glob("*.json")
     assert json.loads(result.read_text())["loadgen"]["prefix_cache"]["source"] == "responses"
+
+
+def test_a_campaigns_run_sends_what_a_single_run_with_its_seed_sends(tmp_path: Path) -> None:
+    varied = [*SMALL, "--random-range-ratio", "0.5", "--request-rate", "50", "--save-detailed"]
+    campaign = run_against_mock("--max-concurrency", "2,4", *varied, "--result-dir",
+                                str(tmp_path / "campaign"), mock_args=CACHED)  # fmt: skip
+    assert campaign.proc.returncode == 0, campaign.proc.stderr
+    point = Point(4, 50.0)
+    (folder,) = (tmp_path / "campaign").iterdir()
+    ran = json.loads((folder / point.name / f"{point.name}-run=0.json").read_text())
+    seed = run_seed(0, point, 0)
+    alone_dir = tmp_path / "single"
+    single = run_against_mock("--max-concurrency", "4", *varied, "--seed", str(seed),
+                              "--save-result", "--result-dir", str(alone_dir))  # fmt: skip
+    assert single.proc.returncode == 0, single.proc.stderr
+    (path,) = alone_dir.glob("*.json")
+    alone = json.loads(path.read_text())
+    assert ran["loadgen"]["seed"] == alone["loadgen"]["seed"] == seed
+    assert ran["loadgen"]["schedule_sha256"] == alone["loadgen"]["schedule_sha256"]
+    assert ran["input_lens"] == alone["input_lens"]
+    assert len(set(ran["input_lens"])) > 1  # lengths drawn from the seed, not all alike
+    name = Point(2, 50.0).name
+    other = json.loads((folder / name / f"{name}-run=0.json").read_text())
+    assert other["input_lens"] != ran["input_lens"]  # the other point drew other prompts
