@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import click
 
-from loadgen.config import HELP_GROUPS, RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS
+from loadgen.config import COMMON_FLAGS, HELP_GROUPS, RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS
 
 MULTI_VALUE_FLAGS = tuple(flag.name for flag in RUN_FLAGS if flag.nargs is not None)
 ONE_OR_MORE_FLAGS = tuple(flag.name for flag in RUN_FLAGS if flag.nargs == "+")
+COMMON_TITLE = "Most runs use (every other flag follows)"
 NOT_BUILT_TITLE = "vllm bench serve flags not supported yet (they exit 2)"
 
 
@@ -65,19 +66,21 @@ class VllmCompatibleCommand(click.Command):
         return names
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Options in upstream's sections (the table's help groups), then the flags not built
-        yet."""
+        """The flags most runs use, then the others in upstream's sections (the table's help
+        groups), then the flags not built yet."""
         records = {}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is not None:
                 records[param.opts[0] if param.opts else param.name] = record
-        grouped = {flag for flags in HELP_GROUPS.values() for flag in flags}
+        with formatter.section(COMMON_TITLE):
+            formatter.write_dl([records[flag] for flag in COMMON_FLAGS])
+        shown = {*COMMON_FLAGS, *(flag for flags in HELP_GROUPS.values() for flag in flags)}
         with formatter.section("Options"):
-            formatter.write_dl([r for flag, r in records.items() if flag not in grouped])
+            formatter.write_dl([r for flag, r in records.items() if flag not in shown])
         for title, flags in HELP_GROUPS.items():
             with formatter.section(title):
-                formatter.write_dl([records[flag] for flag in flags])
+                formatter.write_dl([records[flag] for flag in flags if flag not in COMMON_FLAGS])
         missing = sorted(VLLM_BENCH_SERVE_FLAGS - self.flag_names())
         if not missing:  # every upstream flag is built: no section to show
             return

@@ -20,6 +20,7 @@ from loadgen.config.base import (
 )
 from loadgen.config.errors import ConfigError, InputError
 from loadgen.config.flags import (
+    COMMON_FLAGS,
     FLAGS,
     HELP_GROUPS,
     OUTPUT_LEN_TARGETS,
@@ -37,6 +38,7 @@ from loadgen.flag import Flag, flag_name
 __all__ = [
     "ALL_ROWS_DATASETS",
     "ALWAYS_TEMPLATED_DATASETS",
+    "COMMON_FLAGS",
     "DEFAULT_PERCENTILE_METRICS",
     "DEFAULT_POOLING_PERCENTILE_METRICS",
     "FLAGS",

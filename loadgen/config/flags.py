@@ -20,6 +20,7 @@ from loadgen.config.sections import SECTIONS
 from loadgen.flag import Flag, by_name, flags_of
 
 __all__ = [
+    "COMMON_FLAGS",
     "FLAGS",
     "HELP_GROUPS",
     "HELP_ORDER",
@@ -194,6 +195,22 @@ RUN_FLAGS = in_help_order([flag for section in SECTIONS for flag in flags_of(sec
 FLAGS = by_name(RUN_FLAGS)  # each flag under each of its spellings
 SHORTHANDS = tuple(flag for flag in RUN_FLAGS if flag.sets)  # --input-len, --output-len
 SAMPLING_FIELDS = tuple(flag.field for flag in RUN_FLAGS if flag.group == SAMPLING)
+# The flags most runs use, shown first by --help (each once: not again in its own section).
+COMMON_FLAGS = (
+    "--mock",
+    "--base-url",
+    "--model",
+    "--backend",
+    "--dataset-name",
+    "--num-prompts",
+    "--random-input-len",
+    "--random-output-len",
+    "--max-concurrency",
+    "--request-rate",
+    "--workers",
+    "--save-result",
+)
+assert set(COMMON_FLAGS) <= set(HELP_ORDER), "COMMON_FLAGS names a flag no field declares"
 # Each --help section's flags, in the table's order.
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     title: tuple(flag.name for flag in RUN_FLAGS if flag.group == title) for title in GROUP_TITLES

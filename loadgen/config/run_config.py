@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from loadgen.backends import BACKENDS
+from loadgen.config.sections.server import DEFAULT_ENDPOINT
 from loadgen.config.validation import Validated
 
 
@@ -27,3 +29,12 @@ class RunConfig(Validated):
     # The flags (their names, "--seed") given on the command line, from click's parameter
     # source; the warnings read it. Empty for a config built in Python.
     given: frozenset[str] = dataclasses.field(default=frozenset(), repr=False)
+
+    def __post_init__(self) -> None:
+        """As the base's; and without --endpoint, the backend's own endpoint: upstream refuses
+        `--backend openai-chat` with its default /v1/completions, so taking
+        /v1/chat/completions makes no valid command mean something else (docs/compat.md)."""
+        super().__post_init__()
+        own = BACKENDS[self.backend].endpoint if self.backend in BACKENDS else None
+        if own and "--endpoint" not in self.given and self.endpoint == DEFAULT_ENDPOINT:
+            object.__setattr__(self, "endpoint", own)

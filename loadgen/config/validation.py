@@ -150,8 +150,7 @@ class Validated(RunConfigBase):
             return
         if self.backend != "openai-chat":
             raise ConfigError(
-                "--multi-turn sends each conversation as chat messages: give --backend "
-                "openai-chat --endpoint /v1/chat/completions"
+                "--multi-turn sends each conversation as chat messages: give --backend openai-chat"
             )
         if self.dataset_name not in ("random", "sharegpt"):
             raise ConfigError(

@@ -57,6 +57,9 @@ class HostUsage:
     worker_wait_pct: list[float]  # runnable but waiting for a CPU, % of the run
     worker_peak_demand_pct: list[float]  # the demand of the busiest 100 ms
     worker_peak_cpu_pct: list[float]  # the part of it on a CPU
+    # It, or a process it descends from, listens on the server's port on this host: the server
+    # under test (False in records written before it was measured).
+    busiest_serves: bool = False
 
 
 @dataclass

@@ -302,6 +302,12 @@ def _host_busy_text(host: HostUsage | None) -> str:
         return f"{HOST_BUSY}, most by the --mock server: run the server on another machine"
     if host.busiest_name:
         who = f"{host.busiest_name} pid {host.busiest_pid} {host.busiest_pct:.0f} %"
+        if host.busiest_serves:
+            return (
+                f"{HOST_BUSY}, most by the server under test ({who}), which shares these CPUs: "
+                "its share is not the client's; run the server on another machine or give each "
+                "its own CPUs (taskset -c)"
+            )
         return f"{HOST_BUSY}, most by {who}: stop it or run loadgen on another machine"
     return f"{HOST_BUSY}: free the CPUs or run loadgen on another machine"
 

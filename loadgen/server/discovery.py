@@ -14,12 +14,14 @@ from loadgen.terminal import printable
 
 log = logging.getLogger(__name__)
 
+SHOWN_MODELS = 10  # a gateway may serve hundreds
+
 if TYPE_CHECKING:
     from loadgen.config.sections import Server
 
 
-async def fetch_first_model(client: ServerClient) -> tuple[str, str]:
-    """``(data[0].id, data[0].root or id)`` from ``GET /v1/models``."""
+async def _model_list(client: ServerClient) -> tuple[str, list[object]]:
+    """``GET /v1/models``'s URL and its ``data`` list."""
     url = f"{client.server_url}/v1/models"
     payload = await client.request("GET", url)
     try:
@@ -29,6 +31,31 @@ async def fetch_first_model(client: ServerClient) -> tuple[str, str]:
     models = data.get("data") if isinstance(data, dict) else None
     if not isinstance(models, list):
         raise ServerError(f"GET {url} answered JSON without a 'data' list")
+    return url, models
+
+
+async def served_models(client: ServerClient) -> list[str] | None:
+    """The ids ``GET /v1/models`` lists, asked once; None when it gives no such list."""
+    try:
+        _, models = await _model_list(client)
+    except (ServerError, OSError):
+        return None
+    return [m["id"] for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def unknown_model(model: str, served: list[str]) -> str:
+    """The line for a --model the server does not serve, naming those it does."""
+    shown = ", ".join(printable(name) for name in served[:SHOWN_MODELS])
+    more = f" and {len(served) - SHOWN_MODELS} more" if len(served) > SHOWN_MODELS else ""
+    return (
+        f"the server does not serve --model {printable(model)}: it serves {shown}{more} "
+        "(GET /v1/models)"
+    )
+
+
+async def fetch_first_model(client: ServerClient) -> tuple[str, str]:
+    """``(data[0].id, data[0].root or id)`` from ``GET /v1/models``."""
+    url, models = await _model_list(client)
     if not models:
         raise NotRetryable(f"no models found on the server at {url}; pass --model")
     first = models[0]

@@ -62,7 +62,10 @@ async def generate(
 async def check_ready(config: RunConfig, client: ServerClient, first_body: bytes) -> None:
     """Upstream's ready check: send the first request, exactly as the run will, until it works."""
     if config.ready_check_timeout_sec == 0:
-        log.info("Skipping endpoint ready check.")
+        log.info(  # upstream's line, with why
+            "Skipping endpoint ready check: no test request before the run "
+            "(--ready-check-timeout-sec is 0, the default)."
+        )
         return
     log.info("Starting initial single prompt test run...")
     try:

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
-from tqdm import tqdm
 
+from loadgen.progress_bar import progress_bar
 from loadgen.server.adaptive_limit import AdaptiveLimit
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import (
@@ -74,7 +74,7 @@ class _Job:
     timeout_s: float
     started_s: float
     answered_before: int
-    bar: tqdm[Any] = field(repr=False)
+    bar: Any = field(repr=False)  # progress_bar's: tqdm, or plain lines off a terminal
 
 
 class ServerCalls:
@@ -97,7 +97,7 @@ class ServerCalls:
         """Start a job: calls from now on fail with ``BuildTimeout`` after ``timeout_s``."""
         self.end()
         self.retried = 0
-        bar = tqdm(desc=desc, unit=" calls", delay=PROGRESS_DELAY_S, disable=not progress)
+        bar = progress_bar(desc, " calls", delay_s=PROGRESS_DELAY_S, enabled=progress)
         now = asyncio.get_running_loop().time()
         self._job = _Job(what, hint, timeout_s, now, self.answered, bar)
 
@@ -143,7 +143,7 @@ class ServerCalls:
     def _on_retry(self, error: str, retry_in_s: float, left_s: float) -> None:
         self.retried += 1
         if self.retried == 1:  # once per job: a bar, not a wall of lines, shows the rest
-            write = self._job.bar.write if self._job is not None else print
+            write = self._job.bar.write if self._job is not None else log.info
             write(f"{error}: retrying")
 
     def _timed_out(self) -> BuildTimeout:

@@ -1,6 +1,7 @@
 """The dataset build's progress line on stderr: nothing for a build that takes under a second,
 then the prompts built so far (or, for a dataset that does not count them, the time so far)
-until the build ends, when the line is cleared.
+until the build ends, when the line is cleared. Off a terminal, a plain line every 10 s instead
+(loadgen/progress_bar.py), which stays.
 
 The build runs in a thread and only stores its count; the run's event loop draws the line, so
 tqdm is used from one thread only.
@@ -15,6 +16,8 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from tqdm import tqdm
+
+from loadgen.progress_bar import PlainProgress, on_terminal
 
 T = TypeVar("T")
 
@@ -32,7 +35,7 @@ class BuildProgress:
         self.disabled = disabled
         self.done = 0
         self.total: int | None = None
-        self.bar: tqdm | None = None
+        self.bar: tqdm | PlainProgress | None = None
 
     def report(self, done: int, total: int) -> None:
         """The build's count: ``done`` of ``total`` prompts (called from the building thread)."""
@@ -57,13 +60,18 @@ class BuildProgress:
 
     def _draw(self, started: float) -> None:
         if self.bar is None:
-            self.bar = tqdm(
-                desc=self.description, file=sys.stderr, leave=False, bar_format=UNCOUNTED
-            )
-            self.bar.start_t -= time.monotonic() - started  # its clock counts from the start
+            self.bar = self._new_bar(started)
         total = self.total
         if total is not None:
-            self.bar.bar_format = COUNTED
+            if isinstance(self.bar, tqdm):
+                self.bar.bar_format = COUNTED
             self.bar.total = total
             self.bar.n = self.done
         self.bar.refresh()
+
+    def _new_bar(self, started: float) -> tqdm | PlainProgress:
+        if not on_terminal():
+            return PlainProgress(self.description, " prompts", started=started)
+        bar = tqdm(desc=self.description, file=sys.stderr, leave=False, bar_format=UNCOUNTED)
+        bar.start_t -= time.monotonic() - started  # its clock counts from the start
+        return bar

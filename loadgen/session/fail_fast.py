@@ -111,7 +111,7 @@ def likely_fix(status: int, error: str, backend: str, endpoint: str, model: str)
         return f"Is --model {model} served? GET /v1/models lists the server's models."
     if status in (404, 405):
         chat = (
-            " (a chat-only server: --backend openai-chat --endpoint /v1/chat/completions)"
+            " (a chat-only server: --backend openai-chat)"
             if backend in COMPLETIONS_BACKENDS
             else ""
         )

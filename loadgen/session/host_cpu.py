@@ -7,6 +7,8 @@ Read from Linux's /proc, in the coordinator only, never on a worker's path:
   run's start and end. Busy time not spent in loadgen's processes went to other processes.
 - ``/proc/PID/stat``: each process's user + system time (all its threads). Every process is read
   at the start and end, so the one that used the most CPU can be named.
+- ``/proc/net/tcp`` and ``tcp6`` and the busiest process's ``/proc/PID/fd`` (and its parents'),
+  once at the end: whether it is the server under test, listening on the server URL's port.
 - ``/proc/PID/schedstat`` of each worker (its main thread, the event loop): time on a CPU and
   time runnable but waiting for one, every ``WINDOW_S``. On a CPU + waiting is what the worker
   asked for; a worker asking for 90 % of a window or more is saturated there, whoever ran it.
@@ -22,7 +24,9 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from loadgen.records.model import HostUsage
 
@@ -133,8 +137,9 @@ def read_schedstat(pid: int) -> tuple[int, int] | None:
 class HostSampler:
     """Samples the host from ``start`` to ``stop``: loadgen is this process and ``workers``."""
 
-    def __init__(self, workers: list[int]) -> None:
+    def __init__(self, workers: list[int], server_port: int | None = None) -> None:
         self.workers = workers
+        self.server_port = server_port  # the server's, where it runs on this host
         self.me = os.getpid()
         self.cpu_start: CpuTimes | None = None
         self.cpus = 1
@@ -208,6 +213,7 @@ class HostSampler:
             self.worker_ticks,
             {pid: (self.first[pid], self.last[pid]) for pid in self.workers if pid in self.first},
             self.peak,
+            serves=_listener_test(self.server_port),
         )
 
 
@@ -222,13 +228,15 @@ def host_usage(
     worker_ticks: dict[int, int],
     worker_windows: dict[int, tuple[_Window, _Window]],
     peak: dict[int, tuple[float, float]],
+    serves: Callable[[int], bool] = lambda pid: False,
 ) -> HostUsage:
     """The shares of all CPUs' time over the run, from the two readings.
 
     loadgen = this process + its workers; started = this process's other children (the
     ``--mock`` server); other = the rest of the processes' time (user + nice + system less the
     two); steal and idle as /proc/stat counts them. Percentages of all CPUs' time, so a hog
-    spinning on one of two CPUs is 50 %.
+    spinning on one of two CPUs is 50 %. ``serves``: whether a process listens on the server's
+    port (the busiest process is the server under test if it or a parent does).
     """
     total = max(cpu_end.total - cpu_start.total, 1)
 
@@ -273,4 +281,72 @@ def host_usage(
         worker_wait_pct=wait,
         worker_peak_demand_pct=[peak[pid][0] for pid in worker_windows],
         worker_peak_cpu_pct=[peak[pid][1] for pid in worker_windows],
+        busiest_serves=busiest is not None and _in_lineage(busiest, after, serves),
     )
+
+
+LINEAGE = 4  # vLLM's engine core is a child of the API server that listens; a wrapper adds one
+
+
+def _in_lineage(pid: int, processes: dict[int, ProcessTime], test: Callable[[int], bool]) -> bool:
+    """Whether ``test`` holds for ``pid`` or one of its nearest LINEAGE parents."""
+    for _ in range(LINEAGE + 1):
+        if pid <= 1:
+            return False
+        if test(pid):
+            return True
+        parent = processes.get(pid)
+        if parent is None:
+            return False
+        pid = parent.parent
+    return False
+
+
+def local_server_port(server_url: str) -> int | None:
+    """The port of a server URL that names this host (loopback or its own name), else None."""
+    parts = urlsplit(server_url)
+    host = (parts.hostname or "").lower()
+    if not (host in ("localhost", "::1", os.uname().nodename.lower()) or host.startswith("127.")):
+        return None
+    try:
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
+def listening_inodes(port: int, proc: str = PROC) -> set[str]:
+    """The inodes of the TCP sockets listening on ``port`` (/proc/net/tcp and tcp6)."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"{proc}/net/{table}") as file:
+                rows = file.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl local rem st ... inode (10th)
+            if len(fields) > 9 and fields[3] == "0A" and fields[1].endswith(f":{port:04X}"):
+                inodes.add(fields[9])
+    return inodes
+
+
+def holds_socket(pid: int, inodes: set[str], proc: str = PROC) -> bool:
+    """Whether process ``pid`` holds one of the sockets ``inodes`` (False if unreadable)."""
+    try:
+        fds = os.listdir(f"{proc}/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"{proc}/{pid}/fd/{fd}")  # a socket's: "socket:[INODE]"
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                return True
+    return False
+
+
+def _listener_test(port: int | None) -> Callable[[int], bool]:
+    """A test of whether a process listens on ``port``, read once now (never, for None)."""
+    inodes = listening_inodes(port) if port is not None else set()
+    if not inodes:
+        return lambda pid: False
+    return lambda pid: holds_socket(pid, inodes)

@@ -37,8 +37,8 @@ from loadgen.report.gate_keys import check_gates
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
-from loadgen.server.discovery import resolve_model
-from loadgen.server.errors import ConnectionLost, ServerUnreachable
+from loadgen.server.discovery import resolve_model, served_models, unknown_model
+from loadgen.server.errors import ConnectionLost, NotRetryable, ServerUnreachable
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.build_progress import BuildProgress
@@ -56,10 +56,10 @@ from workers.conversations import split_turn_body
 
 log = logging.getLogger(__name__)
 
-TEMPERATURE_WARNING = (  # upstream's words: users moving from it rely on them
-    "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
-    "The default will be determined on the server side and can be model/API specific. "
-    "For the old behavior, include --temperature=0."
+TEMPERATURE_WARNING = (
+    "WARNING: loadgen sends no temperature unless --temperature is given (as vllm bench serve "
+    "since it stopped sending 0): the server's default applies, which can be model and API "
+    "specific. For greedy decoding, pass --temperature 0."
 )
 
 
@@ -242,8 +242,9 @@ def requests_of(
     num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
     if dataset.length_mismatches:
         say(
-            f"note: {dataset.length_mismatches} of {num_requests} prompts did not re-encode to "
-            "their target length; their prompt_len is the length they have"
+            f"note: {dataset.length_mismatches} of {num_requests} prompts are not their target "
+            "length once their text is encoded again (tokens merge where pieces join); each "
+            "one's prompt_len is the length it has"
         )
     if config.dataset_name == "prefix_repetition" and num_requests < config.num_prompts:
         say(
@@ -471,6 +472,11 @@ async def _server_codec(
         raise  # the server answers connections; waiting for it to come up is not the fix
     except ServerUnreachable as exc:
         raise with_hint(exc, config.ready_check_timeout_sec) from None
+    except NotRetryable as exc:
+        served = await served_models(client) if exc.status == 404 else None
+        if served and model_name not in served:  # the likeliest 404: a model it does not serve
+            raise NotRetryable(unknown_model(model_name, served), exc.status) from None
+        raise
     log.info(
         f"Server tokenizer: {tokenizer.form} form, vocabulary size {tokenizer.vocab_size}, "
         f"{tokenizer.num_special_tokens} special token(s) per prompt"

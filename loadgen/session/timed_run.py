@@ -15,7 +15,7 @@ from loadgen.report.probes import ProbeResults
 from loadgen.server.client import ServerClient
 from loadgen.server.probes import probe_loop
 from loadgen.session.fail_fast import FailFast
-from loadgen.session.host_cpu import HostSampler
+from loadgen.session.host_cpu import HostSampler, local_server_port
 from loadgen.session.live_view import LiveView
 from loadgen.session.prepare import Prepared
 from loadgen.session.records import ToRecordsFile
@@ -62,7 +62,7 @@ async def timed_run(
     records_file = ToRecordsFile(writer) if writer is not None else BatchObserver()
     fail_fast = FailFast(prepared.num_requests, records_file) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
-    host = HostSampler(pool.local_pids[: len(plans)])
+    host = HostSampler(pool.local_pids[: len(plans)], local_server_port(config.server_url))
     view = LiveView(
         prepared.num_requests,
         prepared.scheduled_ns,

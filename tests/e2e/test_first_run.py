@@ -1,6 +1,6 @@
 """A first run: the README's quick start command (the real CLI, workers and embedded mock) prints
-upstream's lines and the report and nothing else; ``-q`` prints the report alone; upstream's
-temperature warning stays for a real server."""
+upstream's lines and the report and nothing else; ``-q`` prints the report alone; the
+temperature warning (of loadgen's) stays for a real server."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from helpers import loadgen, only_json, refusal, run_against_mock
 
 from loadgen.report.summary import SUMMARY_TITLE
 from loadgen.report.verdict import VERDICT_HEADS
+from loadgen.session.prepare import TEMPERATURE_WARNING
 
 README = Path(__file__).parents[2] / "README.md"
 # What may come before the report: upstream's lines, and loadgen's lines on the dataset.
 BEFORE_REPORT = (
     "Dataset: ",  # built (and cached), or read from the cache
-    "note: ",  # prompts that did not re-encode to their length (upstream warns too)
-    "Skipping endpoint ready check.",
+    "note: ",  # prompts not their target length once encoded again (upstream warns too)
+    "Skipping endpoint ready check: ",
     "Starting main benchmark run...",
     "Traffic request rate: ",
     "Burstiness factor: ",
     "Maximum request concurrency: ",
 )
 AFTER_REPORT = ("Results written to ", "Records written to ")
-TEMPERATURE_WARNING = "WARNING: vllm bench serve no longer sets temperature==0 (greedy)"
 
 
 def quick_start_args(num_prompts: str) -> list[str]:
@@ -72,14 +72,11 @@ def test_quiet_still_prints_errors(tmp_path: Path) -> None:
     assert proc.stderr == f"error: --dataset-path {missing}: No such file\n"
 
 
-def test_upstreams_temperature_warning_stays_for_a_server() -> None:
+def test_the_temperature_warning_stays_for_a_server() -> None:
     run = run_against_mock("--num-prompts", "4", "--random-input-len", "16", "--disable-tqdm")
     assert run.proc.returncode == 0, run.proc.stderr
-    assert (
-        f"{TEMPERATURE_WARNING} in requests by default. The default will be determined on the "
-        "server side and can be model/API specific. For the old behavior, include "
-        "--temperature=0.\n" in run.proc.stdout
-    )
+    assert f"{TEMPERATURE_WARNING}\n" in run.proc.stdout
+    assert TEMPERATURE_WARNING.startswith("WARNING: loadgen sends no temperature")
 
 
 def test_quiet_refuses_a_campaign() -> None:

@@ -239,7 +239,7 @@ def test_pooling_run_writes_upstreams_pooling_keys_and_summary(
     ]
     assert "Total generated tokens" not in proc.stdout
     assert "End-to-end Latency" in proc.stdout and "Time to First Token" not in proc.stdout
-    assert "no longer sets temperature" not in proc.stdout  # a generation-only warning
+    assert "sends no temperature" not in proc.stdout  # a generation-only warning
 
 
 def test_pooling_answers_count_prompt_tokens_as_upstream_in_every_encoding(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from helpers import only_json, run_against_mock
+from helpers import loadgen, only_json, run_against_mock
 
 MODEL = "acme/no-local-tokenizer-7b"  # not in any cache; HF_HUB_OFFLINE keeps it that way
 
@@ -28,3 +28,14 @@ def test_a_llamacpp_server_builds_the_dataset_and_serves_the_run(tmp_path: Path)
     result = only_json(tmp_path)
     assert (result["completed"], result["failed"]) == (200, 0)
     print(f"run took {elapsed:.1f} s")
+
+
+def test_a_model_the_server_does_not_serve_is_refused_with_the_served_ones() -> None:
+    proc = loadgen(
+        "--mock", "--model", MODEL, "--num-prompts", "5", "--disable-tqdm",
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    served = "it serves loadgen-mock (GET /v1/models)"
+    assert last == f"error: the server does not serve --model {MODEL}: {served}"

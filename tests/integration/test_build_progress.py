@@ -1,6 +1,6 @@
 """The dataset build's progress line (loadgen/session/build_progress.py) on a real event loop
 with the build in a real thread: silent for a short build, then the time or the count on stderr, and
-cleared at the end."""
+cleared at the end; off a terminal, plain lines through the output channel."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from loadgen import progress_bar
 from loadgen.session import build_progress
 from loadgen.session.build_progress import BuildProgress
 from loadgen.session.threads import in_daemon_thread
@@ -43,9 +44,17 @@ def build_until_drawn(progress: BuildProgress, counts: bool) -> str:
 
 @pytest.fixture
 def at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Draw from the first tick on."""
+    """Draw from the first tick on, as on a terminal."""
     monkeypatch.setattr(build_progress, "SHOW_AFTER_S", 0.0)
     monkeypatch.setattr(build_progress, "TICK_S", 0.01)
+    monkeypatch.setattr(build_progress, "on_terminal", lambda: True)
+
+
+@pytest.fixture
+def in_a_log(at_once, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stderr is no terminal, and plain lines are due at once."""
+    monkeypatch.setattr(build_progress, "on_terminal", lambda: False)
+    monkeypatch.setattr(progress_bar, "PLAIN_EVERY_S", 0.0)
 
 
 def test_a_counted_build_shows_its_prompts(at_once, capsys) -> None:
@@ -98,3 +107,24 @@ def test_a_failed_build_raises_its_error(at_once) -> None:
 
     with pytest.raises(ValueError, match="bad flag"):
         asyncio.run(main())
+
+
+def test_off_a_terminal_a_build_shows_plain_lines(in_a_log, terminal, capsys) -> None:
+    progress = BuildProgress("Building the random dataset", disabled=False)
+    assert build_until_drawn(progress, counts=True) == "built"
+    err = capsys.readouterr().err
+    assert err.startswith("Building the random dataset: 3/10 prompts, 0 s\n"), err
+    assert "\r" not in err and "\x1b" not in err
+
+
+def test_plain_progress_says_its_count_at_most_every_interval(monkeypatch, caplog) -> None:
+    clock = iter([0.0, 5.0, 10.0, 12.0, 21.0])
+    monkeypatch.setattr(progress_bar.time, "monotonic", lambda: next(clock))
+    bar = progress_bar.PlainProgress("Tokenizing", " calls")  # started at 0 s
+    with caplog.at_level("INFO", logger="loadgen"):
+        for _ in range(4):  # at 5, 10, 12 and 21 s
+            bar.update()
+    assert [r.getMessage() for r in caplog.records] == [
+        "Tokenizing: 2 calls, 10 s",
+        "Tokenizing: 4 calls, 21 s",
+    ]

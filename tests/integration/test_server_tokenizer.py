@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fake_tokenizer_server import FakeServer, serving
 
+from loadgen import progress_bar
 from loadgen.server import tokenizer as server_tokenizer
 from loadgen.server.client import ServerClient
 from loadgen.server.errors import ConnectionLost, NotRetryable, ServerUnreachable
@@ -167,6 +168,7 @@ def test_progress_shows_for_long_builds_only(capsys, monkeypatch) -> None:
 
         return run
 
+    monkeypatch.setattr(progress_bar, "on_terminal", lambda: True)
     against(server, build(progress=True))  # well under PROGRESS_DELAY_S
     assert "Building the dataset" not in capsys.readouterr().err
     monkeypatch.setattr(server_tokenizer, "PROGRESS_DELAY_S", 0.0)
@@ -176,6 +178,23 @@ def test_progress_shows_for_long_builds_only(capsys, monkeypatch) -> None:
     assert re.search(r"Building the dataset with the server's tokenizer: \d+ calls", (
         capsys.readouterr().err
     ))  # fmt: skip
+
+
+def test_off_a_terminal_progress_is_plain_lines(terminal, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(progress_bar, "on_terminal", lambda: False)
+    monkeypatch.setattr(progress_bar, "PLAIN_EVERY_S", 0.0)
+
+    async def run(tokenizer: ServerTokenizer) -> None:
+        tokenizer.begin_build(10, len(TEXTS), progress=True)
+        await round_trip(tokenizer)
+        tokenizer.end_build()
+
+    against(FakeServer(), run)
+    err = capsys.readouterr().err
+    assert re.search(
+        r"^Building the dataset with the server's tokenizer: 1 calls, \d+ s$", err, re.M
+    )
+    assert "\r" not in err
 
 
 @pytest.mark.parametrize(

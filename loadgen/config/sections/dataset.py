@@ -26,7 +26,6 @@ from loadgen.config.flag_terms import (
     SONNET,
     SPEC_BENCH,
     SPEED_BENCH,
-    SUPPORTED_DATASETS,
     TIMED_TRACE,
 )
 from loadgen.config.parsers import parse_comma_list, parse_json_object
@@ -44,8 +43,9 @@ class Dataset:
         "--dataset-name",
         default="random",
         choices=UPSTREAM_DATASETS,
-        help=f"Built so far: {', '.join(SUPPORTED_DATASETS)} (hf: its text datasets); the "
-        "others exit 2.",
+        help="Where the prompts come from: random (synthetic token ids, the default), "
+        "sharegpt, custom (a JSONL file), hf (a Hugging Face dataset) and every other of "
+        "upstream's (docs/compat.md, a section each).",
     )
     dataset_path: str | None = flag(
         "--dataset-path",

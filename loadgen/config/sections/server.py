@@ -12,6 +12,8 @@ from loadgen.config.parsers import check_tokenizer_mode, parse_headers
 from loadgen.config.upstream import UPSTREAM_BACKENDS
 from loadgen.flag import flag
 
+DEFAULT_ENDPOINT = "/v1/completions"  # upstream's, for every backend
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Server:
@@ -29,7 +31,12 @@ class Server:
     base_url: str | None = flag("--base-url", help="Server base URL; overrides --host/--port.")
     host: str = flag("--host", default="127.0.0.1")
     port: int = flag("--port", int, 8000)
-    endpoint: str = flag("--endpoint", default="/v1/completions", help="API path.")
+    endpoint: str = flag(
+        "--endpoint",
+        default=DEFAULT_ENDPOINT,
+        help="API path. Without it, the backend's own: /v1/completions, or for openai-chat "
+        "/v1/chat/completions, embeddings /v1/embeddings, ...",
+    )
     insecure: bool = flag(
         "--insecure", bool, False, help="Do not check the server's TLS certificate."
     )

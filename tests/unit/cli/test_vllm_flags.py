@@ -11,7 +11,8 @@ from helpers import DATA
 
 from loadgen.cli import cli
 from loadgen.cli import run as run_cli
-from loadgen.config import HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS, RunConfig
+from loadgen.cli.vllm_compat import COMMON_TITLE
+from loadgen.config import COMMON_FLAGS, HELP_GROUPS, VLLM_BENCH_SERVE_FLAGS, RunConfig
 from loadgen.config.flags import SUPPORTED_DATASETS
 from loadgen.config.upstream import UPSTREAM_DATASETS
 
@@ -209,16 +210,22 @@ def test_help_shows_every_flag_in_upstreams_sections() -> None:
     result = CliRunner().invoke(cli, ["run", "--help"])
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    headers = ["Options:", *(f"{title}:" for title in HELP_GROUPS)]
+    headers = [f"{COMMON_TITLE}:", "Options:", *(f"{title}:" for title in HELP_GROUPS)]
     assert "vllm bench serve flags not supported yet (they exit 2):" not in lines  # none left
     at = [lines.index(h) for h in headers]
     assert at == sorted(at)  # sections in upstream's order, loadgen's and the refused ones last
     sections = {
         h: lines[a : b if b else None] for h, a, b in zip(headers, at, [*at[1:], 0], strict=True)
     }
-    for title, flags in HELP_GROUPS.items():
+
+    def shown(title: str) -> list[str]:  # "-q, --quiet": the long name
         options = [line.split() for line in sections[f"{title}:"][1:] if line.startswith("  -")]
-        shown = {next(w.rstrip(",") for w in words if w.startswith("--")) for words in options}
-        assert shown == set(flags)  # "-q, --quiet": the long name
+        return [next(w.rstrip(",") for w in words if w.startswith("--")) for words in options]
+
+    assert shown(COMMON_TITLE) == list(COMMON_FLAGS)  # the flags most runs use come first
+    for title, flags in HELP_GROUPS.items():
+        assert set(shown(title)) == set(flags) - set(COMMON_FLAGS)  # each flag once
+    every = [flag for title in [COMMON_TITLE, "Options", *HELP_GROUPS] for flag in shown(title)]
+    assert len(every) == len(set(every))
     listed = {w for line in lines for w in line.split() if w.startswith("--")}
     assert listed >= VLLM_BENCH_SERVE_FLAGS

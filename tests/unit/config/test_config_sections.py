@@ -94,3 +94,20 @@ def test_the_help_order_names_every_flag_once() -> None:
     with pytest.raises(ValueError, match="declared twice"):
         in_help_order([*flags, flags[0]])
     assert in_help_order(flags[::-1]) == RUN_FLAGS
+
+
+@pytest.mark.parametrize(
+    ("backend", "endpoint"),
+    [
+        ("openai", "/v1/completions"),
+        ("openai-chat", "/v1/chat/completions"),
+        ("openai-embeddings", "/v1/embeddings"),
+        ("vllm-pooling", "/pooling"),
+    ],
+)
+def test_without_endpoint_a_backend_takes_its_own(backend: str, endpoint: str) -> None:
+    assert RunConfig(backend=backend).endpoint == endpoint
+    given = RunConfig(backend=backend, endpoint="/v2/x", given=frozenset({"--endpoint"}))
+    assert given.endpoint == "/v2/x"  # a given --endpoint is used as given
+    again = dataclasses.replace(RunConfig(backend=backend), label="x")
+    assert again.endpoint == endpoint

@@ -3,6 +3,7 @@ its figures alone, and the thresholds are checked to be relative to what was mea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -183,6 +184,17 @@ def test_a_busy_host_is_named_with_its_busiest_process_and_the_remedy() -> None:
         "client-bound: timings carry ≤ 3.00 ms of client delay at p99, 60 % of the median ITL "
         "5.00 ms; worker CPU max 5 %, other processes 70 % of the CPUs; host busy, most by "
         "stress-ng pid 4242 48 %: stop it or run loadgen on another machine"
+    )
+
+
+def test_the_server_under_test_on_this_host_is_named_as_such() -> None:
+    usage = dataclasses.replace(
+        host(70.0, busiest=("llama-server", 77, 60.0, False)), busiest_serves=True
+    )
+    assert verdict(health(tail(3.0), itl=5.0, usage=usage)).endswith(
+        "host busy, most by the server under test (llama-server pid 77 60 %), which shares these "
+        "CPUs: its share is not the client's; run the server on another machine or give each "
+        "its own CPUs (taskset -c)"
     )
 
 

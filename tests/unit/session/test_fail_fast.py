@@ -78,7 +78,7 @@ def test_failures_that_differ_or_are_not_mistakes_never_stop_a_run(statuses, mes
     [
         (401, "HTTP 401", "openai", "OPENAI_API_KEY"),
         (404, "The model `x` does not exist.", "openai", "Is --model m served?"),
-        (404, "Not Found", "openai", "--backend openai-chat --endpoint /v1/chat/completions"),
+        (404, "Not Found", "openai", "(a chat-only server: --backend openai-chat)"),
         (404, "Not Found", "openai-chat", "Does the server serve /e?"),
         (422, "bad field", "openai", "refused the request body"),
     ],

@@ -3,6 +3,8 @@ records file. No sockets, no processes."""
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,10 @@ from loadgen.session.host_cpu import (
     CpuTimes,
     ProcessTime,
     _Window,
+    holds_socket,
     host_usage,
+    listening_inodes,
+    local_server_port,
     parse_cpu_times,
     parse_process_stat,
     read_cpu_times,
@@ -207,3 +212,52 @@ def test_host_figures_go_through_the_records_file(tmp_path: Path, host: str | No
     run = read_records(str(path))
     assert run.end is not None
     assert run.end.host == (usage if host else None)
+
+
+def test_the_busiest_process_is_the_server_if_it_or_a_parent_listens() -> None:
+    me, api, engine, hog = 10, 20, 21, 30
+    start = CpuTimes(total=0, idle=0, steal=0, processes=0)
+    end = CpuTimes(total=100, idle=20, steal=0, processes=80)
+    before = {
+        pid: ProcessTime(0, name, 1) for pid, name in [(me, "loadgen"), (api, "vllm"), (hog, "hog")]
+    }
+    before[engine] = ProcessTime(0, "EngineCore", api)
+
+    def busiest_serves(engine_ticks: int, listener: int) -> bool:
+        after = {
+            **before,
+            engine: ProcessTime(engine_ticks, "EngineCore", api),
+            hog: ProcessTime(20, "hog", 1),
+        }
+        usage = host_usage(
+            start, end, 2, 10**9, before, after, me, {}, {}, {}, serves=lambda pid: pid == listener
+        )
+        return usage.busiest_serves
+
+    assert busiest_serves(50, listener=api)  # vLLM's engine core, under its listening API server
+    assert not busiest_serves(50, listener=99)  # another process listens
+    assert not busiest_serves(5, listener=api)  # the hog is the busiest
+
+
+def test_a_listening_socket_is_found_by_its_port() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        inodes = listening_inodes(port)
+        assert inodes and holds_socket(os.getpid(), inodes)
+    assert not holds_socket(os.getpid(), listening_inodes(port))
+
+
+@pytest.mark.parametrize(
+    ("url", "port"),
+    [
+        ("http://127.0.0.1:8000", 8000),
+        ("http://localhost", 80),
+        ("https://[::1]:9443/v1", 9443),
+        ("http://10.1.2.3:8000", None),
+        ("http://gpu-box.example:8000", None),
+    ],
+)
+def test_only_a_server_on_this_host_has_a_local_port(url: str, port: int | None) -> None:
+    assert local_server_port(url) == port

@@ -86,6 +86,7 @@ VALID = [  # one conforming message of every kind, and who sends it
     (Kind.CREDITS, {"grant": 2, "lend": True}, 0, False),
     (Kind.DEMAND, {"returned": 1, "waiting": 0}, 0, True),
     (Kind.RECORDS, {"errors": {}, "texts": {}}, 2, True),
+    (Kind.PROGRESS, {"events": 12}, 0, True),
     (Kind.DONE, {"cpu_ns": 1, "wall_ns": 2, "connections": {}}, 1, True),
     (Kind.STOP, {"reason": "interrupted"}, 0, False),
     (Kind.FATAL, {"message": "Traceback (most recent call last): …"}, 0, True),
@@ -227,7 +228,7 @@ def record_rows():
 def test_record_dtype_is_made_from_the_record_fields():
     # One name per field: the worker builds its row by name, the dtype takes those names.
     assert RECORD_DTYPE.names == tuple(inspect.signature(record).parameters)
-    # The bytes of a row are those of protocol version 12 (only names changed): no new version.
+    # The bytes of a row are those of protocol version 13 (only names changed): no new version.
     formats = [RECORD_DTYPE[name].str for name in RECORD_DTYPE.names]
     assert formats == (
         ["<i8"] * 4 + ["<i4"] * 4 + ["<i8"] + ["|u1"] * 3 + ["<f8"] * 2 + ["|u1"] + ["<i4"]
@@ -288,14 +289,14 @@ def test_records_round_trip():
 
 
 def test_protocol_version_covers_the_cached_tokens_column():
-    # Version 11 added text_capped to RECORD_DTYPE, version 12 cached_tokens: a worker of
-    # version 11 sends 15-field rows and is refused by version before any row is read as
+    # Version 11 added text_capped to RECORD_DTYPE, version 13 cached_tokens: a worker of
+    # version 12 sends 15-field rows and is refused by version before any row is read as
     # another layout.
-    assert PROTOCOL_VERSION >= 12
+    assert PROTOCOL_VERSION >= 13
     assert RECORD_DTYPE.names[-2:] == ("text_capped", "cached_tokens")
     assert len(UNSENT_ROW) == len(RECORD_DTYPE)
     assert UNSENT_ROW[-2] is False and UNSENT_ROW[-1] == -1
-    old = orjson.dumps({"v": 11, "t": CODEC.token, "kind": "records", "errors": {}, "texts": {}})
+    old = orjson.dumps({"v": 12, "t": CODEC.token, "kind": "records", "errors": {}, "texts": {}})
     with pytest.raises(ProtocolError, match="protocol version"):
         CODEC.decode([old, b"", b""], from_worker=True)
 
