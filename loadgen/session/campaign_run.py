@@ -129,18 +129,18 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                     runs.errors.append(f"run={run_number}: {problem}")
                     log.warning(failed_line(step, total, point, run_number, problem))
                     continue
-                warning = shared_prompts_warning(
-                    config, f"{point.name} run={run_number}", shared, report.summary.prefix_cache
-                )
-                if warning and not warned:
-                    log.warning(warning)
-                    warned = True
                 metrics, trimmed = summary_metrics(report.summary, config.steady_state)
                 runs.metrics.append(metrics)
                 runs.trimmed.append(trimmed)
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
                 log.info(run_line(step, total, point, run_number, metrics, trim))
+                warning = shared_prompts_warning(
+                    config, f"{point.name} run={run_number}", shared, report.summary.prefix_cache
+                )
+                if warning and not warned:  # once: the table shows every run's hit rate
+                    log.warning(warning)
+                    warned = True
         if config.profile:
             await profile(client, "stop")
         ended = True
