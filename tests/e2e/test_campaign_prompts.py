@@ -130,3 +130,20 @@ def test_a_campaigns_run_sends_what_a_single_run_with_its_seed_sends(tmp_path: P
     name = Point(2, 50.0).name
     other = json.loads((folder / name / f"{name}-run=0.json").read_text())
     assert other["input_lens"] != ran["input_lens"]  # the other point drew other prompts
+
+
+def test_a_dataset_too_small_to_differ_is_warned_of(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(
+        json.dumps({"prompt": f"question {i}: " + "tell me about the sea and the sky " * 8}) + "\n"
+        for i in range(3)
+    ))  # fmt: skip
+    run = run_against_mock("--max-concurrency", "2", "--num-runs", "2", "--dataset-name",
+                           "custom", "--dataset-path", str(rows), "--num-prompts", "3",
+                           "--custom-output-len", "4", "--workers", "1", "--disable-tqdm",
+                           "--result-dir", str(tmp_path / "out"), mock_args=CACHED)  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stderr
+    output = run.proc.stdout + run.proc.stderr
+    (warning,) = [line for line in output.splitlines() if line.startswith("warning: ")]
+    assert "max_concurrency=2-request_rate=inf run=1 sent 100% of its prompts" in warning
+    assert "the dataset has too few prompts to differ from run to run" in warning
