@@ -9,9 +9,12 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+import pytest
 from helpers import run_against_mock
 
+import loadgen.session.prepare as prepare
 from loadgen.session.campaign import Point, run_seed
 
 CACHED = ("--prefill-us-per-token", "1")  # the mock keeps a prefix cache
@@ -147,3 +150,21 @@ def test_a_dataset_too_small_to_differ_is_warned_of(tmp_path: Path) -> None:
     (warning,) = [line for line in output.splitlines() if line.startswith("warning: ")]
     assert "max_concurrency=2-request_rate=inf run=1 sent 100% of its prompts" in warning
     assert "the dataset has too few prompts to differ from run to run" in warning
+
+
+def test_the_tokenizer_loads_once_for_every_draw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        loads.append(args)
+        return real(*args, **kwargs)
+
+    real = prepare.load_tokenizer
+    monkeypatch.setattr(prepare, "load_tokenizer", counting)
+    run = run_against_mock(*GRID, *SMALL, "--result-dir", str(tmp_path), mock_args=CACHED)
+    assert run.proc.returncode == 0, run.proc.stderr
+    folder, _ = summary_rows(tmp_path)
+    assert len({r["loadgen"]["seed"] for r in results(folder).values()}) == 4  # 4 draws
+    assert len(loads) == 1
