@@ -53,13 +53,13 @@ def run_benchmark(ctx: click.Context, /, **values: object) -> None:
     if config.dry_run and is_campaign(config):
         raise click.UsageError(
             "--dry-run plans one run: no lists in --max-concurrency or --request-rate, no "
-            "--num-runs or --steady-state"
+            "--num-runs, --steady-state, --slo or --search"
         )
     if config.quiet:
         if is_campaign(config):  # its lines and table are not one run's report
             raise click.UsageError(
-                "-q/--quiet prints one run's report; a campaign (lists, --num-runs) prints a "
-                "line per run and a table: drop -q"
+                "-q/--quiet prints one run's report; a campaign (lists, --num-runs, --slo, "
+                "--search) prints a line per run and a table: drop -q"
             )
         config = dataclasses.replace(config, disable_tqdm=True)
         # Only the report's table and verdict, rendered from its summary, and what goes to

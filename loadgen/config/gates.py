@@ -68,6 +68,16 @@ def parse_fail_on(items: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(item.strip() for item in items)
 
 
+def parse_slo(items: tuple[str, ...]) -> tuple[str, ...]:
+    """``--slo 'p99_ttft_ms<=500,p99_itl_ms<=50'``: conditions a point must meet, in
+    ``--fail-on``'s grammar (each checked by ``parse_gate``), comma-separated or repeated; kept
+    as written, one per item."""
+    conditions = tuple(part.strip() for item in items for part in item.split(",") if part.strip())
+    for condition in conditions:
+        parse_gate(condition)
+    return conditions
+
+
 def format_number(value: float) -> str:
     """A measured value or threshold as a person reads it: integers whole, others to three
     decimals (six significant digits below 1)."""

@@ -26,6 +26,7 @@ from loadgen.plot_extra import PLOT_EXTRA, missing_libraries
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
+SEARCH_FLAGS = ("--search-start", "--search-max", "--search-tolerance", "--search-repeats")
 MULTI_TURN_FLAGS = (
     "--multi-turn-num-turns",
     "--multi-turn-min-turns",
@@ -74,6 +75,12 @@ class Validated(RunConfigBase):
             warnings.append("--timeline-itl-thresholds has no effect without --plot-timeline")
         if "--use-beam-search" in self.given:
             warnings.append("--use-beam-search has no effect (vllm bench serve ignores it too)")
+        if self.search is None:
+            warnings += [
+                f"{flag} has no effect without --search"
+                for flag in SEARCH_FLAGS
+                if flag in self.given
+            ]
         warnings += [
             f"{flag.name} has no effect with --backend {self.backend}"
             for flag in given

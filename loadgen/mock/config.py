@@ -51,6 +51,15 @@ class MockConfig:
         "to the time to first token; set, the mock keeps a vLLM-style prefix cache (16-token "
         "blocks), so a conversation's later turns pay for their new tokens only.",
     )
+    max_running: int = flag(
+        "--max-running",
+        int,
+        0,
+        minimum=0,
+        help="Generation requests that run at once (vLLM's --max-num-seqs); later ones wait in "
+        "a first-come queue, so the time to first token climbs once the load passes N / (ttft + "
+        "(output tokens - 1) * itl) requests per second. 0: no limit.",
+    )
     output_len: int = flag(
         "--output-len",
         int,

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from tokenizers import Encoding
 
+from loadgen.mock.admission import RunningSlots
 from loadgen.mock.bodies import RequestError
 from loadgen.mock.config import MockConfig
 from loadgen.mock.connections import ConnectionHabits
@@ -52,6 +53,7 @@ class MockState:
         # --prefill-us-per-token: TTFT charges the prompt tokens this cache does not hold.
         self.prefix_cache = PrefixCache() if config.prefill_us_per_token > 0 else None
         self.prefix_cache_resets = 0  # POSTs to the personality's prefix_cache_reset
+        self.slots = RunningSlots(config.max_running)  # --max-running: the rest queue
         self.model_json = orjson.dumps(config.model)
         self.id_base = secrets.token_hex(8)
         self.counter = itertools.count()

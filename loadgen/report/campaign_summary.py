@@ -25,7 +25,12 @@ from loadgen.report.metric_table import (
     latencies_in,
 )
 from loadgen.report.run_summary import RunSummary
-from loadgen.report.steady import campaign_statistics, steady_window, window_metrics
+from loadgen.report.steady import (
+    SteadyWindow,
+    campaign_statistics,
+    steady_window,
+    window_metrics,
+)
 from loadgen.terminal import printable
 
 # Two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30).
@@ -82,22 +87,65 @@ def run_problem(summary: RunSummary) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class CountedRequests:
+    """The requests a campaign counts of one run (its steady window's with --steady-state) and
+    the samples of each latency of the metric table, in seconds."""
+
+    window: SteadyWindow | None  # None: the whole run
+    kept: np.ndarray  # bool [N]: in the window
+    ok: np.ndarray  # bool [N]: kept, succeeded, streamed a token event
+    output_lens: np.ndarray  # of the ok requests
+    tpot_s: np.ndarray  # of the ok requests (0 for an answer of one token), as goodput counts it
+    samples: dict[str, np.ndarray]  # latency key -> seconds
+
+
+def counted_window(summary: RunSummary, steady: bool = False) -> SteadyWindow | None:
+    """The window a campaign counts of one run: ``--steady-state``'s (``steady``), else the
+    run's --warmup-s/--cooldown-s window; None: the whole run."""
+    requests = summary.requests
+    sent = requests.results.sent_s >= 0
+    if steady:
+        return steady_window(requests.results.sent_s, requests.end_s, sent)
+    return None if summary.steady is None else summary.steady.window
+
+
+def counted_requests(summary: RunSummary, steady: bool = False) -> CountedRequests:
+    """The requests a campaign counts of one run, and their latencies."""
+    requests = summary.requests
+    results, timings = requests.results, requests.timings
+    window = counted_window(summary, steady)
+    kept = window.kept if window is not None else np.ones(len(results.sent_s), bool)
+    ok = kept & results.success & (np.diff(results.event_offsets) > 0)
+    out = results.output_lens[ok]
+    many = out > 1
+    ttft, e2el = timings.ttft_s[ok], timings.latency_s[ok]
+    tpot = np.zeros(len(out))
+    tpot[many] = (e2el - ttft)[many] / (out[many] - 1)
+    queue = timings.queue_s[ok]
+    samples = {  # every latency of the metric table, so any of them may name the campaign
+        "ttft": ttft,
+        "e2el": e2el,
+        "tpot": tpot[many],
+        "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
+        "client_queue_time": queue,
+        "e2el_including_client_queue": e2el + queue,
+    }
+    return CountedRequests(window, kept, ok, out, tpot, samples)
+
+
 def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str, float], int]:
     """One run's campaign metrics from its summary, and how many requests the steady state
     trimmed (0 without it). Without it the figures are the run's own (its result JSON's);
     with it they are counted over the steady window (a figure it cannot count is NaN)."""
-    requests = summary.requests
-    results, timings = requests.results, requests.timings
-    sent = results.sent_s >= 0
-    window = steady_window(results.sent_s, requests.end_s, sent) if steady else None
-    if window is None and summary.steady is not None:  # --warmup-s, --cooldown-s
-        window = summary.steady.window
+    results, timings = summary.requests.results, summary.requests.timings
+    window = counted_window(summary, steady)
     settings = summary.settings
     if window is None:
         metrics = window_metrics(
             results,
             timings,
-            np.ones(len(sent), bool),
+            np.ones(len(results.sent_s), bool),
             summary.totals.duration,
             pooling=settings.pooling,
             percentiles=settings.percentiles,
@@ -198,24 +246,36 @@ def table_columns(pooling: bool) -> tuple[tuple[str, str], ...]:
 
 
 def summary_table(
-    rows: Sequence[dict[str, object]], num_runs: int, *, pooling: bool = False
+    rows: Sequence[dict[str, object]],
+    num_runs: int,
+    keys: Sequence[str] = (),
+    *,
+    pooling: bool = False,
 ) -> list[str]:
     """The console's table at the campaign's end: per point, runs finished, then the metric
-    table's ``campaign table`` columns (means across runs, ± the interval's half width with
-    repeats); a figure measured only when asked (goodput) is left out when no point has it."""
+    table's ``campaign table`` columns and the other ``keys`` (an SLO's) (means across runs, ±
+    the interval's half width with repeats), and with an SLO the runs that met it; a figure
+    measured only when asked (goodput) is left out when no point has it."""
+    columns = table_columns(pooling)
+    named = {key for key, _ in columns}
     shown = [
         (key, title)
-        for key, title in table_columns(pooling)
+        for key, title in (*columns, *((key, key) for key in keys if key not in named))
         if key not in FIGURE_BY_KEY
         or FIGURE_BY_KEY[key].shown != "known"
         or any(_shown(row, key, num_runs) != "-" for row in rows)
     ]
+    slo = bool(rows) and "slo_met_runs" in rows[0]
     header = f"{'point':<40} {'ok':>5} " + " ".join(f"{title:>22}" for _, title in shown)
+    header += f" {'SLO met':>7}" if slo else ""
     lines = ["=" * len(header), header, "-" * len(header)]
     for row in rows:
         cells = [_shown(row, key, num_runs) for key, _ in shown]
         ok = f"{row['runs_ok']}/{row['runs']}"
-        lines.append(f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells))
+        line = f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells)
+        if slo:
+            line += f" {str(row['slo_met_runs']) + '/' + str(row['runs']):>7}"
+        lines.append(line)
         if row["error"]:
             lines.append(f"  failed: {row['error']}")
         if row.get("top_error_kind"):

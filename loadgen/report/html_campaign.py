@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.read import read_records
@@ -56,6 +57,7 @@ from loadgen.report.report_output import NO_FILES
 from loadgen.report.run_report import Report, build_report
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.settings import stored_settings
+from loadgen.report.slo import best_line, mark_points, read_campaign_json, slo_gates, with_slo
 from loadgen.report.steady import campaign_statistics
 
 CAMPAIGN_REPORT = "report.html"
@@ -135,11 +137,22 @@ def campaign_page(folder: Path) -> str:
         raise RecordsFileError(f"{folder}: no run of any point left a records file")
     read_reports(points)
     first = with_runs[0].reports[0].summary
-    num_runs = int(points[0].row["runs"])
-    steady = first.settings.steady_state
-    figures = point_figures(points, num_runs, steady, first.settings.percentiles)
-    extra = [("campaign", f"{len(points)} point(s), {num_runs} run(s) each"
-              + (", steady state only" if steady else ""))]  # fmt: skip
+    settings = first.settings
+    search = settings.search
+    num_runs = 1 if search else int(points[0].row["runs"])  # a search's columns: each load's mean
+    steady = settings.steady_state
+    runs = point_runs(points, steady)
+    figures = summary_rows(runs, num_runs, settings.percentiles)
+    for row, point in zip(figures, points, strict=True):
+        row["runs"] = int(point.row["runs"])  # a search's loads have their own counts
+    slo = settings.slo
+    marks = mark_points(runs, slo_gates(slo)) if slo else None
+    figures = with_slo(figures, marks) if marks is not None else figures
+    shape = (f"a search of {search}: {len(points)} load(s)" if search
+             else f"{len(points)} point(s), {num_runs} run(s) each")  # fmt: skip
+    extra = [("campaign", shape + (", steady state only" if steady else ""))]
+    if slo:
+        extra.append(("SLO", ", ".join(slo)))
     over_time = [
         run_over_time(f"{p.label} (run 0)" if num_runs > 1 else p.label, p.reports[0].summary)
         for p in with_runs
@@ -156,17 +169,27 @@ def campaign_page(folder: Path) -> str:
     charts.append((f"{OVER_TIME_TITLE}{caption}",
                    over_time_figure(over_time, tokens=not pooling)))  # fmt: skip
     verdicts = run_verdicts(points)
+    total_runs = sum(len(p.records) for p in points) if search else num_runs * len(points)
+    notes = [f"{p.label}: {redact_text(p.row['error'])}" for p in points if p.row.get("error")]
+    if marks is not None:
+        notes.insert(0, best_line(slo, runs, marks))
+    document = read_campaign_json(str(folder))
+    tables = []
+    if search and document is not None and isinstance(document.get("search"), dict):
+        notes.insert(0, search_line(document["search"]))
+        tables.append(("Search", SEARCH_NOTE, search_table(document["search"])))
     return render(
         title=folder.resolve().name,
         kind="campaign",
         settings=settings_rows(first, extra, campaign_workers(points)),
         verdicts=[*verdicts, *((line, False) for line in gate_lines(points))],
-        verdict_summary=verdict_summary([text for text, _ in verdicts], num_runs * len(points)),
-        notes=[f"{p.label}: {redact_text(p.row['error'])}" for p in points if p.row.get("error")],
+        verdict_summary=verdict_summary([text for text, _ in verdicts], total_runs),
+        notes=notes,
         summary=campaign_table(points, figures, num_runs, pooling),
         failures=campaign_failures(with_runs),
         failures_note="each point's runs added up"
         + ("; each point's first run over time, below" if len(with_runs) > 1 else ""),
+        tables=tables,
         summary_note="summary.csv's rows, computed again from each run's records"
         + (": the mean across runs, its 95 % interval (Student's t) below" if num_runs > 1 else ""),
         figures=charts,
@@ -177,15 +200,65 @@ def point_figures(
     points: list[CampaignPoint], num_runs: int, steady: bool, percentiles: Sequence[float]
 ) -> list[dict[str, object]]:
     """summary.csv's row of each point, from the summaries of the runs the campaign counted."""
+    return summary_rows(point_runs(points, steady), num_runs, percentiles)
+
+
+def point_runs(points: list[CampaignPoint], steady: bool) -> list[PointRuns]:
+    """Each point's counted runs' metrics (as the campaign measured them), and the errors
+    summary.csv gave it."""
     runs = []
     for point in points:
         measured = [summary_metrics(summary, steady) for summary in point.counted()]
+        errors = [text for text in point.row.get("error", "").split("; ") if text]
         runs.append(PointRuns(point.name, _cap(point.row), float(point.row["request_rate"]),
                               metrics=[metrics for metrics, _ in measured],
                               trimmed=[trimmed for _, trimmed in measured],
-                              error_kinds=[r.summary.errors.by_kind
-                                           for r in point.reports]))  # fmt: skip
-    return summary_rows(runs, num_runs, percentiles)
+                              error_kinds=[r.summary.errors.by_kind for r in point.reports],
+                              errors=errors))  # fmt: skip
+    return runs
+
+
+SEARCH_NOTE = (
+    "every run of the search in order; the evidence: each SLO key's value and its 95 % interval "
+    "(a percentile's from the order statistics of the run's requests, a mean's from their "
+    "spread), for the run, then for its load's runs pooled"
+)
+
+
+def search_line(search: dict[str, Any]) -> str:
+    """The search's answer, from the campaign's JSON."""
+    kind, best = search.get("kind", ""), search.get("best")
+    if best is None:
+        return f"Search of {kind}: no load met the SLO ({search.get('stopped', '')})"
+    return f"Highest {kind} within the SLO: {best:g} ({search.get('stopped', '')})"
+
+
+def search_table(search: dict[str, Any]) -> Table:
+    """A row per probe of the search: its load, the run, this run's evidence, and the load's
+    verdict on its runs so far."""
+    table = Table(["probe", "load", "run", "this run", "the load's verdict", "its runs pooled"], [])
+    for probe in search.get("probes", []):
+        verdict = "meets the SLO" if probe["load_meets"] else "misses the SLO"
+        if probe["load_near_line"]:
+            verdict += "\nnear the line"
+        table.rows.append([
+            str(probe["probe"]), f"{probe['load']:g}\n{probe['point']}", f"run={probe['run']}",
+            "failed" if probe["failed"] else _evidence(probe["estimates"]),
+            verdict, f"{probe['load_runs']} run(s)\n{_evidence(probe['load_estimates'])}",
+        ])  # fmt: skip
+    return table
+
+
+def _evidence(estimates: dict[str, dict[str, float | None]]) -> str:
+    """``p99_ttft_ms 41.2 [39.0, 44.8]``, one key after another."""
+    parts = []
+    for key, e in estimates.items():
+        value, low, high = e.get("value"), e.get("low"), e.get("high")
+        text = f"{key} {'-' if value is None else _format(value)}"
+        if low is not None and high is not None:
+            text += f" [{_format(low)}, {_format(high)}]"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def campaign_failures(points: list[CampaignPoint]) -> Table | None:
@@ -315,7 +388,9 @@ def campaign_table(
         or FIGURE_BY_KEY[key].shown != "known"
         or any(math.isfinite(_value(row, key, num_runs)[0]) for row in rows)
     ]
-    header = ["point", "runs ok", "trimmed", "client OK", *(["gates breached"] if gated else [])]
+    slo = bool(rows) and "slo_met_runs" in rows[0]
+    header = ["point", "runs ok", "trimmed", "client OK", *(["gates breached"] if gated else []),
+              *(["SLO met"] if slo else [])]  # fmt: skip
     table = Table([*header, *(title for _, title in columns)], [])
     for point, row in zip(points, rows, strict=True):
         judged = [r.verdict.startswith(VERDICT_OK) for r in point.reports]
@@ -323,6 +398,9 @@ def campaign_table(
                  str(row["steady_state_trimmed"]), f"{sum(judged)}/{len(judged)}"]  # fmt: skip
         if gated:
             cells.append(f"{sum(bool(r.breaches) for r in point.reports)}/{len(judged)}")
+        if slo:
+            cells.append(f"{row['slo_met_runs']}/{row['runs']}"
+                         + ("\nthe point meets it" if row["slo_met"] == "yes" else ""))  # fmt: skip
         for key, _ in columns:
             mean, low, high = _value(row, key, num_runs)
             cell = "-" if not math.isfinite(mean) else _format(mean)

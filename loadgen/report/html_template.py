@@ -126,6 +126,24 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
 </table>
 </section>
 {% endif %}
+{% for title, note, table in tables|default([]) %}
+<h2>{{ title }}</h2>
+<div class="sub">{{ note }}</div>
+<section class="scroll">
+<table class="points">
+<tr>{% for name in table.header %}<th>{{ name }}</th>{% endfor %}</tr>
+{% for row in table.rows %}
+<tr>
+{% for cell in row %}
+{% set parts = cell.split('\\n', 1) %}
+<td>{{ parts[0] }}
+{%- if parts|length > 1 %}<br><span class="ci">{{ parts[1] }}</span>{% endif %}</td>
+{% endfor %}
+</tr>
+{% endfor %}
+</table>
+</section>
+{% endfor %}
 
 {% for title, figure in figures %}
 <h2>{{ title }}</h2>

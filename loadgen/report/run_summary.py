@@ -54,6 +54,8 @@ class Settings:
     warmup_s: float = 0.0  # --warmup-s: the steady window starts this long after t0
     cooldown_s: float = 0.0  # --cooldown-s: and ends this long before the run's end
     seed: int = 0  # the --seed its prompts and schedule were drawn with (a campaign's: per run)
+    search: str | None = None  # --search: rate or concurrency (a campaign's runs)
+    slo: tuple[str, ...] = ()  # --slo's conditions (a campaign's)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import math
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from loadgen.config import RunConfig
@@ -29,6 +30,7 @@ from loadgen.config.sections import Traffic
 from loadgen.fleet.placement import planned_workers
 from loadgen.report.campaign_summary import PointRuns
 from loadgen.report.prefix_cache import PrefixCacheHits
+from loadgen.report.run_summary import RunSummary
 from loadgen.schedule import arrival_offsets_s, to_ns
 from loadgen.session.prepare import Prepared
 
@@ -52,13 +54,21 @@ def _as_list(value: object) -> list:
 
 
 def is_campaign(config: Traffic) -> bool:
-    """A list in --max-concurrency or --request-rate, --num-runs above 1, or --steady-state."""
+    """A list in --max-concurrency or --request-rate, --num-runs above 1, --steady-state, --slo
+    or --search."""
     return (
         isinstance(config.max_concurrency, tuple)
         or isinstance(config.request_rate, tuple)
         or config.num_runs > 1
         or config.steady_state
+        or bool(config.slo)
+        or config.search is not None
     )
+
+
+def rate_varies(config: Traffic) -> bool:
+    """Whether the campaign's points have rates of their own (a list, or a rate search)."""
+    return isinstance(config.request_rate, tuple) or config.search == "rate"
 
 
 # Flags a campaign cannot honour as a single run does, and what to do instead.
@@ -77,6 +87,31 @@ def campaign_problem(config: RunConfig) -> str | None:
     for field, why in REFUSED.items():
         if getattr(config, field):
             return why
+    if config.search is not None:
+        return search_problem(config)
+    return None
+
+
+def search_problem(config: RunConfig) -> str | None:
+    """Why the flags cannot make a --search, in one line; None when they can."""
+    searched = "--request-rate" if config.search == "rate" else "--max-concurrency"
+    if not config.slo:
+        return f"--search {config.search} finds the highest load that meets --slo: add --slo"
+    if searched in config.given:
+        return f"--search {config.search} chooses {searched} for each probe: drop {searched}"
+    if isinstance(config.max_concurrency, tuple) or isinstance(config.request_rate, tuple):
+        return (
+            "--search probes one load at a time: give --max-concurrency and --request-rate "
+            "one value each"
+        )
+    if config.num_runs > 1:
+        return (
+            "--search repeats a probe near the line by itself (--search-repeats): drop --num-runs"
+        )
+    if config.search == "rate" and (config.ramp_up_strategy or config.self_timed_trace):
+        return "--search rate needs a schedule drawn at a rate: no ramp-up, no self-timed trace"
+    if config.search_start > config.search_max:
+        return f"--search-start {config.search_start:g} is above --search-max {config.search_max:g}"
     return None
 
 
@@ -141,7 +176,7 @@ def preparation_config(config: RunConfig, points: list[Point]) -> RunConfig:
     when the rate varies, so that the schedule's random draws are left for each point
     (``with_schedule``)."""
     first = seeded(point_config(config, points[0]), points[0], 0)
-    if isinstance(config.request_rate, tuple):
+    if rate_varies(config):
         return dataclasses.replace(first, request_rate=math.inf)
     return first
 
@@ -149,7 +184,7 @@ def preparation_config(config: RunConfig, points: list[Point]) -> RunConfig:
 def with_schedule(config: RunConfig, prepared: Prepared, point: Point) -> Prepared:
     """The prepared requests with the point's schedule: drawn at its rate from the same
     generator a single run would use (a ramp-up's or a trace's schedule has no rate to vary)."""
-    if not isinstance(config.request_rate, tuple):
+    if not rate_varies(config):
         return prepared
     dataset = prepared.dataset
     offsets = arrival_offsets_s(
@@ -168,6 +203,9 @@ def folder_name(config: RunConfig, model_id: str, date: str) -> str:
     --result-dir."""
     if config.result_filename:
         name = "campaign-" + os.path.splitext(os.path.basename(config.result_filename))[0]
+    elif config.search is not None:
+        model = model_id.split("/")[-1]
+        name = f"campaign-{config.label or config.backend}-search-{config.search}-{model}-{date}"
     else:
         rates = ",".join(str(float(rate)) for rate in _as_list(config.request_rate))
         caps = [c for c in _as_list(config.max_concurrency) if c is not None]
@@ -185,7 +223,8 @@ def run_line(
     hits = metrics.get("prefix_cache_hit_rate", math.nan)
     cache = f", prefix cache hits {hits:.0f} %" if math.isfinite(hits) else ""
     return (
-        f"[{step}/{total}] {point.name} run={run_number}: {metrics['completed']:.0f} completed, "
+        f"[{_step(step, total)}] {point.name} run={run_number}: "
+        f"{metrics['completed']:.0f} completed, "
         f"{metrics['failed']:.0f} failed{trim}, {metrics['request_throughput']:.2f} req/s, "
         f"{metrics['output_throughput']:.1f} tok/s, TTFT p99 {metrics['p99_ttft_ms']:.2f} ms{cache}"
     )
@@ -193,7 +232,12 @@ def run_line(
 
 def failed_line(step: int, total: int, point: Point, run_number: int, why: str) -> str:
     """The console's line for a run that failed."""
-    return f"[{step}/{total}] {point.name} run={run_number}: failed: {why}"
+    return f"[{_step(step, total)}] {point.name} run={run_number}: failed: {why}"
+
+
+def _step(step: int, total: int) -> str:
+    """``3/8``; ``probe 3`` where the number of runs is not known ahead (a search)."""
+    return f"{step}/{total}" if total else f"probe {step}"
 
 
 def points_of(points: list[Point]) -> list[PointRuns]:
@@ -243,3 +287,22 @@ def shared_prompts_warning(
         f"latencies are a warm cache's. {why}; --reset-prefix-cache empties the cache before "
         "each run"
     )
+
+
+class GridPlan:
+    """A grid's runs: each point --num-runs times, in the grid's order."""
+
+    def __init__(self, points: list[Point], num_runs: int) -> None:
+        self.grid = points
+        self.num_runs = num_runs
+        self.results = points_of(points)  # summary.csv's rows, in order
+        self.total = len(points) * num_runs
+
+    def points(self) -> Iterator[tuple[Point, PointRuns, Iterable[int]]]:
+        """Each point in turn: the point, its record of runs, the numbers of its runs."""
+        for point, runs in zip(self.grid, self.results, strict=True):
+            yield point, runs, range(self.num_runs)
+
+    def observe(self, point: Point, summary: RunSummary | None, metrics: dict | None) -> list[str]:
+        """A grid plans ahead: what a run measured changes nothing (lines to log: none)."""
+        return []

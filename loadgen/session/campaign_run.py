@@ -12,11 +12,11 @@ import logging
 import os
 
 from loadgen.config import ConfigError, RunConfig
+from loadgen.config.gates import parse_gate
 from loadgen.fleet.fanout import FanoutError, UnreachableServer, WorkerPool
 from loadgen.fleet.placement import planned_workers, worker_pool
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
-    PointRuns,
     run_problem,
     summary_metrics,
     summary_rows,
@@ -27,18 +27,28 @@ from loadgen.report.gates import report_breaches
 from loadgen.report.html_campaign import campaign_report_line
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
+from loadgen.report.slo import (
+    CAMPAIGN_JSON,
+    best_line,
+    mark_points,
+    slo_gates,
+    slo_json,
+    slo_problem,
+    with_slo,
+    write_campaign_json,
+)
 from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
 from loadgen.server.prefix_cache import reset_prefix_cache
 from loadgen.server.profile import profile
 from loadgen.session.campaign import (
+    GridPlan,
     Point,
     campaign_problem,
     failed_line,
     folder_name,
     grid,
     point_config,
-    points_of,
     pool_size,
     preparation_config,
     run_config,
@@ -54,6 +64,7 @@ from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, check_before_start, redraw
 from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
+from loadgen.session.search_plan import SearchPlan
 from loadgen.session.time_bound import (
     bounded_by_duration,
     cut_to,
@@ -70,22 +81,31 @@ def run_campaign(config: RunConfig) -> int:
     when a run failed, 3 when one breached a --fail-on gate)."""
     if problem := campaign_problem(config):
         raise ConfigError(problem)
-    points = grid(config)
+    if problem := slo_problem(config.slo, config.percentiles()):
+        raise ConfigError(problem)
+    plan: GridPlan | SearchPlan
+    if config.search is not None:
+        plan = SearchPlan(config)
+        loads = {plan.bounds.load(config.search_start), plan.bounds.load(plan.bounds.maximum)}
+        points = [plan.point(load) for load in sorted(loads)]  # the range, for the checks
+    else:
+        points = grid(config)
+        plan = GridPlan(points, config.num_runs)
     for point in points:
         point_config(config, point).validate()
     check_before_start(point_config(config, points[0]))  # the warnings, once
     preflight(dataclasses.replace(widest(config, points), save_result=True))
     with RunSession(config) as session:
-        return session.run(lambda session: _campaign(session, points))
+        return session.run(lambda session: _campaign(session, points, plan))
 
 
-async def _campaign(session: RunSession, points: list[Point]) -> int:
-    """Get ready once, then each point's runs on the same workers (a new pool only after one
-    was lost); summary.csv and the table at the end, also when the campaign stops early."""
+async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | SearchPlan) -> int:
+    """Get ready once, then each run the plan asks for on the same workers (a new pool only
+    after one was lost); summary.csv and the table at the end, also when the campaign stops
+    early. ``points``: the grid, or a search's lowest and highest loads (the pool's size)."""
     config, client = session.config, session.client
     session.start_workers(worker_pool(config, pool_size(config, points), reusable=True))
-    results = points_of(points)
-    total, step, folder = len(points) * config.num_runs, 0, ""
+    total, step, folder = plan.total, 0, ""
     breached: list[str] = []
     ended = False  # every run done: the workers may exit
     broken: list[WorkerPool] = []
@@ -97,10 +117,10 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
         prepared = await get_ready(first, client, session.pool)
         session.ready()
         folder = folder_name(config, prepared.model_id, now())
-        for point, runs in zip(points, results, strict=True):
+        for point, runs, run_numbers in plan.points():
             # --duration: a point at a lower rate sends fewer of the prepared requests
             count = planned_requests(point_config(config, point))
-            for run_number in range(config.num_runs):
+            for run_number in run_numbers:
                 step += 1
                 one = seeded(run_config(config, point, folder, run_number), point, run_number)
                 one = bounded_by_duration(one, False)
@@ -130,6 +150,7 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                         broken.append(pool)  # its workers may be mid-run: none is reused
                     runs.errors.append(f"run={run_number}: {exc}")
                     log.warning(failed_line(step, total, point, run_number, str(exc)))
+                    _log_lines(plan.observe(point, None, None))
                     continue
                 if pool.stop_requested:
                     raise RunFailed("interrupted: the campaign stopped", pool.exit_code)
@@ -138,6 +159,7 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                 if problem is not None:
                     runs.errors.append(f"run={run_number}: {problem}")
                     log.warning(failed_line(step, total, point, run_number, problem))
+                    _log_lines(plan.observe(point, None, None))
                     continue
                 metrics, trimmed = summary_metrics(report.summary, config.steady_state)
                 runs.metrics.append(metrics)
@@ -151,18 +173,22 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                 if warning and not warned:  # once: the table shows every run's hit rate
                     log.warning(warning)
                     warned = True
+                _log_lines(plan.observe(point, report.summary, metrics))
         if config.profile:
             await profile(client, "stop")
         ended = True
     finally:
         await session.end_workers(graceful=ended, dismiss=ended)
         if folder and step:
-            for runs in results:  # the campaign stopped early: say so in the rows it left
-                missing = config.num_runs - len(runs.metrics) - len(runs.errors)
-                if missing:
-                    runs.errors.append(f"{missing} run(s) not finished: the campaign stopped")
-            _write_summary(config, folder, results)
-    failed = sum(len(runs.errors) for runs in results)
+            if isinstance(plan, GridPlan):
+                for runs in plan.results:  # the campaign stopped early: say so in its rows
+                    missing = config.num_runs - len(runs.metrics) - len(runs.errors)
+                    if missing:
+                        runs.errors.append(f"{missing} run(s) not finished: the campaign stopped")
+            _write_summary(config, folder, plan)
+    if isinstance(plan, SearchPlan):  # a failed probe is a verdict: the search goes on
+        return report_breaches(breached)
+    failed = sum(len(runs.errors) for runs in plan.results)
     if failed:
         raise RunFailed(f"{failed} of {total} runs failed; summary.csv says why")
     return report_breaches(breached)
@@ -179,13 +205,38 @@ def campaign_preparation(config: RunConfig, points: list[Point]) -> RunConfig:
     return dataclasses.replace(prepared, num_prompts=most)
 
 
-def _write_summary(config: RunConfig, folder: str, results: list[PointRuns]) -> None:
-    """summary.csv in the campaign's folder, its table on the console, and report.html."""
-    rows = summary_rows(results, config.num_runs, config.percentiles())
+def _log_lines(lines: list[str]) -> None:
+    for line in lines:
+        log.info(line)
+
+
+def _write_summary(config: RunConfig, folder: str, plan: GridPlan | SearchPlan) -> None:
+    """summary.csv in the campaign's folder, its table on the console, the SLO's marks and the
+    search's account (and campaign.json with them), and report.html."""
+    results = plan.results
+    search = isinstance(plan, SearchPlan)
+    num_runs = 1 if search else config.num_runs  # a search's repeats vary: each load's mean
+    rows = summary_rows(results, num_runs, config.percentiles())
+    if search:
+        for row, runs in zip(rows, results, strict=True):
+            row["runs"] = len(runs.metrics) + len(runs.errors)
+    marks = None
+    if config.slo:
+        marks = mark_points(results, slo_gates(config.slo))
+        rows = with_slo(rows, marks)
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
-    for line in summary_table(rows, config.num_runs, pooling=config.pooling):
+    keys = [parse_gate(text).key for text in config.slo]
+    for line in summary_table(rows, num_runs, keys, pooling=config.pooling):
         log.info(line)
+    if marks is not None:
+        document: dict[str, object] = {"slo": slo_json(config.slo, results, marks)}
+        if isinstance(plan, SearchPlan):
+            _log_lines(plan.lines())
+            document["search"] = plan.search_json()
+        else:
+            log.info(best_line(config.slo, results, marks))
+        write_campaign_json(os.path.join(folder, CAMPAIGN_JSON), document)
     log.info(f"Campaign written to {folder} (summary.csv, and a folder per point)")
     log.info(campaign_report_line(folder))
 

@@ -93,8 +93,9 @@ def run_outcome(
     if is_campaign(config):
         raise ConfigError(
             "a campaign (a list in --max-concurrency or --request-rate, --num-runs, "
-            "--steady-state) runs with loadgen.session.campaign_run.run_campaign, as `loadgen run` "
-            "does; here give one value of each"
+            "--steady-state, --slo, --search) runs with "
+            "loadgen.session.campaign_run.run_campaign, as `loadgen run` does; here give one "
+            "value of each"
         )
     check_before_start(config)
     config = bounded_by_duration(config)

@@ -19,6 +19,7 @@ from loadgen.config.flag_terms import (
     available_cores,
     sampling,
 )
+from loadgen.config.gates import parse_slo
 from loadgen.config.parsers import (
     parse_duration,
     parse_json_object,
@@ -373,6 +374,68 @@ class Traffic:
         help="Run as a campaign whose summary.csv counts only each run's requests sent after "
         "its first request ended and ended before its last one was sent, and says how many "
         "it trimmed.",
+    )
+    # --- the SLO, and the search for the most load within it (loadgen/session/search.py) ---
+    slo: tuple[str, ...] = flag(
+        "--slo",
+        default=(),
+        parse=parse_slo,
+        multiple=True,
+        metavar="CONDITIONS",
+        group=LOADGEN,
+        help="Conditions each point must meet, --fail-on's grammar, comma-separated (e.g. "
+        "'p99_ttft_ms<=500,p99_itl_ms<=50') on summary.csv's metrics: each run is marked as "
+        "meeting it or not, and the highest-throughput point that does is named. Makes a "
+        "campaign.",
+    )
+    search: str | None = flag(
+        "--search",
+        choices=("rate", "concurrency"),
+        group=LOADGEN,
+        help="Find the highest --request-rate (or --max-concurrency) that meets --slo: double "
+        "from --search-start until it fails, then bisect, repeating a probe near the line, "
+        "until the bracket is within --search-tolerance.",
+    )
+    search_start: float = flag(
+        "--search-start",
+        float,
+        1.0,
+        group=LOADGEN,
+        minimum=0,
+        min_open=True,
+        help="With --search: the first load probed (requests per second, or concurrency). A "
+        "probe at rate r lasts --num-prompts / r seconds: start within a few doublings of "
+        "the answer.",
+    )
+    search_max: float = flag(
+        "--search-max",
+        float,
+        1024.0,
+        group=LOADGEN,
+        minimum=0,
+        min_open=True,
+        help="With --search: the highest load probed; a search whose every probe meets the SLO "
+        "stops there and says so.",
+    )
+    search_tolerance: float = flag(
+        "--search-tolerance",
+        float,
+        0.1,
+        group=LOADGEN,
+        minimum=0,
+        maximum=1,
+        min_open=True,
+        help="With --search: stop when the bracket's width is at most this fraction of its "
+        "lower end.",
+    )
+    search_repeats: int = flag(
+        "--search-repeats",
+        int,
+        2,
+        group=LOADGEN,
+        minimum=0,
+        help="With --search: extra runs of a probe whose measured value's 95 % interval holds "
+        "an SLO threshold (run-to-run noise could flip its verdict).",
     )
     # --- the sampling parameters ---
     top_p: float | None = sampling("--top-p", float, "top_p sent with every request.")

@@ -204,6 +204,7 @@ class Generation:
             itl_ms=config.itl_ms,
             cached_tokens=cached,
         )
+        await state.slots.acquire()  # --max-running: queued behind the requests before it
         counts = state.counts
         counts.prompt += prompt_tokens
         counts.generated += n
@@ -218,6 +219,7 @@ class Generation:
             return await self._stream(request, self._events(answer, arrival_ns), record, ttft_s)
         finally:
             counts.running -= 1
+            state.slots.release()
 
     def _events(self, answer: StreamRequest, arrival_ns: int) -> Events:
         shape = self.state.personality.stream_shape(answer)

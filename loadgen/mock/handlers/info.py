@@ -107,6 +107,12 @@ class Info:
                 "queried_tokens": state.prefix_cache.queried_tokens,
                 "hit_tokens": state.prefix_cache.hit_tokens,
             }
+        if state.slots.limit:
+            stats["max_running"] = {
+                "limit": state.slots.limit,
+                "waiting": state.slots.waiting,
+                "max_waiting": state.slots.max_waiting,
+            }
         return web.Response(body=orjson.dumps(stats), content_type=JSON_TYPE)
 
     async def timings(self, request: web.Request) -> web.Response:
