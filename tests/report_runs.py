@@ -40,6 +40,7 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
     request carries 1.5 s of input audio (RTFx)."""
     records = np.zeros(N, dtype=RECORD_DTYPE)
     records["index"] = np.arange(N)
+    records["cached_tokens"] = 16  # tokens of each prompt the server found in its cache
     records["released_ns"] = np.arange(N) * gap_ms * 1_000_000 + 50_000
     records["sent_ns"] = records["released_ns"] + 20_000
     records["n_events"] = EVENTS

@@ -82,7 +82,7 @@ from typing import Annotated, Any, get_type_hints
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 13
+PROTOCOL_VERSION = 14  # 12 PROGRESS, 13 --duration deadline fields or cached_tokens, 14 both
 
 
 def _loadgen_version() -> str:
@@ -117,7 +117,9 @@ class Kind(str, Enum):
 
 
 # A request's row as a worker builds it (``record``), in RECORD_DTYPE's field order.
-Record = tuple[int, int, int, int, int, int, int, int, int, bool, bool, bool, float, float, bool]
+Record = tuple[
+    int, int, int, int, int, int, int, int, int, bool, bool, bool, float, float, bool, int
+]
 
 
 def record(
@@ -138,6 +140,8 @@ def record(
     server_queue_s: Annotated[float, "<f8"] = math.nan,  # metrics.queue_time_ms / 1000, or NaN
     server_ttft_s: Annotated[float, "<f8"] = math.nan,  # time_to_first_token_ms / 1000, or NaN
     text_capped: Annotated[bool, "u1"] = False,  # its kept text was cut to the cap
+    # prompt tokens the server served from its prefix cache (workers/sse.py), or -1
+    cached_tokens: Annotated[int, "<i4"] = -1,
 ) -> Record:
     """One finished request's row, built by field name: RECORD_DTYPE is made from these
     parameters (name, and numpy type in the annotation), in this order. Times are ns after t0;
@@ -148,6 +152,7 @@ def record(
     return (
         index, released_ns, sent_ns, end_ns, n_events, status, prompt_tokens, completion_tokens,
         connect_ns, success, resent, truncated, server_queue_s, server_ttft_s, text_capped,
+        cached_tokens,
     )  # fmt: skip
 
 

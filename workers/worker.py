@@ -659,6 +659,7 @@ class Worker:
                 server_queue_s=server_queue_s,
                 server_ttft_s=server_ttft_s,
                 text_capped=text_capped,
+                cached_tokens=stream.cached_tokens if isinstance(stream, SSEStream) else -1,
             )
         )
         if self.report_first:

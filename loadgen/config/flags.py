@@ -129,6 +129,8 @@ HELP_ORDER = (
     "--duration-grace-s",
     "--warmup-s",
     "--cooldown-s",
+    "--same-prompts",
+    "--reset-prefix-cache",
     "--quiet",
     "--custom-output-len",
     "--custom-ensure-client-side-data",

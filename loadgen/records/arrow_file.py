@@ -63,6 +63,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("text_capped", pa.bool_()),  # its text was cut to the cap (absent before: read as false)
     ("server_queue_s", pa.float64()),
     ("server_ttft_s", pa.float64()),
+    ("cached_tokens", pa.int32()),  # served from the prefix cache (absent before: read as null)
     ("conversation", pa.int64()),  # --multi-turn: the request's conversation; else null
     ("turn", pa.int32()),  # --multi-turn: its turn in the conversation (0: the first); else null
     ("input_audio_s", pa.float64()),  # openai-audio: the upload's duration (RTFx); else null
@@ -72,7 +73,9 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
 # Record fields (each column has its field's name) stored as they are, and those whose -1 is
 # stored as null.
 PLAIN_COLUMNS = ("status", "connect_ns")
-MINUS_ONE_IS_NULL = ("released_ns", "sent_ns", "end_ns", "prompt_tokens", "completion_tokens")
+MINUS_ONE_IS_NULL = (
+    "released_ns", "sent_ns", "end_ns", "prompt_tokens", "completion_tokens", "cached_tokens",
+)  # fmt: skip
 NAN_IS_NULL = ("server_queue_s", "server_ttft_s")
 BOOL_COLUMNS = ("success", "resent", "truncated", "text_capped")
 

@@ -187,7 +187,8 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     counts = events.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
     records["n_events"][index] = counts
     for column in (*PLAIN_COLUMNS, *MINUS_ONE_IS_NULL):
-        records[column][index] = table[column].fill_null(-1).to_numpy()
+        if column in table.column_names:  # "cached_tokens": absent from older files
+            records[column][index] = table[column].fill_null(-1).to_numpy()
     for column in NAN_IS_NULL:
         records[column][index] = table[column].to_numpy(zero_copy_only=False)
     for column in BOOL_COLUMNS:

@@ -141,6 +141,10 @@ FIGURES: tuple[Figure, ...] = (
            runs="generation", console=13, after_detail=True, short="peak in flight"),
     Figure("rtfx", "RTFx (Inverse Real-Time Factor):", "audio s/s", SHOWN, runs="generation",
            shown="nonzero", console=14, after_detail=True, short="RTFx"),
+    # The server's own count (loadgen/report/prefix_cache.py): a campaign's, not upstream's.
+    Figure("prefix_cache_hit_rate", "Prefix cache hit rate (%):", "%",
+           _views(CAMPAIGN, CAMPAIGN_TABLE),
+           runs="generation", shown="known", short="prefix cache hit %"),
 )  # fmt: skip
 
 # In upstream's order of its metric blocks and keys; --percentile-metrics selects among them.

@@ -130,6 +130,7 @@ def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
         "text_capped": connections.text_capped,
         "connection_reuse_stopped": stats.reuse_stopped,
         "schedule_sha256": identity.schedule_sha256,
+        "seed": summary.settings.seed,  # a campaign's run: derived from --seed (--same-prompts)
         "send_lag_ms": p50_p99_max(summary.client.send_lag_ms),
         "from_intended": (  # None unless the run was paced
             None
@@ -145,6 +146,7 @@ def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
         "multi_turn": summary.multi_turn,  # None unless --multi-turn
         "time_bound": time_bound_json(summary.time_bound),  # None unless --duration
         "steady_window": steady_json(summary.steady),  # None unless --warmup-s, --cooldown-s
+        "prefix_cache": None if summary.prefix_cache is None else summary.prefix_cache.to_json(),
         "interrupted": summary.ending.interrupted,
         "errors": errors_json(summary),
         "client": summary.client.health.to_json(),

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.report.metrics import MetricStats, RequestResults, Timings
+from loadgen.report.prefix_cache import PrefixCacheHits
 from loadgen.report.stats import SampleStats
 from loadgen.report.steady import SteadyWindow
 from loadgen.report.verdict import ClientHealth
@@ -52,6 +53,7 @@ class Settings:
     duration_grace_s: float = 30.0  # --duration-grace-s: how long requests in flight could finish
     warmup_s: float = 0.0  # --warmup-s: the steady window starts this long after t0
     cooldown_s: float = 0.0  # --cooldown-s: and ends this long before the run's end
+    seed: int = 0  # the --seed its prompts and schedule were drawn with (a campaign's: per run)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Totals:
     input_sequence_throughput: float | None = None  # pooling only
     cancelled: int = 0  # in flight when the run stopped
     not_sent: int = 0  # never left the client
+    prefix_cache_hit_rate: float | None = None  # % of prompt tokens; None: not reported
 
 
 @dataclass(frozen=True)
@@ -216,3 +219,4 @@ class RunSummary:
     gates: list[str]  # the --fail-on conditions breached, one line each
     steady: Steady | None = None  # None without --warmup-s or --cooldown-s
     time_bound: TimeBound | None = None  # None without --duration
+    prefix_cache: PrefixCacheHits | None = None  # the server's, where it reports them

@@ -51,6 +51,7 @@ def settings_of(config: RunConfig) -> Settings:
         duration_grace_s=config.duration_grace_s,
         warmup_s=config.warmup_s,
         cooldown_s=config.cooldown_s,
+        seed=config.seed,
     )
 
 

@@ -43,6 +43,7 @@ from loadgen.report.metrics import (
 )
 from loadgen.report.metrics import summarize as sample_summary
 from loadgen.report.output_lens import resolve_output_lens
+from loadgen.report.prefix_cache import prefix_cache_hits
 from loadgen.report.probes import ProbeResults, probe_stats
 from loadgen.report.run_context import run_context
 from loadgen.report.run_summary import (
@@ -93,6 +94,12 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
     errors = [run.errors.get(i, "") for i in range(run.num_requests)]
     outcome = outcomes(records["success"].astype(bool), errors)
     health = _client(settings, run, end, results, timings, rate)
+    hits = prefix_cache_hits(
+        records["cached_tokens"], results.prompt_lens, run.start.counters_before, end.counters_after
+    )
+    totals = with_outcomes(totals_of(settings, metrics, duration_s), outcome)
+    if hits is not None and not settings.pooling:
+        totals = dataclasses.replace(totals, prefix_cache_hit_rate=hits.hit_rate)
     return RunSummary(
         settings=settings,
         identity=Identity(
@@ -105,7 +112,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
             t0_wall=run.start.t0_wall,
             context=run_context(run.start),
         ),
-        totals=with_outcomes(totals_of(settings, metrics, duration_s), outcome),
+        totals=totals,
         latencies={name: metrics.stats[name] for name in reported_metrics(settings)},
         intended=_intended(settings, results, run.scheduled_ns, rate),
         connections=Connections(
@@ -144,6 +151,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
         gates=[],
         steady=_steady(settings, results, timings, ends / 1e9, outcome),
         time_bound=_time_bound(settings, prepared, run),
+        prefix_cache=hits,
     )
 
 

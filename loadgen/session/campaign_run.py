@@ -29,6 +29,7 @@ from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
 from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
+from loadgen.server.prefix_cache import reset_prefix_cache
 from loadgen.server.profile import profile
 from loadgen.session.campaign import (
     Point,
@@ -42,12 +43,15 @@ from loadgen.session.campaign import (
     preparation_config,
     run_config,
     run_line,
+    seeded,
+    shared_prompts_warning,
+    shared_share,
     widest,
     with_schedule,
 )
 from loadgen.session.lifecycle import RunFailed, RunSession
 from loadgen.session.preflight import preflight
-from loadgen.session.prepare import Prepared, check_before_start
+from loadgen.session.prepare import Prepared, check_before_start, redraw
 from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
 from loadgen.session.time_bound import (
@@ -85,24 +89,37 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
     breached: list[str] = []
     ended = False  # every run done: the workers may exit
     broken: list[WorkerPool] = []
+    reset: str | None = None  # the server's prefix-cache reset, once found
+    sent: set[bytes] = set()  # every body sent so far, by digest
+    warned = False  # of prompts shared between runs
     try:
-        prepared = await get_ready(campaign_preparation(config, points), client, session.pool)
+        first = campaign_preparation(config, points)
+        prepared = await get_ready(first, client, session.pool)
         session.ready()
         folder = folder_name(config, prepared.model_id, now())
         for point, runs in zip(points, results, strict=True):
             # --duration: a point at a lower rate sends fewer of the prepared requests
             count = planned_requests(point_config(config, point))
-            point_prepared = with_schedule(config, cut_to(prepared, count), point)
             for run_number in range(config.num_runs):
                 step += 1
-                one = bounded_by_duration(run_config(config, point, folder, run_number), False)
+                one = seeded(run_config(config, point, folder, run_number), point, run_number)
+                one = bounded_by_duration(one, False)
+                if one.seed == first.seed:  # the prompts drawn: the point's schedule only
+                    drawn = with_schedule(
+                        dataclasses.replace(config, seed=one.seed), cut_to(prepared, count), point
+                    )
+                else:
+                    drawn = await redraw(one, client, prepared)
+                if config.reset_prefix_cache:
+                    reset = await reset_prefix_cache(client, reset)
                 if session.pool in broken or not session.pool.alive():  # a new pool, next runs
                     placed = session.pools[0].placed
                     session.replace_workers(worker_pool(config, placed, reusable=True))
                 pool = session.pool
                 pool.next_run(planned_workers(one))
+                shared = shared_share(drawn.bodies, sent)
                 try:
-                    report, _ = await _campaign_run(one, client, pool, point_prepared)
+                    report, _ = await _campaign_run(one, client, pool, drawn)
                 except UnreachableServer:
                     raise  # no later run would reach it either
                 except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
@@ -128,6 +145,12 @@ async def _campaign(session: RunSession, points: list[Point]) -> int:
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
                 log.info(run_line(step, total, point, run_number, metrics, trim))
+                warning = shared_prompts_warning(
+                    config, f"{point.name} run={run_number}", shared, report.summary.prefix_cache
+                )
+                if warning and not warned:  # once: the table shows every run's hit rate
+                    log.warning(warning)
+                    warned = True
         if config.profile:
             await profile(client, "stop")
         ended = True

@@ -30,6 +30,7 @@ from loadgen.report.run_report import Report, build_report, write_report
 from loadgen.report.settings import output_of, settings_of
 from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
+from loadgen.server.prefix_cache import reset_prefix_cache
 from loadgen.server.profile import profile
 from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
@@ -120,6 +121,8 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         show_traffic(config)
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", pool.exit_code)
+        if config.reset_prefix_cache:
+            await reset_prefix_cache(client)
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
         writer = records_writer(config, prepared, start, now())

@@ -337,6 +337,25 @@ class Traffic:
         help="Stop the run when its first 20 requests (or all of a smaller run) fail with the "
         "same 4xx and message (not 408 or 429), naming the likely fix.",
     )
+    same_prompts: bool = flag(
+        "--same-prompts",
+        bool,
+        False,
+        group=LOADGEN,
+        help="In a campaign, send every point and run the prompts --seed draws. By default each "
+        "run draws its own from a seed derived from --seed, the point and the run (in its result "
+        "JSON as loadgen.seed), so no point is served from what an earlier one left in the "
+        "server's prefix cache.",
+    )
+    reset_prefix_cache: bool = flag(
+        "--reset-prefix-cache",
+        bool,
+        False,
+        group=LOADGEN,
+        help="Empty the server's prefix cache before the run (each run of a campaign): vLLM's "
+        "POST /reset_prefix_cache (served with VLLM_SERVER_DEV_MODE=1), SGLang's POST "
+        "/flush_cache. Refused at the start when the server has neither (docs/servers.md).",
+    )
     num_runs: int = flag(
         "--num-runs",
         int,

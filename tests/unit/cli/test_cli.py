@@ -64,6 +64,8 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--duration-grace-s",
         "--warmup-s",
         "--cooldown-s",
+        "--same-prompts",
+        "--reset-prefix-cache",
         "--quiet",
         "--listen",
         "--remote-workers",

@@ -147,7 +147,7 @@ def test_each_key_is_declared_once() -> None:
 def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
     keys = metric_keys()
     assert keys[:3] == ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms")
-    assert keys[-7:] == (
+    assert keys[-8:] == (
         "completed",
         "failed",
         "cancelled",
@@ -155,6 +155,7 @@ def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
         "request_throughput",
         "request_goodput",
         "output_throughput",
+        "prefix_cache_hit_rate",
     )
     assert metric_keys([99.9, 50])[:5] == (
         "mean_ttft_ms",
@@ -206,5 +207,6 @@ def test_the_campaign_table_shows_goodput_where_it_was_measured(goodput: object)
         rows = summary_rows([PointRuns("c=4", 4, 100.0, metrics=[metrics] * runs)], runs)
         titles = table_titles(summary_table(rows, runs))
         rates = ["req/s", "goodput req/s", "output tok/s"]
-        assert titles[:-2] == (rates if goodput else [rates[0], rates[2]])
-        assert titles[-2:] == ["p99 TTFT (ms)", "p99 ITL (ms)"]
+        assert titles[:-3] == (rates if goodput else [rates[0], rates[2]])
+        # the made-up server reports its prefix-cache hits
+        assert titles[-3:] == ["prefix cache hit %", "p99 TTFT (ms)", "p99 ITL (ms)"]

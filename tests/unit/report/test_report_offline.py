@@ -36,6 +36,7 @@ def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
     """N requests, 5 events 10 ms apart each, the last one failed; paced at 100/s."""
     records = np.zeros(N, dtype=RECORD_DTYPE)
     records["index"] = np.arange(N)
+    records["cached_tokens"] = -1  # the server reported no prefix-cache hits
     records["released_ns"] = np.arange(N) * 10_000_000 + 50_000
     records["sent_ns"] = records["released_ns"] + 20_000
     records["n_events"] = EVENTS
