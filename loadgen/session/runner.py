@@ -266,8 +266,10 @@ def _exit_code(collected: Collected, report: Report, pool: WorkerPool) -> int:
     if collected.worker_problems:
         raise RunFailed("the run lost workers: " + "; ".join(collected.worker_problems))
     if report.completed == 0:
-        first = report.first_error
-        raise RunFailed(
-            f"every request failed; the first error: {printable(first.splitlines()[0])}"
-        )
+        first = printable(report.first_error.splitlines()[0])
+        if report.summary.time_bound is not None:  # cancelled at the grace is not "failed"
+            raise RunFailed(
+                f"no request completed within --duration and its grace; the first error: {first}"
+            )
+        raise RunFailed(f"every request failed; the first error: {first}")
     return report_breaches(report.breaches)

@@ -88,9 +88,12 @@ def test_requests_still_in_flight_after_the_grace_are_cancelled(tmp_path: Path) 
     )  # fmt: skip
     # none completed: the run fails as any run does, its report and result written first
     assert proc.returncode == 1
-    assert "the first error: cancelled: still in flight when --duration-grace-s ran out" in (
-        proc.stderr
-    )
+    assert (
+        "no request completed within --duration and its grace; the first error: cancelled: "
+        "still in flight when --duration-grace-s ran out"
+    ) in proc.stderr
+    assert (result := only_json(tmp_path))["failed"] == 0  # cancelled, counted apart
+    assert result["loadgen"]["errors"]["cancelled"] == 2
     result = only_json(tmp_path)
     bound = result["loadgen"]["time_bound"]
     assert bound["cancelled_at_grace"] == 2 and bound["not_sent_at_deadline"] == 998

@@ -103,7 +103,7 @@ class Traffic:
         "them); at rate inf the workers send until the time is up, --num-prompts being the "
         "most they have. With --num-prompts given too, whichever bound comes first ends the "
         "run. At the deadline nothing new is sent; requests in flight have --duration-grace-s "
-        "to finish, then are cancelled (loadgen.time_bound counts them apart).",
+        "to finish, then are cancelled (counted as cancelled, not failed).",
     )
     duration_grace_s: float = flag(
         "--duration-grace-s",
