@@ -32,6 +32,8 @@ and dropped by whoever received it, never acted on.
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
 |         |        | (each text at most its cap)             |                                |
 |         |        |                                         | event_ns (int64)               |
+| PROGRESS| w -> c | events (token events its requests in    | -                              |
+|         |        | flight have received so far)            |                                |
 | DONE    | w -> c | cpu_ns, wall_ns (of the run),           | loop_lag_ns (int64)            |
 |         |        | connections (``ConnectionStats``)       |                                |
 | STOP    | c -> w | reason                                  | -                              |
@@ -42,6 +44,10 @@ protocol or loadgen version is refused by name, whatever its version, and checks
 coordinator's version in WELCOME in turn. PING and PONG estimate each worker's clock offset
 before START (loadgen/fleet/clock_sync.py); a remote worker that has sent nothing for a second
 sends ALIVE, so that silence means it is lost.
+
+PROGRESS goes with a worker's periodic flush when the count changed: the live view counts the
+tokens of answers still streaming, so a run of long answers shows its output rate before the
+first one ends. It is one sum over the requests in flight per flush, nothing per read.
 
 CREDITS and DEMAND exist only with ``--max-concurrency``: the cap is C credits that the
 coordinator lends out and moves between workers (workers/credits.py), in batches, never one
@@ -76,7 +82,7 @@ from typing import Annotated, Any, get_type_hints
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 11
+PROTOCOL_VERSION = 12
 
 
 def _loadgen_version() -> str:
@@ -104,6 +110,7 @@ class Kind(str, Enum):
     CREDITS = "credits"
     DEMAND = "demand"
     RECORDS = "records"
+    PROGRESS = "progress"
     DONE = "done"
     STOP = "stop"
     FATAL = "fatal"
@@ -241,6 +248,7 @@ SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
     Kind.CREDITS: ({"grant": int, "lend": bool}, 0),
     Kind.DEMAND: ({"returned": int, "waiting": int}, 0),
     Kind.RECORDS: ({"errors": dict, "texts": dict}, 2),
+    Kind.PROGRESS: ({"events": int}, 0),
     Kind.DONE: ({"cpu_ns": int, "wall_ns": int, "connections": dict}, 1),
     Kind.STOP: ({"reason": str}, 0),
     Kind.FATAL: ({"message": str}, 0),
@@ -253,6 +261,7 @@ FROM_WORKER = frozenset(
         Kind.READY,
         Kind.DEMAND,
         Kind.RECORDS,
+        Kind.PROGRESS,
         Kind.DONE,
         Kind.FATAL,
     }

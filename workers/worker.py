@@ -160,6 +160,7 @@ class Worker:
         self.stale_streak = 0  # stale pooled connections in a row, since the last good reuse
         self.report_first = 0  # finished requests still to report one by one (fail fast)
         self.open: dict[asyncio.Task[None], OpenRequest] = {}  # requests in flight, for the sweep
+        self.progress_sent = 0  # the token events in flight PROGRESS last said
         self.conversations: Conversations | None = None  # --multi-turn: the shard's turns
 
     async def run(self) -> None:
@@ -715,9 +716,18 @@ class Worker:
         while True:
             await asyncio.sleep(interval_s)
             await self._flush()
+            await self._send_progress()
             self.link.check()
             if self.link.remote and perf_counter_ns() - self.last_sent_ns > ALIVE_AFTER_NS:
                 await self._send(self.codec.encode(Kind.ALIVE))
+
+    async def _send_progress(self) -> None:
+        """PROGRESS: the token events the requests in flight have received, when it changed
+        (one sum over them per flush; nothing per read)."""
+        events = sum(len(r.stream.event_ns) for r in self.open.values())
+        if events != self.progress_sent:
+            self.progress_sent = events
+            await self._send(self.codec.encode(Kind.PROGRESS, events=events))
 
     async def _listen(self, tasks: set[asyncio.Task[None]]) -> None:
         """Handle the coordinator's messages during the run (STOP) and the loop-lag probes."""

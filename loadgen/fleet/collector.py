@@ -44,6 +44,9 @@ class BatchObserver:
         """One batch, as it arrived; True asks the run to stop."""
         return False
 
+    def progress(self, worker: int, events: int) -> None:
+        """``worker``'s requests in flight have received ``events`` token events so far."""
+
     def end(self) -> None:
         """The run's records are all in (or the run gave up on the rest)."""
 

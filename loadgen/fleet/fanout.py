@@ -352,6 +352,7 @@ class WorkerPool:
         or, after a stop, past STOP_GRACE_S; then tell the observers the records are in."""
         handlers = {
             Kind.RECORDS: self._on_records,
+            Kind.PROGRESS: self._on_progress,
             Kind.DEMAND: self._on_demand,
             Kind.DONE: self._on_done,
             Kind.FATAL: self._on_fatal,
@@ -431,6 +432,12 @@ class WorkerPool:
         if stop:
             self.stop_requested = True  # STOP goes out at the top of the loop
 
+    async def _on_progress(self, run: _Collecting, worker: int, fields: dict, _: list) -> None:
+        """A worker's token events of answers still streaming: to the observers."""
+        if worker in run.pending and fields["events"] >= 0:
+            for observer in run.observers:
+                observer.progress(worker, fields["events"])
+
     async def _on_demand(self, run: _Collecting, worker: int, fields: dict, _: list) -> None:
         """A worker wants credits, or returns some: the credit pool's answer."""
         if run.credit_pool is not None and worker in run.pending:
@@ -446,6 +453,8 @@ class WorkerPool:
             self._drop(f"worker {worker}'s DONE: {exc}")
             return
         run.pending.discard(worker)
+        for observer in run.observers:
+            observer.progress(worker, 0)  # nothing of its own is streaming any more
         await self._credits_back(run, worker)  # a finished worker's, for those still busy
         run.collector.done(worker, stats, lags, fields)
 

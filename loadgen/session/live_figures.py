@@ -153,6 +153,9 @@ class LiveFigureState:
         self.completed = 0
         self.failed = 0
         self.tokens = 0
+        # Each worker's token events of answers still streaming (PROGRESS): counted in the
+        # "now" output rate, so a run of long answers shows its rate before one has ended.
+        self.streaming: dict[int, int] = {}
         self.errors: Counter[str] = Counter()
         self.ttft = Ring(TTFT_RING)
         self.itl = Ring(ITL_RING)
@@ -208,7 +211,9 @@ class LiveFigureState:
         ``final`` ones are of the whole run, as its summary counts them."""
         self.fold()
         if now_ns > self.samples[-1][0]:
-            self.samples.append((now_ns, self.completed, self.tokens))
+            self.samples.append(
+                (now_ns, self.completed, self.tokens + sum(self.streaming.values()))
+            )
         req_per_s, tok_per_s = rate_over(self.samples, RATE_WINDOW_NS)
         run_s = None
         if final:

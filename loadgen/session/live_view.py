@@ -187,6 +187,10 @@ class LiveView(BatchObserver):
             self.state.add_batch(batch.rows, batch.events, batch.errors)
         return False
 
+    def progress(self, worker: int, events: int) -> None:
+        """A worker's token events of answers still streaming (its PROGRESS)."""
+        self.state.streaming[worker] = events
+
     def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
         """The run starts at ``t0_ns``: draw at once, then on the running loop."""
         if self.mode == "off":

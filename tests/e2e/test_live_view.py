@@ -48,6 +48,20 @@ def test_a_run_off_a_terminal_prints_plain_lines_every_few_seconds() -> None:
     assert not LINE.search(proc.stdout)  # stdout keeps upstream's lines and the report
 
 
+def test_long_answers_show_their_output_rate_before_one_ends() -> None:
+    # 4 answers of 300 tokens 25 ms apart: 7.5 s each, so the line 5 s in has none finished.
+    proc = loadgen(
+        "--mock", "--mock-itl-ms", "25", "--num-prompts", "4", "--random-input-len", "16",
+        "--random-output-len", "300", "--workers", "1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    early = [m for m in LINE.finditer(proc.stderr) if number(m.group(2)) == 0]
+    shown = [re.search(r"now [\d,.]+ req/s, ([\d,.]+) output tok/s", m.group(0)) for m in early]
+    # 4 streams at 40 tokens/s each: about 160 output tok/s, not 0, before any answer ended.
+    rates = [float(m.group(1).replace(",", "")) for m in shown if m is not None]
+    assert any(rate > 80 for rate in rates), proc.stderr
+
+
 def test_disable_tqdm_prints_no_line() -> None:
     proc = loadgen("--mock", "--num-prompts", "8", "--disable-tqdm", *SMALL)
     assert proc.returncode == 0, proc.stderr

@@ -116,6 +116,19 @@ def test_batches_give_counts_tokens_ttft_and_itl_of_successes_only() -> None:
     assert figures.errors == [("HTTP 500 Internal Server Error", 1)]
 
 
+def test_tokens_still_streaming_count_in_the_rate_before_any_answer_ends() -> None:
+    state = LiveFigureState(total=4, scheduled_ns=np.zeros(4, dtype=np.int64), cap=None)
+    state.streaming.update({0: 300, 1: 200})  # two workers' PROGRESS after the first second
+    figures = state.figures(1 * S)
+    assert (figures.completed, state.tokens) == (0, 0)
+    assert figures.output_tok_per_s == pytest.approx(500.0)
+    assert figures.req_per_s == 0.0
+    state.streaming[0] = 0  # its answers ended: their tokens come in its records instead
+    records, events = batch([(0, 0, [10 * MS] * 3, True, 600)])
+    state.add_batch(records, events, {})
+    assert state.figures(2 * S).output_tok_per_s == pytest.approx(400.0)  # 500 -> 900 tokens
+
+
 def test_latencies_older_than_the_window_drop_out() -> None:
     state = LiveFigureState(total=2, scheduled_ns=np.zeros(2, dtype=np.int64), cap=None)
     state.add_batch(*batch([(0, 0, [10 * MS, 11 * MS], True, 2)]), {})

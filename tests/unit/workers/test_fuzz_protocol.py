@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workers.protocol import (
+    FROM_WORKER,
     PROTOCOL_VERSION,
     SCHEMA,
     Codec,
@@ -117,8 +118,7 @@ def test_what_encode_builds_decodes_to_what_it_was_given(kind, number, text):
     parts = CODEC.encode(kind, **fields)
     got_kind, got, rest = CODEC.decode(
         parts,
-        from_worker=kind
-        in {Kind.HELLO, Kind.PONG, Kind.ALIVE, Kind.READY, Kind.DEMAND, Kind.FATAL},
+        from_worker=kind in FROM_WORKER,
     )
     assert (got_kind, got, rest) == (kind, fields, [])
 
