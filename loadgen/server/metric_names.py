@@ -8,7 +8,8 @@ prometheus_client's parser (``text_string_to_metric_families``); a page it refus
   exporter is named by its common name (``COMMON_NAMES``; docs/servers.md has the table), its
   labels kept (a DCGM series keeps only ``gpu``);
 - every other sample keeps its own name and labels, except histogram buckets and the
-  ``_created`` timestamps prometheus_client's servers add (the ``_sum`` and ``_count`` stay);
+  ``_created`` timestamps prometheus_client's servers add (the ``_sum`` and ``_count`` stay;
+  any sample named ``*_bucket`` or ``*_created`` is left out before the page is parsed);
 - at most ``max_series`` samples per page (the common ones first); ``dropped`` says how many
   were left out.
 
@@ -86,12 +87,9 @@ def parse_page(text: str, max_series: int = MAX_SERIES) -> Page:
     common: dict[tuple[str, Labels], float] = {}
     other: dict[tuple[str, Labels], float] = {}
     try:
-        for family in text_string_to_metric_families(text):
-            histogram = family.type in ("histogram", "gaugehistogram")
+        for family in text_string_to_metric_families(_unparsed_left_out(text)):
             for sample in family.samples:
                 name = sample.name
-                if name.endswith("_created") or (histogram and name.endswith("_bucket")):
-                    continue
                 value = float(sample.value)
                 if math.isnan(value):
                     continue
@@ -107,6 +105,19 @@ def parse_page(text: str, max_series: int = MAX_SERIES) -> Page:
     room = max_series - len(samples)
     samples.update(list(other.items())[: max(room, 0)])
     return Page(samples, len(common) + len(other) - len(samples))
+
+
+def _unparsed_left_out(text: str) -> str:
+    """The page less its ``_bucket`` and ``_created`` sample lines, which are not kept: two
+    thirds of a vLLM page, and the parser costs about 10 us a line."""
+    kept = []
+    for line in text.split("\n"):
+        if not line.startswith("#"):
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name.endswith(("_bucket", "_created")):
+                continue
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _labels(name: str, labels: dict[str, str]) -> Labels:
