@@ -89,6 +89,8 @@ HELP_ORDER = (
     "--server-metrics",
     "--server-metrics-interval",
     "--telemetry-url",
+    "--prometheus-port",
+    "--prometheus-host",
     "--plot-timeline",
     "--timeline-itl-thresholds",
     "--plot-dataset-stats",

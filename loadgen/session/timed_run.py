@@ -18,6 +18,8 @@ from loadgen.server.probes import probe_loop
 from loadgen.server.scraper import scrapers
 from loadgen.session.fail_fast import FailFast
 from loadgen.session.host_cpu import HostSampler, local_server_port
+from loadgen.session.lifecycle import RunFailed
+from loadgen.session.live_prometheus import LiveEndpoint, LiveMetrics
 from loadgen.session.live_view import LiveView
 from loadgen.session.prepare import Prepared
 from loadgen.session.records import ToRecordsFile
@@ -75,6 +77,7 @@ async def timed_run(
     (the server's /metrics when it answered before the run, ``metrics_answered``); every batch
     of records also goes to the records file (``writer``) as it arrives."""
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
+    live = live_endpoint(config, prepared, pool.local_pids[: len(plans)])  # first: may refuse
     records_file = ToRecordsFile(writer) if writer is not None else BatchObserver()
     fail_fast = FailFast(prepared.num_requests, records_file) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
@@ -101,6 +104,8 @@ async def timed_run(
     )
     if scraping is not None:
         observers.append(AtT0Ns(scraping.start))
+    if live is not None:
+        observers.append(live.metrics)
     try:
         collected = await pool.run(
             plans, prepared.num_requests, config.concurrency, observers=observers
@@ -112,4 +117,29 @@ async def timed_run(
             await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
         )
         server_metrics = await scraping.stop() if scraping is not None else None
+        if live is not None:
+            live.close()
     return TimedRun(collected, probe_results, fail_fast, host_usage, server_metrics)
+
+
+def live_endpoint(
+    config: RunConfig, prepared: Prepared, worker_pids: list[int]
+) -> LiveEndpoint | None:
+    """--prometheus-port's endpoint, listening (RunFailed in one line when it cannot), or None
+    without the flag."""
+    if config.prometheus_port is None:
+        return None
+    metrics = LiveMetrics(
+        config.label or config.backend,
+        prepared.model_name,
+        prepared.scheduled_ns,
+        config.concurrency,
+        worker_pids,
+        pooling=config.pooling,
+    )
+    endpoint = LiveEndpoint(metrics, config.prometheus_host, config.prometheus_port)
+    try:
+        endpoint.open()
+    except OSError as exc:
+        raise RunFailed(str(exc)) from None
+    return endpoint
