@@ -137,9 +137,10 @@ class Scrapers:
         self.stop_event.set()
         for task in self.tasks:
             task.cancel()
-        for task, scraper in zip(self.tasks, self.scrapers, strict=True):
+        for task in self.tasks:  # none when the run stopped before t0
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for scraper in self.scrapers:
             scraper.flush()
         chunks = [chunk for scraper in self.scrapers for chunk in scraper.chunks]
         return series_of(chunks) if chunks else None
