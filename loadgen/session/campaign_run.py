@@ -249,7 +249,7 @@ async def _campaign_run(
     start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
     writer = records_writer(config, prepared, start, now())
     try:
-        timed = await timed_run(config, client, pool, prepared, writer)
+        timed = await timed_run(config, client, pool, prepared, writer, counters_before is not None)
     except BaseException:
         if writer is not None:
             writer.close()

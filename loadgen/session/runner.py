@@ -127,7 +127,8 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
         writer = records_writer(config, prepared, start, now())
-        timed = await timed_run(config, client, pool, prepared, writer)
+        answered = counters_before is not None
+        timed = await timed_run(config, client, pool, prepared, writer, answered)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)
@@ -207,7 +208,7 @@ async def finish(
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
-    records = run_records(config, prepared, start, collected, end)
+    records = run_records(config, prepared, start, collected, end, timed.server_metrics)
     report = build_report(settings_of(config), output_of(config), records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None
     return report, records, records_file
