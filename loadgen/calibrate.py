@@ -1,299 +1,59 @@
 """`loadgen calibrate`: loadgen's own timing error, measured against the mock server's records.
 
-The mock server (``--record-timings``) stamps, on ``time.perf_counter_ns()``, when each request
-reached its handler and when each token event was written; loadgen's workers stamp, on the same
-clock, when the bytes arrived. For rising concurrencies this command runs the real client against
-the mock and compares the two per request: TTFT error = client TTFT − server TTFT, and event-gap
-error = client gap − server gap for the k-th gap of a request on both sides.
+It starts the recording mock server (``--record-timings``) and, for rising concurrencies, runs the
+real client against it and compares the two per request (loadgen/timing_error.py: the join, the
+statistics, the verdict and the table). A step's client run is the caller's (``RunStep``): the CLI
+hands in one that runs the benchmark in this process as `loadgen run` does (loadgen/cli/
+calibrate.py, through the Python API and its run session), so this module imports neither the
+session nor the API (a contract in setup.cfg).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import shutil
-import subprocess
-import sys
+import signal
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.mock.recorder import TimingRecords
-from loadgen.report.stats import sample_stats
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
+from loadgen.timing_error import (
+    HEADER,
+    LEGEND,
+    ClientRun,
+    StepVerdict,
+    bound_of,
+    compare,
+    conclusion,
+    format_row,
+    judge,
+    notes,
+)
 from loadgen.wake_floor import FloorError, WakeFloor, measure_floor
 
 log = logging.getLogger(__name__)
 
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
-# How far a trusted step's p99 errors may exceed the machine's wake-up floor: room for a second
-# wake-up (a TTFT error spans the mock waking for the request and the client for the first
-# event) and for the work between the stamps (aiohttp writing the request, reading the reply).
-MARGIN_MS = 1.0
-
-
-# --- the data of both sides ---
-
-
-@dataclass
-class ClientRun:
-    """The per-request figures of one ``loadgen run --save-detailed`` result (seconds)."""
-
-    ttft_s: np.ndarray  # float64 [N]
-    itls_s: list[np.ndarray]  # per request, the gaps between its consecutive token events
-    failed: np.ndarray  # bool [N]
-    start_s: np.ndarray  # float64 [N], send instants in perf_counter seconds (same clock)
-
-    @classmethod
-    def from_result(cls, result: dict) -> ClientRun:
-        """Take ``ttfts``, ``itls``, ``errors``, ``start_times`` from a detailed result JSON."""
-        return cls(
-            ttft_s=np.asarray(result["ttfts"], dtype=np.float64),
-            itls_s=[np.asarray(gaps, dtype=np.float64) for gaps in result["itls"]],
-            failed=np.array([bool(error) for error in result["errors"]], dtype=bool),
-            start_s=np.asarray(result["start_times"], dtype=np.float64),
-        )
-
-    def events_of(self, i: int) -> np.ndarray:
-        """Request i's token-event instants (perf_counter seconds): start + TTFT + gaps."""
-        first = self.start_s[i] + self.ttft_s[i]
-        return first + np.concatenate(([0.0], np.cumsum(self.itls_s[i])))
-
-
-@dataclass
-class Comparison:
-    """Client against server for the requests of one step."""
-
-    requests: int
-    failed: int  # failed on the client's side
-    unrecorded: int  # succeeded on the client's side but absent from the server's records
-    count_mismatches: int  # recorded, but the two sides count different numbers of events
-    events: int  # token events the server wrote for the step's requests
-    span_s: float  # from the step's first arrival to its last event write, server side
-    ttft_error_s: np.ndarray  # per successful recorded request: client TTFT − server TTFT
-    gap_error_s: np.ndarray  # per paired gap: client gap − server gap
-    # TTFT error = send leg + the first event's delivery delay:
-    send_leg_s: np.ndarray  # server arrival − client send (includes the server's own queue)
-    delivery_s: np.ndarray  # per paired event: client read instant − server write instant
-
-    @property
-    def events_per_s(self) -> float:
-        """Token events per second the server wrote over the step."""
-        return self.events / self.span_s if self.span_s > 0 else math.nan
-
-
-@dataclass
-class Stats:
-    """p50, p99 and max of a sample, in milliseconds (NaN when the sample is empty)."""
-
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-
-
-# --- the join and its statistics (pure) ---
-
-
-def compare(client: ClientRun, server: TimingRecords, prefix: str) -> Comparison:
-    """Join client request i with the server record of id ``f"{prefix}{i}"`` and compare them."""
-    rows = {request_id: row for row, request_id in enumerate(server.request_ids.tolist())}
-    ttft_errors: list[float] = []
-    gap_errors: list[np.ndarray] = []
-    send_legs: list[float] = []
-    deliveries: list[np.ndarray] = []
-    unrecorded = mismatches = events = 0
-    first_arrival, last_event = math.inf, -math.inf
-    for i in range(len(client.ttft_s)):
-        row = rows.get(f"{prefix}{i}")
-        if row is None:
-            unrecorded += int(not client.failed[i])
-            continue
-        server_events = server.events_of(row)
-        events += len(server_events)
-        first_arrival = min(first_arrival, int(server.arrival_ns[row]))
-        if len(server_events):
-            last_event = max(last_event, int(server_events[-1]))
-        if client.failed[i] or not len(server_events):
-            continue
-        server_ttft_s = (int(server_events[0]) - int(server.arrival_ns[row])) / 1e9
-        ttft_errors.append(float(client.ttft_s[i]) - server_ttft_s)
-        client_gaps = client.itls_s[i]
-        server_gaps = np.diff(server_events) / 1e9
-        mismatches += int(len(client_gaps) != len(server_gaps))
-        k = min(len(client_gaps), len(server_gaps))
-        gap_errors.append(client_gaps[:k] - server_gaps[:k])
-        send_legs.append(int(server.arrival_ns[row]) / 1e9 - float(client.start_s[i]))
-        client_events = client.events_of(i)
-        k = min(len(client_events), len(server_events))
-        deliveries.append(client_events[:k] - server_events[:k] / 1e9)
-    span_ns = last_event - first_arrival if last_event > first_arrival else 0
-    return Comparison(
-        requests=len(client.ttft_s),
-        failed=int(client.failed.sum()),
-        unrecorded=unrecorded,
-        count_mismatches=mismatches,
-        events=events,
-        span_s=span_ns / 1e9,
-        ttft_error_s=np.array(ttft_errors, dtype=np.float64),
-        gap_error_s=np.concatenate(gap_errors) if gap_errors else np.zeros(0),
-        send_leg_s=np.array(send_legs, dtype=np.float64),
-        delivery_s=np.concatenate(deliveries) if deliveries else np.zeros(0),
-    )
-
-
-def stats_ms(values_s: np.ndarray) -> Stats:
-    """p50, p99 and max of ``values_s`` (seconds) in milliseconds; NaN for an empty sample."""
-    stats = sample_stats(values_s, [50, 99], scale=1000, empty=math.nan)
-    return Stats(stats.at(50), stats.at(99), stats.max)
-
-
-def error_stats(comparison: Comparison) -> tuple[Stats, Stats]:
-    """TTFT error statistics (signed) and event-gap error statistics (absolute values)."""
-    return stats_ms(comparison.ttft_error_s), stats_ms(np.abs(comparison.gap_error_s))
-
-
-@dataclass(frozen=True)
-class StepVerdict:
-    """Whether one step's timings can be trusted, and the figures that decided it (ms)."""
-
-    concurrency: int
-    ttft_p99_ms: float
-    gap_p99_ms: float
-    bound_ms: float  # the most either p99 may be: the step's floor + a margin, or a fixed one
-    lost: int  # requests that failed, or succeeded without a server record
-
-    @property
-    def trusted(self) -> bool:
-        """No request lost and both p99 errors within the bound (NaN is never within)."""
-        return (
-            self.lost == 0
-            and self.ttft_p99_ms <= self.bound_ms
-            and self.gap_p99_ms <= self.bound_ms
-        )
-
-
-def judge(concurrency: int, comparison: Comparison, bound_ms: float) -> StepVerdict:
-    """The verdict on one step against ``bound_ms``."""
-    ttft, gap = error_stats(comparison)
-    lost = comparison.failed + comparison.unrecorded
-    return StepVerdict(concurrency, ttft.p99_ms, gap.p99_ms, bound_ms, lost)
-
-
-def bound_of(floor: WakeFloor, threshold_ms: float | None, margin_ms: float = MARGIN_MS) -> float:
-    """A step's bound: ``threshold_ms`` when given, else the step's floor p99 plus ``margin_ms``."""
-    return threshold_ms if threshold_ms is not None else floor.p99_ms() + margin_ms
-
-
-def _why_not(step: StepVerdict) -> str:
-    if step.lost:
-        return f"at {step.concurrency} streams {step.lost} requests failed or went unrecorded"
-    return (
-        f"at {step.concurrency} streams the p99 errors were {step.ttft_p99_ms:.2f} ms (TTFT) "
-        f"and {step.gap_p99_ms:.2f} ms (event gap) against {step.bound_ms:.2f} ms allowed"
-    )
-
-
-def conclusion(steps: list[StepVerdict]) -> str:
-    """The last line: up to how many streams the timings can be trusted, and what to do beyond."""
-    ordered = sorted(steps, key=lambda step: step.concurrency)
-    trusted = 0
-    while trusted < len(ordered) and ordered[trusted].trusted:
-        trusted += 1
-    if not ordered:
-        return "Conclusion: no step was measured."
-    if trusted == len(ordered):
-        return (
-            f"Conclusion: trustworthy up to {ordered[-1].concurrency} streams on this machine, "
-            f"the most tested; give --concurrency higher steps to find where it stops."
-        )
-    first_bad = ordered[trusted]
-    again = [str(step.concurrency) for step in ordered[trusted + 1 :] if step.trusted]
-    noise = f"; {', '.join(again)} passed again, so rerun to confirm" if again else ""
-    if first_bad.lost:
-        remedy = "see the mock server's stderr (--work-dir keeps it)"
-    else:
-        remedy = "add --workers or cores"
-    if not trusted:
-        return (
-            f"Conclusion: not trustworthy at any tested step on this machine "
-            f"({_why_not(first_bad)}{noise}); {remedy}, or test fewer streams."
-        )
-    return (
-        f"Conclusion: trustworthy up to {ordered[trusted - 1].concurrency} streams on this "
-        f"machine; beyond, {remedy} ({_why_not(first_bad)}{noise})."
-    )
-
-
-# --- the table ---
-
-HEADER = (
-    f"{'concurrency':>11} {'requests':>8} {'failed':>6} {'events/s':>9}   "
-    f"{'TTFT error':^17}   {'gap |error|':^17}   {'send leg':^17}   {'delivery':^17}   "
-    f"{'floor p99':^17}   {'bound':>6} {'trusted':>7}"
-    + f"\n{'':>11} {'':>8} {'':>6} {'':>9}   "
-    + "   ".join([f"{'p50':>8} {'p99':>8}"] * 4)
-    + f"   {'timer':>8} {'datagram':>8}   {'(ms)':>6}"
-)
-
-LEGEND = f"""\
-columns (ms; client − server on one clock, time.perf_counter_ns):
-  TTFT error   client TTFT − server TTFT (from the request reaching the handler to the first
-               event's write)
-  gap |error|  |client gap − server gap| for each pair of consecutive token events
-  send leg     server arrival − client send stamp: writing the request, the kernel, the mock
-               reading it (with delivery, the two halves of the TTFT error)
-  delivery     client read − server write, for every event
-  floor p99    how late an idle process on this machine wakes for a timer and for a datagram,
-               measured just before the step: no client's stamps are finer than this
-  bound        the most a trusted step's p99 TTFT and gap errors may be: the larger floor p99
-               + {MARGIN_MS:g} ms, or --threshold-ms
-  trusted      no request failed or went unrecorded, and both p99 errors are within the bound"""
-
-
-def format_row(
-    concurrency: int, comparison: Comparison, floor: WakeFloor, verdict: StepVerdict
-) -> str:
-    """One table row: the step's size, throughput, error statistics, floor and verdict."""
-    ttft, gap = error_stats(comparison)
-    send, delivery = stats_ms(comparison.send_leg_s), stats_ms(comparison.delivery_s)
-    columns = "   ".join(f"{x.p50_ms:8.3f} {x.p99_ms:8.3f}" for x in (ttft, gap, send, delivery))
-    return (
-        f"{concurrency:>11} {comparison.requests:>8} {comparison.failed:>6} "
-        f"{comparison.events_per_s:>9,.0f}   {columns}   "
-        f"{floor.timer_p99_ms():8.3f} {floor.datagram_p99_ms():8.3f}   "
-        f"{verdict.bound_ms:6.2f} {'yes' if verdict.trusted else 'no':>7}"
-    )
-
-
-def notes(concurrency: int, comparison: Comparison) -> list[str]:
-    """Warnings about a step's join, if any."""
-    out = []
-    if comparison.unrecorded:
-        out.append(f"{comparison.unrecorded} succeeded requests have no server record")
-    if comparison.count_mismatches:
-        out.append(f"{comparison.count_mismatches} requests have different event counts")
-    negative = int((comparison.ttft_error_s < 0).sum())
-    if negative:
-        out.append(f"{negative} requests have a client TTFT below the server's (impossible)")
-    return [f"  note (concurrency {concurrency}): {text}" for text in out]
 
 
 # --- the processes ---
 
 
 class CalibrationError(Exception):
-    """The mock server or a client run failed (the CLI prints it and exits 1)."""
+    """The mock server or a step's run failed, or a step was stopped (the CLI prints it and
+    exits with ``exit_code``: 1, or 128 + the stop signal's number)."""
 
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class RecordingServer:
@@ -306,6 +66,9 @@ class RecordingServer:
             itl_ms,
             extra_args=("--record-timings", str(self.timings_path)),
             stderr_path=work_dir / "server-stderr.txt",
+            # Out of the terminal's process group: a Ctrl-C stops the step, and the server
+            # still answers for the part of it that was measured.
+            own_session=True,
         )
 
     def start(self) -> str:
@@ -346,45 +109,61 @@ class RecordingServer:
         self.server.kill()
 
 
-def run_client(
-    url: str,
-    step: int,
-    concurrency: int,
-    request_rate: float,
-    num_prompts: int,
-    workers: int,
-    input_len: int,
-    output_len: int,
-    work_dir: Path,
-    timeout_s: float,
-) -> tuple[dict, str]:
-    """Run ``loadgen run`` as a subprocess; return its detailed result and request-id prefix."""
-    prefix = f"calib-{step}-"
-    result_dir = work_dir / f"step-{step}"
-    command = [
-        *(sys.executable, "-m", "loadgen", "run", "--base-url", url, "--model", MOCK_MODEL_NAME),
-        *("--workers", str(workers), "--max-concurrency", str(concurrency)),
-        *("--request-rate", str(request_rate)),
-        *("--num-prompts", str(num_prompts)),
-        *("--random-input-len", str(input_len), "--random-output-len", str(output_len)),
-        *("--request-id-prefix", prefix, "--save-result", "--save-detailed"),
-        *("--result-dir", str(result_dir), "--result-filename", "step.json", "--disable-tqdm"),
-    ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise CalibrationError(
-            f"loadgen run at concurrency {concurrency} did not finish in {timeout_s:.0f} s"
-        ) from None
-    if done.returncode != 0:
-        raise CalibrationError(
-            f"loadgen run at concurrency {concurrency} failed (exit {done.returncode}): "
-            f"{_last_line(done.stderr or done.stdout)}"
-        )
-    try:
-        return json.loads((result_dir / "step.json").read_text()), prefix
-    except (OSError, ValueError) as exc:
-        raise CalibrationError(f"cannot read the result of loadgen run: {exc}") from None
+@dataclass(frozen=True)
+class ClientStep:
+    """One step's client run: what `loadgen run` is asked for, and how long it may take."""
+
+    index: int  # the step's place in the run, from 0
+    concurrency: int
+    num_prompts: int
+    request_rate: float  # Poisson arrivals, req/s
+    workers: int
+    input_len: int
+    output_len: int
+    time_limit_s: float  # past it the run is stopped, its measured part kept
+    result_dir: Path | None = None  # where its detailed result is saved (--work-dir), if kept
+
+    @property
+    def prefix(self) -> str:
+        """The request-id prefix that joins its requests to the server's records."""
+        return f"calib-{self.index}-"
+
+    def options(self, url: str) -> dict[str, Any]:
+        """The run's flags as the Python API's keywords (``loadgen.run(**options)``)."""
+        options: dict[str, Any] = {
+            "base_url": url,
+            "model": MOCK_MODEL_NAME,
+            "workers": self.workers,
+            "max_concurrency": self.concurrency,
+            "request_rate": self.request_rate,
+            "num_prompts": self.num_prompts,
+            "random_input_len": self.input_len,
+            "random_output_len": self.output_len,
+            "request_id_prefix": self.prefix,
+            "disable_tqdm": True,  # the table is calibrate's output
+        }
+        if self.result_dir is not None:
+            options.update(
+                save_result=True,
+                save_detailed=True,
+                result_dir=str(self.result_dir),
+                result_filename="step.json",
+            )
+        return options
+
+
+@dataclass
+class StepRun:
+    """What a step's client run measured, and, when it was stopped before its end, why (a
+    line naming the step) and the exit code calibrate then ends with."""
+
+    client: ClientRun
+    stopped: str | None = None
+    exit_code: int = 0
+
+
+# Runs a step's client against the server at the URL; CalibrationError when it measured nothing.
+RunStep = Callable[[str, ClientStep], StepRun]
 
 
 def parse_concurrencies(value: str) -> list[int]:
@@ -409,8 +188,8 @@ def step_load(
     # arrivals would line every stream's events up on one ITL grid, so each tick would be a
     # burst of writes. The concurrency cap keeps it from overshooting.
     request_rate = concurrency / stream_s if stream_s > 0 else math.inf
-    timeout_s = 120 + 10 * stream_s * math.ceil(num_prompts / concurrency)
-    return num_prompts, request_rate, timeout_s
+    time_limit_s = 120 + 10 * stream_s * math.ceil(num_prompts / concurrency)
+    return num_prompts, request_rate, time_limit_s
 
 
 def calibrate(
@@ -424,14 +203,19 @@ def calibrate(
     threshold_ms: float | None,
     floor_seconds: float,
     work_dir: Path | None,
+    run_step: RunStep,
 ) -> None:
-    """Run the steps and print a row per step, the legend, then the conclusion."""
+    """Run the steps (each client run by ``run_step``) and print a row per step, the legend,
+    then the conclusion. A step stopped early (its time limit, a stop signal) gets its row, of
+    the requests that finished, and ends calibrate with a CalibrationError that says why."""
     temporary = work_dir is None
     folder = Path(tempfile.mkdtemp(prefix="loadgen-calibrate-")) if work_dir is None else work_dir
     folder.mkdir(parents=True, exist_ok=True)
     server = RecordingServer(folder, ttft_ms, itl_ms)
+    where = "while the mock server started"
     try:
         url = server.start()
+        where = f"at the step of concurrency {concurrencies[0]}"  # its floor is measured first
         _say(
             f"mock server {url}: TTFT {ttft_ms:g} ms, ITL {itl_ms:g} ms; client: {workers} "
             f"workers, {input_len} input / {output_len} output tokens per request"
@@ -439,41 +223,66 @@ def calibrate(
         _say("errors are client − server on the same clock; events/s as the server wrote")
         _say(HEADER)
         verdicts: list[StepVerdict] = []
-        for step, concurrency in enumerate(concurrencies):
-            num_prompts, request_rate, timeout_s = step_load(
+        for index, concurrency in enumerate(concurrencies):
+            where = f"at the step of concurrency {concurrency}"
+            num_prompts, request_rate, time_limit_s = step_load(
                 concurrency, rounds, ttft_ms, itl_ms, output_len
+            )
+            step = ClientStep(
+                *(index, concurrency, num_prompts, request_rate, workers, input_len, output_len),
+                time_limit_s,
+                None if temporary else folder / f"step-{index}",
             )
             # Measured while the mock and the client are idle, as close to the step as can be.
             try:
                 floor = measure_floor(floor_seconds)
             except FloorError as exc:
                 raise CalibrationError(str(exc)) from None
-            result, prefix = run_client(
-                url,
-                step,
-                concurrency,
-                request_rate,
-                num_prompts,
-                workers,
-                input_len,
-                output_len,
-                folder,
-                timeout_s,
-            )
-            server.check_alive()
-            comparison = compare(ClientRun.from_result(result), server.records(), prefix)
-            verdict = judge(concurrency, comparison, bound_of(floor, threshold_ms))
-            _say(format_row(concurrency, comparison, floor, verdict))
-            for line in notes(concurrency, comparison):
-                _say(line)
-            verdicts.append(verdict)
+            run = run_step(url, step)
+            verdicts.append(_show_step(server, step, run, floor, threshold_ms))
+        where = "after the last step"
         server.stop()
         _say(LEGEND)
         _say(conclusion(verdicts))
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal the CLI raises as one
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise CalibrationError(
+            f"interrupted by {signal.Signals(signum).name} {where}; the rows above are what "
+            "was measured",
+            128 + signum,
+        ) from None
     finally:
         server.kill()
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _show_step(
+    server: RecordingServer,
+    step: ClientStep,
+    run: StepRun,
+    floor: WakeFloor,
+    threshold_ms: float | None,
+) -> StepVerdict:
+    """Compare a step's run with the server's records and print its row and notes; a stopped
+    step's row too, then its CalibrationError."""
+    try:
+        server.check_alive()
+        comparison = compare(run.client, server.records(), step.prefix)
+    except CalibrationError as exc:
+        if run.stopped is None:
+            raise
+        why = f"{run.stopped}; it cannot be compared: {exc}"
+        raise CalibrationError(why, run.exit_code) from None
+    verdict = judge(step.concurrency, comparison, bound_of(floor, threshold_ms))
+    _say(format_row(step.concurrency, comparison, floor, verdict, run.stopped is not None))
+    for line in notes(step.concurrency, comparison):
+        _say(line)
+    if run.stopped is not None:
+        raise CalibrationError(
+            f"{run.stopped}; its row covers the requests that finished", run.exit_code
+        )
+    return verdict
 
 
 def _say(line: str) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 from loadgen.config import RunConfig
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.report.metric_table import LATENCIES
-from workers.protocol import RECORD_DTYPE, ConnectionStats
+from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
 N = 8
 EVENTS = 5
@@ -40,6 +40,7 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
     request carries 1.5 s of input audio (RTFx)."""
     records = np.zeros(N, dtype=RECORD_DTYPE)
     records["index"] = np.arange(N)
+    records["cached_tokens"] = 16  # tokens of each prompt the server found in its cache
     records["released_ns"] = np.arange(N) * gap_ms * 1_000_000 + 50_000
     records["sent_ns"] = records["released_ns"] + 20_000
     records["n_events"] = EVENTS
@@ -93,4 +94,44 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
         errors={N - 1: "HTTP 500: boom"},
         texts={},
         input_audio_s=np.full(N, 1.5) if audio else None,
+    )
+
+
+CANCELLED_AT = 5  # stopped_run: the request in flight when the run stopped
+NOT_SENT_AT = 6  # and the one it never sent
+
+
+def stopped_run(cfg: RunConfig) -> RunRecords:
+    """``made_up_run`` stopped as Ctrl-C stops a run: request CANCELLED_AT was cut after 2 of
+    its token events, request NOT_SENT_AT never left its worker, the last one failed (HTTP
+    500), the rest completed; the errors are the workers' own texts."""
+    from workers.worker import CANCELLED, NOT_SENT
+
+    run = made_up_run(cfg)
+    records = run.records
+    records["n_events"][CANCELLED_AT] = 2
+    records["success"][CANCELLED_AT] = False
+    records["end_ns"][CANCELLED_AT] = records["sent_ns"][CANCELLED_AT] + 45_000_000
+    unsent = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
+    unsent["index"] = NOT_SENT_AT
+    records[NOT_SENT_AT] = unsent
+    counts = records["n_events"].astype(np.int64)
+    event_ns = np.concatenate(
+        [
+            records["sent_ns"][i] + 30_000_000 + 10_000_000 * np.arange(n)
+            for i, n in enumerate(counts)
+        ]
+    ).astype(np.int64)
+    assert run.end is not None
+    end = dataclasses.replace(
+        run.end,
+        interrupted=True,
+        output_lens=np.where(records["success"], EVENTS, 0).astype(np.int64),
+    )
+    return dataclasses.replace(
+        run,
+        end=end,
+        event_ns=event_ns,
+        event_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        errors={CANCELLED_AT: CANCELLED, NOT_SENT_AT: NOT_SENT, N - 1: "HTTP 500: boom"},
     )

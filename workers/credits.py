@@ -44,7 +44,7 @@ class CreditGate:
         self.lend = False  # the coordinator asked for idle credits
         self.returned = 0  # credits to hand back with the next DEMAND
         self.demand_reported = False  # the coordinator knows this worker waits
-        self.waiters: deque[asyncio.Future[None]] = deque()
+        self.waiters: deque[asyncio.Future[bool]] = deque()
         self.notify = notify
 
     def try_acquire(self) -> bool:
@@ -54,18 +54,19 @@ class CreditGate:
             return True
         return False
 
-    async def acquire(self) -> None:
-        """Take a credit, waiting (and telling the coordinator) when none is free."""
+    async def acquire(self) -> bool:
+        """Take a credit, waiting (and telling the coordinator) when none is free; False when
+        ``wake_all`` let it go without one."""
         if self.try_acquire():
-            return
-        waiter = asyncio.get_running_loop().create_future()
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.waiters.append(waiter)
         if not self.demand_reported:
             self.notify()
         try:
-            await waiter
+            return await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
+            if waiter.done() and not waiter.cancelled() and waiter.result():
                 self.release()  # granted just as it was cancelled: pass it on
             else:
                 self.waiters.remove(waiter)
@@ -113,7 +114,7 @@ class CreditGate:
     def wake_all(self) -> None:
         """Let every waiter go without a credit (the run is stopping)."""
         while self.waiters:
-            _resolve(self.waiters.popleft())
+            _resolve(self.waiters.popleft(), granted=False)
 
     def take_returned(self) -> int:
         """The credits to hand back now (and forget them)."""
@@ -121,9 +122,9 @@ class CreditGate:
         return returned
 
 
-def _resolve(waiter: asyncio.Future[None]) -> bool:
-    """Wake a waiter that is still waiting; whether it was."""
+def _resolve(waiter: asyncio.Future[bool], granted: bool = True) -> bool:
+    """Wake a waiter that is still waiting (``granted``: with a credit); whether it was."""
     if waiter.done():
         return False
-    waiter.set_result(None)
+    waiter.set_result(granted)
     return True

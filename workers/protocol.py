@@ -82,7 +82,7 @@ from typing import Annotated, Any, get_type_hints
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 12
+PROTOCOL_VERSION = 14  # 12 PROGRESS, 13 --duration deadline fields or cached_tokens, 14 both
 
 
 def _loadgen_version() -> str:
@@ -117,7 +117,9 @@ class Kind(str, Enum):
 
 
 # A request's row as a worker builds it (``record``), in RECORD_DTYPE's field order.
-Record = tuple[int, int, int, int, int, int, int, int, int, bool, bool, bool, float, float, bool]
+Record = tuple[
+    int, int, int, int, int, int, int, int, int, bool, bool, bool, float, float, bool, int
+]
 
 
 def record(
@@ -138,6 +140,8 @@ def record(
     server_queue_s: Annotated[float, "<f8"] = math.nan,  # metrics.queue_time_ms / 1000, or NaN
     server_ttft_s: Annotated[float, "<f8"] = math.nan,  # time_to_first_token_ms / 1000, or NaN
     text_capped: Annotated[bool, "u1"] = False,  # its kept text was cut to the cap
+    # prompt tokens the server served from its prefix cache (workers/sse.py), or -1
+    cached_tokens: Annotated[int, "<i4"] = -1,
 ) -> Record:
     """One finished request's row, built by field name: RECORD_DTYPE is made from these
     parameters (name, and numpy type in the annotation), in this order. Times are ns after t0;
@@ -148,6 +152,7 @@ def record(
     return (
         index, released_ns, sent_ns, end_ns, n_events, status, prompt_tokens, completion_tokens,
         connect_ns, success, resent, truncated, server_queue_s, server_ttft_s, text_capped,
+        cached_tokens,
     )  # fmt: skip
 
 
@@ -165,6 +170,15 @@ def _record_dtype() -> np.dtype[np.void]:
 RECORD_DTYPE = _record_dtype()
 # What a row holds for a request that was never sent or never reported (its index aside).
 UNSENT_ROW = record(index=-1)
+# How a request's error begins when the run's stop, not the server, ended it: it never left the
+# client (not sent), or it was in flight when the run stopped (cancelled). The report counts
+# these apart from the failures (loadgen/report/failures.py); the texts date from the first
+# records files, so older files are counted alike.
+NOT_SENT_PREFIX = "not sent:"
+CANCELLED_PREFIX = "cancelled:"
+# The errors of --duration's deadline (workers/worker.py records them; the report reads them).
+NOT_SENT_AT_DEADLINE = "not sent: --duration was up before this request's turn"
+CANCELLED_AT_DEADLINE = "cancelled: still in flight when --duration-grace-s ran out"
 
 
 @dataclass
@@ -207,6 +221,10 @@ class WorkerConfig:
     session_prefix: str = ""
     # The bodies' Content-Type: openai-audio's are multipart/form-data with the run's boundary.
     content_type: str = "application/json"
+    # --duration: no request is released after t0 + deadline_ns (0: no deadline); those in
+    # flight then have grace_ns to finish before they are cancelled.
+    deadline_ns: int = 0
+    grace_ns: int = 0
 
 
 PROBE_TOKEN_BYTES = 16

@@ -282,6 +282,7 @@ class SSEStream:
         "_sse",
         "_unsure",
         "_whole",
+        "cached_tokens",
         "chat",
         "chunks",
         "completion_tokens",
@@ -317,6 +318,7 @@ class SSEStream:
         self.ends = 0  # reads that ended at least one SSE message (pings and empty events too)
         self.prompt_tokens = -1
         self.completion_tokens = -1
+        self.cached_tokens = -1  # prompt tokens the server found in its prefix cache, or -1
         self.server_queue_s = math.nan  # the server's metrics object, when it sends one
         self.server_ttft_s = math.nan
         self.done = False  # a data: [DONE] event came
@@ -649,8 +651,10 @@ class SSEStream:
         if not choices:
             self._side_ok += 1
         self._take_metrics(obj)
-        if why & _USAGE and not (choices and is_token_event(payload, self.chat)):
-            self._take_usage(obj)
+        if why & _USAGE:
+            self._take_cached(obj)  # llama.cpp's completions send it on a token event
+            if not (choices and is_token_event(payload, self.chat)):
+                self._take_usage(obj)
         self._take_error(obj)
 
     def _take_usage(self, obj: dict[str, Any]) -> None:
@@ -662,6 +666,18 @@ class SSEStream:
                 self.completion_tokens = completion
             if prompt >= 0:
                 self.prompt_tokens = prompt
+
+    def _take_cached(self, obj: dict[str, Any]) -> None:
+        """The prompt tokens served from the server's prefix cache: ``usage.prompt_tokens_details
+        .cached_tokens`` (OpenAI's key: vLLM with --enable-prompt-tokens-details, SGLang with
+        --enable-cache-report, llama.cpp), else llama.cpp's ``timings.cache_n``."""
+        usage = obj.get("usage")
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        cached = _count_of(details, "cached_tokens") if isinstance(details, dict) else -1
+        if cached < 0 and isinstance(timings := obj.get("timings"), dict):
+            cached = _count_of(timings, "cache_n")
+        if cached >= 0:
+            self.cached_tokens = cached
 
     def _take_metrics(self, obj: dict[str, Any]) -> None:
         metrics = obj.get("metrics")
@@ -703,6 +719,7 @@ class SSEStream:
         if isinstance(choices, list) and choices and _has_output(choices[0], self.chat):
             self.event_ns.append(now_ns)
         self._take_usage(obj)
+        self._take_cached(obj)
         self._take_metrics(obj)
         self._take_error(obj)
 

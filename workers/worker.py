@@ -63,7 +63,11 @@ from workers.pool import (
 from workers.pooling import PooledAnswer
 from workers.precise_timer import PreciseTimer
 from workers.protocol import (
+    CANCELLED_AT_DEADLINE,
+    CANCELLED_PREFIX,
     LOADGEN_VERSION,
+    NOT_SENT_AT_DEADLINE,
+    NOT_SENT_PREFIX,
     PROTOCOL_VERSION,
     Codec,
     ConnectionStats,
@@ -83,9 +87,9 @@ from workers.sse import NEVER_RECEIVED, SSEStream
 from workers.stream_text import kept_text, text_cap
 from workers.timeouts import OpenRequest, sweep_timeouts
 
-NOT_SENT = "not sent: the run was stopped before this request's turn"
-NOT_SENT_AFTER_FAILED_TURN = "not sent: an earlier turn of this conversation failed"
-CANCELLED = "cancelled: the run was stopped while this request was in flight"
+NOT_SENT = f"{NOT_SENT_PREFIX} the run was stopped before this request's turn"
+NOT_SENT_AFTER_FAILED_TURN = f"{NOT_SENT_PREFIX} an earlier turn of this conversation failed"
+CANCELLED = f"{CANCELLED_PREFIX} the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
 BURST_YIELD = 4  # requests released back to back before the loop serves open streams
 
@@ -146,6 +150,7 @@ class Worker:
         self.errors: dict[int, str] = {}
         self.texts: dict[int, str] = {}
         self.stopping = False
+        self.past_deadline = False  # --duration: the deadline came, nothing more is released
         self.loop_lag_ns = array("q")  # probe delivery delays during the run
         self.cpu_ns = 0
         self.wall_ns = 0
@@ -364,6 +369,8 @@ class Worker:
         flusher = asyncio.create_task(self._flush_periodically(config.flush_interval_s))
         listener = asyncio.create_task(self._listen(tasks))
         sweeper = asyncio.create_task(sweep_timeouts(self.open, config))
+        deadline_ns = t0_ns + config.deadline_ns if config.deadline_ns else 0
+        closer = asyncio.create_task(self._close_at(deadline_ns, config.grace_ns, slots))
         spinner = start_spinning()  # None unless a test asks (workers/busy_hook.py)
         self.cpu_start_ns, self.wall_start_ns = time.process_time_ns(), perf_counter_ns()
         released = 0
@@ -373,6 +380,9 @@ class Worker:
                 await self._dispatch_turns(session, url, shard, headers, slots, tasks)
             for k in range(len(shard.indices) if self.conversations is None else 0):
                 due_ns = t0_ns + int(shard.scheduled_ns[k])
+                if deadline_ns and due_ns > deadline_ns:
+                    self.past_deadline = True  # scheduled after the deadline: never sent
+                    break
                 delay_ns = due_ns - perf_counter_ns()
                 if delay_ns > 0:
                     await self.timer.wait_until(due_ns)
@@ -382,16 +392,21 @@ class Worker:
                         await asyncio.sleep(0)
                 elif released % BURST_YIELD == 0:
                     await asyncio.sleep(0)  # a burst must not starve the streams already open
-                if self.stopping:
-                    break
+                if self.stopping or (self.past_deadline and due_ns < deadline_ns):
+                    break  # (one due at the deadline itself is still sent)
                 # A request that fell due while every slot was taken arrived on time and then
                 # queued; only the dispatcher's own lateness is send lag.
                 released_ns = due_ns if due_ns < slot_wait_ended_ns else perf_counter_ns()
                 if slots is not None and not slots.try_acquire():
-                    await slots.acquire()
+                    granted = await slots.acquire()
                     slot_wait_ended_ns = perf_counter_ns()
-                    if self.stopping:
-                        slots.release()
+                    # Due by the deadline, it queued for a slot past it: it is not sent. (No
+                    # credit came: a stop or the deadline let the dispatcher go.)
+                    late = not granted or (deadline_ns and slot_wait_ended_ns > deadline_ns)
+                    if self.stopping or late:
+                        self.past_deadline = self.past_deadline or not self.stopping
+                        if granted:
+                            slots.release()
                         break
                 task = asyncio.create_task(
                     self._request(session, url, shard, k, headers, slots, t0_ns, released_ns)
@@ -408,6 +423,7 @@ class Worker:
             listener.cancel()
             flusher.cancel()
             sweeper.cancel()
+            closer.cancel()
             if spinner is not None:
                 spinner.cancel()
             self.timer.close()
@@ -417,10 +433,27 @@ class Worker:
                 await flusher
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+            with contextlib.suppress(asyncio.CancelledError):
+                await closer
         if self.conversations is not None:
             self._account_unsent(shard, self.conversations.never_released(), NOT_SENT)
         else:
-            self._account_unsent(shard, range(released, len(shard.indices)), NOT_SENT)
+            why = NOT_SENT_AT_DEADLINE if self.past_deadline and not self.stopping else NOT_SENT
+            self._account_unsent(shard, range(released, len(shard.indices)), why)
+
+    async def _close_at(self, deadline_ns: int, grace_ns: int, slots: CreditGate | None) -> None:
+        """--duration: at ``deadline_ns`` nothing more is released (a dispatcher waiting for a
+        credit is let go); ``grace_ns`` later the requests still in flight are cancelled."""
+        if not deadline_ns:
+            return
+        await asyncio.sleep(max(0, deadline_ns - perf_counter_ns()) / 1e9)
+        self.past_deadline = True
+        if slots is not None:
+            slots.wake_all()
+        await asyncio.sleep(max(0, deadline_ns + grace_ns - perf_counter_ns()) / 1e9)
+        for task, watched in list(self.open.items()):
+            watched.timed_out = CANCELLED_AT_DEADLINE
+            task.cancel()
 
     async def _dispatch_turns(
         self,
@@ -626,6 +659,7 @@ class Worker:
                 server_queue_s=server_queue_s,
                 server_ttft_s=server_ttft_s,
                 text_capped=text_capped,
+                cached_tokens=stream.cached_tokens if isinstance(stream, SSEStream) else -1,
             )
         )
         if self.report_first:

@@ -22,7 +22,7 @@ from loadgen.report.compare import (
     setting_differences,
     table_lines,
 )
-from loadgen.report.offline import settings_note
+from loadgen.report.settings import settings_note
 from loadgen.terminal import printable
 
 RECORDS_SUFFIX = ".records.arrow"

@@ -26,12 +26,12 @@ from loadgen.flag import Flag
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.read import read_records
 from loadgen.report.exports import FORMATS, request_rows, write_rows
-from loadgen.report.gate_keys import check_gates
+from loadgen.report.gate_keys import gate_problem
 from loadgen.report.gates import report_breaches
 from loadgen.report.html_campaign import CAMPAIGN_REPORT, write_campaign_report
 from loadgen.report.html_report import RECORDS_SUFFIX, html_path_for, plotly_missing, run_page
-from loadgen.report.offline import report_config, settings_note
 from loadgen.report.run_report import build_report, write_report
+from loadgen.report.settings import output_of, report_config, settings_note, settings_of
 from loadgen.session.preflight import file_path_problem, output_path_problem
 
 REPORT_FLAGS = tuple(flag for flag in RUN_FLAGS if flag.reporting)
@@ -89,8 +89,10 @@ def report_records(
     try:
         run = read_records(records)
         config = report_config(run, records, given_values(ctx, REPORT_FLAGS))
-        check_gates(config)  # an unknown key is refused before anything is printed
-        report = build_report(config, run, date=date)
+        settings, files = settings_of(config), output_of(config)
+        if problem := gate_problem(settings, run.start.config):
+            raise ConfigError(problem)  # an unknown key is refused before anything is printed
+        report = build_report(settings, files, run, date=date)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     except RecordsFileError as exc:  # not a records file, or damaged: bad input
@@ -102,7 +104,7 @@ def report_records(
     rows_to_stdout = export_format in FORMATS and output is None
     # Rows on standard output keep it clean: the summary and the paths go to standard error.
     with contextlib.redirect_stdout(sys.stderr) if rows_to_stdout else contextlib.nullcontext():
-        write_report(config, report)
+        write_report(report)
     if html:
         page = Path(output) if output is not None else html_path_for(records)
         page.write_text(

@@ -32,8 +32,8 @@ from loadgen.config.flags import (
 from loadgen.config.parsers import GOODPUT_METRICS, parse_itl_thresholds
 from loadgen.config.run_config import RunConfig
 from loadgen.config.upstream import UPSTREAM_DATASETS, VLLM_BENCH_SERVE_FLAGS
-from loadgen.config.validation import PLOT_EXTRA, PLOT_LIBRARIES, missing_libraries
 from loadgen.flag import Flag, flag_name
+from loadgen.plot_extra import PLOT_EXTRA, PLOT_LIBRARIES, missing_libraries
 
 __all__ = [
     "ALL_ROWS_DATASETS",

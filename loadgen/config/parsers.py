@@ -118,3 +118,29 @@ def parse_comma_list(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [name.strip() for name in value.split(",") if name.strip()]
+
+
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: str | float | None) -> float | None:
+    """``--duration``: seconds, bare or with s, m or h (``90``, ``90s``, ``1.5m``, ``1h``) ->
+    seconds, > 0 and finite; None when not given."""
+    if value is None or isinstance(value, int | float):
+        return None if value is None else _positive_seconds(float(value), str(value))
+    text = value.strip().lower()
+    scale = DURATION_UNITS.get(text[-1:], 0.0)
+    number = text[:-1] if scale else text
+    try:
+        seconds = float(number) * (scale or 1.0)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not a duration: seconds, or a number with s, m or h (90, 90s, 5m, 1h)"
+        ) from None
+    return _positive_seconds(seconds, value)
+
+
+def _positive_seconds(seconds: float, typed: str) -> float:
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{typed!r} is not a duration above 0 s")
+    return seconds

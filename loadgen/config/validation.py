@@ -22,15 +22,10 @@ from loadgen.config.sections.traffic import RAMP_UP_RATES_MISSING
 from loadgen.config.upstream import UPSTREAM_BACKENDS, UPSTREAM_DATASETS
 from loadgen.config.urls import check_server_url
 from loadgen.datasets.registry import check_dataset
+from loadgen.plot_extra import PLOT_EXTRA, missing_libraries
 from loadgen.schedule import RAMP_UP_STRATEGIES
 
 WORKERS_PER_CORE = 4  # beyond this, workers (about 60 MB each) only queue for the cores
-PLOT_LIBRARIES = {
-    "--plot-timeline": ("plotly", "pandas"),
-    "--plot-dataset-stats": ("matplotlib",),
-    "--format html": ("plotly",),  # loadgen report's page
-}
-PLOT_EXTRA = "pip install 'loadgen[plot]'"
 SEARCH_FLAGS = ("--search-start", "--search-max", "--search-tolerance", "--search-repeats")
 MULTI_TURN_FLAGS = (
     "--multi-turn-num-turns",
@@ -41,11 +36,6 @@ MULTI_TURN_FLAGS = (
     "--multi-turn-delay-distribution",
     "--per-turn-input-len",
 )
-
-
-def missing_libraries(flag: str) -> list[str]:
-    """The libraries a plot flag needs that are not installed."""
-    return [name for name in PLOT_LIBRARIES[flag] if importlib.util.find_spec(name) is None]
 
 
 class Validated(RunConfigBase):
@@ -136,6 +126,7 @@ class Validated(RunConfigBase):
         if self.ramp_up_strategy is not None:
             self._validate_ramp_up()
         self._validate_placement()
+        self._validate_duration()
         self._validate_multi_turn()
         self._validate_rust_extras()
         cores = available_cores()
@@ -147,6 +138,25 @@ class Validated(RunConfigBase):
             )
         self.selected_metrics()
         self.percentiles()
+
+    def _validate_duration(self) -> None:
+        """--duration and the steady window: flags that bound or trim a run by time."""
+        if self.duration is None:
+            if "--duration-grace-s" in self.given:
+                raise ConfigError("--duration-grace-s is for a --duration run: give --duration")
+            return
+        if self.ramp_up_strategy is not None:
+            raise ConfigError(
+                "--ramp-up-strategy ramps the rate over --num-prompts requests, not over "
+                "--duration: give one of them"
+            )
+        if self.multi_turn:
+            raise ConfigError("--duration does not bound --multi-turn runs: give --num-prompts")
+        if self.warmup_s + self.cooldown_s >= self.duration:
+            raise ConfigError(
+                f"--warmup-s {self.warmup_s:g} and --cooldown-s {self.cooldown_s:g} leave no "
+                f"steady window in --duration {self.duration:g} s"
+            )
 
     def _validate_multi_turn(self) -> None:
         """--multi-turn and its family: chat, random or sharegpt, turn counts that make sense."""

@@ -119,6 +119,8 @@ def build_app(config: MockConfig) -> web.Application:
         app.router.add_post("/v1/tokenize", tokenize.tokenize)
         app.router.add_post("/v1/detokenize", tokenize.detokenize)
     app.router.add_get(STATS_PATH, info.stats)
+    if personality.prefix_cache_reset is not None:
+        app.router.add_post(personality.prefix_cache_reset, info.reset_prefix_cache)
     app.router.add_post("/start_profile", info.profile)
     app.router.add_post("/stop_profile", info.profile)
     if state.recorder is not None:

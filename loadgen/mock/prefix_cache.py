@@ -42,3 +42,7 @@ class PrefixCache:
         self.queried_tokens += len(ids)
         self.hit_tokens += hit
         return len(ids) - hit
+
+    def clear(self) -> None:
+        """Forget every cached block (a server's reset); the counters go on, as vLLM's do."""
+        self.blocks.clear()

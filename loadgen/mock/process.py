@@ -28,7 +28,8 @@ class EmbeddedMockServer:
     """Start ``loadgen mock-server --port 0`` and learn its URL from the line it prints.
 
     Its stderr goes to ``stderr_path`` (an unnamed temporary file by default), never to a pipe that
-    nobody drains during a long run.
+    nobody drains during a long run. ``own_session``: in a session of its own, out of the
+    terminal's process group, so a Ctrl-C reaches only its caller (which stops it itself).
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class EmbeddedMockServer:
         itl_ms: float = 0.0,
         extra_args: tuple[str, ...] = (),
         stderr_path: Path | None = None,
+        own_session: bool = False,
     ) -> None:
         self.args = [
             *(sys.executable, "-m", "loadgen.mock", "--host", "127.0.0.1", "--port", "0"),
@@ -44,6 +46,7 @@ class EmbeddedMockServer:
             *extra_args,
         ]
         self.stderr_path = stderr_path
+        self.own_session = own_session
         # Without a path: a file with no name (unlinked at once), so that even a run killed
         # by SIGKILL leaves nothing behind on disk.
         self.stderr_file: IO[bytes] | None = None
@@ -65,6 +68,7 @@ class EmbeddedMockServer:
                 stderr=stderr,
                 text=True,
                 preexec_fn=_dies_with_parent if sys.platform.startswith("linux") else None,
+                start_new_session=self.own_session,
             )
         assert self.process.stdout is not None
         with selectors.DefaultSelector() as selector:

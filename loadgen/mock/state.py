@@ -52,6 +52,7 @@ class MockState:
         self.itl_s = config.itl_ms / 1000.0
         # --prefill-us-per-token: TTFT charges the prompt tokens this cache does not hold.
         self.prefix_cache = PrefixCache() if config.prefill_us_per_token > 0 else None
+        self.prefix_cache_resets = 0  # POSTs to the personality's prefix_cache_reset
         self.slots = RunningSlots(config.max_running)  # --max-running: the rest queue
         self.model_json = orjson.dumps(config.model)
         self.id_base = secrets.token_hex(8)

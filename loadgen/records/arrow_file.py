@@ -4,6 +4,8 @@ Layout (docs/records.md says why Arrow and what every column means):
 - the schema's metadata ``loadgen.records`` holds ``RunStart`` as JSON, with ``format`` and
   ``format_version``;
 - one record batch per RECORDS message a worker sent, one row per request (``COLUMNS``);
+- during the run, the scraped server metrics (server_series.py): empty batches whose custom
+  metadata ``loadgen.series`` holds a chunk of them as JSON (older readers skip them);
 - after the run, the requests no worker reported (their error says why), then an empty batch
   whose custom metadata ``loadgen.end`` holds ``RunEnd`` as JSON; the footer closes the file.
 
@@ -36,6 +38,7 @@ FORMAT = "loadgen-records"
 FORMAT_VERSION = 1
 START_KEY = b"loadgen.records"
 END_KEY = b"loadgen.end"
+SERIES_KEY = b"loadgen.series"
 SUFFIX = ".records.arrow"
 MAGIC = b"ARROW1"  # the file format's first and last bytes
 MAGIC_LEN = 8  # "ARROW1" padded: the file format's stream starts after it
@@ -63,6 +66,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("text_capped", pa.bool_()),  # its text was cut to the cap (absent before: read as false)
     ("server_queue_s", pa.float64()),
     ("server_ttft_s", pa.float64()),
+    ("cached_tokens", pa.int32()),  # served from the prefix cache (absent before: read as null)
     ("conversation", pa.int64()),  # --multi-turn: the request's conversation; else null
     ("turn", pa.int32()),  # --multi-turn: its turn in the conversation (0: the first); else null
     ("input_audio_s", pa.float64()),  # openai-audio: the upload's duration (RTFx); else null
@@ -72,7 +76,9 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
 # Record fields (each column has its field's name) stored as they are, and those whose -1 is
 # stored as null.
 PLAIN_COLUMNS = ("status", "connect_ns")
-MINUS_ONE_IS_NULL = ("released_ns", "sent_ns", "end_ns", "prompt_tokens", "completion_tokens")
+MINUS_ONE_IS_NULL = (
+    "released_ns", "sent_ns", "end_ns", "prompt_tokens", "completion_tokens", "cached_tokens",
+)  # fmt: skip
 NAN_IS_NULL = ("server_queue_s", "server_ttft_s")
 BOOL_COLUMNS = ("success", "resent", "truncated", "text_capped")
 
@@ -150,6 +156,14 @@ class RecordsWriter:
         workers = np.full(len(rows), worker, dtype=np.int16)
         self._write(lambda: self._batch(rows, workers, event_ns, errors, texts))
 
+    def write_series(self, chunk: dict[str, Any]) -> None:
+        """A chunk of scraped server metrics (server_series.chunk_json), as it comes."""
+        self._write(self._empty_batch, {SERIES_KEY: _dumps(chunk)})
+
+    def _empty_batch(self) -> pa.RecordBatch:
+        no_rows = np.zeros(0, dtype=RECORD_DTYPE)
+        return self._batch(no_rows, np.zeros(0, np.int16), np.zeros(0, np.int64), {}, {})
+
     def finish(self, collected: Collected, end: RunEnd) -> None:
         """The requests no worker reported, then the run's end; the file is then complete."""
         lost = np.flatnonzero(collected.worker < 0)
@@ -159,11 +173,7 @@ class RecordsWriter:
             empty = np.zeros(0, dtype=np.int64)
             unreported = np.full(len(rows), -1, np.int16)
             self._write(lambda: self._batch(rows, unreported, empty, errors, {}))
-        no_rows = np.zeros(0, dtype=RECORD_DTYPE)
-        self._write(
-            lambda: self._batch(no_rows, np.zeros(0, np.int16), np.zeros(0, np.int64), {}, {}),
-            {END_KEY: _dumps(_end_json(end))},
-        )
+        self._write(self._empty_batch, {END_KEY: _dumps(_end_json(end))})
         self.close()
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.records.server_series import MetricSeries
 from workers.protocol import ConnectionStats
 
 
@@ -106,6 +107,9 @@ class RunRecords:
     turn: np.ndarray | None = None
     # openai-audio: each request's input_audio_duration in seconds, for RTFx (None without)
     input_audio_s: np.ndarray | None = None
+    # The series scraped from the server's /metrics and --telemetry-url during the run
+    # (loadgen/records/server_series.py); None when none was (and in older records)
+    server_metrics: list[MetricSeries] | None = None
 
     @property
     def num_requests(self) -> int:

@@ -26,6 +26,7 @@ from loadgen.records.arrow_file import (
     MINUS_ONE_IS_NULL,
     NAN_IS_NULL,
     PLAIN_COLUMNS,
+    SERIES_KEY,
     START_KEY,
 )
 from loadgen.records.checks import (
@@ -38,6 +39,7 @@ from loadgen.records.checks import (
 )
 from loadgen.records.collected import assemble_events
 from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.server_series import MetricSeries, SeriesError, series_of
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
 
 
@@ -51,9 +53,11 @@ def read_records(path: str) -> RunRecords:
         data = pa.memory_map(path, "r").read_buffer()
     except (OSError, pa.ArrowException) as exc:
         raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
-    file_schema, batches, end_meta = _read_batches(data, path)
+    file_schema, batches, end_meta, series = _read_batches(data, path)
     try:
-        return _records_of(file_schema, batches, end_meta, path)
+        records = _records_of(file_schema, batches, end_meta, path)
+        records.server_metrics = _server_metrics(series, path)
+        return records
     except UnicodeDecodeError:  # a column's name, or a metadata key
         raise RecordsFileError(f"{path}: a name in its schema is not UTF-8") from None
 
@@ -85,12 +89,23 @@ def _records_of(
     return _run_records(start, table, end, path)
 
 
+def _server_metrics(chunks: list[bytes], path: str) -> list[MetricSeries] | None:
+    """The scraped series of the file's chunks; None when it has none (older files too)."""
+    if not chunks:
+        return None
+    try:
+        return series_of(parse_json(chunk, "server metrics", path) for chunk in chunks)
+    except SeriesError as exc:
+        raise RecordsFileError(f"{path}: {exc}") from None
+
+
 def _read_batches(
     data: pa.Buffer, path: str
-) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
+) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None, list[bytes]]:
     """The schema, the row batches and the end's metadata, read as the stream the file starts
     with, up to its last complete batch: a file the run did not close (a crash, a full disk)
-    has no footer. A closed file's footer must name the same batches."""
+    has no footer. A closed file's footer must name the same batches. Also the chunks of
+    scraped server metrics, in file order."""
     if data.size < MAGIC_LEN or data[: len(MAGIC)].to_pybytes() != MAGIC:
         raise RecordsFileError(f"{path} is not a loadgen records file (not an Arrow file)")
     file_schema, batches, ended = _stream_batches(data, path)
@@ -159,16 +174,20 @@ def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
 
 def _split_end(
     file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]]
-) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None]:
-    """The row batches, and the metadata of the end batch when there is one."""
+) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None, list[bytes]]:
+    """The row batches, the metadata of the end batch when there is one, and the chunks of
+    scraped server metrics."""
     end_meta = None
     rows = []
+    series = []
     for batch, custom in batches:
         if custom is not None and END_KEY in custom:
             end_meta = custom[END_KEY]
+        elif custom is not None and SERIES_KEY in custom:
+            series.append(custom[SERIES_KEY])
         elif batch.num_rows:
             rows.append(batch)
-    return file_schema, rows, end_meta
+    return file_schema, rows, end_meta, series
 
 
 def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str) -> RunRecords:
@@ -187,7 +206,8 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     counts = events.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
     records["n_events"][index] = counts
     for column in (*PLAIN_COLUMNS, *MINUS_ONE_IS_NULL):
-        records[column][index] = table[column].fill_null(-1).to_numpy()
+        if column in table.column_names:  # "cached_tokens": absent from older files
+            records[column][index] = table[column].fill_null(-1).to_numpy()
     for column in NAN_IS_NULL:
         records[column][index] = table[column].to_numpy(zero_copy_only=False)
     for column in BOOL_COLUMNS:

@@ -9,6 +9,8 @@ render the summary: ``summary`` the console blocks, ``result_json`` the JSON (an
 ``campaign_summary`` a campaign's rows; ``plots`` draws the optional figures. ``stats`` is the
 one helper for a sample's mean/median/std/max/percentiles, ``rows`` the one row and
 section-title layout of every console block. ``run_report.build_report`` puts them together for
-one run, the live one or one rebuilt from its records file (``offline``). Nothing here imports
-``loadgen.session``, ``loadgen.fleet``, ``loadgen.server``, ``loadgen.cli`` or click.
+one run, the live one or one rebuilt from its records file (``offline``). What a report reads of
+the run's configuration is its ``Settings`` (and the files it writes, its ``ReportOutput``),
+built once by ``settings``, the one module here that imports ``loadgen.config``. Nothing here
+imports ``loadgen.session``, ``loadgen.fleet``, ``loadgen.server``, ``loadgen.cli`` or click.
 """

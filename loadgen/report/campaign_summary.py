@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.report.metric_table import CAMPAIGN, figures_in, latencies_in
-from loadgen.report.metrics import good_requests
+from loadgen.report.failures import most_frequent
+from loadgen.report.metric_table import (
+    CAMPAIGN,
+    CAMPAIGN_TABLE,
+    FIGURE_BY_KEY,
+    TABLE_STATISTIC,
+    figures_in,
+    latencies_in,
+)
 from loadgen.report.run_summary import RunSummary
-from loadgen.report.summary import percentile_word
+from loadgen.report.steady import (
+    SteadyWindow,
+    campaign_statistics,
+    steady_window,
+    window_metrics,
+)
 from loadgen.terminal import printable
 
 # Two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30).
@@ -27,26 +40,6 @@ T975 = (
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )  # fmt: skip
 Z975 = 1.959964
-
-
-@dataclass(frozen=True)
-class SteadyWindow:
-    """Which requests a run's steady state keeps, and the window's length."""
-
-    kept: np.ndarray  # bool [N]
-    duration_s: float
-    trimmed: int
-
-
-def steady_window(send_s: np.ndarray, end_s: np.ndarray, sent: np.ndarray) -> SteadyWindow:
-    """The requests sent after the first request ended and ended before the last one was sent
-    (ramp-up and ramp-down trimmed); requests never sent are trimmed too."""
-    if not sent.any():
-        return SteadyWindow(np.zeros(len(sent), bool), 0.0, len(sent))
-    first_end = float(end_s[sent].min())
-    last_send = float(send_s[sent].max())
-    kept = sent & (send_s >= first_end) & (end_s <= last_send)
-    return SteadyWindow(kept, max(last_send - first_end, 0.0), int(len(sent) - kept.sum()))
 
 
 def t_quantile_975(dof: int) -> float:
@@ -71,13 +64,6 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
         return mean, math.nan, math.nan
     half = t_quantile_975(len(finite) - 1) * float(finite.std(ddof=1)) / math.sqrt(len(finite))
     return mean, mean - half, mean + half
-
-
-def campaign_statistics(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
-    """The statistics a campaign keeps of each latency: mean, median, p99 and the run's other
-    --metric-percentiles, in increasing order."""
-    chosen = sorted({*percentiles, 99.0})
-    return ("mean", "median", *(f"p{percentile_word(p)}" for p in chosen))
 
 
 def metric_keys(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
@@ -114,13 +100,22 @@ class CountedRequests:
     samples: dict[str, np.ndarray]  # latency key -> seconds
 
 
+def counted_window(summary: RunSummary, steady: bool = False) -> SteadyWindow | None:
+    """The window a campaign counts of one run: ``--steady-state``'s (``steady``), else the
+    run's --warmup-s/--cooldown-s window; None: the whole run."""
+    requests = summary.requests
+    sent = requests.results.sent_s >= 0
+    if steady:
+        return steady_window(requests.results.sent_s, requests.end_s, sent)
+    return None if summary.steady is None else summary.steady.window
+
+
 def counted_requests(summary: RunSummary, steady: bool = False) -> CountedRequests:
     """The requests a campaign counts of one run, and their latencies."""
     requests = summary.requests
     results, timings = requests.results, requests.timings
-    sent = results.sent_s >= 0
-    window = steady_window(results.sent_s, requests.end_s, sent) if steady else None
-    kept = window.kept if window is not None else np.ones(len(sent), bool)
+    window = counted_window(summary, steady)
+    kept = window.kept if window is not None else np.ones(len(results.sent_s), bool)
     ok = kept & results.success & (np.diff(results.event_offsets) > 0)
     out = results.output_lens[ok]
     many = out > 1
@@ -143,48 +138,38 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
     """One run's campaign metrics from its summary, and how many requests the steady state
     trimmed (0 without it). Without it the figures are the run's own (its result JSON's);
     with it they are counted over the steady window (a figure it cannot count is NaN)."""
-    requests = counted_requests(summary, steady)
-    window, kept, ok, out = requests.window, requests.kept, requests.ok, requests.output_lens
-    samples = requests.samples
-    metrics: dict[str, float] = {}
-    statistics = campaign_statistics(summary.settings.percentiles)
-    for latency in latencies_in(CAMPAIGN):
-        values_ms = samples[latency.key] * 1000.0
-        for stat in statistics:
-            metrics[f"{stat}_{latency.key}_ms"] = _statistic(stat, values_ms)
-    figures = figures_in(CAMPAIGN, summary.settings.pooling)
+    results, timings = summary.requests.results, summary.requests.timings
+    window = counted_window(summary, steady)
+    settings = summary.settings
     if window is None:
+        metrics = window_metrics(
+            results,
+            timings,
+            np.ones(len(results.sent_s), bool),
+            summary.totals.duration,
+            pooling=settings.pooling,
+            percentiles=settings.percentiles,
+            goodput=settings.goodput,
+        )
+        figures = figures_in(CAMPAIGN, settings.pooling)
         metrics |= {f.key: _number(getattr(summary.totals, f.key)) for f in figures}
         return metrics, 0
-    seconds = window.duration_s
-    slos = summary.settings.goodput
-    counted = {
-        "completed": float(ok.sum()),
-        "failed": float((kept & ~ok).sum()),
-        "request_throughput": int(ok.sum()) / seconds if seconds > 0 else math.nan,
-        "output_throughput": float(out.sum()) / seconds if seconds > 0 else math.nan,
-        "request_goodput": (
-            good_requests(samples["ttft"], requests.tpot_s, samples["e2el"], slos) / seconds
-            if slos and seconds > 0
-            else math.nan
-        ),
-    }
-    metrics |= {f.key: counted.get(f.key, math.nan) for f in figures}
+    metrics = window_metrics(
+        results,
+        timings,
+        window.kept,
+        window.duration_s,
+        pooling=settings.pooling,
+        percentiles=settings.percentiles,
+        goodput=settings.goodput,
+        outcome=summary.errors.outcome,
+        not_sent=float(summary.totals.not_sent),  # never in a window: the run's own count
+    )
     return metrics, window.trimmed
 
 
 def _number(value: float | None) -> float:
     return math.nan if value is None else float(value)
-
-
-def _statistic(stat: str, values: np.ndarray) -> float:
-    if len(values) == 0:
-        return math.nan
-    if stat == "mean":
-        return float(values.mean())
-    if stat == "median":
-        return float(np.median(values))
-    return float(np.percentile(values, float(stat[1:])))
 
 
 @dataclass
@@ -197,6 +182,7 @@ class PointRuns:
     metrics: list[dict[str, float]] = field(default_factory=list)  # one per finished run
     trimmed: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # why runs failed, one line each
+    error_kinds: list[dict[str, int]] = field(default_factory=list)  # each run's failed by kind
 
 
 def summary_rows(
@@ -223,9 +209,16 @@ def summary_rows(
                 row[f"{key}_mean_of_runs"] = _cell(mean)
                 row[f"{key}_ci95_t_low"] = _cell(low)
                 row[f"{key}_ci95_t_high"] = _cell(high)
+        row["top_error_kind"] = top_error_kind(point.error_kinds)
         row["error"] = "; ".join(point.errors)
         rows.append(row)
     return rows
+
+
+def top_error_kind(runs: Sequence[Mapping[str, int]]) -> str:
+    """The most frequent kind of failure over a point's runs ("" when none failed)."""
+    kinds = most_frequent(sum((Counter(by_kind) for by_kind in runs), Counter()))
+    return kinds[0][0] if kinds else ""
 
 
 def _cell(value: float) -> object:
@@ -240,22 +233,44 @@ def write_summary_csv(path: str, rows: Sequence[dict[str, object]]) -> None:
         writer.writerows(rows)
 
 
+def table_columns(pooling: bool) -> tuple[tuple[str, str], ...]:
+    """The console table's columns as (summary.csv's key, the metric table's title): the
+    figures a pooling or a generation run reports, then each latency's TABLE_STATISTIC, of the
+    rows whose views name ``campaign table``, in the table's order."""
+    figures = ((f.key, f.title) for f in figures_in(CAMPAIGN_TABLE, pooling))
+    latencies = (
+        (f"{TABLE_STATISTIC}_{latency.key}_ms", latency.column(TABLE_STATISTIC))
+        for latency in latencies_in(CAMPAIGN_TABLE)
+    )
+    return (*figures, *latencies)
+
+
 def summary_table(
-    rows: Sequence[dict[str, object]], num_runs: int, keys: Sequence[str] = ()
+    rows: Sequence[dict[str, object]],
+    num_runs: int,
+    keys: Sequence[str] = (),
+    *,
+    pooling: bool = False,
 ) -> list[str]:
-    """The console's table at the campaign's end: per point, runs finished, req/s, goodput
-    (where a point measured it), output tok/s, TTFT and ITL p99 and the other ``keys`` (an
-    SLO's; means across runs, ± the interval's half width with repeats), and with an SLO the
-    runs that met it."""
-    goodput = any(_shown(row, "request_goodput", num_runs) != "-" for row in rows)
-    rates = ("request_throughput", *(("request_goodput",) if goodput else ()), "output_throughput")
-    shown = tuple(dict.fromkeys((*rates, "p99_ttft_ms", "p99_itl_ms", *keys)))
+    """The console's table at the campaign's end: per point, runs finished, then the metric
+    table's ``campaign table`` columns and the other ``keys`` (an SLO's) (means across runs, ±
+    the interval's half width with repeats), and with an SLO the runs that met it; a figure
+    measured only when asked (goodput) is left out when no point has it."""
+    columns = table_columns(pooling)
+    named = {key for key, _ in columns}
+    shown = [
+        (key, title)
+        for key, title in (*columns, *((key, key) for key in keys if key not in named))
+        if key not in FIGURE_BY_KEY
+        or FIGURE_BY_KEY[key].shown != "known"
+        or any(_shown(row, key, num_runs) != "-" for row in rows)
+    ]
     slo = bool(rows) and "slo_met_runs" in rows[0]
-    header = f"{'point':<40} {'ok':>5} " + " ".join(f"{key:>22}" for key in shown)
+    header = f"{'point':<40} {'ok':>5} " + " ".join(f"{title:>22}" for _, title in shown)
     header += f" {'SLO met':>7}" if slo else ""
     lines = ["=" * len(header), header, "-" * len(header)]
     for row in rows:
-        cells = [_shown(row, key, num_runs) for key in shown]
+        cells = [_shown(row, key, num_runs) for key, _ in shown]
         ok = f"{row['runs_ok']}/{row['runs']}"
         line = f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells)
         if slo:
@@ -263,6 +278,8 @@ def summary_table(
         lines.append(line)
         if row["error"]:
             lines.append(f"  failed: {row['error']}")
+        if row.get("top_error_kind"):
+            lines.append(f"  failed requests, most often: {row['top_error_kind']}")
     lines.append("=" * len(header))
     if num_runs > 1:
         lines.append("means across runs ± half width of their 95 % interval (Student's t)")

@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.config import RUN_FLAGS
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
 from loadgen.report.metrics import tpot_of
-from loadgen.report.offline import stored_config
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.settings import TRAFFIC_FLAGS, stored_settings
 from loadgen.report.summarize import summarize
 
 CONFIDENCE = 0.95
@@ -45,21 +44,6 @@ DEFAULT_RESAMPLES = 1000
 SEED = 0
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "p99")
-# Fields that differ from run to run without changing the traffic: where the server listened
-# (a --mock run's port is picked at random), the run's request-id prefix (random by default),
-# the names the run was given, and what was written where.
-NOT_TRAFFIC = frozenset(
-    {"base_url", "host", "port", "request_id_prefix", "label", "metadata", "save_result",
-     "append_result", "save_records", "save_detailed", "result_dir", "result_filename",
-     "disable_tqdm", "quiet", "dry_run", "fail_on", "key", "listen"}
-)  # fmt: skip
-# Each traffic setting's flag; reporting flags (--percentile-metrics, --goodput...) are left
-# out: the report of the records applies them afresh.
-_FLAGS = {
-    flag.field: flag.name
-    for flag in RUN_FLAGS
-    if not flag.reporting and flag.field not in NOT_TRAFFIC
-}
 
 
 @dataclass
@@ -101,7 +85,7 @@ class Row:
 def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
     """The figures of one side: its runs' successful requests pooled, each run summarized as
     its report summarizes it (a crashed run's outputs as its report counts them)."""
-    return pooled_samples(name, [summarize(stored_config(run, name), run) for run in runs])
+    return pooled_samples(name, [summarize(stored_settings(run, name), run) for run in runs])
 
 
 def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
@@ -145,7 +129,7 @@ def setting_differences(base: Sequence[RunRecords], other: Sequence[RunRecords])
     differ: dict[str, tuple[Any, Any]] = {}
     for run in [*base[1:], *other]:
         config = redact_config(run.start.config)
-        for field, flag in _FLAGS.items():
+        for field, flag in TRAFFIC_FLAGS.items():
             if flag not in differ and config.get(field) != first.get(field):
                 differ[flag] = (first.get(field), config.get(field))
     return [f"{flag} {_shown(a)} vs {_shown(b)}" for flag, (a, b) in differ.items()]

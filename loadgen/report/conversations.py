@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.records.model import RunRecords
+from loadgen.report.failures import CANCELLED, FAILED, NOT_SENT, outcomes
 from loadgen.report.metrics import Timings
 from loadgen.report.rows import RULE, Block, Row, block_lines
 
@@ -29,7 +30,8 @@ def _stats_ms(values_s: np.ndarray) -> dict[str, float | None]:
 
 
 def conversation_figures(run: RunRecords, timings: Timings) -> dict[str, Any] | None:
-    """Per turn index: turns completed and failed, TTFT and E2EL (ms), mean input tokens; per
+    """Per turn index: turns completed, failed, cancelled and not sent (counted apart as the
+    run's are: failures.py), TTFT and E2EL (ms), mean input tokens; per
     conversation: how many completed every turn, turns completed on average, and the time
     from a conversation's first send to its last end. None for a run without conversations."""
     if run.turn is None or run.conversation is None:
@@ -38,6 +40,7 @@ def conversation_figures(run: RunRecords, timings: Timings) -> dict[str, Any] | 
     turn, conversation = run.turn, run.conversation
     ok = records["success"].astype(bool)
     sent = records["sent_ns"] >= 0
+    outcome = outcomes(ok, [run.errors.get(i, "") for i in range(len(ok))])
     prompt_tokens = records["prompt_tokens"]
     per_turn = []
     for t in range(int(turn.max()) + 1):
@@ -48,8 +51,10 @@ def conversation_figures(run: RunRecords, timings: Timings) -> dict[str, Any] | 
             {
                 "turn": t,
                 "completed": int(done.sum()),
-                "failed": int((at & ~ok).sum()),
-                "not_sent": int((at & ~sent).sum()),
+                # apart, as the run's own counts (failures.py)
+                "failed": int((at & (outcome == FAILED)).sum()),
+                "cancelled": int((at & (outcome == CANCELLED)).sum()),
+                "not_sent": int((at & (outcome == NOT_SENT)).sum()),
                 "ttft_ms": _stats_ms(timings.ttft_s[done]),
                 "e2el_ms": _stats_ms(timings.latency_s[done]),
                 "mean_input_tokens": float(prompt_tokens[reported].mean())
@@ -97,15 +102,16 @@ def conversation_block(figures: dict[str, Any]) -> Block:
             "-" if duration["p50"] is None else f"{duration['p50']:.2f}/{duration['p99']:.2f}",
             "",
         ),
-        f"{'turn':>4} {'ok':>6} {'failed':>6} {'TTFT mean':>10} {'p50':>8} {'p99':>8} "
-        f"{'E2EL p50':>9} {'p99':>8} {'input tok':>10}",
+        f"{'turn':>4} {'ok':>6} {'failed':>6} {'cancelled':>9} {'not sent':>8} {'TTFT mean':>10} "
+        f"{'p50':>8} {'p99':>8} {'E2EL p50':>9} {'p99':>8} {'input tok':>10}",
     ]
     for row in figures["per_turn"]:
         ttft, e2el = row["ttft_ms"], row["e2el_ms"]
         tokens = row["mean_input_tokens"]
         items.append(
-            f"{row['turn']:>4} {row['completed']:>6} {row['failed']:>6} {_ms(ttft['mean']):>10} "
-            f"{_ms(ttft['p50']):>8} {_ms(ttft['p99']):>8} {_ms(e2el['p50']):>9} "
+            f"{row['turn']:>4} {row['completed']:>6} {row['failed']:>6} {row['cancelled']:>9} "
+            f"{row['not_sent']:>8} {_ms(ttft['mean']):>10} {_ms(ttft['p50']):>8} "
+            f"{_ms(ttft['p99']):>8} {_ms(e2el['p50']):>9} "
             f"{_ms(e2el['p99']):>8} {'-' if tokens is None else f'{tokens:.0f}':>10}"
         )
     return Block(" Multi-turn conversations ", tuple(items), "=")

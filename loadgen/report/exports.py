@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from loadgen.report.failures import OUTCOMES, error_kind
 from loadgen.report.run_summary import RunSummary
 
 COLUMNS = (
@@ -22,6 +23,7 @@ COLUMNS = (
     "worker",
     "status",
     "success",
+    "outcome",
     "scheduled_ms",
     "released_ms",
     "sent_ms",
@@ -39,8 +41,10 @@ COLUMNS = (
     "output_tokens",
     "resent",
     "truncated",
+    "error_kind",
     "error",
 )
+STEADY_COLUMN = "in_steady_window"  # with --warmup-s or --cooldown-s: the window keeps it
 FORMATS = ("csv", "jsonl")
 
 
@@ -106,6 +110,7 @@ def request_rows(summary: RunSummary, request_id_prefix: str | None) -> list[dic
         "worker": [w if w >= 0 else None for w in requests.worker.tolist()],
         "status": records["status"].tolist(),
         "success": ok.tolist(),
+        "outcome": [OUTCOMES[o] for o in summary.errors.outcome.tolist()],
         "scheduled_ms": _ms(requests.scheduled_ns),
         "released_ms": _ms(_where(released, released_ns)),
         "sent_ms": _ms(_where(sent, sent_ns)),
@@ -123,15 +128,23 @@ def request_rows(summary: RunSummary, request_id_prefix: str | None) -> list[dic
         "output_tokens": np.asarray(results.output_lens).tolist(),
         "resent": records["resent"].astype(bool).tolist(),
         "truncated": records["truncated"].astype(bool).tolist(),
+        "error_kind": [error_kind(e) if e else None for e in summary.errors.per_request],
         "error": [error or None for error in summary.errors.per_request],
     }
-    table = zip(*(columns[name] for name in COLUMNS), strict=True)
-    return [dict(zip(COLUMNS, values, strict=True)) for values in table]
+    names: tuple[str, ...] = COLUMNS
+    if summary.steady is not None:  # --warmup-s, --cooldown-s: one more column, last
+        columns[STEADY_COLUMN] = summary.steady.window.kept.tolist()
+        names = (*COLUMNS, STEADY_COLUMN)
+    table = zip(*(columns[name] for name in names), strict=True)
+    return [dict(zip(names, values, strict=True)) for values in table]
 
 
 def write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> None:
-    """The rows as CSV with a header line; an empty field for None, true/false for booleans."""
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    """The rows as CSV with a header line (COLUMNS, and STEADY_COLUMN where the rows have
+    it); an empty field for None, true/false for booleans."""
+    rows = list(rows)
+    names = list(rows[0]) if rows else list(COLUMNS)
+    writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({key: _csv_value(value) for key, value in row.items()})

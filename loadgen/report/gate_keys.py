@@ -2,9 +2,9 @@
 
 The keys of a result depend on the flags (``--metric-percentiles``, ``--percentile-metrics``,
 ``--max-concurrency``, a paced rate, pooling, probes...). Rather than keep a second list of
-them, the real report is built over a two-request sample run with the same configuration; the
-keys that only a server's answer brings (speculative decoding, diffusion, the host's CPU use)
-are added from their own builders.
+them, the real report is built over a two-request sample run with the same settings; the keys
+that only a server's answer brings (speculative decoding, diffusion, the host's CPU use) are
+added from their own builders.
 """
 
 from __future__ import annotations
@@ -13,42 +13,44 @@ import dataclasses
 import difflib
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from loadgen.config import ConfigError, RunConfig
-from loadgen.config.gates import parse_gate
 from loadgen.records.environment import environment
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.report.decoding import result_keys as decoding_keys
-from loadgen.report.gates import MISSING, lookup, numeric_keys
+from loadgen.report.gates import MISSING, gate_key, lookup, numeric_keys
+from loadgen.report.report_output import ReportOutput
 from loadgen.report.run_report import build_report
+from loadgen.report.run_summary import Settings
 from workers.protocol import RECORD_DTYPE, ConnectionStats
 
 _STAT_KEY = re.compile(r"^(mean|median|std|p[0-9.]+)_[a-z0-9_]+_ms$")
 SAMPLE_EVENTS = 3
 
 
-def check_gates(config: RunConfig) -> None:
-    """ConfigError naming the first ``--fail-on`` condition whose key the run's result will not
-    hold as a number."""
-    if not config.fail_on:
-        return
-    result = sample_result(config)
+def gate_problem(settings: Settings, stored: Mapping[str, Any]) -> str | None:
+    """Why the first ``--fail-on`` condition whose key the run's result will not hold as a
+    number cannot be judged, in one line; None when every one can. ``stored``: the run's
+    configuration as its records file stores it (the result's ``loadgen.dataset`` comes from
+    it)."""
+    if not settings.fail_on:
+        return None
+    result = sample_result(settings, stored)
     known = set(numeric_keys(result))
-    for text in config.fail_on:
-        key = parse_gate(text).key
+    for text in settings.fail_on:
+        key = gate_key(text)
         if key in known:
             continue
         value = lookup(result, key)
         if value is None:
-            raise ConfigError(f"--fail-on {text!r}: {key} has no value (null) in this run's result")
+            return f"--fail-on {text!r}: {key} has no value (null) in this run's result"
         if value is not MISSING:
-            raise ConfigError(f"--fail-on {text!r}: {key} is not a number in the result JSON")
-        raise ConfigError(
-            f"--fail-on {text!r}: no key {key} in this run's result JSON{_hint(key, known)}"
-        )
+            return f"--fail-on {text!r}: {key} is not a number in the result JSON"
+        return f"--fail-on {text!r}: no key {key} in this run's result JSON{_hint(key, known)}"
+    return None
 
 
 def _hint(key: str, known: set[str]) -> str:
@@ -59,17 +61,20 @@ def _hint(key: str, known: set[str]) -> str:
     return hint
 
 
-def sample_result(config: RunConfig) -> dict[str, Any]:
-    """The result JSON a run with ``config`` would write, over two made-up successful requests,
-    with every key a server's answer may add."""
-    config = dataclasses.replace(config, save_result=True, append_result=False, fail_on=())
-    report = build_report(config, sample_run(config), date="19700101-000000")
+def sample_result(settings: Settings, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The result JSON a run with these settings would write, over two made-up successful
+    requests, with every key a server's answer may add."""
+    settings = dataclasses.replace(settings, fail_on=())
+    if settings.warmup_s or settings.cooldown_s:  # a window the sample's 60 ms can fill (its 2nd)
+        settings = dataclasses.replace(settings, warmup_s=1e-9, cooldown_s=0.0)
+    run = sample_run(settings, stored)
+    report = build_report(settings, ReportOutput(save_result=True), run, date="19700101-000000")
     assert report.result is not None  # save_result is on
     zeros: defaultdict[str, Any] = defaultdict(float, per_position_acceptance_rates=[])
     return {**report.result, **decoding_keys(zeros, zeros)}
 
 
-def sample_run(config: RunConfig) -> RunRecords:
+def sample_run(settings: Settings, stored: Mapping[str, Any]) -> RunRecords:
     """Two requests 10 ms apart, each answered with SAMPLE_EVENTS token events."""
     n = 2
     records = np.zeros(n, dtype=RECORD_DTYPE)
@@ -88,7 +93,7 @@ def sample_run(config: RunConfig) -> RunRecords:
     start = RunStart(
         loadgen_version="",
         command_line=[],
-        config=dataclasses.asdict(config),
+        config=dict(stored),
         model_id="model",
         tokenizer_id="model",
         num_requests=n,
@@ -109,7 +114,7 @@ def sample_run(config: RunConfig) -> RunRecords:
         loop_lag_ns=np.full(2, 100_000, dtype=np.int64),
         output_lens=np.full(n, SAMPLE_EVENTS, dtype=np.int64),
         counters_after=None,
-        probe_latencies_s=[0.01] if config.probe_request_rate > 0 else None,
+        probe_latencies_s=[0.01] if settings.probes else None,
         host=_sample_host(),
     )
     return RunRecords(

@@ -42,6 +42,12 @@ def _lookup(node: Any, parts: list[str]) -> Any:
     return MISSING
 
 
+def gate_key(condition: str) -> str:
+    """The result JSON key a ``--fail-on`` condition reads (``p99_ttft_ms`` of
+    ``p99_ttft_ms>500``)."""
+    return parse_gate(condition).key
+
+
 def as_number(value: Any) -> float | None:
     """A JSON value as a number: ints and floats, and upstream's "inf" request rate; None for
     anything else (null, text, lists, true/false)."""

@@ -20,13 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.config import RunConfig
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
 from loadgen.report.campaign_summary import (
     PointRuns,
-    campaign_statistics,
     run_problem,
     summary_metrics,
     summary_rows,
@@ -41,11 +39,13 @@ from loadgen.report.html_charts import (
 )
 from loadgen.report.html_figures import pareto_front, point_label
 from loadgen.report.html_report import (
+    FAILURE_OUTCOMES,
     GENERATION_CDFS,
     POOLING_CDFS,
     RECORDS_SUFFIX,
     VERDICT_OK,
     Table,
+    failure_rows,
     plotly_missing,
     render,
     run_latencies,
@@ -53,10 +53,12 @@ from loadgen.report.html_report import (
     settings_rows,
 )
 from loadgen.report.metric_table import CAMPAIGN, FIGURE_BY_KEY, figures_in, latencies_in
-from loadgen.report.offline import stored_config
+from loadgen.report.report_output import NO_FILES
 from loadgen.report.run_report import Report, build_report
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.settings import stored_settings
 from loadgen.report.slo import best_line, mark_points, read_campaign_json, slo_gates, with_slo
+from loadgen.report.steady import campaign_statistics
 
 CAMPAIGN_REPORT = "report.html"
 _RUN_NUMBER = re.compile(r"-run=(\d+)\.records\.arrow$")
@@ -117,17 +119,14 @@ def _run_number(path: Path) -> tuple[int, str]:
     return (int(match[1]) if match else -1, path.name)
 
 
-def read_reports(points: list[CampaignPoint]) -> RunConfig | None:
-    """Each run's report, rebuilt from its records file with the settings it ran with; the
-    first run's settings (None without a run)."""
-    first = None
+def read_reports(points: list[CampaignPoint]) -> None:
+    """Each run's report, rebuilt from its records file with the settings it ran with (its
+    files are the campaign's: none is written here)."""
     for point in points:
         for path in point.records:
             run = read_records(str(path))
-            config = stored_config(run, str(path))
-            point.reports.append(build_report(config, run, date=_UNDATED))
-            first = first or config
-    return first
+            settings = stored_settings(run, str(path))
+            point.reports.append(build_report(settings, NO_FILES, run, date=_UNDATED))
 
 
 def campaign_page(folder: Path) -> str:
@@ -136,17 +135,17 @@ def campaign_page(folder: Path) -> str:
     with_runs = [p for p in points if p.records]
     if not with_runs:
         raise RecordsFileError(f"{folder}: no run of any point left a records file")
-    config = read_reports(points)
-    assert config is not None  # a point has runs
+    read_reports(points)
     first = with_runs[0].reports[0].summary
-    search = config.search
+    settings = first.settings
+    search = settings.search
     num_runs = 1 if search else int(points[0].row["runs"])  # a search's columns: each load's mean
-    steady = bool(config.steady_state)
+    steady = settings.steady_state
     runs = point_runs(points, steady)
-    figures = summary_rows(runs, num_runs, first.settings.percentiles)
+    figures = summary_rows(runs, num_runs, settings.percentiles)
     for row, point in zip(figures, points, strict=True):
         row["runs"] = int(point.row["runs"])  # a search's loads have their own counts
-    slo = tuple(config.slo)
+    slo = settings.slo
     marks = mark_points(runs, slo_gates(slo)) if slo else None
     figures = with_slo(figures, marks) if marks is not None else figures
     shape = (f"a search of {search}: {len(points)} load(s)" if search
@@ -187,6 +186,9 @@ def campaign_page(folder: Path) -> str:
         verdict_summary=verdict_summary([text for text, _ in verdicts], total_runs),
         notes=notes,
         summary=campaign_table(points, figures, num_runs, pooling),
+        failures=campaign_failures(with_runs),
+        failures_note="each point's runs added up"
+        + ("; each point's first run over time, below" if len(with_runs) > 1 else ""),
         tables=tables,
         summary_note="summary.csv's rows, computed again from each run's records"
         + (": the mean across runs, its 95 % interval (Student's t) below" if num_runs > 1 else ""),
@@ -211,6 +213,7 @@ def point_runs(points: list[CampaignPoint], steady: bool) -> list[PointRuns]:
         runs.append(PointRuns(point.name, _cap(point.row), float(point.row["request_rate"]),
                               metrics=[metrics for metrics, _ in measured],
                               trimmed=[trimmed for _, trimmed in measured],
+                              error_kinds=[r.summary.errors.by_kind for r in point.reports],
                               errors=errors))  # fmt: skip
     return runs
 
@@ -256,6 +259,23 @@ def _evidence(estimates: dict[str, dict[str, float | None]]) -> str:
             text += f" [{_format(low)}, {_format(high)}]"
         parts.append(text)
     return "; ".join(parts)
+
+
+def campaign_failures(points: list[CampaignPoint]) -> Table | None:
+    """The requests that did not complete, by outcome and kind (rows, the most frequent
+    first) and point (columns), each point's runs added up; None when all completed."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for k, point in enumerate(points):
+        for report in point.reports:
+            for outcome, kind, n in failure_rows(report.summary):
+                counts.setdefault((outcome, kind), [0] * len(points))[k] += n
+    if not counts:
+        return None
+    order = sorted(counts, key=lambda key: (FAILURE_OUTCOMES.index(key[0]), -sum(counts[key])))
+    return Table(
+        ["outcome", "kind", *(point.label for point in points)],
+        [[outcome, kind, *(f"{n:,}" for n in counts[outcome, kind])] for outcome, kind in order],
+    )
 
 
 def run_verdicts(points: list[CampaignPoint]) -> list[tuple[str, bool]]:

@@ -7,8 +7,9 @@ figure becomes a ``<div>`` and its ``<script>``, which call the one plotly.js th
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,9 @@ CDF_TITLES = {
 }
 TRADE_OFF_LATENCIES = ("ttft", "itl")  # a campaign's planes: output tok/s against their p99
 OVER_TIME_TITLE = "Throughput and requests in flight over time"
+FAILURES_TITLE = "Failed and cancelled requests per second, by kind"
+CANCELLED_LABEL = "cancelled (in flight when the run stopped)"
+FAILURE_PALETTE = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 TRADE_OFF_TITLES = tuple(
     f"Output throughput vs p99 {LATENCY_BY_KEY[key].short}" for key in TRADE_OFF_LATENCIES
 )
@@ -53,6 +57,9 @@ class OverTime:
     tokens_per_s: np.ndarray
     in_flight_mean: np.ndarray
     in_flight_peak: np.ndarray
+    # failed and cancelled requests per second by kind (html_figures.failures_per_s)
+    failures_per_s: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    window_s: tuple[float, float] | None = None  # the steady window, shaded (--warmup-s)
 
 
 @dataclass
@@ -129,9 +136,9 @@ def cdf_figure(lines: Sequence[Latencies], names: Sequence[str] = tuple(CDF_TITL
 
 
 def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
-    """Completed req/s, output tok/s (unless ``tokens`` is False: pooling has none) and
-    requests in flight per bin, one run at a time: with several, a menu picks which one is
-    shown."""
+    """Completed req/s, output tok/s (unless ``tokens`` is False: pooling has none), requests
+    in flight and, where any run has them, failed and cancelled requests per second stacked by
+    kind, per bin, one run at a time: with several, a menu picks which one is shown."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -139,10 +146,14 @@ def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
     if not tokens:
         titles.pop(1)
     flight = len(titles)  # the in-flight row
+    failures = any(one.failures_per_s for one in series)
+    if failures:
+        titles.append(FAILURES_TITLE)
     fig = make_subplots(
-        rows=flight, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles
+        rows=len(titles), cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles
     )
-    per_run = flight + 1  # traces each run adds
+    owners: list[tuple[int, bool]] = []  # each trace's run, and whether it has a legend entry
+    colors = _failure_colors(series)
     for k, one in enumerate(series):
         shown = k == 0
         bar = {"x": one.centers_s, "width": one.width_s * 0.95, "visible": shown,
@@ -150,10 +161,12 @@ def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
         fig.add_trace(go.Bar(y=one.requests_per_s, marker_color="#1f77b4", name="req/s",
                              hovertemplate="%{x:.2f} s: %{y:.2f} req/s<extra></extra>", **bar),
                       row=1, col=1)  # fmt: skip
+        owners.append((k, False))
         if tokens:
             fig.add_trace(go.Bar(y=one.tokens_per_s, marker_color="#ff7f0e", name="tok/s",
                                  hovertemplate="%{x:.2f} s: %{y:.1f} tok/s<extra></extra>",
                                  **bar), row=2, col=1)  # fmt: skip
+            owners.append((k, False))
         fig.add_trace(
             go.Scatter(x=one.centers_s, y=one.in_flight_mean, mode="lines", visible=shown,
                        name="mean in the bin", line={"color": "#2ca02c", "width": 2},
@@ -168,11 +181,26 @@ def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
                        hovertemplate="%{x:.2f} s: %{y:.0f} in flight (peak)<extra></extra>"),
             row=flight, col=1,
         )  # fmt: skip
+        owners += [(k, True), (k, True)]
+        for label, per_s in one.failures_per_s:
+            fig.add_trace(
+                go.Bar(x=one.centers_s, y=per_s, width=one.width_s * 0.95, visible=shown,
+                       name=html.escape(label), marker_color=colors[label], showlegend=shown,
+                       legendgroup=f"failure {label}",
+                       hovertemplate=f"%{{x:.2f}} s: %{{y:.2f}}/s {_hover(label)}<extra></extra>"),
+                row=flight + 1, col=1,
+            )  # fmt: skip
+            owners.append((k, True))
+    if len(series) == 1 and series[0].window_s is not None:
+        start_s, end_s = series[0].window_s
+        fig.add_vrect(x0=start_s, x1=end_s, fillcolor="#2ca02c", opacity=0.08, line_width=0,
+                      annotation_text="steady window", annotation_position="top left",
+                      row="all", col=1)  # fmt: skip
     if len(series) > 1:
         buttons = []
         for k, one in enumerate(series):
-            visible = [j // per_run == k for j in range(per_run * len(series))]
-            showlegend = [v and j % per_run >= per_run - 2 for j, v in enumerate(visible)]
+            visible = [run == k for run, _ in owners]
+            showlegend = [run == k and legend for run, legend in owners]
             buttons.append({"label": one.label, "method": "update",
                             "args": [{"visible": visible, "showlegend": showlegend}]})  # fmt: skip
         fig.update_layout(
@@ -181,18 +209,36 @@ def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
         )  # fmt: skip
     width = series[0].width_s if series else 1.0
     fig.update_xaxes(title_text=f"seconds since the run's start (bins of {width:.3g} s)",
-                     row=flight, col=1)  # fmt: skip
+                     row=len(titles), col=1)  # fmt: skip
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(title_text="req/s", row=1, col=1)
     if tokens:
         fig.update_yaxes(title_text="tok/s", row=2, col=1)
     fig.update_yaxes(title_text="requests", row=flight, col=1)
+    if failures:
+        fig.update_yaxes(title_text="req/s", row=flight + 1, col=1)
     fig.update_layout(
         bargap=0,
+        barmode="stack",
         margin={"t": 80 if len(series) > 1 else 60, "b": 50, "l": 70, "r": 20},
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": -0.1, "yanchor": "top"},
     )
-    return figure_html(fig, 680 if tokens else 500)
+    return figure_html(fig, (680 if tokens else 500) + (200 if failures else 0))
+
+
+def _failure_colors(series: Sequence[OverTime]) -> dict[str, str]:
+    """One colour per failure kind across the runs, in the order they come; cancelled grey."""
+    labels = dict.fromkeys(label for one in series for label, _ in one.failures_per_s)
+    colors = {CANCELLED_LABEL: "#7f7f7f"}
+    for label in labels:
+        if label not in colors:
+            colors[label] = FAILURE_PALETTE[(len(colors) - 1) % len(FAILURE_PALETTE)]
+    return colors
+
+
+def _hover(label: str) -> str:
+    """A kind as hover text: plotly's template braces and markup escaped (a server's text)."""
+    return html.escape(label).replace("{", "&#123;").replace("}", "&#125;").replace("%", "&#37;")
 
 
 def trade_off_figure(planes: Sequence[TradeOff]) -> str:

@@ -1,5 +1,5 @@
-"""The data behind report.html's figures: latency CDFs, throughput and in-flight per time bin,
-the Pareto front of a campaign's points, and how a point is labelled.
+"""The data behind report.html's figures: latency CDFs, throughput, in-flight and failures per
+time bin, the Pareto front of a campaign's points, and how a point is labelled.
 
 Pure functions of numpy arrays (seconds in, the figures' units out); loadgen/report/html_charts.py
 draws them. Each output is bounded (a CDF has at most ``max_points`` points, a time series
@@ -10,6 +10,7 @@ run of a hundred.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ TAIL_SHARE = 0.01  # the top 1 % of a CDF's ranks get their own, log-spaced poin
 MIN_WIDTH_S = 1e-3
 COMPLETIONS_PER_BIN = 5
 LEAST_BINS = 10
+FAILURE_LABELS = 5  # failures over time: the 5 most frequent kinds drawn apart, then "other"
+OTHER_FAILURES = "other"
 
 
 def cdf_points(values: np.ndarray, max_points: int = CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
@@ -171,3 +174,27 @@ def _number(value: float) -> str:
     if math.isinf(value):
         return "inf"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def failures_per_s(
+    end_s: np.ndarray, labels: Sequence[str], bins: TimeBins, listed: int = FAILURE_LABELS
+) -> list[tuple[str, np.ndarray]]:
+    """Requests that ended in failure per second of each bin (by their end instant), one series
+    per label, most frequent first: the ``listed`` most frequent labels each on its own, the
+    rest together as ``other``. A request labelled "" is left out (it completed, or was never
+    sent and so has no instant); none at all gives no series."""
+    chosen = np.array([label != "" for label in labels], dtype=bool)
+    if not chosen.any():
+        return []
+    named = np.asarray(labels, dtype=object)[chosen]
+    ends = np.asarray(end_s, dtype=float)[chosen]
+    counted = sorted(Counter(named.tolist()).items(), key=lambda kind: (-kind[1], kind[0]))
+    series = []
+    for label, _ in counted[:listed]:
+        counts, _ = np.histogram(ends[named == label], bins=bins.edges)
+        series.append((label, counts / bins.width_s))
+    rest = np.isin(named, [label for label, _ in counted[listed:]])
+    if rest.any():
+        counts, _ = np.histogram(ends[rest], bins=bins.edges)
+        series.append((OTHER_FAILURES, counts / bins.width_s))
+    return series

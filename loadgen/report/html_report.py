@@ -1,7 +1,8 @@
 """report.html: one self-contained page for a run or a campaign, to open offline and share.
 
-The page holds the run settings, the verdict, the summary table, the TTFT/ITL/E2EL CDFs,
-throughput and in flight over time and, for a campaign, the throughput-latency curves with the
+The page holds the run settings, the verdict, the summary table, the requests that did not
+complete by outcome and kind, the TTFT/ITL/E2EL CDFs, throughput, in flight and failures over
+time and, for a campaign, the throughput-latency curves with the
 Pareto front. plotly.js is inlined once in the page's head; every figure's script calls it, and
 nothing is fetched from the network. A run's page is a renderer of its report's ``RunSummary``
 (``run_page``): its settings rows, verdict and gates, and the summary table made from the
@@ -18,11 +19,13 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from loadgen.config import PLOT_EXTRA, missing_libraries
+from loadgen.plot_extra import PLOT_EXTRA, missing_libraries
 from loadgen.records.redact import redact_argv, redact_text, redact_url
 from loadgen.report.compare import Samples, pooled_samples
+from loadgen.report.failures import CANCELLED, FAILED, error_kind, most_frequent
 from loadgen.report.hosts import host_lines
 from loadgen.report.html_charts import (
+    CANCELLED_LABEL,
     OVER_TIME_TITLE,
     Latencies,
     OverTime,
@@ -33,6 +36,7 @@ from loadgen.report.html_figures import (
     bin_count,
     completions_per_s,
     event_tokens,
+    failures_per_s,
     in_flight,
     time_bins,
     tokens_per_s,
@@ -41,13 +45,13 @@ from loadgen.report.html_template import PAGE_TEMPLATE
 from loadgen.report.metric_table import LATENCY_BY_KEY
 from loadgen.report.run_report import Report
 from loadgen.report.run_summary import RunSummary
-from loadgen.report.summarize import most_frequent
 from loadgen.report.summary import notes, report_blocks
 
 RECORDS_SUFFIX = ".records.arrow"
 VERDICT_OK = "client: OK: "
 GENERATION_CDFS = ("ttft", "itl", "e2el")
 POOLING_CDFS = ("e2el",)  # a pooling answer has one instant: its TTFT is its E2EL
+FAILURE_OUTCOMES = ("failed", "cancelled", "not sent")  # the failures table's order
 
 
 def plotly_missing() -> str | None:
@@ -124,23 +128,40 @@ def summary_table(summary: RunSummary) -> Table:
 
 def run_notes(summary: RunSummary) -> list[str]:
     """Why the report covers only part of the run, if it does (``loadgen report`` says it on
-    stderr), the console's notes after the summary's blocks, the failed requests counted by
-    kind (the console lists only the first ten), and where the workers ran."""
+    stderr), the console's notes after the summary's blocks, and where the workers ran (the
+    requests that did not complete have their own table: ``failures_table``)."""
     caveat = summary.ending.caveat
     return [
         *([f"note: {caveat}"] if caveat else []),
         *notes(summary),
-        *error_kinds_note(summary),
         *host_lines(summary.ending.hosts),
     ]
 
 
-def error_kinds_note(summary: RunSummary) -> list[str]:
-    """One line counting the failed requests by kind, most frequent first; none without."""
-    kinds = most_frequent(summary.errors.by_kind)
-    if not kinds:
-        return []
-    return ["failed requests by kind: " + ", ".join(f"{n} × {kind}" for kind, n in kinds)]
+def failure_rows(summary: RunSummary) -> list[tuple[str, str, int]]:
+    """The requests of a run that did not complete, as (outcome, kind, count): the failed by
+    kind, most frequent first, then the cancelled and the not sent; none when all completed."""
+    totals = summary.totals
+    failed, cancelled, not_sent = FAILURE_OUTCOMES
+    return [
+        *((failed, kind, n) for kind, n in most_frequent(summary.errors.by_kind)),
+        *([(cancelled, "in flight when the run stopped", totals.cancelled)]
+          if totals.cancelled else []),
+        *([(not_sent, "never left the client", totals.not_sent)] if totals.not_sent else []),
+    ]  # fmt: skip
+
+
+def failures_table(summary: RunSummary) -> Table | None:
+    """The run's requests that did not complete, by outcome and kind, with each one's share
+    of the run's requests; None when all completed."""
+    rows = failure_rows(summary)
+    if not rows:
+        return None
+    total = max(len(summary.errors.per_request), 1)
+    return Table(
+        ["outcome", "kind", "requests", "share of requests"],
+        [[outcome, kind, f"{n:,}", f"{100 * n / total:.1f} %"] for outcome, kind, n in rows],
+    )
 
 
 def run_latencies(label: str, summaries: list[RunSummary]) -> Latencies:
@@ -171,7 +192,23 @@ def run_over_time(label: str, summary: RunSummary) -> OverTime:
         tokens_per_s=tokens_per_s(results.event_s, tokens, bins),
         in_flight_mean=mean,
         in_flight_peak=peak,
+        failures_per_s=failures_per_s(ends_s, failure_labels(summary), bins),
+        window_s=(
+            None
+            if summary.steady is None
+            else (summary.steady.window.start_s, summary.steady.window.end_s)
+        ),
     )
+
+
+def failure_labels(summary: RunSummary) -> list[str]:
+    """What failures over time calls each request: a failed one its kind, a cancelled one
+    ``CANCELLED_LABEL``, any other "" (left out: completed, or never sent)."""
+    errors = summary.errors
+    return [
+        error_kind(e) if o == FAILED else CANCELLED_LABEL if o == CANCELLED else ""
+        for o, e in zip(errors.outcome.tolist(), errors.per_request, strict=True)
+    ]
 
 
 def run_page(report: Report, title: str) -> str:
@@ -188,6 +225,7 @@ def run_page(report: Report, title: str) -> str:
         verdict_summary=None,
         notes=[redact_text(note) for note in run_notes(report.summary)],
         summary=summary_table(report.summary),
+        failures=failures_table(report.summary),
         figures=[
             ("Latency distributions", cdf_figure([run_latency], names)),
             (

@@ -1,5 +1,6 @@
-"""report.html's page (a jinja2 template): the settings, the verdicts, the summary table and the
-figures, with plotly.js inlined once in the head and no reference to the network."""
+"""report.html's page (a jinja2 template): the settings, the verdicts, the summary table, the
+requests that did not complete (where some did not) and the figures, with plotly.js inlined
+once in the head and no reference to the network."""
 
 PAGE_TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -31,6 +32,7 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
   table.points td { text-align: right; font-variant-numeric: tabular-nums; white-space: pre; }
   table.points td:first-child { text-align: left; position: sticky; left: 0; background: #fff; }
   table.points th:first-child { position: sticky; left: 0; }
+  table.failures td:nth-child(2) { text-align: left; white-space: normal; }
   .ci { color: #6a737d; font-size: 11px; }
   .verdict { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px;
              padding: 6px 10px; border-left: 4px solid #2ca02c; background: #f3faf3;
@@ -112,6 +114,18 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
 </section>
 {% endif %}
 
+{% if failures %}
+<h2>Requests that did not complete</h2>
+{% if failures_note is defined %}<div class="sub">{{ failures_note }}</div>{% endif %}
+<section class="scroll">
+<table class="points failures">
+<tr>{% for name in failures.header %}<th>{{ name }}</th>{% endfor %}</tr>
+{% for row in failures.rows %}
+<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}
+</table>
+</section>
+{% endif %}
 {% for title, note, table in tables|default([]) %}
 <h2>{{ title }}</h2>
 <div class="sub">{{ note }}</div>

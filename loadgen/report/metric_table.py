@@ -6,12 +6,13 @@ stem (the result JSON's key, and the attribute of ``RunSummary`` that holds it),
 label, its unit, the views it appears in, and whether a generation run, a pooling run or both
 report it. The console's "Serving Benchmark Result" block and the result JSON's metric keys are
 made from these rows in their order (``FIGURES`` is in the JSON's order, upstream's; ``console``
-gives the console's; report.html's run table is made from the console's blocks); summary.csv,
-the campaign's console table and report.html's campaign table take the rows whose views name
-``campaign``. A row added here appears in every view it names, and in no other
-(tests/unit/test_metric_table.py). Where room is short (report.html's campaign table, the live
-view) a figure goes by its ``title`` and a latency statistic by its ``column``, so the live view
-and the final summary name each figure alike.
+gives the console's; report.html's run table is made from the console's blocks); summary.csv
+and report.html's campaign table take the rows whose views name ``campaign``, and the
+campaign's console table, narrower, those of them that also name ``campaign table`` (a latency
+by its p99). A row added here appears in every view it names, and in no other
+(tests/unit/report/test_metric_table.py). Where room is short (the campaign's tables, the live
+view) a figure goes by its ``title`` and a latency statistic by its ``column``, so the live view,
+the final summary and the campaign's tables name each figure alike.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ from typing import Literal
 # The views a row may name.
 CONSOLE = "console"  # the console summary (and report.html's summary table, made from it)
 JSON = "json"  # the result JSON (and the Python API's Result.metrics, which is it)
-CAMPAIGN = "campaign"  # a campaign's summary.csv and console table
-VIEWS = (CONSOLE, JSON, CAMPAIGN)
+CAMPAIGN = "campaign"  # a campaign's summary.csv (and report.html's campaign table)
+# The campaign's console table at its end: some of summary.csv's columns (so a row naming it
+# names ``campaign`` too), a latency by its TABLE_STATISTIC.
+CAMPAIGN_TABLE = "campaign table"
+VIEWS = (CONSOLE, JSON, CAMPAIGN, CAMPAIGN_TABLE)
+TABLE_STATISTIC = "p99"
 
 RunKind = Literal["generation", "pooling", "both"]
 # When the console shows a figure: always, with a tokenizer (token counts need one), when the
@@ -90,6 +95,7 @@ def _views(*names: str) -> frozenset[str]:
 
 
 ALL = _views(CONSOLE, JSON, CAMPAIGN)
+TABLED = ALL | {CAMPAIGN_TABLE}
 SHOWN = _views(CONSOLE, JSON)
 
 # In the result JSON's order (upstream's, after its run settings); ``console`` is the order of
@@ -106,19 +112,25 @@ FIGURES: tuple[Figure, ...] = (
            short="completed"),
     Figure("failed", "Failed requests:", "requests", ALL, spec="", console=2, short="failed",
            pooling_views=_views(CONSOLE, CAMPAIGN)),  # upstream's pooling JSON has no "failed"
+    # A stopped run's other requests (report/failures.py): the JSON has them, with the kinds,
+    # under loadgen.errors (upstream's keys stay upstream's); the console after the table.
+    Figure("cancelled", "Cancelled requests:", "requests", _views(CAMPAIGN), spec="",
+           short="cancelled"),
+    Figure("not_sent", "Requests not sent:", "requests", _views(CAMPAIGN), spec="",
+           short="not sent"),
     Figure("total_input_tokens", "Total input tokens:", "tokens", SHOWN, spec="", console=6,
            short="input tokens"),
     Figure("total_output_tokens", "Total generated tokens:", "tokens", SHOWN,
            runs="generation", spec="", shown="tokenizer", console=7, short="output tokens"),
     Figure("total_input_sequences", "Total input sequences:", "inputs", _views(JSON),
            runs="pooling", short="input sequences"),
-    Figure("request_throughput", "Request throughput (req/s):", "req/s", ALL, console=8,
+    Figure("request_throughput", "Request throughput (req/s):", "req/s", TABLED, console=8,
            short="req/s"),
-    Figure("request_goodput", "Request goodput (req/s):", "req/s", ALL, runs="generation",
+    Figure("request_goodput", "Request goodput (req/s):", "req/s", TABLED, runs="generation",
            shown="known", console=10, short="goodput req/s"),
     Figure("input_sequence_throughput", "Input throughput (inputs/s):", "inputs/s", SHOWN,
            runs="pooling", console=9, short="inputs/s"),
-    Figure("output_throughput", "Output token throughput (tok/s):", "tok/s", ALL,
+    Figure("output_throughput", "Output token throughput (tok/s):", "tok/s", TABLED,
            runs="generation", shown="tokenizer", console=11, short="output tok/s"),
     Figure("total_token_throughput", "Total token throughput (tok/s):", "tok/s", SHOWN,
            shown="tokenizer", console=15, short="total tok/s"),
@@ -129,13 +141,17 @@ FIGURES: tuple[Figure, ...] = (
            runs="generation", console=13, after_detail=True, short="peak in flight"),
     Figure("rtfx", "RTFx (Inverse Real-Time Factor):", "audio s/s", SHOWN, runs="generation",
            shown="nonzero", console=14, after_detail=True, short="RTFx"),
+    # The server's own count (loadgen/report/prefix_cache.py): a campaign's, not upstream's.
+    Figure("prefix_cache_hit_rate", "Prefix cache hit rate (%):", "%",
+           _views(CAMPAIGN, CAMPAIGN_TABLE),
+           runs="generation", shown="known", short="prefix cache hit %"),
 )  # fmt: skip
 
 # In upstream's order of its metric blocks and keys; --percentile-metrics selects among them.
 LATENCIES: tuple[Latency, ...] = (
-    Latency("ttft", "TTFT", "Time to First Token", ALL, tokens=True),
+    Latency("ttft", "TTFT", "Time to First Token", TABLED, tokens=True),
     Latency("tpot", "TPOT", "Time per Output Token (excl. 1st token)", ALL, tokens=True),
-    Latency("itl", "ITL", "Inter-token Latency", ALL, tokens=True),
+    Latency("itl", "ITL", "Inter-token Latency", TABLED, tokens=True),
     Latency("e2el", "E2EL", "End-to-end Latency", ALL),
     Latency("client_queue_time", "Client Queue Time", "Client-side Queueing", SHOWN,
             concurrency=True),

@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.config import RunConfig
 from loadgen.report.decoding import result_keys as decoding_keys
+from loadgen.report.failures import most_frequent
 from loadgen.report.metric_table import JSON, figures_in
 from loadgen.report.metrics import MetricStats
+from loadgen.report.report_output import ReportOutput
 from loadgen.report.run_summary import RunSummary, Settings
 from loadgen.report.stats import SampleStats
+from loadgen.report.steady_views import steady_json, time_bound_json
 from loadgen.report.summary import percentile_word
 from loadgen.terminal import printable
 
@@ -128,6 +130,7 @@ def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
         "text_capped": connections.text_capped,
         "connection_reuse_stopped": stats.reuse_stopped,
         "schedule_sha256": identity.schedule_sha256,
+        "seed": summary.settings.seed,  # a campaign's run: derived from --seed (--same-prompts)
         "send_lag_ms": p50_p99_max(summary.client.send_lag_ms),
         "from_intended": (  # None unless the run was paced
             None
@@ -141,10 +144,26 @@ def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
         "worker_problems": summary.ending.worker_problems,
         "hosts": summary.ending.hosts,
         "multi_turn": summary.multi_turn,  # None unless --multi-turn
+        "time_bound": time_bound_json(summary.time_bound),  # None unless --duration
+        "steady_window": steady_json(summary.steady),  # None unless --warmup-s, --cooldown-s
+        "prefix_cache": None if summary.prefix_cache is None else summary.prefix_cache.to_json(),
         "interrupted": summary.ending.interrupted,
+        "errors": errors_json(summary),
         "client": summary.client.health.to_json(),
         **identity.context,
         "verdict": summary.client.verdict,  # last, so the result JSON ends with it
+    }
+
+
+def errors_json(summary: RunSummary) -> dict[str, Any]:
+    """The requests that did not complete (loadgen/report/failures.py): upstream's ``failed``
+    again, the cancelled and the not sent apart, and the failed by kind, most frequent first."""
+    totals = summary.totals
+    return {
+        "failed": totals.failed,
+        "cancelled": totals.cancelled,
+        "not_sent": totals.not_sent,
+        "by_kind": dict(most_frequent(summary.errors.by_kind)),
     }
 
 
@@ -174,23 +193,25 @@ def _ramp_up_keys(settings: Settings) -> dict[str, Any]:
     }
 
 
-def result_path(config: RunConfig, model_id: str, date: str) -> str:
+def result_path(settings: Settings, output: ReportOutput, model_id: str, date: str) -> str:
     """Upstream's file name: {label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json,
-    or {label}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{N}]-... with ramp-up."""
-    concurrency = f"-concurrency{config.concurrency}" if config.concurrency is not None else ""
+    or {label}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{N}]-... with ramp-up;
+    --result-filename instead, in --result-dir."""
+    cap = settings.max_concurrency
+    concurrency = f"-concurrency{cap}" if cap is not None else ""
     model = printable(model_id.split("/")[-1])  # a server's model id: no control characters
-    if config.ramp_up_strategy is not None:
+    if settings.ramp_up_strategy is not None:
         rates = (
-            f"ramp-up-{config.ramp_up_strategy}-"
-            f"{config.ramp_up_start_rps}qps-{config.ramp_up_end_rps}qps"
+            f"ramp-up-{settings.ramp_up_strategy}-"
+            f"{settings.ramp_up_start_rps}qps-{settings.ramp_up_end_rps}qps"
         )
     else:
-        rates = f"{config.rate}qps"
-    name = f"{config.label or config.backend}-{rates}{concurrency}-{model}-{date}.json"
-    if config.result_filename:
-        name = config.result_filename
-    if config.result_dir:
-        name = os.path.join(config.result_dir, name)
+        rates = f"{settings.request_rate}qps"
+    name = f"{settings.label or settings.backend}-{rates}{concurrency}-{model}-{date}.json"
+    if output.result_filename:
+        name = output.result_filename
+    if output.result_dir:
+        name = os.path.join(output.result_dir, name)
     return name
 
 

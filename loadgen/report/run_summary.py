@@ -14,14 +14,17 @@ from typing import Any
 import numpy as np
 
 from loadgen.report.metrics import MetricStats, RequestResults, Timings
+from loadgen.report.prefix_cache import PrefixCacheHits
 from loadgen.report.stats import SampleStats
+from loadgen.report.steady import SteadyWindow
 from loadgen.report.verdict import ClientHealth
 from workers.protocol import ConnectionStats
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What the views read of the run's configuration."""
+    """What the report reads of the run's configuration, and all it reads of it: built once
+    where a report is made (``report.settings.settings_of``)."""
 
     backend: str
     label: str | None
@@ -31,17 +34,28 @@ class Settings:
     burstiness: float
     max_concurrency: int | None
     ramp_up_strategy: str | None
-    ramp_up_start_rps: float | None
-    ramp_up_end_rps: float | None
+    ramp_up_start_rps: int | None
+    ramp_up_end_rps: int | None
+    self_timed: bool  # requests went at a timed trace's own instants
     pooling: bool
     tokenizer: bool  # token counts are known (not --skip-tokenizer-init)
     save_detailed: bool
+    metrics: tuple[str, ...]  # --percentile-metrics: the latencies whose statistics are reported
     percentiles: tuple[float, ...]  # --metric-percentiles
     goodput: dict[str, float] | None  # --goodput's SLOs (ms)
     server_url: str  # as given: a view hides its secrets (records.redact.redact_url)
     endpoint: str
     mock: bool  # the embedded mock served the run
     fail_on: tuple[str, ...]  # --fail-on's conditions
+    probes: bool  # --probe-request-rate above 0: probes ran beside the traffic
+    steady_state: bool  # a campaign's summary counts each run's steady state only
+    duration: float | None = None  # --duration (s): the run was bounded by time
+    duration_grace_s: float = 30.0  # --duration-grace-s: how long requests in flight could finish
+    warmup_s: float = 0.0  # --warmup-s: the steady window starts this long after t0
+    cooldown_s: float = 0.0  # --cooldown-s: and ends this long before the run's end
+    seed: int = 0  # the --seed its prompts and schedule were drawn with (a campaign's: per run)
+    search: str | None = None  # --search: rate or concurrency (a campaign's runs)
+    slo: tuple[str, ...] = ()  # --slo's conditions (a campaign's)
 
 
 @dataclass(frozen=True)
@@ -65,7 +79,7 @@ class Totals:
 
     duration: float  # seconds, from t0 to the last end
     completed: int
-    failed: int
+    failed: int  # upstream's: failed, not cancelled or not sent (loadgen/report/failures.py)
     total_input_tokens: int
     request_throughput: float
     total_token_throughput: float
@@ -77,6 +91,9 @@ class Totals:
     rtfx: float | None = None
     total_input_sequences: int | None = None  # pooling only
     input_sequence_throughput: float | None = None  # pooling only
+    cancelled: int = 0  # in flight when the run stopped
+    not_sent: int = 0  # never left the client
+    prefix_cache_hit_rate: float | None = None  # % of prompt tokens; None: not reported
 
 
 @dataclass(frozen=True)
@@ -92,10 +109,13 @@ class Connections:
 
 @dataclass(frozen=True)
 class Errors:
-    """The requests' errors: one per request ("" where it had none), and counts by kind."""
+    """The requests' errors: one per request ("" where it had none), each request's outcome
+    (failures.OUTCOMES), and the failed requests counted by kind (cancelled and not sent are
+    counted apart, in ``Totals``)."""
 
     per_request: list[str]
     by_kind: dict[str, int]
+    outcome: np.ndarray  # int8 per request, an index into failures.OUTCOMES
 
     @property
     def first(self) -> str:
@@ -157,6 +177,30 @@ class Requests:
 
 
 @dataclass(frozen=True)
+class Steady:
+    """The steady window of --warmup-s and --cooldown-s: which requests it keeps, and the
+    campaign figures counted over them (``steady.window_metrics``' keys)."""
+
+    warmup_s: float
+    cooldown_s: float
+    window: SteadyWindow
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """A run bounded by --duration: its deadline and grace, and what the deadline did."""
+
+    duration_s: float
+    grace_s: float
+    prepared: int  # requests prepared (the upper bound)
+    not_sent: int  # of them, left unsent by the deadline: no part of the run
+    cancelled: int  # requests in flight when the grace ran out, cancelled
+    # unpaced: every prepared request was sent, the last this many s after t0 (None otherwise)
+    ran_out_s: float | None = None
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """A run's report, computed: figures, samples, notes' facts and the verdict."""
 
@@ -175,3 +219,6 @@ class RunSummary:
     rps_change_events: list[dict[str, Any]] | None  # a ramp-up's, upstream's keys
     requests: Requests
     gates: list[str]  # the --fail-on conditions breached, one line each
+    steady: Steady | None = None  # None without --warmup-s or --cooldown-s
+    time_bound: TimeBound | None = None  # None without --duration
+    prefix_cache: PrefixCacheHits | None = None  # the server's, where it reports them

@@ -1,6 +1,6 @@
-"""``summarize(config, run) -> RunSummary``: a run's report computed once from its records.
+"""``summarize(settings, run) -> RunSummary``: a run's report computed once from its records.
 
-A function of plain data (the configuration and ``RunRecords``): no socket, no clock, no
+A function of plain data (the run's ``Settings`` and ``RunRecords``): no socket, no clock, no
 formatting, so the live run and ``loadgen report RECORDS`` summarize the same way and every view
 renders the same figures.
 """
@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import Counter
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from loadgen.config import RunConfig
-from loadgen.config.sections import Report, Server, Traffic
 from loadgen.records.model import RunEnd, RunRecords
 from loadgen.report.conversations import conversation_figures
 from loadgen.report.decoding import (
@@ -25,6 +21,14 @@ from loadgen.report.decoding import (
     parse_diffusion,
     parse_spec_decode,
     spec_decode_stats,
+)
+from loadgen.report.failures import (
+    CANCELLED,
+    FAILED,
+    NOT_SENT,
+    OUTCOMES,
+    kinds_of_failed,
+    outcomes,
 )
 from loadgen.report.metric_table import LATENCIES
 from loadgen.report.metrics import (
@@ -39,6 +43,7 @@ from loadgen.report.metrics import (
 )
 from loadgen.report.metrics import summarize as sample_summary
 from loadgen.report.output_lens import resolve_output_lens
+from loadgen.report.prefix_cache import prefix_cache_hits
 from loadgen.report.probes import ProbeResults, probe_stats
 from loadgen.report.run_context import run_context
 from loadgen.report.run_summary import (
@@ -51,41 +56,52 @@ from loadgen.report.run_summary import (
     Requests,
     RunSummary,
     Settings,
+    Steady,
+    TimeBound,
     Totals,
 )
 from loadgen.report.stats import sample_stats
+from loadgen.report.steady import sent_by_deadline, timed_window, window_metrics
 from loadgen.report.verdict import RunScale, not_judged, verdict
 from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
-from workers.protocol import ConnectionStats
-
-ERROR_KIND_WORDS = 5  # an error's kind: at most its first 5 words before a colon
+from workers.protocol import CANCELLED_AT_DEADLINE, ConnectionStats
 
 
-def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
-    """The summary of a run's records. A run that never ended (the records of a crash) is
-    summarized as interrupted, with what its records hold; ``gates`` is left empty (the
-    result JSON judges them: ``run_report.build_report``)."""
-    end = run_end(run, config.pooling)
+def summarize(settings: Settings, run: RunRecords) -> RunSummary:
+    """The summary of a run's records under its settings. A run that never ended (the records
+    of a crash) is summarized as interrupted, with what its records hold; ``gates`` is left
+    empty (the result JSON judges them: ``run_report.build_report``)."""
+    prepared = run.num_requests
+    run = sent_by_deadline(run)  # --duration: the requests its deadline left unsent go
+    end = run_end(run, settings.pooling)
     records = run.records
     results = request_results(run, end)
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
     timings = derive_timings(results)
     metrics: BenchmarkMetrics | PoolingMetrics
-    if config.pooling:
+    percentiles = list(settings.percentiles)
+    if settings.pooling:
         metrics = calculate_pooling_metrics(
-            results, timings, run.input_sequences, duration_s, config.percentiles()
+            results, timings, run.input_sequences, duration_s, percentiles
         )
     else:
         metrics = calculate_metrics(
-            results, timings, duration_s, config.percentiles(), goodput_slos_ms=config.goodput
+            results, timings, duration_s, percentiles, goodput_slos_ms=settings.goodput
         )
-    rate = paced_rate(config, run.scheduled_ns)
+    rate = paced_rate(settings, run.scheduled_ns)
     errors = [run.errors.get(i, "") for i in range(run.num_requests)]
-    health = _client(config, run, end, results, timings, rate)
+    outcome = outcomes(records["success"].astype(bool), errors)
+    health = _client(settings, run, end, results, timings, rate)
+    hits = prefix_cache_hits(
+        records["cached_tokens"], results.prompt_lens, run.start.counters_before, end.counters_after
+    )
+    totals = with_outcomes(totals_of(settings, metrics, duration_s), outcome)
+    if hits is not None and not settings.pooling:
+        totals = dataclasses.replace(totals, prefix_cache_hit_rate=hits.hit_rate)
     return RunSummary(
-        settings=settings_of(config),
+        settings=settings,
         identity=Identity(
             model_id=run.start.model_id,
             tokenizer_id=run.start.tokenizer_id,
@@ -96,9 +112,9 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             t0_wall=run.start.t0_wall,
             context=run_context(run.start),
         ),
-        totals=totals_of(config, metrics, duration_s),
-        latencies={name: metrics.stats[name] for name in reported_metrics(config)},
-        intended=_intended(config, results, run.scheduled_ns, rate),
+        totals=totals,
+        latencies={name: metrics.stats[name] for name in reported_metrics(settings)},
+        intended=_intended(settings, results, run.scheduled_ns, rate),
         connections=Connections(
             stats=end.connection_stats,
             new_during_run=sample_stats(
@@ -107,7 +123,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             truncated_streams=int(records["truncated"].sum()),
             text_capped=int(records["text_capped"].sum()),
         ),
-        errors=Errors(errors, dict(Counter(error_kind(e) for e in errors if e))),
+        errors=Errors(errors, kinds_of_failed(outcome, errors), outcome),
         decoding=_decoding(run, end, duration_s),
         probes=(
             probe_stats(ProbeResults(end.probe_latencies_s, end.probe_failures))
@@ -118,7 +134,7 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
         ending=Ending(end.interrupted, end.worker_problems, end.hosts),
         multi_turn=conversation_figures(run, timings),
         rps_change_events=_rps_change_events(
-            config, run.scheduled_ns, datetime.fromisoformat(run.start.t0_wall)
+            settings, run.scheduled_ns, datetime.fromisoformat(run.start.t0_wall)
         ),
         requests=Requests(
             results=results,
@@ -133,36 +149,60 @@ def summarize(config: RunConfig, run: RunRecords) -> RunSummary:
             event_ns=run.event_ns,
         ),
         gates=[],
+        steady=_steady(settings, results, timings, ends / 1e9, outcome),
+        time_bound=_time_bound(settings, prepared, run),
+        prefix_cache=hits,
     )
 
 
-def settings_of(config: RunConfig) -> Settings:
-    """What the views read of the configuration."""
-    return Settings(
-        backend=config.backend,
-        label=config.label,
-        num_prompts=config.num_prompts,
-        metadata=config.metadata,
-        request_rate=config.rate,
-        burstiness=config.burstiness,
-        max_concurrency=config.concurrency,
-        ramp_up_strategy=config.ramp_up_strategy,
-        ramp_up_start_rps=config.ramp_up_start_rps,
-        ramp_up_end_rps=config.ramp_up_end_rps,
-        pooling=config.pooling,
-        tokenizer=not config.skip_tokenizer_init,
-        save_detailed=config.save_detailed,
-        percentiles=tuple(config.percentiles()),
-        goodput=config.goodput,
-        server_url=config.server_url,
-        endpoint=config.endpoint,
-        mock=config.mock,
-        fail_on=tuple(config.fail_on or ()),
+def _time_bound(settings: Settings, prepared: int, run: RunRecords) -> TimeBound | None:
+    """What --duration's deadline did to the run; None without --duration."""
+    if settings.duration is None:
+        return None
+    cancelled = sum(error == CANCELLED_AT_DEADLINE for error in run.errors.values())
+    not_sent = prepared - run.num_requests
+    sent_s = run.records["sent_ns"] / 1e9
+    unpaced = math.isinf(settings.request_rate) or settings.self_timed
+    ran_out = not_sent == 0 and unpaced and bool((sent_s >= 0).any())
+    return TimeBound(
+        settings.duration,
+        settings.duration_grace_s,
+        prepared,
+        not_sent,
+        cancelled,
+        float(sent_s.max()) if ran_out else None,
     )
+
+
+def _steady(
+    settings: Settings,
+    results: RequestResults,
+    timings: Timings,
+    end_s: np.ndarray,
+    outcome: np.ndarray,
+) -> Steady | None:
+    """The steady window of --warmup-s and --cooldown-s and its figures; None without them."""
+    warmup_s, cooldown_s = settings.warmup_s, settings.cooldown_s
+    if not warmup_s and not cooldown_s:
+        return None
+    sent = results.sent_s >= 0
+    window = timed_window(results.sent_s, end_s, sent, warmup_s, cooldown_s)
+    metrics = window_metrics(
+        results,
+        timings,
+        window.kept,
+        window.duration_s,
+        pooling=settings.pooling,
+        percentiles=settings.percentiles,
+        goodput=settings.goodput,
+        outcome=outcome,
+        not_sent=float((outcome == NOT_SENT).sum()),  # never in a window: the run's own count
+    )
+    return Steady(warmup_s, cooldown_s, window, metrics)
 
 
 def totals_of(
-    config: Report, metrics: BenchmarkMetrics | PoolingMetrics, duration_s: float
+    settings: Settings, metrics: BenchmarkMetrics | PoolingMetrics, duration_s: float
 ) -> Totals:
     """The metric table's figures of the run."""
     common: dict[str, Any] = {
@@ -182,7 +222,7 @@ def totals_of(
     return Totals(
         **common,
         total_output_tokens=metrics.total_output,
-        request_goodput=metrics.request_goodput if config.goodput else None,
+        request_goodput=metrics.request_goodput if settings.goodput else None,
         output_throughput=metrics.output_throughput,
         max_output_tokens_per_s=metrics.max_output_tokens_per_s,
         max_concurrent_requests=metrics.max_concurrent_requests,
@@ -190,14 +230,14 @@ def totals_of(
     )
 
 
-def reported_metrics(config: RunConfig) -> list[str]:
+def reported_metrics(settings: Settings) -> list[str]:
     """The selected latencies that are reported, in the metric table's order (upstream's) and
     under upstream's conditions: TTFT, TPOT and ITL only for generation with a tokenizer; the
     client's queue only with --max-concurrency (and queue-inclusive E2EL at a finite rate)."""
-    selected = set(config.selected_metrics())
-    with_tokens = not config.pooling and not config.skip_tokenizer_init
-    concurrency = config.concurrency is not None
-    paced = not math.isinf(config.rate)
+    selected = set(settings.metrics)
+    with_tokens = not settings.pooling and settings.tokenizer
+    concurrency = settings.max_concurrency is not None
+    paced = not math.isinf(settings.request_rate)
     return [
         latency.key
         for latency in LATENCIES
@@ -208,29 +248,28 @@ def reported_metrics(config: RunConfig) -> list[str]:
     ]
 
 
-def error_kind(error: str) -> str:
-    """The first words of an error, before any colon: its kind for the counts (the summary's
-    and the live view's)."""
-    head = error.split(":", 1)[0]
-    return " ".join(head.split()[:ERROR_KIND_WORDS]) or "(empty)"
-
-
-def most_frequent(by_kind: Mapping[str, int]) -> list[tuple[str, int]]:
-    """Error kinds and their counts, most frequent first, then by name: the order report.html
-    and the live view list them in."""
-    return sorted(by_kind.items(), key=lambda kind: (-kind[1], kind[0]))
+def with_outcomes(totals: Totals, outcome: np.ndarray) -> Totals:
+    """The totals with the requests that did not complete counted by outcome: upstream's
+    ``failed`` the failed alone, the cancelled and the not sent apart."""
+    counts = np.bincount(outcome, minlength=len(OUTCOMES))
+    return dataclasses.replace(
+        totals,
+        failed=int(counts[FAILED]),
+        cancelled=int(counts[CANCELLED]),
+        not_sent=int(counts[NOT_SENT]),
+    )
 
 
 def _intended(
-    config: RunConfig, results: RequestResults, scheduled_ns: np.ndarray, rate: float | None
+    settings: Settings, results: RequestResults, scheduled_ns: np.ndarray, rate: float | None
 ) -> dict[str, Any] | None:
     """TTFT and E2EL from the scheduled send instant of a paced run (E2EL only for pooling,
     whose answer has one instant: its TTFT is its E2EL); None for an unpaced run."""
     if rate is None:
         return None
     ttft_s, e2el_s = latency_from_intended(results, scheduled_ns / 1e9)
-    samples = {"e2el": e2el_s} if config.pooling else {"ttft": ttft_s, "e2el": e2el_s}
-    return {k: sample_summary(x, config.percentiles()) for k, x in samples.items()}
+    samples = {"e2el": e2el_s} if settings.pooling else {"ttft": ttft_s, "e2el": e2el_s}
+    return {k: sample_summary(x, list(settings.percentiles)) for k, x in samples.items()}
 
 
 def _decoding(run: RunRecords, end: RunEnd, duration_s: float) -> Decoding:
@@ -248,7 +287,7 @@ def _decoding(run: RunRecords, end: RunEnd, duration_s: float) -> Decoding:
 
 
 def _client(
-    config: Server,
+    settings: Settings,
     run: RunRecords,
     end: RunEnd,
     results: RequestResults,
@@ -267,7 +306,7 @@ def _client(
         end.worker_wall_ns,
         rate or math.inf,
         scale=run_scale(
-            results, timings, run.scheduled_ns, pooling=config.pooling, paced=rate is not None
+            results, timings, run.scheduled_ns, pooling=settings.pooling, paced=rate is not None
         ),
         host=end.host,
     )
@@ -321,32 +360,32 @@ def unfinished_end(run: RunRecords, pooling: bool) -> RunEnd:
     )
 
 
-def paced_rate(config: RunConfig, scheduled_ns: np.ndarray) -> float | None:
+def paced_rate(settings: Settings, scheduled_ns: np.ndarray) -> float | None:
     """The highest rate the schedule paces requests at (its send lag is then judged), or None
     for an unpaced run (everything due at once): a finite --request-rate, a ramp-up's end rate,
     or a self-timed trace's mean rate."""
-    if config.self_timed_trace:
+    if settings.self_timed:
         span_s = float(scheduled_ns[-1]) / 1e9
         return len(scheduled_ns) / span_s if span_s > 0 else None
-    if config.ramp_up_strategy is not None:
-        return float(config.ramp_up_end_rps or 0) or None
-    return None if math.isinf(config.rate) else config.rate
+    if settings.ramp_up_strategy is not None:
+        return float(settings.ramp_up_end_rps or 0) or None
+    rate = settings.request_rate
+    return None if math.isinf(rate) else rate
 
 
 def _rps_change_events(
-    config: Traffic, scheduled_ns: np.ndarray, t0_wall: datetime
+    settings: Settings, scheduled_ns: np.ndarray, t0_wall: datetime
 ) -> list[dict[str, Any]] | None:
-    """Upstream's ``rps_change_events`` of a ramp-up run, stamped from the schedule; else None."""
-    ramp_up = config.ramp_up
-    if ramp_up is None:
-        return None
-    return rps_change_events(
-        ramp_up.strategy,
-        ramp_up.start_rps,
-        ramp_up.end_rps,
-        scheduled_ns / 1e9,
-        t0_wall,
+    """Upstream's ``rps_change_events`` of a ramp-up run, stamped from the schedule; else None
+    (a ramp-up without both rates is refused before a run: validate())."""
+    strategy, start_rps, end_rps = (
+        settings.ramp_up_strategy,
+        settings.ramp_up_start_rps,
+        settings.ramp_up_end_rps,
     )
+    if strategy is None or start_rps is None or end_rps is None:
+        return None
+    return rps_change_events(strategy, start_rps, end_rps, scheduled_ns / 1e9, t0_wall)
 
 
 def run_scale(

@@ -12,12 +12,14 @@ import numpy as np
 
 from loadgen.report.conversations import conversation_block, conversation_lines
 from loadgen.report.decoding import decoding_blocks
+from loadgen.report.failures import FAILED, failure_lines
 from loadgen.report.hosts import host_lines
 from loadgen.report.metric_table import LATENCY_BY_KEY, Figure, console_figures
 from loadgen.report.metrics import MetricStats, RequestResults, Timings, tokens_per_second
 from loadgen.report.probes import probe_block
 from loadgen.report.rows import RULE, Block, Row, block_lines, section_title
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.steady_views import steady_block, time_bound_line
 from loadgen.terminal import printable
 from workers.protocol import ConnectionStats
 
@@ -35,16 +37,23 @@ def console_lines(summary: RunSummary) -> list[str]:
     Benchmark Result" block, then loadgen's blocks and notes, the verdict last."""
     lines: list[str] = []
     if not summary.settings.pooling:  # upstream prints neither failures nor a plot for pooling
-        lines += failure_preamble([e for e in summary.errors.per_request if e])
+        failed = summary.errors.outcome == FAILED  # not cancelled or not sent: as upstream's
+        errors = [e for e, f in zip(summary.errors.per_request, failed, strict=True) if e and f]
+        lines += failure_preamble(errors)
         lines += plot_lines(summary.requests.results, summary.requests.timings)
     return lines + table_and_verdict(summary)
 
 
 def table_and_verdict(summary: RunSummary) -> list[str]:
-    """The report from its title (SUMMARY_TITLE) to the client's verdict: what -q shows."""
+    """The report from its title (SUMMARY_TITLE) to the client's verdict: what -q shows. The
+    requests that did not complete are counted by kind after upstream's blocks."""
     lines = summary_lines(summary)
     if summary.intended is not None:
         lines += intended_lines(summary.intended)
+    totals = summary.totals
+    lines += failure_lines(summary.errors.by_kind, totals.failed, totals.cancelled, totals.not_sent)
+    if summary.steady is not None:
+        lines += [*block_lines(_steady_block(summary)), RULE]
     lines += notes(summary)
     lines += conversation_lines(summary.multi_turn)
     lines += host_lines(summary.ending.hosts)
@@ -53,11 +62,11 @@ def table_and_verdict(summary: RunSummary) -> list[str]:
 
 
 def notes(summary: RunSummary) -> list[str]:
-    """The notes on what the connections did: new ones during the run, the server's habits,
-    streams cut short, text cut to the cap."""
+    """The notes on what --duration's deadline did, and on what the connections did: new ones
+    during the run, the server's habits, streams cut short, text cut to the cap."""
     connections = summary.connections
     connect = connections.new_during_run
-    lines = []
+    lines = [] if summary.time_bound is None else [time_bound_line(summary.time_bound)]
     if connect.count:
         lines.append(
             f"note: {connect.count} requests opened a new connection during the run "
@@ -103,7 +112,15 @@ def report_blocks(summary: RunSummary) -> list[Block]:
         blocks.append(intended_block(summary.intended))
     if summary.multi_turn is not None:
         blocks.append(conversation_block(summary.multi_turn))
+    if summary.steady is not None:
+        blocks.append(_steady_block(summary))
     return blocks
+
+
+def _steady_block(summary: RunSummary) -> Block:
+    settings = summary.settings
+    assert summary.steady is not None
+    return steady_block(summary.steady, settings.pooling, settings.percentiles)
 
 
 def summary_lines(summary: RunSummary) -> list[str]:

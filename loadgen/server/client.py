@@ -141,9 +141,14 @@ class ServerClient:
     def fork(self) -> ServerClient:
         """A client with the same server, headers and TLS on its own connections; closed with
         this one."""
-        fork = ServerClient(self.server_url, self.headers, self.insecure, self.connect_timeout_s)
-        self._forks.append(fork)
-        return fork
+        return self.adopt(
+            ServerClient(self.server_url, self.headers, self.insecure, self.connect_timeout_s)
+        )
+
+    def adopt(self, other: ServerClient) -> ServerClient:
+        """``other``, to be closed with this client."""
+        self._forks.append(other)
+        return other
 
     async def close(self) -> None:
         """Close the session and its connections, and those of its forks."""
@@ -160,12 +165,14 @@ class ServerClient:
         headers: dict[str, str] | None = None,
         timeout_s: float | None = 30.0,
         idle_timeout_s: float | None = None,
+        max_bytes: int | None = None,
     ) -> Answer:
         """Send one request and read its whole answer: a 2xx ``Answer``; otherwise
         ``ServerUnreachable`` (``ConnectionLost`` when an open connection broke),
         ``NotRetryable`` (400, 404, 422) or ``ServerError`` (any other status), each naming
         the URL. ``timeout_s`` bounds the whole request, ``idle_timeout_s`` each wait for a
-        byte, the client's ``connect_timeout_s`` opening a connection."""
+        byte, the client's ``connect_timeout_s`` opening a connection; a body over
+        ``max_bytes`` is a ServerError."""
         all_headers = {**self.headers, **(headers or {})}
         if body is not None:
             all_headers.setdefault("Content-Type", "application/json")
@@ -179,8 +186,12 @@ class ServerClient:
             async with self.session.request(
                 method, url, data=body, headers=all_headers, proxy=proxy, timeout=timeout
             ) as response:
+                received = 0
                 while data := await response.content.readany():
                     chunks.append((perf_counter_ns(), data))
+                    received += len(data)
+                    if max_bytes is not None and received > max_bytes:
+                        raise ServerError(f"{method} {url}: the answer is over {max_bytes} bytes")
                 ended_ns = perf_counter_ns()
                 status = response.status
                 answer_headers = response.headers

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import itertools
 import math
 import os
@@ -28,6 +29,7 @@ from loadgen.config import RunConfig
 from loadgen.config.sections import Traffic
 from loadgen.fleet.placement import planned_workers
 from loadgen.report.campaign_summary import PointRuns
+from loadgen.report.prefix_cache import PrefixCacheHits
 from loadgen.report.run_summary import RunSummary
 from loadgen.schedule import arrival_offsets_s, to_ns
 from loadgen.session.prepare import Prepared
@@ -138,6 +140,26 @@ def run_config(config: RunConfig, point: Point, folder: str, run_number: int) ->
     )
 
 
+def run_seed(seed: int, point: Point, run_number: int) -> int:
+    """The --seed a campaign's run draws its prompts and schedule with: ``seed`` itself with
+    --same-prompts, else
+
+        int(SHA-256("loadgen-prompts/{seed}/{point.name}/{run_number}")[:4], big-endian) mod 2^31
+
+    Stable across versions and machines, different for every point and run, and the same for
+    the same point in two campaigns with the same --seed (``loadgen compare`` pairs them); below
+    2^31 so that any seeded generator takes it."""
+    text = f"loadgen-prompts/{seed}/{point.name}/{run_number}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") % (1 << 31)
+
+
+def seeded(config: RunConfig, point: Point, run_number: int) -> RunConfig:
+    """A run's flags with the --seed it draws with (``run_seed``; --seed with --same-prompts)."""
+    if config.same_prompts:
+        return config
+    return dataclasses.replace(config, seed=run_seed(config.seed, point, run_number))
+
+
 def pool_size(config: RunConfig, points: list[Point]) -> int:
     """Workers for the whole campaign: as many as its largest point would start."""
     return max(planned_workers(point_config(config, point)) for point in points)
@@ -150,9 +172,10 @@ def widest(config: RunConfig, points: list[Point]) -> RunConfig:
 
 
 def preparation_config(config: RunConfig, points: list[Point]) -> RunConfig:
-    """The flags preparation runs with: the first point's, at rate inf when the rate varies,
-    so that the schedule's random draws are left for each point (``with_schedule``)."""
-    first = point_config(config, points[0])
+    """The flags preparation runs with: the first run's (its point's, its seed), at rate inf
+    when the rate varies, so that the schedule's random draws are left for each point
+    (``with_schedule``)."""
+    first = seeded(point_config(config, points[0]), points[0], 0)
     if rate_varies(config):
         return dataclasses.replace(first, request_rate=math.inf)
     return first
@@ -197,11 +220,13 @@ def run_line(
 ) -> str:
     """The console's line for a finished run."""
     trim = "" if trimmed is None else f", {trimmed} trimmed"
+    hits = metrics.get("prefix_cache_hit_rate", math.nan)
+    cache = f", prefix cache hits {hits:.0f} %" if math.isfinite(hits) else ""
     return (
         f"[{_step(step, total)}] {point.name} run={run_number}: "
         f"{metrics['completed']:.0f} completed, "
         f"{metrics['failed']:.0f} failed{trim}, {metrics['request_throughput']:.2f} req/s, "
-        f"{metrics['output_throughput']:.1f} tok/s, TTFT p99 {metrics['p99_ttft_ms']:.2f} ms"
+        f"{metrics['output_throughput']:.1f} tok/s, TTFT p99 {metrics['p99_ttft_ms']:.2f} ms{cache}"
     )
 
 
@@ -218,6 +243,50 @@ def _step(step: int, total: int) -> str:
 def points_of(points: list[Point]) -> list[PointRuns]:
     """An empty record of runs for each point."""
     return [PointRuns(p.name, p.max_concurrency, p.request_rate) for p in points]
+
+
+# A run that sent at least this share of its prompts in earlier runs shares them.
+SHARED_SHARE = 0.5
+
+
+# A body is known by its length and this many bytes at each end: a prompt's start and end, at a
+# cost that does not grow with the prompts (100,000 bodies of 32 KB would take seconds whole).
+BODY_ENDS = 1024
+
+
+def shared_share(bodies: list[bytes], seen: set[bytes]) -> float:
+    """The share of ``bodies`` sent before (in ``seen``, by a digest of their length and ends),
+    then added to it."""
+    digests = [
+        hashlib.sha1(
+            b"%d:%b:%b" % (len(body), body[:BODY_ENDS], body[-BODY_ENDS:]), usedforsecurity=False
+        ).digest()
+        for body in bodies
+    ]
+    shared = sum(digest in seen for digest in digests)
+    seen.update(digests)
+    return shared / len(digests) if digests else 0.0
+
+
+def shared_prompts_warning(
+    config: RunConfig, name: str, shared: float, hits: PrefixCacheHits | None
+) -> str | None:
+    """One line when a run sent prompts earlier runs sent and the server reported serving
+    them from its prefix cache (its latencies are then a warm cache's); None otherwise, or
+    when the cache was reset before it."""
+    if shared < SHARED_SHARE or hits is None or hits.hit_tokens == 0 or config.reset_prefix_cache:
+        return None
+    why = (
+        "--same-prompts sends every run the same prompts"
+        if config.same_prompts
+        else "the dataset has too few prompts to differ from run to run"
+    )
+    return (
+        f"warning: {name} sent {shared:.0%} of its prompts in earlier runs and the server served "
+        f"{hits.hit_rate:.0f} % of its prompt tokens from its prefix cache ({hits.source}): its "
+        f"latencies are a warm cache's. {why}; --reset-prefix-cache empties the cache before "
+        "each run"
+    )
 
 
 class GridPlan:

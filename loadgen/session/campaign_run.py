@@ -39,6 +39,7 @@ from loadgen.report.slo import (
 )
 from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
+from loadgen.server.prefix_cache import reset_prefix_cache
 from loadgen.server.profile import profile
 from loadgen.session.campaign import (
     GridPlan,
@@ -52,15 +53,24 @@ from loadgen.session.campaign import (
     preparation_config,
     run_config,
     run_line,
+    seeded,
+    shared_prompts_warning,
+    shared_share,
     widest,
     with_schedule,
 )
 from loadgen.session.lifecycle import RunFailed, RunSession
 from loadgen.session.preflight import preflight
-from loadgen.session.prepare import Prepared, check_before_start
+from loadgen.session.prepare import Prepared, check_before_start, redraw
 from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
 from loadgen.session.search_plan import SearchPlan
+from loadgen.session.time_bound import (
+    bounded_by_duration,
+    cut_to,
+    duration_line,
+    planned_requests,
+)
 from loadgen.session.timed_run import active_workers, timed_run
 
 log = logging.getLogger(__name__)
@@ -99,22 +109,37 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
     breached: list[str] = []
     ended = False  # every run done: the workers may exit
     broken: list[WorkerPool] = []
+    reset: str | None = None  # the server's prefix-cache reset, once found
+    sent: set[bytes] = set()  # every body sent so far, by digest
+    warned = False  # of prompts shared between runs
     try:
-        prepared = await get_ready(preparation_config(config, points), client, session.pool)
+        first = campaign_preparation(config, points)
+        prepared = await get_ready(first, client, session.pool)
         session.ready()
         folder = folder_name(config, prepared.model_id, now())
         for point, runs, run_numbers in plan.points():
-            point_prepared = with_schedule(config, prepared, point)
+            # --duration: a point at a lower rate sends fewer of the prepared requests
+            count = planned_requests(point_config(config, point))
             for run_number in run_numbers:
                 step += 1
-                one = run_config(config, point, folder, run_number)
+                one = seeded(run_config(config, point, folder, run_number), point, run_number)
+                one = bounded_by_duration(one, False)
+                if one.seed == first.seed:  # the prompts drawn: the point's schedule only
+                    drawn = with_schedule(
+                        dataclasses.replace(config, seed=one.seed), cut_to(prepared, count), point
+                    )
+                else:
+                    drawn = await redraw(one, client, prepared)
+                if config.reset_prefix_cache:
+                    reset = await reset_prefix_cache(client, reset)
                 if session.pool in broken or not session.pool.alive():  # a new pool, next runs
                     placed = session.pools[0].placed
                     session.replace_workers(worker_pool(config, placed, reusable=True))
                 pool = session.pool
                 pool.next_run(planned_workers(one))
+                shared = shared_share(drawn.bodies, sent)
                 try:
-                    report, _ = await _campaign_run(one, client, pool, point_prepared)
+                    report, _ = await _campaign_run(one, client, pool, drawn)
                 except UnreachableServer:
                     raise  # no later run would reach it either
                 except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
@@ -129,6 +154,7 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
                     continue
                 if pool.stop_requested:
                     raise RunFailed("interrupted: the campaign stopped", pool.exit_code)
+                runs.error_kinds.append(report.summary.errors.by_kind)
                 problem = run_problem(report.summary)
                 if problem is not None:
                     runs.errors.append(f"run={run_number}: {problem}")
@@ -141,6 +167,12 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
                 log.info(run_line(step, total, point, run_number, metrics, trim))
+                warning = shared_prompts_warning(
+                    config, f"{point.name} run={run_number}", shared, report.summary.prefix_cache
+                )
+                if warning and not warned:  # once: the table shows every run's hit rate
+                    log.warning(warning)
+                    warned = True
                 _log_lines(plan.observe(point, report.summary, metrics))
         if config.profile:
             await profile(client, "stop")
@@ -160,6 +192,17 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
     if failed:
         raise RunFailed(f"{failed} of {total} runs failed; summary.csv says why")
     return report_breaches(breached)
+
+
+def campaign_preparation(config: RunConfig, points: list[Point]) -> RunConfig:
+    """The flags preparation runs with; with --duration, as many requests as the point that
+    sends the most (each point then sends its own count: ``planned_requests``)."""
+    prepared = preparation_config(config, points)
+    if config.duration is None:
+        return prepared
+    log.info(duration_line(bounded_by_duration(point_config(config, points[0]), False)))
+    most = max(planned_requests(point_config(config, point)) for point in points)
+    return dataclasses.replace(prepared, num_prompts=most)
 
 
 def _log_lines(lines: list[str]) -> None:
@@ -184,7 +227,7 @@ def _write_summary(config: RunConfig, folder: str, plan: GridPlan | SearchPlan) 
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
     keys = [parse_gate(text).key for text in config.slo]
-    for line in summary_table(rows, num_runs, keys):
+    for line in summary_table(rows, num_runs, keys, pooling=config.pooling):
         log.info(line)
     if marks is not None:
         document: dict[str, object] = {"slo": slo_json(config.slo, results, marks)}
@@ -206,7 +249,7 @@ async def _campaign_run(
     start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
     writer = records_writer(config, prepared, start, now())
     try:
-        timed = await timed_run(config, client, pool, prepared, writer)
+        timed = await timed_run(config, client, pool, prepared, writer, counters_before is not None)
     except BaseException:
         if writer is not None:
             writer.close()

@@ -17,8 +17,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# The report counts errors by the same kinds, and lists them in the same order.
-from loadgen.report.summarize import error_kind, most_frequent
+# The report counts outcomes and errors by the same kinds, and lists them in the same order.
+from loadgen.report.failures import (
+    CANCELLED,
+    FAILED,
+    NOT_SENT,
+    error_kind,
+    error_outcome,
+    most_frequent,
+)
+from workers.protocol import NOT_SENT_AT_DEADLINE
 
 RATE_WINDOW_NS = 5_000_000_000  # req/s and tok/s "now": over the last 5 s
 LATENCY_WINDOW_NS = 10_000_000_000  # rolling TTFT and ITL percentiles: over the last 10 s
@@ -49,7 +57,7 @@ class LiveFigures:
     elapsed_s: float
     total: int
     completed: int
-    failed: int
+    failed: int  # the summary's: not the cancelled or not sent (loadgen/report/failures.py)
     in_flight: int
     req_per_s: float
     output_tok_per_s: float
@@ -61,11 +69,14 @@ class LiveFigures:
     run_s: float | None = None  # the final refresh: the rates are over this whole run (s)
     latencies_of_run: bool = False  # TTFT and ITL are of every request, not the last 10 s
     pooling: bool = False  # an answer of one instant: its TTFT is its E2EL, it has no tokens
+    cancelled: int = 0  # in flight when the run stopped
+    not_sent: int = 0  # never left the client
+    deadline_s: float | None = None  # --duration: the progress is of the time, not the count
 
     @property
     def finished(self) -> int:
-        """Requests that completed or failed."""
-        return self.completed + self.failed
+        """Requests reported: completed, failed, cancelled or not sent."""
+        return self.completed + self.failed + self.cancelled + self.not_sent
 
 
 class Ring:
@@ -144,14 +155,20 @@ class LiveFigureState:
     """What the batches so far say, kept small: counts, totals, rings of recent latencies."""
 
     def __init__(
-        self, total: int, scheduled_ns: np.ndarray, cap: int | None, pooling: bool = False
+        self,
+        total: int,
+        scheduled_ns: np.ndarray,
+        cap: int | None,
+        pooling: bool = False,
+        deadline_s: float | None = None,
     ) -> None:
         self.total = total
+        self.deadline_s = deadline_s
         self.pooling = pooling
         self.scheduled_ns = np.sort(scheduled_ns)
         self.cap = cap or total
         self.completed = 0
-        self.failed = 0
+        self.outcomes = np.zeros(NOT_SENT + 1, dtype=np.int64)  # by failures.OUTCOMES
         self.tokens = 0
         # Each worker's token events of answers still streaming (PROGRESS): counted in the
         # "now" output rate, so a run of long answers shows its rate before one has ended.
@@ -179,16 +196,24 @@ class LiveFigureState:
         self._take(np.concatenate(batches), np.concatenate(event_lists), errors)
 
     def _take(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
+        unsent = [i for i, message in errors.items() if message == NOT_SENT_AT_DEADLINE]
+        if unsent:  # no part of the run, as the summary counts it (they have no events)
+            batch = batch[~np.isin(batch["index"], unsent)]
+            errors = {i: m for i, m in errors.items() if m != NOT_SENT_AT_DEADLINE}
+            self.total -= len(unsent)
         ok = batch["success"].astype(bool)
         counts = batch["n_events"].astype(np.int64)
         succeeded = int(ok.sum())
         self.completed += succeeded
-        self.failed += len(batch) - succeeded
+        ended = [error_outcome(message) for message in errors.values()]
+        self.outcomes += np.bincount(np.asarray(ended, np.int64), minlength=len(self.outcomes))
+        self.outcomes[FAILED] += len(batch) - succeeded - len(ended)  # failed without a text
         if len(batch):
             self.last_end_ns = max(self.last_end_ns, int(batch["end_ns"].max()))
         reported = batch["completion_tokens"]  # else the events: the re-tokenized text's guess
         self.tokens += int(np.where(reported > 0, reported, counts)[ok].sum())
-        self.errors.update(error_kind(message) for message in errors.values())
+        failed = [m for m, why in zip(errors.values(), ended, strict=True) if why == FAILED]
+        self.errors.update(error_kind(message) for message in failed)
         if len(events) == 0:
             return
         starts = np.cumsum(counts) - counts
@@ -221,12 +246,15 @@ class LiveFigureState:
             req_per_s, tok_per_s = self.completed / run_s, self.tokens / run_s
         whole = final and all(r.pushed <= len(r.values) for r in (self.ttft, self.itl))
         since = -1 if whole else now_ns - LATENCY_WINDOW_NS
-        finished = self.completed + self.failed
+        finished = self.completed + int(self.outcomes.sum())
         return LiveFigures(
             elapsed_s=max(now_ns, 0) / 1e9,
             total=self.total,
+            deadline_s=self.deadline_s,
             completed=self.completed,
-            failed=self.failed,
+            failed=int(self.outcomes[FAILED]),
+            cancelled=int(self.outcomes[CANCELLED]),
+            not_sent=int(self.outcomes[NOT_SENT]),
             in_flight=in_flight(self.scheduled_ns, now_ns, finished, self.cap),
             req_per_s=req_per_s,
             output_tok_per_s=tok_per_s,

@@ -64,6 +64,15 @@ def _errors(figures: LiveFigures) -> str:
     return ", ".join(shown) + (f", other ×{rest:,}" if rest else "")
 
 
+def _stopped(figures: LiveFigures, sep: str) -> str:
+    """The requests a stop left: cancelled in flight, never sent ("" when none)."""
+    parts = [
+        *([f"{figures.cancelled:,} cancelled"] if figures.cancelled else []),
+        *([f"{figures.not_sent:,} not sent"] if figures.not_sent else []),
+    ]
+    return "".join(sep + part for part in parts)
+
+
 def _health(figures: LiveFigures) -> str:
     parts = [
         f"worker {w} CPU {load.cpu_pct:.0f}% (waits {load.wait_pct:.0f}%)"
@@ -75,6 +84,10 @@ def _health(figures: LiveFigures) -> str:
 
 
 def _done_pct(figures: LiveFigures) -> float:
+    if figures.deadline_s:  # --duration: the share of the time, done when all have finished
+        if figures.run_s is not None:
+            return 100.0
+        return min(100.0, 100.0 * figures.elapsed_s / figures.deadline_s)
     return 100.0 * figures.finished / max(figures.total, 1)
 
 
@@ -110,7 +123,7 @@ def plain_line(figures: LiveFigures) -> str:
     return (
         f"[{figures.elapsed_s:6.1f} s] {_done_pct(figures):3.0f}%| {figures.finished:,}/"
         f"{figures.total:,} finished: {figures.completed:,} {COMPLETED}, {figures.failed:,} "
-        f"{FAILED}, {figures.in_flight:,} in flight | "
+        f"{FAILED}{_stopped(figures, ', ')}, {figures.in_flight:,} in flight | "
         f"{_rates_span(figures)} {_rates(figures, ', ')} | "
         f"{_latencies_span(figures)} p50/p99: {_latencies(figures, ', ')} | "
         f"errors: {_errors(figures)} | {_health(figures)}"
@@ -123,7 +136,10 @@ def panel(figures: LiveFigures) -> Text:
     from rich.text import Text
 
     view = Text(no_wrap=False)
-    filled = round(BAR_WIDTH * figures.finished / max(figures.total, 1))
+    done = figures.finished / max(figures.total, 1)
+    if figures.deadline_s:
+        done = _done_pct(figures) / 100.0
+    filled = round(BAR_WIDTH * done)
     view.append(f"{'progress':<{LABEL_WIDTH}}", style="bold cyan")
     view.append("━" * filled, style="magenta")
     view.append("━" * (BAR_WIDTH - filled), style="grey23")
@@ -134,8 +150,8 @@ def panel(figures: LiveFigures) -> Text:
     rows = [
         (
             "requests",
-            f"{figures.completed:,} {COMPLETED}   {figures.failed:,} {FAILED}   "
-            f"{figures.in_flight:,} in flight",
+            f"{figures.completed:,} {COMPLETED}   {figures.failed:,} {FAILED}"
+            f"{_stopped(figures, '   ')}   {figures.in_flight:,} in flight",
         ),
         (
             "now (5 s)" if figures.run_s is None else _rates_span(figures),
@@ -168,8 +184,9 @@ class LiveView(BatchObserver):
         host: HostSampler | None = None,
         stream: TextIO | None = None,
         pooling: bool = False,
+        deadline_s: float | None = None,
     ) -> None:
-        self.state = LiveFigureState(total, scheduled_ns, cap, pooling)
+        self.state = LiveFigureState(total, scheduled_ns, cap, pooling, deadline_s)
         self.stream = stream if stream is not None else sys.stderr
         self.mode = "off" if disabled else "panel" if self.stream.isatty() else "plain"
         self.host = host

@@ -29,6 +29,7 @@ from loadgen.fleet.placement import planned_workers
 from loadgen.records.arrow_file import records_path
 from loadgen.records.redact import redact_text
 from loadgen.report.result_json import result_path
+from loadgen.report.settings import output_of, settings_of
 from loadgen.server.adaptive_limit import MAXIMUM as SERVER_TOKENIZER_CONNECTIONS
 from loadgen.server.client import auth_headers
 from loadgen.session.records import saves_records
@@ -85,7 +86,7 @@ def output_path_problem(config: RunConfig) -> str | None:
     does not."""
     if not writes_files(config):
         return None
-    path = result_path(config, "model", "date")
+    path = result_path(settings_of(config), output_of(config), "model", "date")
     directory = os.path.dirname(path)
     if config.result_dir:
         shown = f"--result-dir {config.result_dir}"

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,8 @@ from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.sharegpt import load_sharegpt_entries
 from loadgen.payloads import lora_assignment, serialize_bodies, turn_bodies
-from loadgen.report.gate_keys import check_gates
+from loadgen.report.gate_keys import gate_problem
+from loadgen.report.settings import settings_of
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
@@ -44,7 +45,7 @@ from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.build_progress import BuildProgress
 from loadgen.session.threads import in_daemon_thread
 from loadgen.terminal import printable
-from loadgen.text.chat_template import ChatTemplateError, load_chat_template
+from loadgen.text.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import (
     LocalTokenizer,
     TokenCodec,
@@ -64,6 +65,17 @@ TEMPERATURE_WARNING = (
 
 
 @dataclass
+class PromptSource:
+    """What a dataset is drawn with, made once: the tokenizer, its chat template, and the rows
+    files gave (``sample_dataset``'s ``read``), so that a campaign draws each run's prompts
+    without loading the tokenizer or reading a file again."""
+
+    tokenizer: TokenCodec
+    template: ChatTemplate | None
+    read: dict[Any, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Prepared:
     """The run's requests, ready to shard."""
 
@@ -76,6 +88,7 @@ class Prepared:
     bodies: list[bytes]
     scheduled_ns: np.ndarray
     turns: Turns | None = None  # --multi-turn: each request's conversation, turn, think time
+    source: PromptSource | None = None  # what it was drawn with (``redraw`` draws again)
 
     @property
     def first_body(self) -> bytes:
@@ -96,7 +109,10 @@ class Prepared:
 def check_before_start(config: RunConfig) -> None:
     """Validate the flags and print their warnings; a missing dataset file is found now."""
     config.validate()
-    check_gates(config)  # a --fail-on key the result will not hold
+    if config.fail_on and (
+        problem := gate_problem(settings_of(config), dataclasses.asdict(config))
+    ):
+        raise ConfigError(problem)  # a --fail-on key the result will not hold
     for warning in config.ignored_flag_warnings():
         log.warning(f"warning: {warning}")
     if (
@@ -137,7 +153,7 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
     model_task = asyncio.ensure_future(resolve_model(config, client))
 
     async def tokenizer_and_dataset() -> tuple[
-        str | None, TokenCodec, SampledPrompts, Turns | None
+        str | None, PromptSource, SampledPrompts, Turns | None
     ]:
         tokenizer: TokenCodec
         if config.skip_tokenizer_init:  # upstream reports tokenizer_id null
@@ -156,56 +172,97 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
         if config.uses_chat_template:  # from the tokenizer's files, also for a server codec
             assert tokenizer_id is not None  # no template with --skip-tokenizer-init
             template = await in_daemon_thread(load_chat_template, tokenizer_id)
-        progress = BuildProgress(
-            f"Building the {config.dataset_name} dataset", disabled=config.disable_tqdm
-        )
-        notes: list[str] = []
+        source = PromptSource(tokenizer, template)
+        dataset, turns = await build_dataset(config, source)
+        return tokenizer_id, source, dataset, turns
 
-        def build(build_config: RunConfig) -> SampledPrompts:
-            built = sample_dataset_cached(build_config, tokenizer, template, None, progress.report)
-            notes.extend(built.notes)  # read from or stored in the dataset cache, or why not
-            return built.dataset
-
-        def build_all() -> tuple[SampledPrompts, Turns | None]:
-            if config.multi_turn:
-                return conversations(config, build, tokenizer)
-            return build(config), None
-
-        try:
-            dataset, turns = await progress.show_while(in_daemon_thread(build_all))
-        except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
-            raise ConfigError(str(exc)) from None
-        except ChatTemplateError:
-            raise
-        except ValueError as exc:  # the dataset modules name the file whose contents are bad
-            raise InputError(str(exc)) from None
-        for note in notes:
-            log.info(note)
-        return tokenizer_id, tokenizer, dataset, turns
-
-    (model_name, model_id), (tokenizer_id, tokenizer, dataset, turns) = await _all_or_cancel(
+    (model_name, model_id), (tokenizer_id, source, dataset, turns) = await _all_or_cancel(
         model_task, tokenizer_and_dataset()
     )
+    return requests_of(config, (model_name, model_id, tokenizer_id), source, dataset, turns)
+
+
+async def redraw(config: RunConfig, client: ServerClient, prepared: Prepared) -> Prepared:
+    """The requests ``config`` asks for (a campaign run's: its point's values and its --seed),
+    drawn with what ``prepared`` was made with: no tokenizer loaded, no file read again, the
+    server not waited for; aligned to the server's tokenizer as ``prepared`` was. What a single
+    run with these flags would send. Its notes are the first draw's: logged at debug level."""
+    assert prepared.source is not None  # made by prepare()
+    dataset, turns = await build_dataset(config, prepared.source, quiet=True)
+    names = (prepared.model_name, prepared.model_id, prepared.tokenizer_id)
+    drawn = requests_of(config, names, prepared.source, dataset, turns, quiet=True)
+    return await align(config, client, drawn, quiet=True)
+
+
+async def build_dataset(
+    config: RunConfig, source: PromptSource, *, quiet: bool = False
+) -> tuple[SampledPrompts, Turns | None]:
+    """The dataset (and --multi-turn's conversations) the flags ask for, built in a thread
+    from ``source``; ``quiet``: no progress line, its notes at debug level."""
+    progress = BuildProgress(
+        f"Building the {config.dataset_name} dataset", disabled=config.disable_tqdm or quiet
+    )
+    notes: list[str] = []
+
+    def build(build_config: RunConfig) -> SampledPrompts:
+        built = sample_dataset_cached(
+            build_config, source.tokenizer, source.template, None, progress.report, source.read
+        )
+        notes.extend(built.notes)  # read from or stored in the dataset cache, or why not
+        return built.dataset
+
+    def build_all() -> tuple[SampledPrompts, Turns | None]:
+        if config.multi_turn:
+            return conversations(config, build, source)
+        return build(config), None
+
+    try:
+        dataset, turns = await progress.show_while(in_daemon_thread(build_all))
+    except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
+        raise ConfigError(str(exc)) from None
+    except ChatTemplateError:
+        raise
+    except ValueError as exc:  # the dataset modules name the file whose contents are bad
+        raise InputError(str(exc)) from None
+    for note in notes:
+        log.log(logging.DEBUG if quiet else logging.INFO, note)
+    return dataset, turns
+
+
+def requests_of(
+    config: RunConfig,
+    names: tuple[str, str, str | None],
+    source: PromptSource,
+    dataset: SampledPrompts,
+    turns: Turns | None,
+    *,
+    quiet: bool = False,
+) -> Prepared:
+    """The prepared requests of a built dataset: fitted to --max-model-len, each one's model
+    (a LoRA adapter), bodies and schedule. ``names``: the model sent, its id and the
+    tokenizer's; ``quiet``: the notes at debug level."""
+    say = log.debug if quiet else log.info
+    model_name, model_id, tokenizer_id = names
     num_requests = len(dataset.prompts)  # --num-prompts stays what was asked, as upstream
     if dataset.length_mismatches:
-        log.info(
+        say(
             f"note: {dataset.length_mismatches} of {num_requests} prompts are not their target "
             "length once their text is encoded again (tokens merge where pieces join); each "
             "one's prompt_len is the length it has"
         )
     if config.dataset_name == "prefix_repetition" and num_requests < config.num_prompts:
-        log.info(
+        say(
             f"prefix_repetition: sending {num_requests} requests, "
             f"{num_requests // config.prefix_repetition_num_prefixes} per prefix "
             f"(--num-prompts {config.num_prompts} // {config.prefix_repetition_num_prefixes})"
         )
     if config.no_oversample and num_requests < config.num_prompts:
-        log.info(
+        say(
             f"--no-oversample: {config.dataset_path} gives {num_requests} prompts; "
             f"sending {num_requests} of the {config.num_prompts} asked for."
         )
     if config.max_model_len is not None:
-        dataset, turns = fit_max_model_len(dataset, turns, config.max_model_len)
+        dataset, turns = fit_max_model_len(dataset, turns, config.max_model_len, say)
         num_requests = len(dataset.prompts)
     models = (
         lora_assignment(config.lora_modules, num_requests, config.lora_assignment, config.seed)
@@ -235,12 +292,24 @@ async def prepare(config: RunConfig, client: ServerClient) -> Prepared:
     if turns is not None:  # a conversation starts on the schedule; its turns follow its start
         scheduled_ns = scheduled_ns[turns.conversation]
     return Prepared(
-        model_id, model_name, tokenizer_id, tokenizer, dataset, models, bodies, scheduled_ns, turns
+        model_id,
+        model_name,
+        tokenizer_id,
+        source.tokenizer,
+        dataset,
+        models,
+        bodies,
+        scheduled_ns,
+        turns,
+        source,
     )
 
 
 def fit_max_model_len(
-    dataset: SampledPrompts, turns: Turns | None, max_model_len: int
+    dataset: SampledPrompts,
+    turns: Turns | None,
+    max_model_len: int,
+    say: Callable[[str], None] = log.info,
 ) -> tuple[SampledPrompts, Turns | None]:
     """The Rust client's --max-model-len: the prompts (or conversations' turns) that fit, and
     one line on those dropped; InputError when none is left."""
@@ -259,20 +328,23 @@ def fit_max_model_len(
             f"shortest prompt needs {shortest_need(dataset)}"
         )
     if dropped:
-        log.info(
-            f"--max-model-len {max_model_len}: dropped {what} above it; sending {total - dropped}"
-        )
+        say(f"--max-model-len {max_model_len}: dropped {what} above it; sending {total - dropped}")
     return kept, turns
 
 
 def conversations(
-    config: RunConfig, build: Callable[[RunConfig], SampledPrompts], tokenizer: TokenCodec
+    config: RunConfig, build: Callable[[RunConfig], SampledPrompts], source: PromptSource
 ) -> tuple[SampledPrompts, Turns]:
     """--multi-turn's conversations (loadgen/datasets/conversations.py), and one line on them."""
+    tokenizer = source.tokenizer
     if config.dataset_name == "sharegpt":
-        assert config.dataset_path is not None  # validate() checked
+        path = config.dataset_path
+        assert path is not None  # validate() checked
+        key = ("sharegpt conversations", path)
+        if key not in source.read:
+            source.read[key] = load_sharegpt_entries(path)
         sampled, turns = sharegpt_conversations(
-            load_sharegpt_entries(config.dataset_path),
+            source.read[key],
             tokenizer,
             config.num_prompts,
             config.multi_turn_max_turns,
@@ -336,11 +408,13 @@ def _bodies(config: RunConfig, dataset: SampledPrompts, models: list[str]) -> li
     )
 
 
-async def align(config: RunConfig, client: ServerClient, prepared: Prepared) -> Prepared:
+async def align(
+    config: RunConfig, client: ServerClient, prepared: Prepared, *, quiet: bool = False
+) -> Prepared:
     """Upstream's /tokenize re-alignment of random and prefix_repetition prompts, once the
     server is known to answer (loadgen/server/alignment.py); the bodies are rebuilt if prompts
-    change.
-    Prompts built with the server's own tokenizer need none."""
+    change. Prompts built with the server's own tokenizer need none. ``quiet``: no progress
+    bar."""
     if isinstance(prepared.tokenizer, ServerTokenizer) or prepared.turns is not None:
         return prepared  # a conversation's turns are sent as built
     if not DATASETS[config.dataset_name].aligned or not isinstance(
@@ -354,7 +428,7 @@ async def align(config: RunConfig, client: ServerClient, prepared: Prepared) -> 
         prompts,
         prepared.dataset.prompt_lens.tolist(),
         timeout_s=config.server_tokenizer_timeout_sec,
-        progress=not config.disable_tqdm,
+        progress=not (config.disable_tqdm or quiet),
     )
     if aligned == prompts:
         return prepared

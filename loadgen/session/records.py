@@ -23,9 +23,11 @@ from loadgen.records.collected import Collected
 from loadgen.records.environment import environment
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.records.redact import redact_argv, redact_config
+from loadgen.records.server_series import MetricSeries
 from loadgen.records.turns import intended_ns
 from loadgen.report.probes import ProbeResults
 from loadgen.report.result_json import result_path
+from loadgen.report.settings import output_of, settings_of
 from loadgen.schedule import schedule_hash
 from loadgen.session.prepare import Prepared
 
@@ -68,7 +70,7 @@ def records_writer(
     if not saves_records(config):
         return None
     return RecordsWriter(
-        records_path(result_path(config, prepared.model_id, date)),
+        records_path(result_path(settings_of(config), output_of(config), prepared.model_id, date)),
         start,
         prepared.scheduled_ns,
         prepared.dataset.prompt_lens,
@@ -104,9 +106,15 @@ def run_end(
 
 
 def run_records(
-    config: RunConfig, prepared: Prepared, start: RunStart, collected: Collected, end: RunEnd
+    config: RunConfig,
+    prepared: Prepared,
+    start: RunStart,
+    collected: Collected,
+    end: RunEnd,
+    server_metrics: list[MetricSeries] | None = None,
 ) -> RunRecords:
-    """The whole run as every report reads it (the records file holds the same)."""
+    """The whole run as every report reads it (the records file holds the same); the series
+    scraped during it, ``server_metrics``, included."""
     turns = prepared.turns
     scheduled_ns = prepared.scheduled_ns
     if turns is not None:
@@ -133,6 +141,7 @@ def run_records(
         conversation=turns.conversation if turns is not None else None,
         turn=turns.turn if turns is not None else None,
         input_audio_s=audio_seconds(prepared.dataset.audios),
+        server_metrics=server_metrics,
     )
 
 

@@ -27,8 +27,10 @@ from loadgen.records.collected import Collected
 from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
+from loadgen.report.settings import output_of, settings_of
 from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
+from loadgen.server.prefix_cache import reset_prefix_cache
 from loadgen.server.profile import profile
 from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
@@ -40,6 +42,7 @@ from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
 from loadgen.session.progress import show_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
+from loadgen.session.time_bound import bounded_by_duration
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
 from loadgen.terminal import printable
 
@@ -57,10 +60,20 @@ class RunOutcome:
     result_file: str | None  # None unless the flags asked for a result file
 
 
+class RunInterrupted(RunFailed):
+    """A stop signal (or a StopSwitch) ended the run after its timed part began: ``outcome``
+    is what it measured, its report covering the requests that finished."""
+
+    def __init__(self, message: str, exit_code: int, outcome: RunOutcome) -> None:
+        super().__init__(message, exit_code)
+        self.outcome = outcome
+
+
 def run(config: RunConfig) -> int:
     """Run a benchmark as configured (with --dry-run, print its plan); return the exit code."""
     if config.dry_run:  # preparation only: no worker started, no request sent
         check_before_start(config)
+        config = bounded_by_duration(config)
         with RunSession(config) as session:
             return session.run(show_plan)
     return run_outcome(config).exit_code
@@ -85,6 +98,7 @@ def run_outcome(
             "value of each"
         )
     check_before_start(config)
+    config = bounded_by_duration(config)
     preflight(config)  # the output paths and the open-file limit, before anything starts
     write_result = config.save_result or config.append_result
     if result_in_memory and not write_result:
@@ -108,10 +122,13 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         show_traffic(config)
         if pool.stop_requested:
             raise RunFailed("interrupted before the run started", pool.exit_code)
+        if config.reset_prefix_cache:
+            await reset_prefix_cache(client)
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
         writer = records_writer(config, prepared, start, now())
-        timed = await timed_run(config, client, pool, prepared, writer)
+        answered = counters_before is not None
+        timed = await timed_run(config, client, pool, prepared, writer, answered)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)
@@ -121,10 +138,18 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         await session.end_workers(graceful=finished, report_follows=finished)
         if writer is not None and not finished:
             writer.close()  # what was written stays readable, with no end
-    with session.reporting():  # a stop signal now lets the report finish first
-        return await _report(
-            config, client, pool, prepared, start, timed, writer, counters_after, write_result
-        )
+    outcome: RunOutcome | None = None
+    try:
+        with session.reporting():  # a stop signal now lets the report finish first
+            outcome = await _report(
+                config, client, pool, prepared, start, timed, writer, counters_after, write_result
+            )
+    except RunFailed as exc:
+        if outcome is None:
+            raise
+        outcome.exit_code = exc.exit_code  # stopped while its report was written: complete
+        raise RunInterrupted(str(exc), exc.exit_code, outcome) from None
+    return outcome
 
 
 async def _report(
@@ -145,7 +170,7 @@ async def _report(
     collected = timed.collected
     created = write_result and not os.path.lexists(report.path)
     try:
-        write_report(config, report if write_result else dataclasses.replace(report, result=None))
+        write_report(report if write_result else dataclasses.replace(report, result=None))
     except OSError as exc:  # a full disk: the summary is printed, the records file is kept
         if created:  # no empty or half-written result file left behind
             with contextlib.suppress(OSError):
@@ -153,8 +178,15 @@ async def _report(
         raise RunFailed(_unwritten(report.path, exc, records_file)) from None
     if records_file is not None:
         log.info(f"Records written to {records_file}")
-    code = _exit_code(collected, report, pool)
-    return RunOutcome(code, report, records, records_file, report.path if write_result else None)
+    outcome = RunOutcome(0, report, records, records_file, report.path if write_result else None)
+    try:
+        outcome.exit_code = _exit_code(collected, report, pool)
+    except RunFailed as exc:
+        if not collected.interrupted:
+            raise
+        outcome.exit_code = exc.exit_code
+        raise RunInterrupted(str(exc), exc.exit_code, outcome) from None
+    return outcome
 
 
 async def finish(
@@ -176,8 +208,8 @@ async def finish(
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
-    records = run_records(config, prepared, start, collected, end)
-    report = build_report(config, records, date=now())
+    records = run_records(config, prepared, start, collected, end, timed.server_metrics)
+    report = build_report(settings_of(config), output_of(config), records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None
     return report, records, records_file
 
@@ -235,8 +267,10 @@ def _exit_code(collected: Collected, report: Report, pool: WorkerPool) -> int:
     if collected.worker_problems:
         raise RunFailed("the run lost workers: " + "; ".join(collected.worker_problems))
     if report.completed == 0:
-        first = report.first_error
-        raise RunFailed(
-            f"every request failed; the first error: {printable(first.splitlines()[0])}"
-        )
+        first = printable(report.first_error.splitlines()[0])
+        if report.summary.time_bound is not None:  # cancelled at the grace is not "failed"
+            raise RunFailed(
+                f"no request completed within --duration and its grace; the first error: {first}"
+            )
+        raise RunFailed(f"every request failed; the first error: {first}")
     return report_breaches(report.breaches)

@@ -53,6 +53,8 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             multi_turn=prepared.turns is not None,
             session_prefix=config.request_id_prefix or "",
             content_type=content_type() if backend.multipart else JSON_TYPE,
+            deadline_ns=round(config.duration * 1e9) if config.duration else 0,
+            grace_ns=round(config.duration_grace_s * 1e9),
         )
         plans.append(
             ShardPlan(

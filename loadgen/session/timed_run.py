@@ -11,11 +11,15 @@ from loadgen.fleet.fanout import WorkerPool
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.model import HostUsage
+from loadgen.records.server_series import MetricSeries
 from loadgen.report.probes import ProbeResults
 from loadgen.server.client import ServerClient
 from loadgen.server.probes import probe_loop
+from loadgen.server.scraper import scrapers
 from loadgen.session.fail_fast import FailFast
 from loadgen.session.host_cpu import HostSampler, local_server_port
+from loadgen.session.lifecycle import RunFailed
+from loadgen.session.live_prometheus import LiveEndpoint, LiveMetrics
 from loadgen.session.live_view import LiveView
 from loadgen.session.prepare import Prepared
 from loadgen.session.records import ToRecordsFile
@@ -30,6 +34,7 @@ class TimedRun:
     probes: ProbeResults | None
     fail_fast: FailFast | None  # None with --no-fail-fast; ``stopped`` when it stopped the run
     host: HostUsage | None = None  # None where it cannot be measured (not Linux)
+    server_metrics: list[MetricSeries] | None = None  # None when nothing was scraped
 
 
 class AtT0(BatchObserver):
@@ -41,6 +46,17 @@ class AtT0(BatchObserver):
     def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
         """The run starts: so does what this starts."""
         self.at_t0()
+
+
+class AtT0Ns(BatchObserver):
+    """Starts something that needs t0's instant (the scrapers) at t0."""
+
+    def __init__(self, start: Callable[[int], None]) -> None:
+        self.at_t0 = start
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run starts at ``t0_ns``: so does what this starts."""
+        self.at_t0(t0_ns)
 
 
 def active_workers(pool: WorkerPool, prepared: Prepared) -> int:
@@ -55,10 +71,13 @@ async def timed_run(
     pool: WorkerPool,
     prepared: Prepared,
     writer: RecordsWriter | None,
+    metrics_answered: bool = False,
 ) -> TimedRun:
-    """Plan the shards and run them from t0 with the live view and the probes; every batch of
-    records also goes to the records file (``writer``) as it arrives."""
+    """Plan the shards and run them from t0 with the live view, the probes and the scrapers
+    (the server's /metrics when it answered before the run, ``metrics_answered``); every batch
+    of records also goes to the records file (``writer``) as it arrives."""
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
+    live = live_endpoint(config, prepared, pool.local_pids[: len(plans)])  # first: may refuse
     records_file = ToRecordsFile(writer) if writer is not None else BatchObserver()
     fail_fast = FailFast(prepared.num_requests, records_file) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
@@ -70,12 +89,24 @@ async def timed_run(
         config.disable_tqdm,
         host,
         pooling=config.pooling,
+        deadline_s=config.duration,
     )
     # In this order from t0: the view's first reading is the host sampler's, taken at t0; the
     # probes start with the run, as upstream starts its probes.
     observers = [fail_fast or records_file, AtT0(host.start), view]
     if probes is not None:
         observers.append(AtT0(probes.start))
+    scraping = scrapers(
+        client,
+        config.server_metrics and metrics_answered,
+        config.telemetry_urls,
+        config.server_metrics_interval,
+        writer.write_series if writer is not None else None,
+    )
+    if scraping is not None:
+        observers.append(AtT0Ns(scraping.start))
+    if live is not None:
+        observers.append(live.metrics)
     try:
         collected = await pool.run(
             plans, prepared.num_requests, config.concurrency, observers=observers
@@ -86,4 +117,30 @@ async def timed_run(
         probe_results = (
             await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
         )
-    return TimedRun(collected, probe_results, fail_fast, host_usage)
+        server_metrics = await scraping.stop() if scraping is not None else None
+        if live is not None:
+            live.close()
+    return TimedRun(collected, probe_results, fail_fast, host_usage, server_metrics)
+
+
+def live_endpoint(
+    config: RunConfig, prepared: Prepared, worker_pids: list[int]
+) -> LiveEndpoint | None:
+    """--prometheus-port's endpoint, listening (RunFailed in one line when it cannot), or None
+    without the flag."""
+    if config.prometheus_port is None:
+        return None
+    metrics = LiveMetrics(
+        config.label or config.backend,
+        prepared.model_name,
+        prepared.scheduled_ns,
+        config.concurrency,
+        worker_pids,
+        pooling=config.pooling,
+    )
+    endpoint = LiveEndpoint(metrics, config.prometheus_host, config.prometheus_port)
+    try:
+        endpoint.open()
+    except OSError as exc:
+        raise RunFailed(str(exc)) from None
+    return endpoint

@@ -39,20 +39,9 @@ from pathlib import Path
 import numpy as np
 from common import REPO, machine_line, make_tokenizer_dir
 
-from loadgen.calibrate import (
-    CalibrationError,
-    ClientRun,
-    Comparison,
-    RecordingServer,
-    compare,
-    error_stats,
-    notes,
-    parse_concurrencies,
-    run_client,
-    stats_ms,
-    step_load,
-)
+from loadgen.calibrate import CalibrationError, RecordingServer, parse_concurrencies, step_load
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
+from loadgen.timing_error import ClientRun, Comparison, compare, error_stats, notes, stats_ms
 from loadgen.wake_floor import FloorError, WakeFloor, measure_floor
 
 VLLM_DRIVER = REPO / "scripts" / "bench" / "vllm_bench_serve.py"
@@ -188,6 +177,53 @@ def run_vllm(
             f"{VLLM} at concurrency {concurrency} failed (exit {code}): {last} (log: {log_path})"
         )
     return json.loads((result_dir / "step.json").read_text()), prefix
+
+
+def run_client(
+    url: str,
+    step: int,
+    concurrency: int,
+    request_rate: float,
+    num_prompts: int,
+    workers: int,
+    input_len: int,
+    output_len: int,
+    work_dir: Path,
+    timeout_s: float,
+) -> tuple[dict, str]:
+    """Run ``loadgen run`` in its own process, as the other clients run; return its detailed
+    result and request-id prefix."""
+    prefix = f"calib-{step}-"
+    result_dir = work_dir / f"step-{step}"
+    command = [
+        *(sys.executable, "-m", "loadgen", "run", "--base-url", url, "--model", MOCK_MODEL_NAME),
+        *("--workers", str(workers), "--max-concurrency", str(concurrency)),
+        *("--request-rate", str(request_rate)),
+        *("--num-prompts", str(num_prompts)),
+        *("--random-input-len", str(input_len), "--random-output-len", str(output_len)),
+        *("--request-id-prefix", prefix, "--save-result", "--save-detailed"),
+        *("--result-dir", str(result_dir), "--result-filename", "step.json", "--disable-tqdm"),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise CalibrationError(
+            f"loadgen run at concurrency {concurrency} did not finish in {timeout_s:.0f} s"
+        ) from None
+    if done.returncode != 0:
+        raise CalibrationError(
+            f"loadgen run at concurrency {concurrency} failed (exit {done.returncode}): "
+            f"{_last_line(done.stderr or done.stdout)}"
+        )
+    try:
+        return json.loads((result_dir / "step.json").read_text()), prefix
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"cannot read the result of loadgen run: {exc}") from None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
 
 
 def run_bare(

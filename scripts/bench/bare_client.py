@@ -13,7 +13,7 @@ process twice (mock, then client) per token.
     python scripts/bench/bare_client.py URL CONCURRENCY REQUEST_RATE NUM_PROMPTS \
         INPUT_LEN OUTPUT_LEN PREFIX RESULT_JSON [MODEL]
 
-The result JSON holds what ``loadgen.calibrate.ClientRun.from_result`` reads: ``start_times``
+The result JSON holds what ``loadgen.timing_error.ClientRun.from_result`` reads: ``start_times``
 (perf_counter seconds, the clock the mock stamps with), ``ttfts``, ``itls`` and ``errors``.
 """
 

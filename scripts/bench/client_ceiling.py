@@ -60,6 +60,7 @@ from common import (
     other_cpu_seconds,
     stop_process,
 )
+from scrape_cost import vllm_page
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "scripts" / "nginx" / "ceiling.conf.template"
@@ -220,6 +221,7 @@ def write_site(prefix: Path, port: int) -> Path:
             stream(shape, EVENTS, PROMPT_TOKENS)
         )
         (api / "models").write_bytes(models_json())
+    (root / "metrics").write_text(vllm_page())  # --scrape-cost's --telemetry-url
     (prefix / "tmp").mkdir()
     conf = TEMPLATE.read_text()
     for key, value in {"@PREFIX@": str(prefix), "@ROOT@": str(root), "@PORT@": str(port)}.items():
@@ -471,6 +473,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON)
     parser.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
     parser.add_argument(
+        "--scrape-cost",
+        action="store_true",
+        help="also run each loadgen configuration scraping a vLLM-sized /metrics page "
+        "(--telemetry-url) and print the ratios",
+    )
+    parser.add_argument(
+        "--scrape-interval", type=float, default=0.1, help="--scrape-cost's interval (s)"
+    )
+    parser.add_argument(
         "--records-cost",
         action="store_true",
         help="also run each loadgen configuration with --no-save-records, and print the ratio",
@@ -496,6 +507,11 @@ def main() -> None:
     clients = [Client(f"loadgen-w{w}", w) for w in args.workers]
     if args.records_cost:  # the same runs without the records file --save-result writes
         clients += [Client(f"loadgen-w{w}-norec", w, ("--no-save-records",)) for w in args.workers]
+    if args.scrape_cost:  # the same runs scraping a vLLM-sized page (nginx's /metrics)
+        args.port = args.port or free_port()
+        scrape = ("--telemetry-url", f"http://127.0.0.1:{args.port}/metrics")
+        scrape += ("--server-metrics-interval", str(args.scrape_interval))
+        clients += [Client(f"loadgen-w{w}-scrape", w, scrape) for w in args.workers]
     baseline = baseline_checkout(args.baseline) if args.baseline else nullcontext(None)
     with baseline as source:
         if source is not None:
@@ -587,6 +603,8 @@ def measure(args: argparse.Namespace, clients: list[Client]) -> None:
     print("\n".join(summary(medians, args, have_vllm)))
     if args.records_cost:
         print("\n".join(ratios(medians, args, "-norec", "with/without the records file")))
+    if args.scrape_cost:
+        print("\n".join(ratios(medians, args, "-scrape", "without/with scraping")))
     if args.baseline:
         print("\n".join(ratios(medians, args, f"@{args.baseline}", f"tree/{args.baseline}")))
     if args.json:

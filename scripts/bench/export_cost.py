@@ -6,7 +6,7 @@ For N made-up requests of E token events each (default 20,000 x 128), in one pro
   row), the least any per-row export in Python costs;
 - **request_rows**: loadgen/report/exports.py's rows (timings, ITL statistics, tokens);
 - **write_csv** and **write_jsonl**: those rows written to memory;
-- **check_gates**: the sample report `--fail-on` builds before a run starts.
+- **gate_problem**: the sample report `--fail-on` builds before a run starts.
 
 Medians of --repeat runs. Run it under the shared lock:
 
@@ -16,6 +16,7 @@ Medians of --repeat runs. Run it under the shared lock:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import statistics
 import time
@@ -26,7 +27,8 @@ import numpy as np
 from loadgen.config import RunConfig
 from loadgen.records.model import RunRecords
 from loadgen.report.exports import request_rows, write_csv, write_jsonl
-from loadgen.report.gate_keys import check_gates
+from loadgen.report.gate_keys import gate_problem
+from loadgen.report.settings import settings_of
 from workers.protocol import RECORD_DTYPE
 
 MS = 1_000_000
@@ -97,8 +99,9 @@ def main() -> None:
         floor = floor or seconds
         print(f"| {name} | {seconds:.3f} | {seconds / n * 1e6:.1f} | {seconds / floor:.1f} |")
     gates = RunConfig(workers=1, fail_on=("p99_ttft_ms>500", "failed>0"))
-    gate_ms = median_s(lambda: check_gates(gates), args.repeat) * 1000
-    print(f"check_gates (the sample report before a run): {gate_ms:.1f} ms")
+    stored = dataclasses.asdict(gates)
+    gate_ms = median_s(lambda: gate_problem(settings_of(gates), stored), args.repeat) * 1000
+    print(f"gate_problem (the sample report before a run): {gate_ms:.1f} ms")
 
 
 if __name__ == "__main__":

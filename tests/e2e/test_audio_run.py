@@ -128,7 +128,8 @@ def test_audio_refusals_are_one_line(tmp_path: Path, custom_audio: Path) -> None
         (["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", *custom],
          "--dataset-name custom_audio needs --backend openai-audio", 2),
         # As for every backend, a URL that does not fit is refused when the run starts.
-        (["--backend", "openai-audio", *custom], "OpenAI Audio API URL must end with", 1),
+        (["--backend", "openai-audio", "--endpoint", "/v1/completions", *custom],
+         "OpenAI Audio API URL must end with", 1),
     ):  # fmt: skip
         proc = refusal("--mock", "--disable-tqdm", *args)
         assert proc.returncode == code, (args, proc.stderr)

@@ -117,7 +117,7 @@ def test_a_run_with_failing_turns_ends_by_itself(
     healthy_s, healthy = run(url, tmp_path / "healthy")
     assert healthy.returncode == 0, healthy.stderr[-2000:]
     turns = only_json(tmp_path / "healthy")["loadgen"]["multi_turn"]
-    total_turns = sum(t["completed"] + t["failed"] for t in turns["per_turn"])
+    total_turns = sum(t["completed"] + t["failed"] + t["not_sent"] for t in turns["per_turn"])
     assert state.posts == total_turns and turns["failed"] == 0
 
     state.fault, state.posts = fault, 0
@@ -144,4 +144,7 @@ def test_a_run_with_failing_turns_ends_by_itself(
     figures = result["loadgen"]["multi_turn"]
     assert figures["failed"] == state.faulted  # each failed turn ended one conversation
     assert figures["conversations"] == 12
-    assert sum(t["completed"] + t["failed"] for t in figures["per_turn"]) == total_turns
+    assert (
+        sum(t["completed"] + t["failed"] + t["not_sent"] for t in figures["per_turn"])
+        == total_turns
+    )

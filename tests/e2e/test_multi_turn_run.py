@@ -109,7 +109,8 @@ def test_each_turn_carries_the_conversation_and_a_failed_turn_ends_it(
     figures = result["loadgen"]["multi_turn"]
     assert (figures["conversations"], figures["completed"], figures["failed"]) == (4, 3, 1)
     assert [t["completed"] for t in figures["per_turn"]] == [4, 3, 3]
-    assert [t["failed"] for t in figures["per_turn"]] == [0, 1, 1]
+    assert [t["failed"] for t in figures["per_turn"]] == [0, 1, 0]
+    assert [t["not_sent"] for t in figures["per_turn"]] == [0, 0, 1]  # its turn after the failure
     assert [t["mean_input_tokens"] for t in figures["per_turn"]] == [10, 20, 30]
     errors = [e for e in result["errors"] if e]
     assert any(e.startswith("HTTP 500") for e in errors)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import hang_guard, startup_s, startups
+from helpers import hang_guard, slowdown, startup_s, startups
 from netns import VethPair, in_ns, skip_unless_netns, veth_pair
 
 from workers.keys import WorkerKeys, new_keys, read_keys, write_keys
@@ -266,3 +266,30 @@ def test_remote_workers_exit_when_the_coordinator_disappears(hosts: Hosts, tmp_p
     # for the heartbeats to time out.
     assert gone_s < LOST_AFTER_S + startups(2), gone_s
     assert "lost the coordinator" in remote.stderr.read()
+
+
+def test_a_remote_worker_keeps_the_deadline_of_a_run_bounded_by_time(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    # rate inf at a cap of 4: 2,000 requests of 80 ms streams would take 40 s; the run has 1 s
+    remote = worker(hosts, 5605)
+    run = subprocess.run(
+        coordinator(hosts, 5605, 1, 1, "--max-concurrency", "4", "--duration", "1",
+                    "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+                    prompts=2000, rate=float("inf")),
+        capture_output=True, text=True, timeout=hang_guard(90),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert remote.wait(timeout=hang_guard(15)) == 0, remote.stderr.read()
+    result = the_result(tmp_path)
+    bound = result["loadgen"]["time_bound"]
+    sent = bound["prepared"] - bound["not_sent_at_deadline"]
+    assert 10 < sent < 2000 and result["completed"] == sent
+    # no worker sent after its deadline (t0 on its own clock) by more than the send lag: the
+    # first request went at t0, so sends are measured from it
+    sends = [t - min(result["start_times"]) for t in result["start_times"]]
+    lag_s = result["loadgen"]["send_lag_ms"]["max"] / 1e3
+    slack = 0.05 * slowdown()
+    assert max(sends) <= 1.0 + lag_s + slack
+    assert result["duration"] <= 1.0 + lag_s + max(result["latencies"]) + slack
+    assert [w["placement"] for w in result["loadgen"]["hosts"]] == ["local", "remote"]

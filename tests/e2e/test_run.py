@@ -4,18 +4,23 @@ its exit codes, stdout and signals with the CLI in its own (``loadgen``)."""
 
 from __future__ import annotations
 
+import csv
+import html
+import io
 import json
 import os
 import re
 import shutil
 import signal
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import (
+    cli,
     hang_guard,
     loadgen,
     mock_server,
@@ -33,6 +38,7 @@ from loadgen.mock.bodies import render_chat
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.mock.recorder import TimingRecords
 from loadgen.records.read import read_records
+from loadgen.report.html_charts import FAILURES_TITLE
 from loadgen.text.chat_template import load_chat_template
 from loadgen.text.tokenizer import PACKAGED_TOKENIZER, LocalTokenizer, load_tokenizer
 
@@ -529,6 +535,25 @@ def test_server_errors_are_counted_as_failures(tmp_path: Path) -> None:
     assert len(failed) == result["failed"]
     assert all(e.startswith("HTTP 500") for e in failed)
     assert "Failed requests during benchmark run detected (capping to 10):" in proc.stdout
+    # Errors in every view (issue 29 point 4): grouped by kind after upstream's table, in the
+    # JSON, each exported row, report.html's table and its failures over time.
+    n = result["failed"]
+    kind = "HTTP 500 Internal Server Error"
+    assert f"failed requests by kind: {n} × {kind}" in proc.stdout.splitlines()
+    assert "requests not completed" not in proc.stdout  # none cancelled or not sent
+    assert result["loadgen"]["errors"] == {
+        "failed": n, "cancelled": 0, "not_sent": 0, "by_kind": {kind: n},
+    }  # fmt: skip
+    (records,) = tmp_path.glob("*.records.arrow")
+    rows = list(csv.DictReader(io.StringIO(cli("report", str(records), "--format", "csv").stdout)))
+    assert Counter(row["outcome"] for row in rows) == {"completed": 50 - n, "failed": n}
+    assert {row["error_kind"] for row in rows if row["outcome"] == "failed"} == {kind}
+    drawn = cli("report", str(records), "--format", "html", "--output", str(tmp_path / "r.html"))
+    assert drawn.returncode == 0, drawn.stderr
+    page = html.unescape((tmp_path / "r.html").read_text())
+    assert "Requests that did not complete" in page
+    assert f"<td>failed</td><td>{kind}</td><td>{n}</td>" in page
+    assert FAILURES_TITLE in page
 
 
 def test_model_discovered_from_server_when_omitted(tmp_path: Path) -> None:
@@ -554,8 +579,9 @@ def test_killed_worker_ends_the_run_with_partial_results(tmp_path: Path) -> None
     assert proc.returncode == 1
     assert "worker 0 died" in stderr or "worker 1 died" in stderr, stderr
     result = only_json(tmp_path)
-    assert result["completed"] + result["failed"] == 40
-    assert result["failed"] >= 1
+    errors = result["loadgen"]["errors"]
+    assert result["completed"] + result["failed"] + errors["cancelled"] + errors["not_sent"] == 40
+    assert result["failed"] >= 1  # the lost worker's requests
     assert any(e.startswith("lost: worker") for e in result["errors"])
 
 

@@ -5,11 +5,14 @@ stdout holds the exit or loses the result (the real CLI, workers and server proc
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     asyncio_server,
+    cli,
     free_port,
     hang_guard,
     loadgen,
@@ -29,6 +33,7 @@ from helpers import (
 )
 
 from loadgen.fleet.fanout import STOP_GRACE_S
+from loadgen.report.html_charts import FAILURES_TITLE
 from workers.lifecycle import PARENT_CHECK_S
 
 SLOW_RUN = [
@@ -36,6 +41,12 @@ SLOW_RUN = [
     "--random-input-len", "32", "--random-output-len", "64", "--max-concurrency", "8",
     "--save-result",
 ]  # fmt: skip
+
+
+def accounted(result: dict) -> int:
+    """A stopped run's requests, each counted once: completed, failed, cancelled, not sent."""
+    errors = result["loadgen"]["errors"]
+    return result["completed"] + result["failed"] + errors["cancelled"] + errors["not_sent"]
 
 
 def children_of(pid: int) -> list[int]:
@@ -77,8 +88,45 @@ def test_sigterm_and_sighup_stop_the_run_and_keep_its_results(
     assert "============ Serving Benchmark Result ============" in stdout
     result = only_json(tmp_path)
     assert result["loadgen"]["interrupted"] is True
-    assert result["completed"] + result["failed"] == 400
+    assert accounted(result) == 400
     assert list(tmp_path.glob("*.records.arrow"))
+
+
+def test_ctrl_c_counts_the_cancelled_and_the_not_sent_apart_in_every_view(tmp_path: Path) -> None:
+    # 400 streams of about 1.3 s each, at most 8 at once: 0.5 s in, 8 are in flight and the
+    # rest were never sent (issue 29: "Ctrl-C reports 1,823 failed where 1,759 were never sent").
+    proc = start_loadgen(*SLOW_RUN, "--result-dir", str(tmp_path))
+    wait_for_t0(proc)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=hang_guard(60))
+    assert proc.returncode == 130, stderr
+    result = only_json(tmp_path)
+    errors = result["loadgen"]["errors"]
+    completed, cancelled, not_sent = result["completed"], errors["cancelled"], errors["not_sent"]
+    assert (result["failed"], errors["failed"], errors["by_kind"]) == (0, 0, {})
+    assert 0 < cancelled <= 8 and not_sent > 0
+    assert completed + cancelled + not_sent == 400
+    # The console: no upstream failure lines (nothing failed), the counts after the table.
+    assert "Failed requests during benchmark run detected" not in stdout
+    assert "Failed requests:                         0" in stdout
+    assert (
+        f"requests not completed: {cancelled:,} cancelled (in flight when the run stopped), "
+        f"{not_sent:,} not sent (they never left the client)"
+    ) in stdout.splitlines()
+    (records,) = tmp_path.glob("*.records.arrow")
+    exported = cli("report", str(records), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(exported.stdout)))
+    outcomes = Counter(row["outcome"] for row in rows)
+    expected = {"completed": completed, "cancelled": cancelled, "not_sent": not_sent}
+    assert outcomes == {outcome: n for outcome, n in expected.items() if n}
+    page_path = tmp_path / "stopped.html"
+    drawn = cli("report", str(records), "--format", "html", "--output", str(page_path))
+    assert drawn.returncode == 0, drawn.stderr
+    page = page_path.read_text()
+    assert f"<td>cancelled</td><td>in flight when the run stopped</td><td>{cancelled}</td>" in page
+    assert f"<td>not sent</td><td>never left the client</td><td>{not_sent}</td>" in page
+    assert FAILURES_TITLE in page  # the cancelled, over time
 
 
 def test_workers_leave_with_a_killed_coordinator_while_waiting_and_mid_run(
@@ -126,7 +174,7 @@ def test_a_stopped_worker_does_not_hold_the_exit(tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr
     assert not alive(workers[0])
     result = only_json(tmp_path)
-    assert result["completed"] + result["failed"] == 400
+    assert accounted(result) == 400
     assert result["loadgen"]["worker_problems"] == ["worker 0 did not stop within 5 s"]
 
 
@@ -174,7 +222,11 @@ def test_ctrl_c_stops_a_probed_run_against_a_hung_server(tmp_path: Path) -> None
     assert time.monotonic() - started < STOP_GRACE_S + startups(2)
     assert proc.returncode == 130, stderr
     result = only_json(tmp_path)
-    assert (result["completed"], result["failed"]) == (0, 20)
+    # Every request was in flight when the run stopped: cancelled, none failed.
+    assert (result["completed"], result["failed"]) == (0, 0)
+    assert result["loadgen"]["errors"] == {
+        "failed": 0, "cancelled": 20, "not_sent": 0, "by_kind": {},
+    }  # fmt: skip
 
 
 def test_ctrl_c_under_tee_still_writes_the_result(tmp_path: Path) -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.calibrate import ClientRun, compare, run_client
+from loadgen.calibrate import ClientStep
+from loadgen.cli.calibrate import run_step
 from loadgen.mock.process import EmbeddedMockServer
 from loadgen.mock.recorder import TimingRecords
 from loadgen.records.read import read_records
+from loadgen.timing_error import compare
 
 PERSONALITIES = ("vllm", "sglang", "llamacpp", "tgi", "openai")
 # llama.cpp's and OpenAI's last completion chunk carries choices (a finish_reason, no text): a
@@ -33,13 +35,14 @@ def test_stamps_are_never_before_the_servers_and_a_connection_s_opening_is_in_tt
     )  # fmt: skip
     try:
         url = server.start(30)
-        result, prefix = run_client(url, 0, 8, 100.0, 24, 2, 32, 8, tmp_path, timeout_s=90)
+        step = ClientStep(0, 8, 24, 100.0, 2, 32, 8, 90.0, result_dir=tmp_path / "step-0")
+        client = run_step(url, step).client
         asked = urllib.request.Request(url + "/timings", headers={"Authorization": "Bearer sk-t"})
         with urllib.request.urlopen(asked, timeout=30) as response:
             timings = TimingRecords.from_bytes(response.read())
     finally:
         server.kill()
-    client = ClientRun.from_result(result)
+    prefix = step.prefix
     comparison = compare(client, timings, prefix)
     assert (comparison.failed, comparison.unrecorded) == (0, 0)
     rows = {request_id: row for row, request_id in enumerate(timings.request_ids.tolist())}

@@ -61,6 +61,23 @@ class Output:
         "counts (needs the [plot] extra).",
     )
     disable_tqdm: bool = flag("--disable-tqdm", bool, False, help="No progress bar.")
+    # --- loadgen's own live metrics ---
+    prometheus_port: int | None = flag(
+        "--prometheus-port",
+        int,
+        None,
+        minimum=1,
+        maximum=65535,
+        group=LOADGEN,
+        help="Serve loadgen's live metrics (requests, in flight, tokens, TTFT/ITL/E2EL "
+        "histograms, client CPU) at http://HOST:PORT/metrics during the run, for Prometheus.",
+    )
+    prometheus_host: str = flag(
+        "--prometheus-host",
+        default="127.0.0.1",
+        group=LOADGEN,
+        help="The address --prometheus-port listens on (0.0.0.0: every interface).",
+    )
     quiet: bool = flag(
         "--quiet",
         bool,

@@ -5,6 +5,7 @@ its tokenizer, and the embedded mock (--mock) that stands in for it.
 from __future__ import annotations
 
 import dataclasses
+import urllib.parse
 
 from loadgen.backends import POOLING_BACKENDS
 from loadgen.config.flag_terms import LOADGEN
@@ -13,6 +14,17 @@ from loadgen.config.upstream import UPSTREAM_BACKENDS
 from loadgen.flag import flag
 
 DEFAULT_ENDPOINT = "/v1/completions"  # upstream's, for every backend
+
+
+def parse_telemetry_urls(items: tuple[str, ...]) -> tuple[str, ...]:
+    """``--telemetry-url URL ...``: each an http(s) URL with a host; ValueError naming a bad one."""
+    for item in items:
+        parts = urllib.parse.urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"'{item}': use an http:// or https:// URL, e.g. http://gpu1:9400/metrics"
+            )
+    return tuple(items)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,6 +101,37 @@ class Server:
         False,
         help="POST /start_profile before the run and /stop_profile after it (the server must "
         "have profiling enabled).",
+    )
+    # --- the server's metrics and other exporters, scraped during the run ---
+    server_metrics: bool = flag(
+        "--server-metrics",
+        bool,
+        True,
+        secondary="--no-server-metrics",
+        group=LOADGEN,
+        help="Scrape the server's /metrics during the run into the records file (on when "
+        "/metrics answers before the run; docs/servers.md names the series).",
+    )
+    server_metrics_interval: float = flag(
+        "--server-metrics-interval",
+        float,
+        1.0,
+        minimum=0,
+        min_open=True,
+        range_words="{name} must be > 0, got {value:g}",
+        group=LOADGEN,
+        help="Seconds between two scrapes of /metrics and of each --telemetry-url.",
+    )
+    telemetry_urls: tuple[str, ...] = flag(
+        "--telemetry-url",
+        default=(),
+        field="telemetry_urls",
+        parse=parse_telemetry_urls,
+        multiple=True,
+        metavar="URL",
+        group=LOADGEN,
+        help="Another Prometheus exporter scraped as /metrics is (a DCGM exporter's "
+        "http://gpu-host:9400/metrics, a node exporter); may be repeated.",
     )
     # --- waiting for the server ---
     ready_check_timeout_sec: int = flag(

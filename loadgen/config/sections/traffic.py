@@ -20,7 +20,12 @@ from loadgen.config.flag_terms import (
     sampling,
 )
 from loadgen.config.gates import parse_slo
-from loadgen.config.parsers import parse_json_object, parse_listen, parse_names
+from loadgen.config.parsers import (
+    parse_duration,
+    parse_json_object,
+    parse_listen,
+    parse_names,
+)
 from loadgen.config.sweep_lists import parse_concurrency, parse_rate
 from loadgen.flag import flag
 from loadgen.schedule import RAMP_UP_STRATEGIES
@@ -86,6 +91,49 @@ class Traffic:
     )
     ramp_up_end_rps: int | None = flag(
         "--ramp-up-end-rps", int, help="Ramp-up: the last request's rate."
+    )
+    # --- a run bounded by time, and its steady window ---
+    duration: float | None = flag(
+        "--duration",
+        parse=parse_duration,
+        group=LOADGEN,
+        metavar="TIME",
+        help="Send requests until this much time has passed since t0 (90, 90s, 5m, 1h): at a "
+        "paced --request-rate the schedule holds rate x duration requests (prompts drawn for "
+        "them); at rate inf the workers send until the time is up, --num-prompts being the "
+        "most they have. With --num-prompts given too, whichever bound comes first ends the "
+        "run. At the deadline nothing new is sent; requests in flight have --duration-grace-s "
+        "to finish, then are cancelled (counted as cancelled, not failed).",
+    )
+    duration_grace_s: float = flag(
+        "--duration-grace-s",
+        float,
+        30.0,
+        group=LOADGEN,
+        minimum=0,
+        help="With --duration: how long requests in flight at the deadline may take to finish "
+        "before they are cancelled.",
+    )
+    warmup_s: float = flag(
+        "--warmup-s",
+        float,
+        0.0,
+        group=LOADGEN,
+        reporting=True,
+        minimum=0,
+        help="Requests sent in the first this many seconds after t0 are outside the steady "
+        "window, whose figures every view reports beside the whole run's (`loadgen report "
+        "RECORDS --warmup-s W` draws it again).",
+    )
+    cooldown_s: float = flag(
+        "--cooldown-s",
+        float,
+        0.0,
+        group=LOADGEN,
+        reporting=True,
+        minimum=0,
+        help="Requests that ended in the run's last this many seconds are outside the steady "
+        "window.",
     )
     # --- the requests ---
     ignore_eos: bool = flag(
@@ -289,6 +337,25 @@ class Traffic:
         group=LOADGEN,
         help="Stop the run when its first 20 requests (or all of a smaller run) fail with the "
         "same 4xx and message (not 408 or 429), naming the likely fix.",
+    )
+    same_prompts: bool = flag(
+        "--same-prompts",
+        bool,
+        False,
+        group=LOADGEN,
+        help="In a campaign, send every point and run the prompts --seed draws. By default each "
+        "run draws its own from a seed derived from --seed, the point and the run (in its result "
+        "JSON as loadgen.seed), so no point is served from what an earlier one left in the "
+        "server's prefix cache.",
+    )
+    reset_prefix_cache: bool = flag(
+        "--reset-prefix-cache",
+        bool,
+        False,
+        group=LOADGEN,
+        help="Empty the server's prefix cache before the run (each run of a campaign): vLLM's "
+        "POST /reset_prefix_cache (served with VLLM_SERVER_DEV_MODE=1), SGLang's POST "
+        "/flush_cache. Refused at the start when the server has neither (docs/servers.md).",
     )
     num_runs: int = flag(
         "--num-runs",

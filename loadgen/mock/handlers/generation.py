@@ -178,8 +178,11 @@ class Generation:
         n, finish_reason = self._output_len(max_tokens, min_tokens, ignore_eos, prompt_tokens)
         state.inject_error()
         ttft_s = state.ttft_s
+        cached = -1
         if state.prefix_cache is not None:  # --prefill-us-per-token: the uncached part's prefill
-            ttft_s += state.prefix_cache.serve(prompt_ids) * config.prefill_us_per_token / 1e6
+            missing = state.prefix_cache.serve(prompt_ids)
+            ttft_s += missing * config.prefill_us_per_token / 1e6
+            cached = prompt_tokens - missing
 
         stream_options = body.get("stream_options")
         include_usage = isinstance(stream_options, dict) and bool(
@@ -199,6 +202,7 @@ class Generation:
             include_usage=include_usage,
             ttft_ms=ttft_s * 1000.0,
             itl_ms=config.itl_ms,
+            cached_tokens=cached,
         )
         await state.slots.acquire()  # --max-running: queued behind the requests before it
         counts = state.counts

@@ -73,6 +73,16 @@ class Info:
             )
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """POST /reset_prefix_cache (vLLM) or /flush_cache (SGLang): the prefix cache emptied,
+        counted in /mock/stats."""
+        state = self.state
+        if state.prefix_cache is not None:
+            state.prefix_cache.clear()
+        state.prefix_cache_resets += 1
+        status, body, content_type = state.personality.reset_answer()
+        return web.Response(status=status, body=body, content_type=content_type)
+
     async def profile(self, request: web.Request) -> web.Response:
         """POST /start_profile and /stop_profile: accepted, as by a vLLM server that profiles."""
         return web.Response()
@@ -90,6 +100,7 @@ class Info:
             "prompt_tokens": state.counts.prompt,
             "completion_tokens": state.counts.generated,
             "connections": state.connections.stats(),
+            "prefix_cache_resets": state.prefix_cache_resets,
         }
         if state.prefix_cache is not None:
             stats["prefix_cache"] = {

@@ -34,6 +34,7 @@ class StreamRequest:
     include_usage: bool
     ttft_ms: float
     itl_ms: float
+    cached_tokens: int = -1  # prompt tokens found in the prefix cache; -1: the mock keeps none
 
 
 @dataclass(slots=True)
@@ -93,6 +94,8 @@ class Personality:
     requires_auth: ClassVar[bool] = False
     tokenizer: ClassVar[str | None] = "vllm"  # the /tokenize form served, None: no endpoint
     metrics: ClassVar[bool] = True  # serves /metrics
+    # POST path that empties the prefix cache (docs/servers.md); None: the server has none
+    prefix_cache_reset: ClassVar[str | None] = "/reset_prefix_cache"
     data: ClassVar[bytes] = b"data: "
     completion_end: ClassVar[bytes] = (
         b'","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
@@ -197,6 +200,10 @@ class Personality:
     def unauthorized(self) -> Answer:
         """The answer to a request without an API key, where one is required."""
         return self.error(401, "Unauthorized")
+
+    def reset_answer(self) -> Answer:
+        """The answer to the prefix-cache reset: vLLM's dev endpoint, 200 and an empty body."""
+        return 200, b"", JSON_TYPE
 
     # --- /metrics ---
 

@@ -34,6 +34,7 @@ class LlamaCpp(Personality):
     port_closed_while_loading = False
     checks_model = False
     tokenizer = "llamacpp"
+    prefix_cache_reset = None  # a slot's erase needs --slot-save-path: none loadgen calls
     completion_end = b'","index":0,"logprobs":null,"finish_reason":null}],"created":'
     chat_end = b'"}}],"created":'
     error_types: ClassVar[dict[int, str]] = {
@@ -59,17 +60,18 @@ class LlamaCpp(Personality):
                 "completion_tokens": r.completion_tokens,
                 "prompt_tokens": r.prompt_tokens,
                 "total_tokens": r.prompt_tokens + r.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": 0},
+                "prompt_tokens_details": {"cached_tokens": max(r.cached_tokens, 0)},
             }
         )
 
     def _timings(self, r: StreamRequest) -> bytes:
         prompt_ms = r.ttft_ms
         predicted_ms = max(r.completion_tokens - 1, 0) * r.itl_ms
-        n, p = r.completion_tokens, r.prompt_tokens
+        cached = max(r.cached_tokens, 0)
+        n, p = r.completion_tokens, r.prompt_tokens - cached  # prompt_n: the tokens evaluated
         return orjson.dumps(
             {
-                "cache_n": 0,
+                "cache_n": cached,
                 "prompt_n": p,
                 "prompt_ms": prompt_ms,
                 "prompt_per_token_ms": prompt_ms / p if p else None,

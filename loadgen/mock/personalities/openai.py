@@ -25,6 +25,7 @@ class OpenAI(Personality):
     requires_auth = True
     tokenizer = None
     metrics = False
+    prefix_cache_reset = None  # OpenAI's prompt cache is not the caller's to empty
     completion_end = b'","index":0,"logprobs":null,"finish_reason":null}],"model":'
     chat_end = b'"},"logprobs":null,"finish_reason":null}]'
     error_types: ClassVar[dict[int, str]] = {
@@ -40,7 +41,10 @@ class OpenAI(Personality):
             "prompt_tokens": r.prompt_tokens,
             "completion_tokens": r.completion_tokens,
             "total_tokens": r.prompt_tokens + r.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {
+                "cached_tokens": max(r.cached_tokens, 0),
+                "audio_tokens": 0,
+            },
             "completion_tokens_details": {
                 "reasoning_tokens": 0,
                 "audio_tokens": 0,

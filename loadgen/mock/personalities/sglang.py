@@ -17,6 +17,12 @@ from loadgen.mock.personalities.base import (
     usage_dict,
 )
 
+# SGLang's answer to POST /flush_cache when nothing is running (its http_server.py).
+FLUSHED = (
+    b"Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    b"waiting requests, the operation will not be performed.)\n"
+)
+
 
 class SGLang(Personality):
     """SGLang's ``launch_server`` (FastAPI on uvicorn; pydantic and msgspec chunks)."""
@@ -24,6 +30,7 @@ class SGLang(Personality):
     name = "sglang"
     checks_model = False
     tokenizer = "sglang"
+    prefix_cache_reset = "/flush_cache"
     completion_end = (
         b'","logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
     )
@@ -33,9 +40,11 @@ class SGLang(Personality):
         return requested if isinstance(requested, str) else "default"
 
     def _usage_chunk(self, start: bytes, r: StreamRequest) -> bytes:
-        usage = usage_dict(r)
-        if r.chat:  # pydantic keeps the nulls; the completions chunk excludes them
-            usage["prompt_tokens_details"] = None  # type: ignore[assignment]
+        usage: dict[str, Any] = usage_dict(r)
+        if r.cached_tokens >= 0:  # as SGLang with --enable-cache-report
+            usage["prompt_tokens_details"] = {"cached_tokens": r.cached_tokens}
+        elif r.chat:  # pydantic keeps the nulls; the completions chunk excludes them
+            usage["prompt_tokens_details"] = None
         usage["reasoning_tokens"] = 0
         return start + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n"
 
@@ -62,7 +71,8 @@ class SGLang(Personality):
         else:
             choice = {"index": 0, "text": text}
         choice |= {"logprobs": None, "finish_reason": r.finish_reason, "matched_stop": None}
-        usage = usage_dict(r) | {"prompt_tokens_details": None, "reasoning_tokens": 0}
+        details = None if r.cached_tokens < 0 else {"cached_tokens": r.cached_tokens}
+        usage = usage_dict(r) | {"prompt_tokens_details": details, "reasoning_tokens": 0}
         return {
             "id": r.request_id,
             "object": "chat.completion" if r.chat else "text_completion",
@@ -77,6 +87,9 @@ class SGLang(Personality):
         kind = self.error_types.get(status, "Error")
         body = {"object": "error", "message": message, "type": kind, "param": None}
         return status, orjson.dumps(body | {"code": status}), JSON_TYPE
+
+    def reset_answer(self) -> Answer:
+        return 200, FLUSHED, "text/plain"
 
     def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
         return []  # not reproduced: the mock plays only vLLM's prefix-cache counters

@@ -26,6 +26,7 @@ class TGI(Personality):
     keepalive_timeout_s = NO_IDLE_TIMEOUT_S  # hyper sets no idle timeout
     checks_model = False
     tokenizer = "tgi"
+    prefix_cache_reset = None  # TGI has no reset endpoint
     data = b"data:"  # axum's Event writes no space after the colon
     completion_end = b'","logprobs":null,"finish_reason":""}],"model":'
     chat_end = b'"},"logprobs":null,"finish_reason":null}],"usage":null}\n\n'

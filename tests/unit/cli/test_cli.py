@@ -60,6 +60,12 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--fail-on",
         "--num-runs",
         "--steady-state",
+        "--duration",
+        "--duration-grace-s",
+        "--warmup-s",
+        "--cooldown-s",
+        "--same-prompts",
+        "--reset-prefix-cache",
         "--slo",
         "--search",
         "--search-start",
@@ -83,6 +89,11 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--dry-run",
         "--max-model-len",
         "--prompt-token-ids",
+        "--server-metrics",
+        "--server-metrics-interval",
+        "--telemetry-url",
+        "--prometheus-port",
+        "--prometheus-host",
     }
     options = {opt for p in run.params for opt in getattr(p, "opts", []) if opt.startswith("--")}
     assert options - own <= VLLM_BENCH_SERVE_FLAGS

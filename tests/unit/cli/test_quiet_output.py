@@ -11,6 +11,7 @@ from report_runs import full_config, made_up_run
 from loadgen.cli.run import run_command
 from loadgen.console import TO_STDERR, show_report, terminal_output
 from loadgen.report.run_report import build_report
+from loadgen.report.settings import output_of, settings_of
 from loadgen.report.summary import SUMMARY_TITLE, table_and_verdict
 from loadgen.report.verdict import VERDICT_HEADS
 
@@ -23,7 +24,10 @@ log = logging.getLogger("loadgen.session.runner")
 
 
 def test_the_table_and_verdict_are_the_report_from_its_title() -> None:
-    report = build_report(full_config(), made_up_run(full_config()), date="20261203-100000")
+    cfg = full_config()
+    report = build_report(
+        settings_of(cfg), output_of(cfg), made_up_run(cfg), date="20261203-100000"
+    )
     assert report.lines[0] != SUMMARY_TITLE  # upstream's list of failures comes first
     quiet = table_and_verdict(report.summary)
     assert quiet == report.lines[report.lines.index(SUMMARY_TITLE) :]
@@ -31,7 +35,10 @@ def test_the_table_and_verdict_are_the_report_from_its_title() -> None:
 
 
 def test_only_the_report_and_the_stderr_lines_are_shown(capsys: pytest.CaptureFixture) -> None:
-    report = build_report(full_config(), made_up_run(full_config()), date="20261203-100000")
+    cfg = full_config()
+    report = build_report(
+        settings_of(cfg), output_of(cfg), made_up_run(cfg), date="20261203-100000"
+    )
     with terminal_output(quiet=table_and_verdict):
         for line in CHATTER:
             log.info(line)

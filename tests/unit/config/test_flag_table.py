@@ -46,6 +46,7 @@ REPORTING = {
     "--save-result", "--append-result", "--result-dir", "--result-filename", "--save-detailed",
     "--label", "--metadata", "--percentile-metrics", "--metric-percentiles", "--goodput",
     "--plot-timeline", "--timeline-itl-thresholds", "--plot-dataset-stats", "--fail-on",
+    "--warmup-s", "--cooldown-s",
 }  # fmt: skip
 
 

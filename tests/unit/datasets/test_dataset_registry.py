@@ -124,3 +124,27 @@ def test_each_datasets_own_check_refuses_through_the_registry(fields, message):
         config = dataclasses.replace(config, dataset_path="data.file")
     with pytest.raises(ValueError, match=message):
         check_dataset(config)
+
+
+def test_a_file_read_once_serves_another_seeds_draw(tok, tmp_path, monkeypatch):
+    # A campaign draws each run's prompts with its own --seed (loadgen/session/campaign.py):
+    # the file's rows are read once, kept in ``read``, and sampled again in another order.
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"prompt {i} " * 3}) + "\n" for i in range(40)))
+    reads = []
+    custom = DATASETS["custom"]
+
+    def counting_load(path):
+        reads.append(path)
+        return custom.load(path)
+
+    monkeypatch.setitem(DATASETS, "custom", dataclasses.replace(custom, load=counting_load))
+    read: dict = {}
+    first = RunConfig(dataset_name="custom", dataset_path=str(path), num_prompts=10, seed=1)
+    drawn = [
+        sample_dataset(dataclasses.replace(first, seed=seed), tok, read=read).prompts
+        for seed in (1, 2, 1)
+    ]
+    assert reads == [str(path)]
+    assert drawn[0] == drawn[2] != drawn[1]
+    assert drawn[0] == sample_dataset(first, tok).prompts  # what a run without ``read`` draws

@@ -289,6 +289,8 @@ def test_a_record_field_has_one_name_from_the_worker_to_the_report():
     columns = {name for name, _ in COLUMNS}
     # Every field of the worker's row is the column of its name (n_events: events_ns' length).
     assert set(RECORD_DTYPE.names) - {"n_events"} <= columns
-    # So is every per-request array of a run (the flat events, errors and texts aside).
+    # So is every per-request array of a run (the flat events, errors and texts aside, and the
+    # scraped server metrics, a series of their own).
     aside = {"start", "end", "records", "event_ns", "event_offsets", "errors", "texts"}
+    aside.add("server_metrics")
     assert {field.name for field in dataclasses.fields(RunRecords)} - aside <= columns

@@ -18,6 +18,7 @@ from loadgen.report.exports import COLUMNS, itl_stats_ns, request_rows, write_cs
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import build_report
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.settings import output_of, settings_of
 from loadgen.report.summarize import summarize
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
@@ -85,7 +86,7 @@ def three_requests() -> RunRecords:
 
 def summary_of(run: RunRecords) -> RunSummary:
     """The run's summary under the configuration it ran with."""
-    return summarize(RunConfig(**{**run.start.config, "given": frozenset()}), run)
+    return summarize(settings_of(RunConfig(**{**run.start.config, "given": frozenset()})), run)
 
 
 def test_each_request_is_one_row_with_its_timings_and_tokens() -> None:
@@ -94,17 +95,21 @@ def test_each_request_is_one_row_with_its_timings_and_tokens() -> None:
     ok, failed, lost = rows
     assert ok == {
         "index": 0, "request_id": "bench-x-0", "worker": 0, "status": 200, "success": True,
-        "scheduled_ms": 0.0, "released_ms": 0.5, "sent_ms": 1.0, "end_ms": 27.0,
+        "outcome": "completed", "scheduled_ms": 0.0, "released_ms": 0.5, "sent_ms": 1.0,
+        "end_ms": 27.0,
         "client_queue_ms": 0.5, "connect_ms": 0.25, "ttft_ms": 10.0, "e2el_ms": 26.0,
         "events": 4, "itl_mean_ms": 5.333, "itl_p50_ms": 4.0, "itl_p99_ms": 9.88,
         "itl_max_ms": 10.0, "prompt_tokens": 30, "output_tokens": 4, "resent": False,
-        "truncated": False, "error": None,
+        "truncated": False, "error_kind": None, "error": None,
     }  # fmt: skip
     assert (failed["status"], failed["success"], failed["ttft_ms"], failed["e2el_ms"]) == (
         500, False, None, None,
     )  # fmt: skip
     assert (failed["prompt_tokens"], failed["error"]) == (31, "HTTP 500: boom")  # the dataset's
     assert lost["worker"] is None and lost["sent_ms"] is None and lost["end_ms"] is None
+    # A lost request may have been sent: a failure, not "not sent".
+    assert [row["outcome"] for row in rows] == ["completed", "failed", "failed"]
+    assert [row["error_kind"] for row in rows] == [None, "HTTP 500", "lost"]
     assert (lost["status"], lost["scheduled_ms"], lost["events"]) == (0, 4.0, 0)
 
 
@@ -112,7 +117,7 @@ def test_the_rows_agree_with_the_report() -> None:
     """TTFT and E2EL are the report's own (from the send instant)."""
     run = three_requests()
     cfg = RunConfig(**{**run.start.config, "given": frozenset()})
-    report = build_report(cfg, run, date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), run, date="d")
     row = request_rows(report.summary, "p-")[0]
     assert row["ttft_ms"] == round(report.timings.ttft_s[0] * 1000, 3)
     assert row["e2el_ms"] == round(report.timings.latency_s[0] * 1000, 3)

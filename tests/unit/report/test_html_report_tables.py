@@ -33,6 +33,7 @@ from loadgen.report.html_report import (
 )
 from loadgen.report.rows import RULE, row, section_title
 from loadgen.report.run_report import Report, build_report
+from loadgen.report.settings import output_of, settings_of
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
 
@@ -41,7 +42,7 @@ def test_the_summary_blocks_become_sections_and_rows() -> None:
     cfg = full_config(metric_percentiles="99", percentile_metrics="ttft")
     run = made_up_run(cfg)
     run.records["connect_ns"][:3] = 2_000_000  # three new connections: a note
-    summary = summarize(cfg, run)
+    summary = summarize(settings_of(cfg), run)
     table = summary_table(summary)
     assert table.rows[:3] == [
         ["Serving Benchmark Result"],
@@ -68,12 +69,13 @@ def test_the_notes_are_the_consoles_after_the_blocks() -> None:
     run.records["connect_ns"][:3] = 2_000_000
     run.errors[2] = "timeout: no answer"
     run.errors[3] = "timeout: again"
-    summary = summarize(cfg, run)
-    note, kinds = run_notes(summary)
+    summary = summarize(settings_of(cfg), run)
+    (note,) = run_notes(summary)  # the kinds have report.html's failures table instead
     assert note.startswith("note: 3 requests opened a new connection during the run")
-    assert kinds == "failed requests by kind: 2 × timeout, 1 × HTTP 500"
     lines = console_lines(summary)
-    assert lines[lines.index(note) - 1] == RULE and lines[-1] == summary.client.verdict
+    kinds = "failed requests by kind: 1 × HTTP 500"  # the completed requests' texts not counted
+    assert lines[lines.index(note) - 1] == kinds and lines[lines.index(kinds) - 1] == RULE
+    assert lines[-1] == summary.client.verdict
 
 
 def point(name: str, label: str, **values: str) -> tuple[CampaignPoint, dict[str, object]]:
@@ -161,7 +163,10 @@ def test_goodput_has_a_column_only_where_a_point_measured_it() -> None:
 
 def reports(cfg: RunConfig, runs: int = 2) -> list[Report]:
     """The reports of ``runs`` made-up runs (as html_campaign rebuilds them from records)."""
-    return [build_report(cfg, made_up_run(cfg), date="d") for _ in range(runs)]
+    return [
+        build_report(settings_of(cfg), output_of(cfg), made_up_run(cfg), date="d")
+        for _ in range(runs)
+    ]
 
 
 def made_up_point(cfg: RunConfig, runs: int = 2) -> CampaignPoint:
@@ -178,7 +183,8 @@ def test_the_campaign_table_is_summary_csv_computed_again_from_the_summaries() -
     rows = point_figures([one], 2, steady=False, percentiles=cfg.percentiles())
     written = summary_rows(  # what the campaign wrote to summary.csv at its end
         [PointRuns(one.name, 4, 100.0, [summary_metrics(r.summary)[0] for r in one.reports],
-                   [0, 0])], 2, cfg.percentiles())  # fmt: skip
+                   [0, 0], error_kinds=[r.summary.errors.by_kind for r in one.reports])],
+        2, cfg.percentiles())  # fmt: skip
     assert rows == written
     table = campaign_table([one], rows, num_runs=2, pooling=False)
     header, cells = table.header, table.rows[0]
@@ -241,7 +247,7 @@ def test_the_settings_rows_come_from_the_summary() -> None:
     cfg = full_config(fail_on=("p99_ttft_ms>500",))
     run = made_up_run(cfg)
     run.start.command_line[:] = ["loadgen", "run", "--header", "Authorization=Bearer sk-secret"]
-    summary = summarize(cfg, run)
+    summary = summarize(settings_of(cfg), run)
     rows = dict(settings_rows(summary, [("campaign", "2 point(s)")]))
     assert rows["model"] == "org/model" and rows["started"] == "2026-12-03T10:00:00"
     assert rows["backend / endpoint"] == f"{cfg.backend} {cfg.endpoint}"
@@ -249,12 +255,14 @@ def test_the_settings_rows_come_from_the_summary() -> None:
     assert rows["goodput SLOs"] == "TTFT ≤ 50 ms, E2EL ≤ 200 ms"
     assert rows["--fail-on"] == "p99_ttft_ms>500"
     assert "sk-secret" not in rows["command line"]
-    assert "goodput SLOs" not in dict(settings_rows(summarize(full_config(goodput=None), run), []))
+    assert "goodput SLOs" not in dict(
+        settings_rows(summarize(settings_of(full_config(goodput=None)), run), [])
+    )
 
 
 def test_an_interrupted_run_s_page_says_so_first() -> None:
     cfg = full_config()
     run = made_up_run(cfg)
     run.end = None  # its records stop short: reported as interrupted
-    (first, *_) = run_notes(summarize(cfg, run))
+    (first, *_) = run_notes(summarize(settings_of(cfg), run))
     assert first == "note: the run did not end: its records file stops before the end"

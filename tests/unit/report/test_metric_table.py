@@ -22,32 +22,48 @@ from loadgen.report.html_campaign import CampaignPoint, campaign_table, point_fi
 from loadgen.report.html_report import summary_table as html_summary_table
 from loadgen.report.metric_table import (
     CAMPAIGN,
+    CAMPAIGN_TABLE,
     CONSOLE,
     FIGURES,
     JSON,
     LATENCIES,
+    TABLE_STATISTIC,
     VIEWS,
     Figure,
     Latency,
 )
 from loadgen.report.result_json import result_json
 from loadgen.report.run_report import build_report
+from loadgen.report.settings import output_of, settings_of
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
+
+
+def table_titles(lines: list[str]) -> list[str]:
+    """The column titles of the campaign's console table (its second line), after the point
+    and its runs: right-aligned in 22 characters each, a space apart."""
+    header = lines[1]
+    start = len(f"{'point':<40} {'ok':>5} ")
+    return [header[i : i + 22].strip() for i in range(start, len(header), 23)]
 
 
 @functools.cache
 def views_of_a_run(pooling: bool) -> dict[str, Any]:
     """Each view of the made-up run as what a row is looked for in: the console's and the
-    html summary table's text, the result JSON's keys, summary.csv's columns, and the columns
-    of report.html's campaign table."""
+    html summary table's text, the result JSON's keys, summary.csv's columns, the columns
+    of report.html's campaign table and the titles of the campaign's console table."""
     cfg = full_config(backend=POOLING_BACKEND) if pooling else full_config()
-    report = build_report(cfg, made_up_run(cfg), date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), made_up_run(cfg), date="d")
     summary = report.summary
     lines = console_lines(summary)
     html = html_summary_table(summary)
     name = "max_concurrency=4-request_rate=100.0"
-    points = [PointRuns(name, 4, 100.0, metrics=[summary_metrics(summary)[0]])]
+    points = [
+        PointRuns(
+            name, 4, 100.0, metrics=[summary_metrics(summary)[0]],
+            error_kinds=[summary.errors.by_kind],
+        )
+    ]  # fmt: skip
     rows = summary_rows(points, num_runs=1, percentiles=summary.settings.percentiles)
     row = {"point": name, "max_concurrency": "4", "request_rate": "100.0", "runs": "1"}
     point = CampaignPoint(row, "c=4", [], [report])
@@ -62,6 +78,7 @@ def views_of_a_run(pooling: bool) -> dict[str, Any]:
         "html campaign": {
             title: cell for title, cell in zip(table.header, table.rows[0], strict=True)
         },
+        CAMPAIGN_TABLE: table_titles(summary_table(rows, num_runs=1, pooling=pooling)),
     }
 
 
@@ -71,6 +88,8 @@ def figure_found(figure: Figure, view: str, views: dict[str, Any]) -> bool:
     report.html's campaign table; a setting, in its point's name there)."""
     if view == CONSOLE:
         return figure.label in views[CONSOLE] and figure.label.rstrip(":") in views["html"]
+    if view == CAMPAIGN_TABLE:
+        return figure.title in views[CAMPAIGN_TABLE]
     if view == CAMPAIGN:
         html = views["html campaign"]
         campaign_html = (
@@ -105,8 +124,17 @@ def test_every_latency_is_in_every_view_it_names(latency: Latency) -> None:
             views["html campaign"].get(latency.column(stat), "-") != "-"
             for stat in ("mean", "median", "p50", "p99")
         ),
+        CAMPAIGN_TABLE: latency.column(TABLE_STATISTIC) in views[CAMPAIGN_TABLE],
     }
     assert {view for view, shown in found.items() if shown} == set(latency.views)
+
+
+@pytest.mark.parametrize("row", [*FIGURES, *LATENCIES], ids=lambda row: row.key)
+def test_the_campaign_console_table_shows_only_summary_csv_columns(row: Figure | Latency) -> None:
+    """The console table renders summary.csv's rows: a row it names must be among them."""
+    for pooling in (False, True):
+        views = row.views_for(pooling) if isinstance(row, Figure) else row.views
+        assert CAMPAIGN_TABLE not in views or CAMPAIGN in views
 
 
 def test_each_key_is_declared_once() -> None:
@@ -119,12 +147,15 @@ def test_each_key_is_declared_once() -> None:
 def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
     keys = metric_keys()
     assert keys[:3] == ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms")
-    assert keys[-5:] == (
+    assert keys[-8:] == (
         "completed",
         "failed",
+        "cancelled",
+        "not_sent",
         "request_throughput",
         "request_goodput",
         "output_throughput",
+        "prefix_cache_hit_rate",
     )
     assert metric_keys([99.9, 50])[:5] == (
         "mean_ttft_ms",
@@ -137,7 +168,7 @@ def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
 
 def test_a_steady_state_counts_goodput_over_its_window() -> None:
     cfg = full_config()
-    summary = summarize(cfg, made_up_run(cfg, gap_ms=50))
+    summary = summarize(settings_of(cfg), made_up_run(cfg, gap_ms=50))
     whole, trimmed = summary_metrics(summary)
     assert trimmed == 0 and whole["request_goodput"] == summary.totals.request_goodput
     # Sends at 0, 50, ... 350 ms, each ending 80 ms later: the window runs from the first end
@@ -151,7 +182,7 @@ def test_a_steady_state_counts_goodput_over_its_window() -> None:
 
 def test_an_empty_goodput_is_not_shown_and_is_null_in_the_json() -> None:
     cfg = full_config(goodput=None)
-    summary = summarize(cfg, made_up_run(cfg, audio=False))
+    summary = summarize(settings_of(cfg), made_up_run(cfg, audio=False))
     assert summary.totals.request_goodput is None
     assert not any("goodput" in line or "RTFx" in line for line in console_lines(summary))
     result = result_json(summary, "d")
@@ -160,7 +191,7 @@ def test_an_empty_goodput_is_not_shown_and_is_null_in_the_json() -> None:
 
 def test_the_report_renders_its_summary() -> None:
     cfg = full_config(fail_on=("completed<100",))
-    report = build_report(cfg, made_up_run(cfg), date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), made_up_run(cfg), date="d")
     assert report.lines == console_lines(report.summary)
     assert report.result == result_json(report.summary, "d")
     assert report.breaches == ["breached: completed<100 (measured 7)"]
@@ -171,9 +202,11 @@ def test_the_report_renders_its_summary() -> None:
 @pytest.mark.parametrize("goodput", [{"ttft": 50.0}, None], ids=["goodput", "none"])
 def test_the_campaign_table_shows_goodput_where_it_was_measured(goodput: object) -> None:
     cfg = full_config(goodput=goodput)
-    metrics, _ = summary_metrics(summarize(cfg, made_up_run(cfg)))
+    metrics, _ = summary_metrics(summarize(settings_of(cfg), made_up_run(cfg)))
     for runs in (1, 2):
         rows = summary_rows([PointRuns("c=4", 4, 100.0, metrics=[metrics] * runs)], runs)
-        header = summary_table(rows, runs)[1].split()
-        rates = ["request_throughput", "request_goodput", "output_throughput"]
-        assert header[2:-2] == (rates if goodput else [rates[0], rates[2]])
+        titles = table_titles(summary_table(rows, runs))
+        rates = ["req/s", "goodput req/s", "output tok/s"]
+        assert titles[:-3] == (rates if goodput else [rates[0], rates[2]])
+        # the made-up server reports its prefix-cache hits
+        assert titles[-3:] == ["prefix cache hit %", "p99 TTFT (ms)", "p99 ITL (ms)"]

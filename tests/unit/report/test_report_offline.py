@@ -17,8 +17,9 @@ from loadgen.records.checks import RecordsFileError
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.read import read_records
-from loadgen.report.offline import rebuild_report, report_config, settings_note
+from loadgen.report.offline import rebuild_report
 from loadgen.report.run_report import build_report
+from loadgen.report.settings import output_of, report_config, settings_note, settings_of
 from workers.protocol import RECORD_DTYPE, ConnectionStats
 
 N = 8
@@ -35,6 +36,7 @@ def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
     """N requests, 5 events 10 ms apart each, the last one failed; paced at 100/s."""
     records = np.zeros(N, dtype=RECORD_DTYPE)
     records["index"] = np.arange(N)
+    records["cached_tokens"] = -1  # the server reported no prefix-cache hits
     records["released_ns"] = np.arange(N) * 10_000_000 + 50_000
     records["sent_ns"] = records["released_ns"] + 20_000
     records["n_events"] = EVENTS
@@ -128,8 +130,10 @@ def test_the_report_from_the_file_is_the_live_report(tmp_path: Path) -> None:
     run, collected = a_run(cfg)
     path = tmp_path / "r.records.arrow"
     write(run, collected, path)
-    live = build_report(cfg, run, date="20261203-100000")
-    rebuilt = build_report(cfg, read_records(str(path)), date="20261203-100000")
+    live = build_report(settings_of(cfg), output_of(cfg), run, date="20261203-100000")
+    rebuilt = build_report(
+        settings_of(cfg), output_of(cfg), read_records(str(path)), date="20261203-100000"
+    )
     assert rebuilt.lines == live.lines
     assert rebuilt.result == live.result
     assert live.result is not None and live.result["completed"] == N - 1
@@ -142,7 +146,7 @@ def test_reporting_flags_replace_the_stored_ones(tmp_path: Path) -> None:
     run, collected = a_run(cfg)
     path = tmp_path / "r.records.arrow"
     write(run, collected, path)
-    report, _ = rebuild_report(
+    report = rebuild_report(
         str(path),
         {
             "metric_percentiles": "50,90",
@@ -157,7 +161,7 @@ def test_reporting_flags_replace_the_stored_ones(tmp_path: Path) -> None:
     assert "p99_ttft_ms" not in report.result
     assert report.path == "again-100.0qps-model-20261203-110000.json"
     with pytest.raises(ConfigError, match="--metric-percentiles"):
-        report_config(read_records(str(path)), str(path), {"metric_percentiles": "x"})
+        settings_of(report_config(read_records(str(path)), str(path), {"metric_percentiles": "x"}))
 
 
 def test_a_report_writes_files_only_when_asked_again(tmp_path: Path) -> None:
@@ -165,14 +169,15 @@ def test_a_report_writes_files_only_when_asked_again(tmp_path: Path) -> None:
     run, collected = a_run(cfg)
     path = tmp_path / "r.records.arrow"
     write(run, collected, path)
-    report, rebuilt = rebuild_report(str(path), {}, date="d")
+    report = rebuild_report(str(path), {}, date="d")
     assert report.result is None  # the run had --save-result; the report was not asked to
-    assert (rebuilt.save_detailed, rebuilt.result_dir, rebuilt.plot_dataset_stats) == (
+    settings, output = report.summary.settings, report.output
+    assert (settings.save_detailed, output.result_dir, output.plot_dataset_stats) == (
         False,
         None,
         False,
     )
-    assert (rebuilt.metric_percentiles, rebuilt.request_rate) == ("99", cfg.request_rate)
+    assert (settings.percentiles, settings.request_rate) == ((99.0,), cfg.request_rate)
 
 
 def test_a_file_of_another_version_reports_without_the_settings_it_does_not_share(
@@ -186,9 +191,10 @@ def test_a_file_of_another_version_reports_without_the_settings_it_does_not_shar
     del run.start.config["metric_percentiles"], run.start.config["burstiness"]
     path = tmp_path / "r.records.arrow"
     write(run, collected, path)
-    report, rebuilt = rebuild_report(str(path), {"save_result": True}, date="d")
-    assert (rebuilt.metric_percentiles, rebuilt.burstiness) == ("99", 1.0)  # the defaults
-    assert rebuilt.request_rate == 100.0  # the settings both know are the run's
+    report = rebuild_report(str(path), {"save_result": True}, date="d")
+    settings = report.summary.settings
+    assert (settings.percentiles, settings.burstiness) == ((99.0,), 1.0)  # the defaults
+    assert settings.request_rate == 100.0  # the settings both know are the run's
     assert report.result is not None and "p99_ttft_ms" in report.result
     assert "p50_ttft_ms" not in report.result
     assert settings_note(read_records(str(path)), "r.records.arrow") == (
@@ -218,7 +224,7 @@ def test_a_run_that_did_not_end_is_reported_as_interrupted(tmp_path: Path) -> No
     cfg = config()
     run, _ = a_run(cfg)
     unfinished = dataclasses.replace(run, end=None)
-    report = build_report(cfg, unfinished, date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), unfinished, date="d")
     assert report.result is not None
     assert report.result["loadgen"]["interrupted"] is True
     assert report.result["loadgen"]["worker_problems"] == [
@@ -232,11 +238,11 @@ def test_a_run_that_did_not_end_is_reported_as_interrupted(tmp_path: Path) -> No
 def test_streams_that_ended_without_done_are_counted_and_warned_about() -> None:
     cfg = config()
     run, _ = a_run(cfg)
-    report = build_report(cfg, run, date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), run, date="d")
     assert report.result is not None and report.result["loadgen"]["truncated_streams"] == 0
     assert not any("without data: [DONE]" in line for line in report.lines)
     run.records["truncated"][:2] = True
-    report = build_report(cfg, run, date="d")
+    report = build_report(settings_of(cfg), output_of(cfg), run, date="d")
     assert report.result is not None
     extra = list(report.result["loadgen"])
     assert extra[extra.index("resent_on_stale_connection") + 1] == "truncated_streams"

@@ -7,8 +7,10 @@ from collections import deque
 
 import numpy as np
 import pytest
-from report_runs import POOLING_BACKEND, N, full_config, made_up_run
+from report_runs import POOLING_BACKEND, N, full_config, made_up_run, stopped_run
 
+from loadgen.report.failures import error_kind
+from loadgen.report.settings import settings_of
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
 from loadgen.session.live_figures import (
@@ -16,14 +18,13 @@ from loadgen.session.live_figures import (
     LiveFigureState,
     Ring,
     WorkerLoad,
-    error_kind,
     in_flight,
     load_between,
     percentiles,
     rate_over,
 )
 from loadgen.session.live_view import panel, plain_line
-from workers.protocol import RECORD_DTYPE
+from workers.protocol import NOT_SENT_AT_DEADLINE, RECORD_DTYPE
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -190,7 +191,7 @@ def test_the_final_line_shows_the_run_s_summary() -> None:
     cfg = full_config()
     run = made_up_run(cfg)
     run.errors[N - 1] = "HTTP 500 Internal Server Error: boom"
-    summary = summarize(cfg, run)
+    summary = summarize(settings_of(cfg), run)
     state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency)
     starts = run.event_offsets
     for half in (slice(0, N // 2), slice(N // 2, N)):  # two batches, as the workers send them
@@ -240,7 +241,7 @@ def test_a_run_too_long_for_the_rings_keeps_its_last_10_s() -> None:
 def test_a_pooling_run_s_final_line_names_its_e2el_and_no_tokens() -> None:
     cfg = full_config(backend=POOLING_BACKEND, goodput=None)
     run = made_up_run(cfg)
-    summary = summarize(cfg, run)
+    summary = summarize(settings_of(cfg), run)
     state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency, pooling=True)
     state.add_batch(run.records, run.event_ns, dict(run.errors))
     figures = state.figures(2 * S, final=True)
@@ -260,3 +261,38 @@ def test_error_kinds_are_listed_as_report_html_lists_them() -> None:
     assert state.figures(S).errors == [("timeout", 2), ("HTTP 500", 1)]
     state.add_batch(*batch([(3, 0, [], False, -1)]), {3: "HTTP 500: d"})
     assert state.figures(2 * S).errors == [("HTTP 500", 2), ("timeout", 2)]  # ties by name
+
+
+def test_a_stopped_run_s_last_frame_counts_as_its_summary() -> None:
+    """Ctrl-C: the last frame counts the failed, the cancelled and the not sent apart, as the
+    summary does, and lists the kinds of the failed alone."""
+    cfg = full_config()
+    run = stopped_run(cfg)
+    summary = summarize(settings_of(cfg), run)
+    state = LiveFigureState(N, run.scheduled_ns, cfg.max_concurrency)
+    state.add_batch(run.records, run.event_ns, run.errors)
+    figures = state.figures(2 * S, final=True)
+    totals = summary.totals
+    assert (figures.completed, figures.failed, figures.cancelled, figures.not_sent) == (
+        totals.completed, totals.failed, totals.cancelled, totals.not_sent,
+    )  # fmt: skip
+    assert figures.finished == N and figures.in_flight == 0
+    assert figures.errors == sorted(summary.errors.by_kind.items())
+    assert "5 completed, 1 failed, 1 cancelled, 1 not sent, 0 in flight" in plain_line(figures)
+    assert "5 completed   1 failed   1 cancelled   1 not sent   0 in flight" in (
+        panel(figures).plain
+    )
+
+
+def test_a_run_bounded_by_time_shows_the_time_and_leaves_out_what_the_deadline_left() -> None:
+    state = LiveFigureState(
+        total=4, scheduled_ns=np.zeros(4, dtype=np.int64), cap=2, deadline_s=2.0
+    )
+    state.add_batch(*batch([(0, 0, [10 * MS, 12 * MS], True, 2)]), {})
+    assert "25%| 1/4 finished" in plain_line(state.figures(S // 2))  # a quarter of the time
+    unsent = {2: NOT_SENT_AT_DEADLINE, 3: NOT_SENT_AT_DEADLINE}
+    state.add_batch(*batch([(1, 0, [30 * MS], True, 1), (2, -1, [], False, -1),
+                            (3, -1, [], False, -1)]), unsent)  # fmt: skip
+    figures = state.figures(3 * S)
+    assert (figures.completed, figures.failed, figures.total, figures.errors) == (2, 0, 2, [])
+    assert "100%| 2/2 finished" in plain_line(figures)

@@ -132,6 +132,7 @@ def test_each_turn_index_and_each_conversation_has_its_figures() -> None:
     records["success"][3] = 0
     run = RunRecords.__new__(RunRecords)
     run.records = records
+    run.errors = {3: "not sent: an earlier turn of this conversation failed (turn 0: x)"}
     run.conversation = np.array([0, 0, 1, 1, 2])
     run.turn = np.array([0, 1, 0, 1, 0])
     timings = Timings(
@@ -143,7 +144,7 @@ def test_each_turn_index_and_each_conversation_has_its_figures() -> None:
     assert (figures["conversations"], figures["completed"], figures["failed"]) == (3, 2, 1)
     first, second = figures["per_turn"]
     assert (first["completed"], first["failed"], second["completed"], second["failed"]) == (
-        3, 0, 1, 1,
+        3, 0, 1, 0,
     )  # fmt: skip
     assert second["not_sent"] == 1 and second["mean_input_tokens"] == 30
     assert first["ttft_ms"]["p50"] == pytest.approx(1.0)
@@ -161,6 +162,7 @@ def test_a_turn_that_no_conversation_completed_has_no_figures() -> None:
     records["sent_ns"], records["end_ns"], records["prompt_tokens"] = [0, 100], [50, 150], 10
     run = RunRecords.__new__(RunRecords)
     run.records, run.conversation, run.turn = records, np.array([0, 0]), np.array([0, 1])
+    run.errors = {1: "HTTP 500 Internal Server Error: x"}
     timings = Timings(
         np.array([0.001, 0.0]), np.array([0.05, 0.0]), np.zeros(2), np.zeros(0),
         np.zeros(3, np.int64),

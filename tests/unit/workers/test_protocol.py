@@ -212,34 +212,37 @@ def test_empty_shard():
 
 def record_rows():
     # (index, released_ns, sent_ns, end_ns, n_events, status, prompt, completion, connect_ns,
-    #  success, resent, truncated, server_queue_s, server_ttft_s, text_capped)
+    #  success, resent, truncated, server_queue_s, server_ttft_s, text_capped, cached_tokens)
     ms = 1_000_000
     return [
-        (0, 0, 1_000, 2_000 * ms, 3, 200, 12, 3, 0, True, False, False, 0.0015, 0.04225, False),
+        (0, 0, 1_000, 2_000 * ms, 3, 200, 12, 3, 0, True, False, False, 0.0015, 0.04225, False,
+         -1),
         (5, 250 * ms, 260 * ms, 900 * ms, 0, 500, -1, -1, 180_000, False, True, False, nan, nan,
-         False),
+         False, -1),
         record(index=17),  # never sent
         (2**40, 2**40, 2**40 + 1, 2**41, 2, 200, 2_000_000, 1, 0, True, False, True, nan, 2.5,
-         True),
+         True, 1_999_984),
     ]  # fmt: skip
 
 
 def test_record_dtype_is_made_from_the_record_fields():
     # One name per field: the worker builds its row by name, the dtype takes those names.
     assert RECORD_DTYPE.names == tuple(inspect.signature(record).parameters)
-    # The bytes of a row are those of protocol version 11 (only names changed): no new version.
+    # The bytes of a row are those of protocol version 13 (only names changed): no new version.
     formats = [RECORD_DTYPE[name].str for name in RECORD_DTYPE.names]
-    assert formats == ["<i8"] * 4 + ["<i4"] * 4 + ["<i8"] + ["|u1"] * 3 + ["<f8"] * 2 + ["|u1"]
-    assert RECORD_DTYPE.itemsize == 5 * 8 + 4 * 4 + 4 + 2 * 8
+    assert formats == (
+        ["<i8"] * 4 + ["<i4"] * 4 + ["<i8"] + ["|u1"] * 3 + ["<f8"] * 2 + ["|u1"] + ["<i4"]
+    )
+    assert RECORD_DTYPE.itemsize == 5 * 8 + 4 * 4 + 4 + 2 * 8 + 4
 
 
 def test_record_by_name_is_the_positional_row():
     by_name = record(
         index=3, released_ns=10, sent_ns=20, end_ns=90, n_events=2, status=200,
         prompt_tokens=7, completion_tokens=2, connect_ns=5, success=True, resent=False,
-        truncated=True, server_queue_s=0.5, server_ttft_s=nan, text_capped=True,
+        truncated=True, server_queue_s=0.5, server_ttft_s=nan, text_capped=True, cached_tokens=4,
     )  # fmt: skip
-    positional = (3, 10, 20, 90, 2, 200, 7, 2, 5, True, False, True, 0.5, nan, True)
+    positional = (3, 10, 20, 90, 2, 200, 7, 2, 5, True, False, True, 0.5, nan, True, 4)
     assert (
         np.array([by_name], RECORD_DTYPE).tobytes()
         == np.array([positional], RECORD_DTYPE).tobytes()
@@ -251,7 +254,7 @@ def test_an_unsent_record_holds_no_instant_and_no_count():
     row = np.array([record(index=9)], RECORD_DTYPE)[0]
     assert row["index"] == 9
     assert row["released_ns"] == row["sent_ns"] == row["end_ns"] == -1
-    assert row["prompt_tokens"] == row["completion_tokens"] == -1
+    assert row["prompt_tokens"] == row["completion_tokens"] == row["cached_tokens"] == -1
     assert row["n_events"] == row["status"] == row["connect_ns"] == 0
     assert not (row["success"] or row["resent"] or row["truncated"] or row["text_capped"])
     assert np.isnan(row["server_queue_s"]) and np.isnan(row["server_ttft_s"])
@@ -277,6 +280,7 @@ def test_records_round_trip():
     assert records["prompt_tokens"].tolist() == [12, -1, -1, 2_000_000]
     assert records["success"].astype(bool).tolist() == [True, False, False, True]
     assert records["text_capped"].astype(bool).tolist() == [False, False, False, True]
+    assert records["cached_tokens"].tolist() == [-1, -1, -1, 1_999_984]
     assert event_ns.dtype == np.dtype("<i8")
     assert event_ns.tolist() == list(events)
     assert got_errors == errors  # int keys survive the JSON header
@@ -284,13 +288,15 @@ def test_records_round_trip():
     assert all(isinstance(k, int) for k in (*got_errors, *got_texts))
 
 
-def test_protocol_version_covers_the_text_capped_column():
-    # Version 11 added text_capped to RECORD_DTYPE: a worker of version 10 sends 14-field rows
-    # and is refused by version before any row is read as another layout.
-    assert PROTOCOL_VERSION >= 11
-    assert RECORD_DTYPE.names[-1] == "text_capped" and len(UNSENT_ROW) == len(RECORD_DTYPE)
-    assert UNSENT_ROW[-1] is False
-    old = orjson.dumps({"v": 10, "t": CODEC.token, "kind": "records", "errors": {}, "texts": {}})
+def test_protocol_version_covers_the_cached_tokens_column():
+    # Version 11 added text_capped to RECORD_DTYPE, version 13 cached_tokens: a worker of
+    # version 12 sends 15-field rows and is refused by version before any row is read as
+    # another layout.
+    assert PROTOCOL_VERSION >= 13
+    assert RECORD_DTYPE.names[-2:] == ("text_capped", "cached_tokens")
+    assert len(UNSENT_ROW) == len(RECORD_DTYPE)
+    assert UNSENT_ROW[-2] is False and UNSENT_ROW[-1] == -1
+    old = orjson.dumps({"v": 12, "t": CODEC.token, "kind": "records", "errors": {}, "texts": {}})
     with pytest.raises(ProtocolError, match="protocol version"):
         CODEC.decode([old, b"", b""], from_worker=True)
 

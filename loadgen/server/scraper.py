@@ -1,0 +1,166 @@
+"""Scraping the server's ``/metrics`` (and ``--telemetry-url`` exporters) during the timed run.
+
+One ``Scraper`` per URL, each a task on the coordinator's loop from t0 to the run's end: every
+``interval_s`` it GETs the page (bounded in time by ``timeout_s``, shorter than the interval,
+and in size by ``MAX_PAGE_BYTES``), parses it in a thread (``metric_names.parse_page``) and
+keeps the samples, stamped with the middle of the request on the run's clock (ns after t0).
+Every ``CHUNK_SCRAPES`` scrapes, and at the end, the samples go to the records file as a chunk
+(loadgen/records/server_series.py).
+
+Never in the way: a page that is slow, missing, too big or not Prometheus text costs one note
+per URL, then the interval doubles (up to ``MAX_BACKOFF`` times); after ``MAX_FAILURES``
+failures in a row the scraper stops. Nothing it does fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from loadgen.records.server_series import MetricSeries, chunk_json, series_of
+from loadgen.server.client import ServerClient
+from loadgen.server.errors import ServerError
+from loadgen.server.metric_names import MAX_SERIES, Page, PageError, parse_page
+
+log = logging.getLogger(__name__)
+
+MAX_PAGE_BYTES = 8 << 20  # a vLLM page is ~100 KB; a page over this is not scraped
+TIMEOUT_SHARE = 0.8  # of the interval: a scrape never overlaps the next
+CHUNK_SCRAPES = 10
+MAX_BACKOFF = 16  # times the interval, at most, after failures
+MAX_FAILURES = 5  # in a row: the scraper stops
+
+ChunkSink = Callable[[dict[str, Any]], None]
+
+
+class Scraper:
+    """Scrapes one URL every ``interval_s`` until stopped; what it kept is ``series()``."""
+
+    def __init__(
+        self, client: ServerClient, url: str, interval_s: float, sink: ChunkSink | None
+    ) -> None:
+        self.client = client
+        self.url = url
+        self.interval_s = interval_s
+        self.timeout_s = interval_s * TIMEOUT_SHARE
+        self.sink = sink
+        self.t_ns: list[int] = []
+        self.samples: list[dict[tuple[str, Any], float]] = []
+        self.chunks: list[dict[str, Any]] = []
+        self.flushed = 0  # scrapes already in a chunk
+        self.noted = False
+        self.capped = False
+
+    async def run(self, t0_ns: int, stop: asyncio.Event) -> None:
+        """Scrape until ``stop`` is set (or too many failures in a row)."""
+        failures = 0
+        with contextlib.suppress(TimeoutError):  # t0 may be ahead: the first scrape is at t0
+            await asyncio.wait_for(stop.wait(), max(t0_ns - time.perf_counter_ns(), 0) / 1e9)
+        while not stop.is_set():
+            problem = await self.scrape_once(t0_ns)
+            failures = failures + 1 if problem else 0
+            if problem:
+                self._note(problem)
+                if failures >= MAX_FAILURES:
+                    break  # the note said so
+            wait_s = self.interval_s * min(2**failures, MAX_BACKOFF)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait_s)
+        self.flush()
+
+    async def scrape_once(self, t0_ns: int) -> str | None:
+        """One scrape, its samples kept; why it failed, or None."""
+        try:
+            answer = await self.client.send(
+                "GET", self.url, timeout_s=self.timeout_s, max_bytes=MAX_PAGE_BYTES
+            )
+        except ServerError as exc:
+            return str(exc)
+        mid_ns = (answer.sent_ns + answer.ended_ns) // 2 - t0_ns
+        text = answer.body.decode("utf-8", "replace")
+        try:
+            page = await asyncio.to_thread(parse_page, text)
+        except PageError as exc:
+            return f"{self.url}: {exc}"
+        self._keep(mid_ns, page)
+        return None
+
+    def _keep(self, t_ns: int, page: Page) -> None:
+        if page.dropped and not self.capped:
+            self.capped = True
+            log.info(
+                f"Server metrics from {self.url}: kept {MAX_SERIES} series of "
+                f"{MAX_SERIES + page.dropped} (histogram buckets are never kept)"
+            )
+        self.t_ns.append(t_ns)
+        self.samples.append(page.samples)
+        if len(self.t_ns) - self.flushed >= CHUNK_SCRAPES:
+            self.flush()
+
+    def flush(self) -> None:
+        """The scrapes not yet in a chunk, as one, to the records file."""
+        if self.flushed == len(self.t_ns):
+            return
+        chunk = chunk_json(self.url, self.t_ns[self.flushed :], self.samples[self.flushed :])
+        self.flushed = len(self.t_ns)
+        self.chunks.append(chunk)
+        if self.sink is not None:
+            self.sink(chunk)
+
+    def _note(self, problem: str) -> None:
+        if not self.noted:
+            self.noted = True
+            log.warning(f"warning: server metrics: {problem}; the run goes on, scraping less often")
+
+
+class Scrapers:
+    """The run's scrapers: started at t0, stopped after the run."""
+
+    def __init__(self, scrapers: list[Scraper]) -> None:
+        self.scrapers = scrapers
+        self.stop_event = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self, t0_ns: int) -> None:
+        """The run starts at ``t0_ns``: so does every scraper, its first scrape at once."""
+        self.tasks = [
+            asyncio.create_task(scraper.run(t0_ns, self.stop_event)) for scraper in self.scrapers
+        ]
+
+    async def stop(self) -> list[MetricSeries] | None:
+        """Stop every scraper (a scrape in flight is cut short); the series they kept, or
+        None when nothing was scraped."""
+        self.stop_event.set()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:  # none when the run stopped before t0
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for scraper in self.scrapers:
+            scraper.flush()
+        chunks = [chunk for scraper in self.scrapers for chunk in scraper.chunks]
+        return series_of(chunks) if chunks else None
+
+
+def scrapers(
+    client: ServerClient,
+    server_metrics: bool,
+    telemetry_urls: tuple[str, ...],
+    interval_s: float,
+    sink: ChunkSink | None,
+) -> Scrapers | None:
+    """The run's scrapers, or None when there is none: the server's ``/metrics`` (with its
+    headers, on the coordinator's client) when ``server_metrics``, and each telemetry URL on
+    a client of its own that sends no header (the server's API key stays with the server)."""
+    chosen = []
+    if server_metrics:
+        chosen.append(Scraper(client, f"{client.server_url}/metrics", interval_s, sink))
+    if telemetry_urls:
+        bare = ServerClient(client.server_url, {}, client.insecure, client.connect_timeout_s)
+        client.adopt(bare)
+        chosen += [Scraper(bare, url, interval_s, sink) for url in telemetry_urls]
+    return Scrapers(chosen) if chosen else None

@@ -1,0 +1,199 @@
+"""``--prometheus-port``: loadgen's own live metrics during a run, for Prometheus and Grafana.
+
+``LiveMetrics`` is one of the run's observers (loadgen/fleet/collector.py): each batch of
+records is folded into a few counters and three histograms with numpy (bucket counts by
+``np.searchsorted``, no Python object per request), and prometheus_client's HTTP server,
+bound to ``--prometheus-host`` (127.0.0.1 by default), serves them from its own thread at
+``/metrics``. Every series carries the run's ``run`` label (``--label``, else the backend) and
+``model``:
+
+- ``loadgen_requests_total{outcome="success"|"failure"}``, ``loadgen_requests_in_flight``
+  (due by the schedule and not finished, capped by --max-concurrency), and
+  ``loadgen_output_tokens_total`` (as the live view counts them);
+- ``loadgen_ttft_seconds``, ``loadgen_itl_seconds`` and ``loadgen_e2el_seconds`` histograms
+  of the successful requests;
+- ``loadgen_client_cpu_seconds_total``: CPU of the coordinator and its local workers.
+
+The server listens from before t0 until the run's records are all in; a port it cannot bind
+fails the run before t0 in one line naming the flag.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from loadgen.fleet.collector import BatchObserver, RecordBatch
+from loadgen.session.host_cpu import read_process
+from loadgen.session.live_figures import in_flight
+
+# Bucket bounds in seconds: 1 ms to about 65 s, doubling, as latencies spread over decades.
+BOUNDS = 0.001 * 2.0 ** np.arange(17)
+LABELS = ["run", "model"]
+
+
+class Histogram:
+    """Cumulative bucket counts and the sum of what was observed, in numpy."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(len(BOUNDS) + 1, dtype=np.int64)  # the last: over every bound
+        self.total = 0.0
+
+    def observe(self, values: np.ndarray) -> None:
+        """Take in a batch of observations (seconds)."""
+        if len(values):
+            where = np.searchsorted(BOUNDS, values, side="left")
+            self.counts += np.bincount(where, minlength=len(self.counts))
+            self.total += float(values.sum())
+
+    def family(self, name: str, help_text: str, labels: list[str]) -> HistogramMetricFamily:
+        """The histogram as prometheus_client exposes one: cumulative ``le`` buckets."""
+        cumulative = np.cumsum(self.counts).tolist()
+        buckets = [(f"{bound:g}", float(n)) for bound, n in zip(BOUNDS, cumulative, strict=False)]
+        buckets.append(("+Inf", float(cumulative[-1])))
+        family = HistogramMetricFamily(name, help_text, labels=LABELS)
+        family.add_metric(labels, buckets, self.total)
+        return family
+
+
+class LiveMetrics(BatchObserver):
+    """The run's live figures as Prometheus metrics; ``collect`` is prometheus_client's hook."""
+
+    def __init__(
+        self,
+        run: str,
+        model: str,
+        scheduled_ns: np.ndarray,
+        cap: int | None,
+        worker_pids: list[int],
+        pooling: bool = False,
+    ) -> None:
+        self.labels = [run, model]
+        self.scheduled_ns = np.sort(scheduled_ns)
+        self.cap = cap or len(scheduled_ns)
+        self.worker_pids = worker_pids
+        self.pooling = pooling
+        self.t0_ns: int | None = None
+        self.completed = 0
+        self.failed = 0
+        self.tokens = 0
+        self.ttft = Histogram()
+        self.itl = Histogram()
+        self.e2el = Histogram()
+        self.lock = threading.Lock()  # a page is of whole batches: collect runs in another thread
+
+    def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
+        """The run starts: in-flight requests are counted from here."""
+        self.t0_ns = t0_ns
+
+    def batch(self, batch: RecordBatch) -> bool:
+        """Fold one batch into the counters and histograms (numpy over the batch)."""
+        with self.lock:
+            self._fold(batch.rows, batch.events)
+        return False
+
+    def _fold(self, rows: np.ndarray, events: np.ndarray) -> None:
+        ok = rows["success"].astype(bool)
+        counts = rows["n_events"].astype(np.int64)
+        succeeded = int(ok.sum())
+        self.completed += succeeded
+        self.failed += len(rows) - succeeded
+        reported = rows["completion_tokens"]
+        self.tokens += int(np.where(reported > 0, reported, counts)[ok].sum())
+        self.e2el.observe((rows["end_ns"][ok] - rows["sent_ns"][ok]) / 1e9)
+        if len(events) == 0 or self.pooling:
+            return
+        starts = np.cumsum(counts) - counts
+        first = ok & (counts > 0)
+        self.ttft.observe((events[starts[first]] - rows["sent_ns"][first]) / 1e9)
+        owner = np.repeat(np.arange(len(rows)), counts)
+        gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
+        self.itl.observe(np.diff(events)[gap] / 1e9)
+
+    def collect(self) -> Iterator[Metric]:
+        """The metrics now (called from the HTTP server's thread)."""
+        with self.lock:
+            return iter(list(self._families()))
+
+    def _families(self) -> Iterator[Metric]:
+        labels = self.labels
+        requests = CounterMetricFamily(
+            "loadgen_requests", "Requests finished, by outcome.", labels=[*LABELS, "outcome"]
+        )
+        requests.add_metric([*labels, "success"], self.completed)
+        requests.add_metric([*labels, "failure"], self.failed)
+        yield requests
+        flying = GaugeMetricFamily(
+            "loadgen_requests_in_flight", "Requests due and not finished.", labels=LABELS
+        )
+        now = 0 if self.t0_ns is None else time.perf_counter_ns() - self.t0_ns
+        finished = self.completed + self.failed
+        started = self.t0_ns is not None
+        flying.add_metric(
+            labels, in_flight(self.scheduled_ns, now, finished, self.cap) if started else 0
+        )
+        yield flying
+        tokens = CounterMetricFamily(
+            "loadgen_output_tokens", "Output tokens of the successful requests.", labels=LABELS
+        )
+        tokens.add_metric(labels, self.tokens)
+        yield tokens
+        yield self.ttft.family("loadgen_ttft_seconds", "Time to first token.", labels)
+        yield self.itl.family("loadgen_itl_seconds", "Inter-token latency.", labels)
+        yield self.e2el.family("loadgen_e2el_seconds", "End-to-end latency.", labels)
+        cpu = CounterMetricFamily(
+            "loadgen_client_cpu_seconds",
+            "CPU time of the coordinator and its local workers.",
+            labels=LABELS,
+        )
+        cpu.add_metric(labels, self.client_cpu_s())
+        yield cpu
+
+    def client_cpu_s(self) -> float:
+        """CPU seconds of this process and the local workers (read from /proc where it is)."""
+        ticks = 0
+        for pid in self.worker_pids:
+            if (proc := read_process(pid)) is not None:
+                ticks += proc.ticks
+        return time.process_time() + ticks / os.sysconf("SC_CLK_TCK")
+
+
+class LiveEndpoint:
+    """prometheus_client's HTTP server for one ``LiveMetrics``, from ``open`` to ``close``."""
+
+    def __init__(self, metrics: LiveMetrics, host: str, port: int) -> None:
+        self.metrics = metrics
+        self.host = host
+        self.port = port
+        self.server: Any = None
+
+    def open(self) -> None:
+        """Listen; OSError (the port is taken, the host is not this machine's) names both."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self.metrics)
+        try:
+            self.server, _ = start_http_server(self.port, addr=self.host, registry=registry)
+        except OSError as exc:
+            raise OSError(
+                f"--prometheus-port {self.port}: cannot listen on {self.host}:{self.port} "
+                f"({exc.strerror or exc})"
+            ) from None
+
+    def close(self) -> None:
+        """Stop listening."""
+        server, self.server = self.server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()

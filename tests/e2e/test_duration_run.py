@@ -1,0 +1,127 @@
+"""Runs bounded by time (--duration) with a steady window (--warmup-s, --cooldown-s): the real
+CLI and workers against the mock, each run a few seconds, bounds measured in the same run."""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+
+import pytest
+from helpers import cli, only_json, run_in_process, slowdown
+
+SMALL = ["--mock", "--random-input-len", "16", "--disable-tqdm", "--save-result",
+         "--save-detailed", "--workers", "2"]  # fmt: skip
+
+
+def timed(*args: str) -> tuple[dict, str, float]:
+    """``loadgen run ARGS`` in this process against the mock: its result JSON, its console
+    (stdout and stderr), and its wall-clock seconds."""
+    started = time.perf_counter()
+    proc = run_in_process(*SMALL, *args)
+    wall = time.perf_counter() - started
+    assert proc.returncode == 0, proc.stderr
+    result_dir = Path(args[args.index("--result-dir") + 1])
+    return only_json(result_dir), proc.stdout + proc.stderr, wall
+
+
+def test_a_closed_loop_run_sends_until_the_time_is_up(tmp_path: Path) -> None:
+    duration = 2.0
+    result, console, _ = timed(
+        "--duration", "2s", "--max-concurrency", "4", "--mock-ttft-ms", "20", "--mock-itl-ms",
+        "5", "--random-output-len", "8", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    bound = result["loadgen"]["time_bound"]
+    sent = bound["prepared"] - bound["not_sent_at_deadline"]
+    print(console[-1500:])
+    assert bound["prepared"] == result["num_prompts"] == 1000
+    # about 4 streams of ~55 ms at a time for 2 s: far fewer than prepared, far more than 4
+    assert 20 < sent < 1000
+    assert result["completed"] + result["failed"] == sent and result["failed"] == 0
+    assert f"--duration 2 s: {sent} of the 1000 requests prepared were sent" in console
+    assert "--duration 2 s: requests are sent until t0 + 2 s, at most the 1000" in console
+    # Nothing was sent after the deadline (but for the dispatcher's own lag, measured here),
+    # so the run ended within the longest request after it.
+    # (start_times are on the coordinator's clock: the first went at t0, a few ms after it)
+    sends = [t - min(result["start_times"]) for t in result["start_times"]]
+    lag_s = result["loadgen"]["send_lag_ms"]["max"] / 1e3
+    assert max(sends) <= duration + lag_s + 0.05 * slowdown()
+    assert result["duration"] <= duration + lag_s + max(result["latencies"]) + 0.05 * slowdown()
+    # the cap was kept busy until near the deadline
+    assert max(sends) > duration - 0.5
+
+
+def test_a_paced_run_draws_its_schedule_for_the_duration_and_reports_the_window(
+    tmp_path: Path,
+) -> None:
+    result, console, _ = timed(
+        "--duration", "2", "--request-rate", "20", "--warmup-s", "0.5", "--cooldown-s", "0.5",
+        "--mock-ttft-ms", "10", "--mock-itl-ms", "2", "--random-output-len", "4",
+        "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert "--duration 2 s at 20 req/s: 40 requests on one seeded schedule, the last due at " \
+        "2.00 s" in console  # fmt: skip
+    assert result["num_prompts"] == 40 and result["completed"] == 40
+    assert result["loadgen"]["time_bound"]["not_sent_at_deadline"] == 0
+    window = result["loadgen"]["steady_window"]
+    assert window["start_s"] == 0.5
+    assert window["end_s"] == pytest.approx(result["duration"] - 0.5)
+    # about 20 requests are sent in the window's second; all 40 are in it or trimmed
+    assert 10 <= window["requests"] <= 30
+    assert window["requests"] + window["trimmed"] == 40
+    assert window["completed"] == window["requests"]
+    assert "Steady window 0.50 s to" in console
+    assert "Requests in the window:" in console
+    # loadgen report draws another window from the run's records
+    (records,) = tmp_path.glob("*.records.arrow")
+    again = cli("report", str(records), "--warmup-s", "1", "--cooldown-s", "0")
+    assert again.returncode == 0, again.stderr
+    assert "Steady window 1.00 s to" in again.stdout
+    assert "--duration 2 s: 40 of the 40 requests prepared were sent" in again.stdout
+
+
+def test_requests_still_in_flight_after_the_grace_are_cancelled(tmp_path: Path) -> None:
+    # two streams of 100 tokens 50 ms apart (5 s), a 1 s run with 0.5 s of grace
+    proc = run_in_process(
+        *SMALL, "--duration", "1", "--duration-grace-s", "0.5", "--max-concurrency", "2",
+        "--mock-itl-ms", "50", "--random-output-len", "100", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    # none completed: the run fails as any run does, its report and result written first
+    assert proc.returncode == 1
+    assert (
+        "no request completed within --duration and its grace; the first error: cancelled: "
+        "still in flight when --duration-grace-s ran out"
+    ) in proc.stderr
+    assert (result := only_json(tmp_path))["failed"] == 0  # cancelled, counted apart
+    assert result["loadgen"]["errors"]["cancelled"] == 2
+    result = only_json(tmp_path)
+    bound = result["loadgen"]["time_bound"]
+    assert bound["cancelled_at_grace"] == 2 and bound["not_sent_at_deadline"] == 998
+    assert "2 in flight when --duration-grace-s 0.5 ran out were cancelled" in proc.stdout
+    # cancelled at 1.5 s: well before the 5 s the streams would take
+    assert result["duration"] < 1.5 + 0.5 * slowdown()
+
+
+def test_each_point_of_a_campaign_is_bounded_by_the_duration(tmp_path: Path) -> None:
+    proc = run_in_process(
+        *SMALL, "--duration", "1", "--request-rate", "10,20", "--mock-ttft-ms", "5",
+        "--random-output-len", "4", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = tmp_path.iterdir()
+    with open(folder / "summary.csv", encoding="utf-8") as f:
+        rows = {row["point"]: row for row in csv.DictReader(f)}
+    assert float(rows["max_concurrency=none-request_rate=10.0"]["completed"]) == 10
+    assert float(rows["max_concurrency=none-request_rate=20.0"]["completed"]) == 20
+
+
+def test_the_schedule_of_a_paced_duration_is_the_one_of_its_count() -> None:
+    def schedule_hash(*args: str) -> str:
+        proc = cli("run", "--mock", "--random-input-len", "16", "--dry-run", *args)
+        assert proc.returncode == 0, proc.stderr
+        (line,) = [line for line in proc.stdout.splitlines() if "schedule_sha256:" in line]
+        return line.split()[-1]
+
+    by_time = schedule_hash("--duration", "2", "--request-rate", "20", "--seed", "3")
+    assert by_time == schedule_hash("--num-prompts", "40", "--request-rate", "20", "--seed", "3")
+    assert by_time != schedule_hash("--num-prompts", "41", "--request-rate", "20", "--seed", "3")

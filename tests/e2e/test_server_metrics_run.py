@@ -1,0 +1,145 @@
+"""End to end: the real CLI scrapes the server's /metrics during the run into the records file
+(read back with read_records), scrapes --telemetry-url exporters the same way without the
+server's headers, and a telemetry endpoint that is slow, missing, too big or garbage costs one
+note while the run completes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from helpers import asyncio_server, run_against_mock, run_in_process
+
+import loadgen.server.scraper as scraper
+from loadgen.records.model import RunRecords
+from loadgen.records.read import read_records
+
+SHORT = ["--num-prompts", "60", "--request-rate", "100", "--random-input-len", "16"]
+SHORT += ["--random-output-len", "8", "--disable-tqdm", "--server-metrics-interval", "0.05"]
+
+DCGM_PAGE = b"""\
+# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="NVIDIA H100",Hostname="n1"} 97
+# TYPE DCGM_FI_DEV_POWER_USAGE gauge
+DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a",modelName="NVIDIA H100",Hostname="n1"} 612.5
+"""
+HUGE_BYTES = 200_000  # over the cap the tests set (scraper.MAX_PAGE_BYTES)
+
+
+@contextmanager
+def exporter(mode: str, seen: list[bytes] | None = None) -> Iterator[str]:
+    """A Prometheus exporter on 127.0.0.1 that answers as ``mode`` says: a DCGM page, never
+    (slow), 404 (missing), a body over the cap (huge) or bytes that are no Prometheus text
+    (garbage); its /metrics URL. ``seen``: each request's head, as it came."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while head := await reader.readuntil(b"\r\n\r\n"):
+            if seen is not None:
+                seen.append(head)
+            if mode == "slow":
+                await asyncio.sleep(3600)
+            status, body = {
+                "dcgm": (b"200 OK", DCGM_PAGE),
+                "missing": (b"404 Not Found", b"404 page not found\n"),
+                "huge": (b"200 OK", b"a_metric 1\n" * (HUGE_BYTES // 11 + 1)),
+                "garbage": (b"200 OK", b"\x00\xff{{{ not prometheus <html>\n" * 4),
+            }[mode]
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body
+            )
+            await writer.drain()
+
+    with asyncio_server(serve) as port:
+        yield f"http://127.0.0.1:{port}/metrics"
+
+
+def records_of(folder: Path) -> RunRecords:
+    (path,) = folder.glob("*.records.arrow")
+    return read_records(str(path))
+
+
+def series_names(records: RunRecords, source_end: str = "") -> set[str]:
+    return {s.name for s in records.server_metrics or [] if s.source.endswith(source_end)}
+
+
+@pytest.mark.parametrize("personality", ["vllm", "sglang", "llamacpp", "tgi"])
+def test_the_servers_series_are_in_the_records(tmp_path: Path, personality: str) -> None:
+    run = run_against_mock(
+        *SHORT, "--save-result", "--result-dir", str(tmp_path),
+        mock_args=("--personality", personality),
+    )  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
+    assert "server metrics" not in (run.proc.stdout + run.proc.stderr).lower()
+    records = records_of(tmp_path)
+    assert records.end is not None
+    by_name = {s.name: s for s in records.server_metrics or []}
+    assert {"requests_running", "prompt_tokens", "generation_tokens"} <= set(by_name)
+    generated = by_name["generation_tokens"]
+    assert len(generated.t_ns) >= 2
+    # On the run's clock: from t0 on, in order, no later than the run's last request ended.
+    last_end = int(records.records["end_ns"].max())
+    assert generated.t_ns[0] >= 0 and (generated.t_ns[1:] > generated.t_ns[:-1]).all()
+    assert generated.t_ns[-1] <= last_end + 1_000_000_000
+    # A counter only grows; the server counted the run's tokens (and the warm-up's) by its end.
+    assert (generated.values[1:] >= generated.values[:-1]).all()
+    assert generated.values[-1] <= records.end.output_lens.sum() + 8
+
+
+def test_no_server_metrics_scrapes_nothing(tmp_path: Path) -> None:
+    run = run_against_mock(
+        *SHORT, "--no-server-metrics", "--save-result", "--result-dir", str(tmp_path)
+    )
+    assert run.proc.returncode == 0
+    assert records_of(tmp_path).server_metrics is None
+
+
+def test_a_dcgm_exporter_is_scraped_without_the_servers_headers(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    with exporter("dcgm", seen) as url:
+        proc = run_in_process(
+            "--mock", *SHORT, "--telemetry-url", url, "--header", "Authorization=Bearer s3cret",
+            "--save-result", "--result-dir", str(tmp_path),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert seen and not any(b"s3cret" in head for head in seen)
+    records = records_of(tmp_path)
+    gpu = [s for s in records.server_metrics or [] if s.source == url]
+    assert {(s.name, json.dumps(s.labels)) for s in gpu} == {
+        ("gpu_utilization_pct", '{"gpu": "0"}'),
+        ("gpu_power_w", '{"gpu": "0"}'),
+    }
+    assert series_names(records, "/metrics") >= {"requests_running"}  # the mock's, beside
+
+
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("slow", "cannot reach"),
+        ("missing", "404"),
+        ("huge", f"over {HUGE_BYTES // 2} bytes"),
+        ("garbage", "not Prometheus text"),
+    ],
+)
+def test_a_bad_endpoint_costs_one_note_and_never_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, why: str
+) -> None:
+    monkeypatch.setattr(scraper, "MAX_PAGE_BYTES", HUGE_BYTES // 2)
+    with exporter(mode) as url:
+        proc = run_in_process(
+            "--mock", *SHORT, "--telemetry-url", url, "--save-result", "--result-dir",
+            str(tmp_path),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    output = (proc.stdout + proc.stderr).splitlines()
+    notes = [line for line in output if "server metrics" in line.lower()]
+    assert len(notes) == 1, notes
+    assert url in notes[0] and why in notes[0], notes[0]
+    records = records_of(tmp_path)
+    assert records.end is not None and (records.records["success"] == 1).all()
+    assert not [s for s in records.server_metrics or [] if s.source == url]
+    assert "requests_running" in series_names(records)  # the server's own, unharmed
