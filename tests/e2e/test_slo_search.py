@@ -46,7 +46,8 @@ def test_a_concurrency_search_finds_the_mocks_slot_count(tmp_path: Path) -> None
     search = document["search"]
     assert (search["best"], search["bracket"]) == (4.0, [4.0, 5.0])
     loads = [probe["load"] for probe in search["probes"]]
-    assert loads[:4] == [1.0, 2.0, 4.0, 8.0]  # doubled until it failed, then bisected
+    # Doubled until it failed, then bisected (a load near the line, on a busy machine, repeated).
+    assert list(dict.fromkeys(loads))[:4] == [1.0, 2.0, 4.0, 8.0]
     assert set(loads) == {1.0, 2.0, 4.0, 8.0, 6.0, 5.0}
     for probe in search["probes"]:
         evidence = probe["estimates"]["p90_ttft_ms"]
