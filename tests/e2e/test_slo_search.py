@@ -9,16 +9,18 @@ import csv
 import json
 from pathlib import Path
 
-from helpers import refusal, run_in_process
+from helpers import cli, refusal, run_in_process
 
 from loadgen.mock.process import EmbeddedMockServer
 
 # Each request holds a slot 20 + 7 * 5 = 55 ms: with 4 streams or fewer none waits (TTFT about
 # 20 ms), with 5 or more one in five or more waits a whole request (TTFT about 75 ms).
 SLOTS, TTFT_MS, ITL_MS, TOKENS = 4, 20.0, 5.0, 8
-SLO = "p99_ttft_ms<=45"
-LOAD = ["--num-prompts", "32", "--random-input-len", "16", "--random-output-len", str(TOKENS),
-        "--workers", "1", "--disable-tqdm"]  # fmt: skip
+# p90, not p99: on a busy machine one request in 40 may stall for reasons of its own; with 5
+# streams or more one request in five waits.
+SLO = "p90_ttft_ms<=45"
+LOAD = ["--metric-percentiles", "90", "--num-prompts", "40", "--random-input-len", "16",
+        "--random-output-len", str(TOKENS), "--workers", "1", "--disable-tqdm"]  # fmt: skip
 
 
 def capped_mock() -> EmbeddedMockServer:
@@ -35,8 +37,8 @@ def test_a_concurrency_search_finds_the_mocks_slot_count(tmp_path: Path) -> None
         mock.stop()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "Search for the highest concurrency within the SLO (p99_ttft_ms<=45):" in out
-    assert "Highest concurrency within the SLO: 4 (bracket [4, 5]" in out
+    assert "Search for the highest concurrency within the SLO (p90_ttft_ms<=45):" in out
+    assert "Highest concurrency within the SLO: 4 (bracket [4, 5]" in out, out
     assert "  probe 1: concurrency 1 run=0: meets the SLO" in out
     (folder,) = tmp_path.iterdir()
     assert folder.name.startswith("campaign-openai-search-concurrency-")
@@ -44,10 +46,11 @@ def test_a_concurrency_search_finds_the_mocks_slot_count(tmp_path: Path) -> None
     search = document["search"]
     assert (search["best"], search["bracket"]) == (4.0, [4.0, 5.0])
     loads = [probe["load"] for probe in search["probes"]]
-    assert loads[:4] == [1.0, 2.0, 4.0, 8.0]  # doubled until it failed, then bisected
+    # Doubled until it failed, then bisected (a load near the line, on a busy machine, repeated).
+    assert list(dict.fromkeys(loads))[:4] == [1.0, 2.0, 4.0, 8.0]
     assert set(loads) == {1.0, 2.0, 4.0, 8.0, 6.0, 5.0}
     for probe in search["probes"]:
-        evidence = probe["estimates"]["p99_ttft_ms"]
+        evidence = probe["estimates"]["p90_ttft_ms"]
         assert evidence["low"] <= evidence["value"] <= evidence["high"]
         assert probe["load_meets"] == (probe["load"] <= SLOTS)
     rows = list(csv.DictReader((folder / "summary.csv").open()))
@@ -57,6 +60,11 @@ def test_a_concurrency_search_finds_the_mocks_slot_count(tmp_path: Path) -> None
     page = (folder / "report.html").read_text()
     assert "<h2>Search</h2>" in page and "Highest concurrency within the SLO: 4" in page
     assert "SLO met" in page
+    again = tmp_path / "again.html"  # drawn offline from the folder, as the campaign drew it
+    assert cli("report", str(folder), "--format", "html", "--output", str(again)).returncode == 0
+    redrawn = again.read_text()
+    assert "<h2>Search</h2>" in redrawn and "Highest concurrency within the SLO: 4" in redrawn
+    assert "Highest throughput within the SLO (p90_ttft_ms&lt;=45)" in redrawn
 
 
 def test_a_grid_with_an_slo_marks_each_point_and_names_the_best(tmp_path: Path) -> None:
@@ -69,7 +77,7 @@ def test_a_grid_with_an_slo_marks_each_point_and_names_the_best(tmp_path: Path) 
         mock.stop()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SLO met" in proc.stdout
-    best = "Highest throughput within the SLO (p99_ttft_ms<=45): max_concurrency=4-request_rate=inf"
+    best = "Highest throughput within the SLO (p90_ttft_ms<=45): max_concurrency=4-request_rate=inf"
     assert best in proc.stdout
     (folder,) = tmp_path.iterdir()
     rows = list(csv.DictReader((folder / "summary.csv").open()))
