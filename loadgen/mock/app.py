@@ -37,6 +37,7 @@ LISTEN_BACKLOG = 4096
 MAX_BODY_BYTES = 64 * 1024 * 1024
 IDLE_GC_TICK_S = 0.5
 STATS_PATH = "/mock/stats"
+METRICS_PATH = "/metrics"  # Prometheus: scraped during a run, no request in flight
 
 STATE_KEY = web.AppKey("state", MockState)
 
@@ -72,6 +73,9 @@ def _middleware(state: MockState) -> Middleware:
         if personality.requires_auth and not _has_key(request):
             state.served += 1
             return _answer(personality.unauthorized())
+        if request.path == METRICS_PATH:  # a scrape is no request in flight, as on a server
+            state.served += 1
+            return await handler(request)
         state.in_flight += 1
         state.max_in_flight = max(state.max_in_flight, state.in_flight)
         try:
@@ -100,7 +104,7 @@ def build_app(config: MockConfig) -> web.Application:
     app.router.add_get("/health", info.health)
     app.router.add_get("/v1/models", info.models)
     if personality.metrics:
-        app.router.add_get("/metrics", info.metrics)
+        app.router.add_get(METRICS_PATH, info.metrics)
     app.router.add_post("/v1/completions", generation.completions)
     app.router.add_post("/v1/chat/completions", generation.chat_completions)
     audio = Audio(generation)
