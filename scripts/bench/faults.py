@@ -312,8 +312,16 @@ def check(outcome: Outcome, expect: Expect) -> list[str]:
         problems.append("a result JSON was written")
     if result is not None:
         done, failed = result["completed"], result["failed"]
-        if expect.n is not None and done + failed != expect.n:
-            problems.append(f"completed + failed = {done} + {failed}, not {expect.n}")
+        # Upstream's failed counts the failed alone; a stop's cancelled and never-sent
+        # requests are counted apart (loadgen.errors; docs/compat.md, "Failed, cancelled, not
+        # sent").
+        counts = result.get("loadgen", {}).get("errors") or {}
+        stopped = counts.get("cancelled", 0) + counts.get("not_sent", 0)
+        if expect.n is not None and done + failed + stopped != expect.n:
+            problems.append(
+                f"completed + failed + cancelled or not sent = {done} + {failed} + {stopped}, "
+                f"not {expect.n}"
+            )
         if expect.completed is not None and done != expect.completed:
             problems.append(f"completed {done}, expected {expect.completed}")
         if expect.failed is not None and failed != expect.failed:
@@ -325,8 +333,10 @@ def check(outcome: Outcome, expect: Expect) -> list[str]:
         if expect.result_check is not None and (problem := expect.result_check(result)):
             problems.append(problem)
         errors = [e for e in result.get("errors", []) if e]
-        if len(errors) != failed:
-            problems.append(f"{failed} failed requests, {len(errors)} reasons in errors")
+        if len(errors) != failed + stopped:
+            problems.append(
+                f"{failed} failed and {stopped} stopped requests, {len(errors)} reasons in errors"
+            )
         for reason in expect.reasons:
             if not any(reason in e for e in errors):
                 problems.append(f"no error has {reason!r}: {sorted(set(errors))[:3]}")
@@ -998,7 +1008,10 @@ def multi_turn_case(name: str, what: str, bad: fs.Answer, reason: str, *extra: s
         spoiled = [e for e in errors if e.startswith(reason)]
         later = [e for e in errors if e.startswith(LATER_TURN)]
         figures = result["loadgen"]["multi_turn"]
-        turns = sum(t["completed"] + t["failed"] for t in figures["per_turn"])
+        turns = sum(
+            t["completed"] + t["failed"] + t.get("cancelled", 0) + t.get("not_sent", 0)
+            for t in figures["per_turn"]
+        )
         problems = outcome.problems
         if len(errors) != turns:
             problems.append(f"{len(errors)} records for {turns} turns")
@@ -1008,7 +1021,8 @@ def multi_turn_case(name: str, what: str, bad: fs.Answer, reason: str, *extra: s
             problems.append(f"{result['completed']} + {len(spoiled)} != {server.posts} POSTs")
         if not later or any(f": {reason}" not in e for e in later):
             problems.append(f"later turns' reasons: {sorted(set(later))[:2]}")
-        if len(spoiled) + len(later) != result["failed"]:
+        counts = result["loadgen"]["errors"]  # the later turns: never sent, counted apart
+        if (len(spoiled), len(later)) != (result["failed"], counts["not_sent"]):
             problems.append(f"other failures: {sorted(set(errors) - {''})[:3]}")
         if figures["conversations"] != 12 or figures["failed"] != len(spoiled):
             problems.append(f"conversations {figures['conversations']}, failed {figures['failed']}")
