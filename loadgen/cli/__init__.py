@@ -13,6 +13,9 @@ as plain lines on stdout and stderr by each command (``streams.show_output``).
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from loadgen import __version__
@@ -64,6 +67,14 @@ def cli() -> None:
     """loadgen: a multi-process benchmark client for OpenAI-compatible inference servers."""
 
 
+# The libraries' own progress bars (hub downloads, `datasets` loading) redraw with carriage
+# returns; off a terminal (a log, a CI job) they are off, read by those libraries at import.
+LIBRARY_BARS_OFF = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+
 def main() -> None:
     """Console-script entry point."""
+    if not sys.stderr.isatty():
+        for name in LIBRARY_BARS_OFF:
+            os.environ.setdefault(name, "1")
     cli()

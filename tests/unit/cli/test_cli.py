@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -376,3 +378,14 @@ def test_output_len_sets_every_target_and_the_docs_name_them_all(monkeypatch) ->
     help_text = CliRunner().invoke(cli, ["run", "--help"]).output
     unwrapped = re.sub(r"-\s+", "-", " ".join(help_text.split()))  # click wraps at hyphens too
     assert ", ".join(map(flag_name, OUTPUT_LEN_TARGETS)) + ")" in unwrapped
+
+
+def test_off_a_terminal_the_libraries_progress_bars_are_off(monkeypatch) -> None:
+    from loadgen import cli as cli_module
+
+    for name in cli_module.LIBRARY_BARS_OFF:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("sys.argv", ["loadgen", "--version"])
+    with pytest.raises(SystemExit):
+        cli_module.main()  # stderr is pytest's capture here: not a terminal
+    assert all(os.environ[name] == "1" for name in cli_module.LIBRARY_BARS_OFF)
