@@ -26,8 +26,10 @@ from loadgen.report.metric_table import (
 )
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.steady import (
+    CountedRequests,
     SteadyWindow,
     campaign_statistics,
+    counted,
     steady_window,
     window_metrics,
 )
@@ -87,19 +89,6 @@ def run_problem(summary: RunSummary) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class CountedRequests:
-    """The requests a campaign counts of one run (its steady window's with --steady-state) and
-    the samples of each latency of the metric table, in seconds."""
-
-    window: SteadyWindow | None  # None: the whole run
-    kept: np.ndarray  # bool [N]: in the window
-    ok: np.ndarray  # bool [N]: kept, succeeded, streamed a token event
-    output_lens: np.ndarray  # of the ok requests
-    tpot_s: np.ndarray  # of the ok requests (0 for an answer of one token), as goodput counts it
-    samples: dict[str, np.ndarray]  # latency key -> seconds
-
-
 def counted_window(summary: RunSummary, steady: bool = False) -> SteadyWindow | None:
     """The window a campaign counts of one run: ``--steady-state``'s (``steady``), else the
     run's --warmup-s/--cooldown-s window; None: the whole run."""
@@ -111,27 +100,12 @@ def counted_window(summary: RunSummary, steady: bool = False) -> SteadyWindow | 
 
 
 def counted_requests(summary: RunSummary, steady: bool = False) -> CountedRequests:
-    """The requests a campaign counts of one run, and their latencies."""
-    requests = summary.requests
-    results, timings = requests.results, requests.timings
+    """The requests a campaign counts of one run (its window's: ``counted_window``), and their
+    latencies."""
+    results, timings = summary.requests.results, summary.requests.timings
     window = counted_window(summary, steady)
     kept = window.kept if window is not None else np.ones(len(results.sent_s), bool)
-    ok = kept & results.success & (np.diff(results.event_offsets) > 0)
-    out = results.output_lens[ok]
-    many = out > 1
-    ttft, e2el = timings.ttft_s[ok], timings.latency_s[ok]
-    tpot = np.zeros(len(out))
-    tpot[many] = (e2el - ttft)[many] / (out[many] - 1)
-    queue = timings.queue_s[ok]
-    samples = {  # every latency of the metric table, so any of them may name the campaign
-        "ttft": ttft,
-        "e2el": e2el,
-        "tpot": tpot[many],
-        "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
-        "client_queue_time": queue,
-        "e2el_including_client_queue": e2el + queue,
-    }
-    return CountedRequests(window, kept, ok, out, tpot, samples)
+    return counted(results, timings, kept)
 
 
 def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str, float], int]:

@@ -78,6 +78,38 @@ def campaign_statistics(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
     return ("mean", "median", *(f"p{int(p) if int(p) == p else p}" for p in chosen))
 
 
+@dataclass(frozen=True)
+class CountedRequests:
+    """The requests a window counts of one run and the samples of each latency of the metric
+    table, in seconds."""
+
+    kept: np.ndarray  # bool [N]: in the window
+    ok: np.ndarray  # bool [N]: kept, succeeded, streamed a token event
+    output_lens: np.ndarray  # of the ok requests
+    tpot_s: np.ndarray  # of the ok requests (0 for an answer of one token), as goodput counts it
+    samples: dict[str, np.ndarray]  # latency key -> seconds
+
+
+def counted(results: RequestResults, timings: Timings, kept: np.ndarray) -> CountedRequests:
+    """The ``kept`` requests that count (succeeded with a token event) and their latencies."""
+    ok = kept & results.success & (np.diff(results.event_offsets) > 0)
+    out = results.output_lens[ok]
+    many = out > 1
+    ttft, e2el = timings.ttft_s[ok], timings.latency_s[ok]
+    tpot = np.zeros(len(out))
+    tpot[many] = (e2el - ttft)[many] / (out[many] - 1)
+    queue = timings.queue_s[ok]
+    samples = {  # every latency of the metric table, so any of them may name the campaign
+        "ttft": ttft,
+        "e2el": e2el,
+        "tpot": tpot[many],
+        "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
+        "client_queue_time": queue,
+        "e2el_including_client_queue": e2el + queue,
+    }
+    return CountedRequests(kept, ok, out, tpot, samples)
+
+
 def window_metrics(
     results: RequestResults,
     timings: Timings,
@@ -94,27 +126,15 @@ def window_metrics(
     ``seconds`` (a figure it cannot count is NaN). ``outcome``: each request's (failures.py),
     to count the failed and the cancelled apart; ``not_sent``: the run's requests never sent,
     in no window."""
-    ok = kept & results.success & (np.diff(results.event_offsets) > 0)
-    out = results.output_lens[ok]
-    many = out > 1
-    ttft, e2el = timings.ttft_s[ok], timings.latency_s[ok]
-    tpot = np.zeros(len(out))
-    tpot[many] = (e2el - ttft)[many] / (out[many] - 1)
-    queue = timings.queue_s[ok]
-    samples = {  # every latency of the metric table, so any of them may name the campaign
-        "ttft": ttft,
-        "e2el": e2el,
-        "tpot": tpot[many],
-        "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
-        "client_queue_time": queue,
-        "e2el_including_client_queue": e2el + queue,
-    }
+    requests = counted(results, timings, kept)
+    ok, out, samples = requests.ok, requests.output_lens, requests.samples
+    ttft, tpot, e2el = samples["ttft"], requests.tpot_s, samples["e2el"]
     metrics: dict[str, float] = {}
     for latency in latencies_in(CAMPAIGN):
         values_ms = samples[latency.key] * 1000.0
         for stat in campaign_statistics(percentiles):
             metrics[f"{stat}_{latency.key}_ms"] = _statistic(stat, values_ms)
-    counted = {
+    figures = {
         "completed": float(ok.sum()),
         "failed": float(
             (kept & ~ok).sum() if outcome is None else (kept & (outcome == FAILED)).sum()
@@ -130,7 +150,7 @@ def window_metrics(
         ),
     }
     for figure in figures_in(CAMPAIGN, pooling):
-        metrics[figure.key] = counted.get(figure.key, math.nan)
+        metrics[figure.key] = figures.get(figure.key, math.nan)
     return metrics
 
 
