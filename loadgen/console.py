@@ -16,8 +16,8 @@ knows how to route it (its own handlers and levels).
 - The ``loadgen`` logger has a NullHandler: used as a library, loadgen prints nothing by itself
   (not even Python's last-resort lines for warnings).
 - The CLI (``terminal_output``) writes each record's line as it is, flushed, to stdout or stderr:
-  what the print() calls wrote, byte for byte. With -q it shows the report's table and verdict,
-  rendered from the summary, and the lines for stderr; the notes are dropped.
+  byte for byte what loadgen printed before it had the channel. With -q it shows the report's
+  table and verdict, rendered from the summary, and the lines for stderr; the notes are dropped.
 - The Python API (``collect_notes``) keeps the notes and warnings for its ``Result`` and passes
   on to the caller's own logging what its levels let through; ``verbose`` shows them as the CLI.
 """

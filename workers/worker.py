@@ -12,7 +12,7 @@ fresh run state, until a STOP whose reason is ``dismissed`` comes between runs. 
 sweep is workers/timeouts.py, the process's life around the run
 workers/lifecycle.py, its tie to the coordinator (local or remote) workers/link.py.
 
-Over 500 lines (about 750) because ``Worker`` is one object on purpose: the dispatcher, the request
+Over 500 lines (about 800) because ``Worker`` is one object on purpose: the dispatcher, the request
 path, the credit gate's callbacks and the listener share its hot-path state (open requests,
 pending rows, the stale-connection streak) without indirection; split further, every request
 would cross a module boundary for state it owns.
