@@ -45,6 +45,24 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
 <script type="text/javascript">{{ plotly_js }}</script>
 </head>
 <body>
+{# A table of the page: each cell's text, and below it, after a newline, its interval. #}
+{% macro points_table(table, extra_class="") %}
+<section class="scroll">
+<table class="points{% if extra_class %} {{ extra_class }}{% endif %}">
+<tr>{% for name in table.header %}<th>{{ name }}</th>{% endfor %}</tr>
+{% for row in table.rows %}
+<tr>
+{% for cell in row %}
+{% set parts = cell.split('\\n', 1) %}
+<td>{{ parts[0] }}
+{%- if parts|length > 1 %}<br><span class="ci">{{ parts[1] }}</span>{% endif %}</td>
+{% endfor %}
+</tr>
+{% endfor %}
+</table>
+</section>
+{% endmacro %}
+
 <main>
 <h1>loadgen {{ kind }} report: {{ title }}</h1>
 <div class="sub">generated {{ generated }}</div>
@@ -98,51 +116,18 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
 {% if kind == "campaign" %}
 <h2>Summary</h2>
 <div class="sub">{{ summary_note }}</div>
-<section class="scroll">
-<table class="points">
-<tr>{% for name in summary.header %}<th>{{ name }}</th>{% endfor %}</tr>
-{% for row in summary.rows %}
-<tr>
-{% for cell in row %}
-{% set parts = cell.split('\\n', 1) %}
-<td>{{ parts[0] }}
-{%- if parts|length > 1 %}<br><span class="ci">{{ parts[1] }}</span>{% endif %}</td>
-{% endfor %}
-</tr>
-{% endfor %}
-</table>
-</section>
+{{ points_table(summary) }}
 {% endif %}
 
 {% if failures %}
 <h2>Requests that did not complete</h2>
 {% if failures_note is defined %}<div class="sub">{{ failures_note }}</div>{% endif %}
-<section class="scroll">
-<table class="points failures">
-<tr>{% for name in failures.header %}<th>{{ name }}</th>{% endfor %}</tr>
-{% for row in failures.rows %}
-<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
-{% endfor %}
-</table>
-</section>
+{{ points_table(failures, "failures") }}
 {% endif %}
 {% for title, note, table in tables|default([]) %}
 <h2>{{ title }}</h2>
 <div class="sub">{{ note }}</div>
-<section class="scroll">
-<table class="points">
-<tr>{% for name in table.header %}<th>{{ name }}</th>{% endfor %}</tr>
-{% for row in table.rows %}
-<tr>
-{% for cell in row %}
-{% set parts = cell.split('\\n', 1) %}
-<td>{{ parts[0] }}
-{%- if parts|length > 1 %}<br><span class="ci">{{ parts[1] }}</span>{% endif %}</td>
-{% endfor %}
-</tr>
-{% endfor %}
-</table>
-</section>
+{{ points_table(table) }}
 {% endfor %}
 
 {% for title, figure in figures %}
