@@ -56,31 +56,7 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
     records["end_ns"] = records["sent_ns"] + 80_000_000
     starts = records["sent_ns"][:-1]
     event_ns = (starts[:, None] + 30_000_000 + 10_000_000 * np.arange(EVENTS)).ravel()
-    start = RunStart(
-        loadgen_version="0.1.0",
-        command_line=["loadgen", "run"],
-        config=dataclasses.asdict(cfg),
-        model_id="org/model",
-        tokenizer_id="org/model",
-        num_requests=N,
-        num_workers=2,
-        connections=4,
-        schedule_sha256="00" * 8,
-        t0_ns=1_000,
-        t0_wall="2026-12-03T10:00:00",
-        counters_before=None,
-    )
-    end = RunEnd(
-        interrupted=False,
-        worker_problems=[],
-        worker_cpu_ns=[1_000_000, 2_000_000],
-        worker_wall_ns=[100_000_000, 100_000_000],
-        connection_stats=ConnectionStats(preopened_at_t0=4),
-        loop_lag_ns=np.array([100_000, 200_000], dtype=np.int64),
-        output_lens=np.where(records["success"], EVENTS, 0).astype(np.int64),
-        counters_after=None,
-        probe_latencies_s=None,
-    )
+    start, end = start_and_end(cfg, records)
     return RunRecords(
         start=start,
         end=end,
@@ -135,3 +111,33 @@ def stopped_run(cfg: RunConfig) -> RunRecords:
         event_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
         errors={CANCELLED_AT: CANCELLED, NOT_SENT_AT: NOT_SENT, N - 1: "HTTP 500: boom"},
     )
+
+
+def start_and_end(cfg: RunConfig, records: np.ndarray) -> tuple[RunStart, RunEnd]:
+    """The start and end of a made-up run of N requests on 2 workers, EVENTS tokens each."""
+    start = RunStart(
+        loadgen_version="0.1.0",
+        command_line=["loadgen", "run"],
+        config=dataclasses.asdict(cfg),
+        model_id="org/model",
+        tokenizer_id="org/model",
+        num_requests=N,
+        num_workers=2,
+        connections=4,
+        schedule_sha256="00" * 8,
+        t0_ns=1_000,
+        t0_wall="2026-12-03T10:00:00",
+        counters_before=None,
+    )
+    end = RunEnd(
+        interrupted=False,
+        worker_problems=[],
+        worker_cpu_ns=[1_000_000, 2_000_000],
+        worker_wall_ns=[100_000_000, 100_000_000],
+        connection_stats=ConnectionStats(preopened_at_t0=4),
+        loop_lag_ns=np.array([100_000, 200_000], dtype=np.int64),
+        output_lens=np.where(records["success"], EVENTS, 0).astype(np.int64),
+        counters_after=None,
+        probe_latencies_s=None,
+    )
+    return start, end

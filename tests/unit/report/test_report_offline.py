@@ -9,21 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from report_runs import EVENTS, N, start_and_end
 
 from loadgen.cli import cli
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.collected import Collected
-from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.model import RunRecords
 from loadgen.records.read import read_records
 from loadgen.report.offline import rebuild_report
 from loadgen.report.run_report import build_report
 from loadgen.report.settings import output_of, report_config, settings_note, settings_of
-from workers.protocol import RECORD_DTYPE, ConnectionStats
-
-N = 8
-EVENTS = 5
+from workers.protocol import RECORD_DTYPE
 
 
 def config(**changes: object) -> RunConfig:
@@ -63,31 +61,7 @@ def a_run(cfg: RunConfig) -> tuple[RunRecords, Collected]:
         worker=np.array([0, 1] * (N // 2), dtype=np.int16),
         t0_wall="2026-12-03T10:00:00",
     )
-    start = RunStart(
-        loadgen_version="0.1.0",
-        command_line=["loadgen", "run"],
-        config=dataclasses.asdict(cfg),
-        model_id="org/model",
-        tokenizer_id="org/model",
-        num_requests=N,
-        num_workers=2,
-        connections=4,
-        schedule_sha256="00" * 8,
-        t0_ns=1_000,
-        t0_wall="2026-12-03T10:00:00",
-        counters_before=None,
-    )
-    end = RunEnd(
-        interrupted=False,
-        worker_problems=[],
-        worker_cpu_ns=[1_000_000, 2_000_000],
-        worker_wall_ns=[100_000_000, 100_000_000],
-        connection_stats=ConnectionStats(preopened_at_t0=4),
-        loop_lag_ns=np.array([100_000, 200_000], dtype=np.int64),
-        output_lens=np.where(records["success"], EVENTS, 0).astype(np.int64),
-        counters_after=None,
-        probe_latencies_s=None,
-    )
+    start, end = start_and_end(cfg, records)
     run = RunRecords(
         start=start,
         end=end,
