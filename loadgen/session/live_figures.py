@@ -151,6 +151,65 @@ def load_between(
     return loads
 
 
+@dataclass(frozen=True)
+class FoldedBatch:
+    """What one batch of records adds to a live view's figures (the live view's and the
+    Prometheus endpoint's alike)."""
+
+    left_unsent: int  # requests --duration's deadline left unsent: no part of the run
+    completed: int
+    outcomes: np.ndarray  # the others' count by failures.OUTCOMES index
+    failed_kinds: list[str]  # each failed request's error kind
+    tokens: int  # output tokens of the completed (usage, else token events)
+    last_end_ns: int
+    first_ns: np.ndarray  # each completed stream's first token event (pooling: its answer)
+    ttft_s: np.ndarray  # and its time to it (pooling: E2EL)
+    itl_at_ns: np.ndarray  # each gap's end
+    itl_s: np.ndarray
+
+
+def fold_batch(
+    batch: np.ndarray, events: np.ndarray, errors: dict[int, str], pooling: bool = False
+) -> FoldedBatch:
+    """One RECORDS batch (RECORD_DTYPE rows, their token events one request after the other,
+    the errors by request index) as counts, tokens and latencies, in numpy."""
+    unsent = [i for i, message in errors.items() if message == NOT_SENT_AT_DEADLINE]
+    if unsent:  # no part of the run, as the summary counts it (they have no events)
+        batch = batch[~np.isin(batch["index"], unsent)]
+        errors = {i: m for i, m in errors.items() if m != NOT_SENT_AT_DEADLINE}
+    ok = batch["success"].astype(bool)
+    counts = batch["n_events"].astype(np.int64)
+    succeeded = int(ok.sum())
+    ended = [error_outcome(message) for message in errors.values()]
+    outcomes = np.bincount(np.asarray(ended, np.int64), minlength=NOT_SENT + 1)
+    outcomes[FAILED] += len(batch) - succeeded - len(ended)  # failed without a text
+    reported = batch["completion_tokens"]  # else the events: the re-tokenized text's guess
+    failed = [m for m, why in zip(errors.values(), ended, strict=True) if why == FAILED]
+    none = np.zeros(0, dtype=np.int64)
+    first_ns, ttft_s, itl_at_ns, itl_s = none, none / 1e9, none, none / 1e9
+    if len(events):
+        starts = np.cumsum(counts) - counts
+        first = ok & (counts > 0)
+        # Pooling: the first is the answer's last instant (its only one, as sent): E2EL.
+        first_ns = events[starts[first] + (counts[first] - 1 if pooling else 0)]
+        ttft_s = (first_ns - batch["sent_ns"][first]) / 1e9
+        owner = np.repeat(np.arange(len(batch)), counts)
+        gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
+        itl_at_ns, itl_s = events[1:][gap], np.diff(events)[gap] / 1e9
+    return FoldedBatch(
+        left_unsent=len(unsent),
+        completed=succeeded,
+        outcomes=outcomes,
+        failed_kinds=[error_kind(message) for message in failed],
+        tokens=int(np.where(reported > 0, reported, counts)[ok].sum()),
+        last_end_ns=int(batch["end_ns"].max()) if len(batch) else 0,
+        first_ns=first_ns,
+        ttft_s=ttft_s,
+        itl_at_ns=itl_at_ns,
+        itl_s=itl_s,
+    )
+
+
 class LiveFigureState:
     """What the batches so far say, kept small: counts, totals, rings of recent latencies."""
 
@@ -196,34 +255,15 @@ class LiveFigureState:
         self._take(np.concatenate(batches), np.concatenate(event_lists), errors)
 
     def _take(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
-        unsent = [i for i, message in errors.items() if message == NOT_SENT_AT_DEADLINE]
-        if unsent:  # no part of the run, as the summary counts it (they have no events)
-            batch = batch[~np.isin(batch["index"], unsent)]
-            errors = {i: m for i, m in errors.items() if m != NOT_SENT_AT_DEADLINE}
-            self.total -= len(unsent)
-        ok = batch["success"].astype(bool)
-        counts = batch["n_events"].astype(np.int64)
-        succeeded = int(ok.sum())
-        self.completed += succeeded
-        ended = [error_outcome(message) for message in errors.values()]
-        self.outcomes += np.bincount(np.asarray(ended, np.int64), minlength=len(self.outcomes))
-        self.outcomes[FAILED] += len(batch) - succeeded - len(ended)  # failed without a text
-        if len(batch):
-            self.last_end_ns = max(self.last_end_ns, int(batch["end_ns"].max()))
-        reported = batch["completion_tokens"]  # else the events: the re-tokenized text's guess
-        self.tokens += int(np.where(reported > 0, reported, counts)[ok].sum())
-        failed = [m for m, why in zip(errors.values(), ended, strict=True) if why == FAILED]
-        self.errors.update(error_kind(message) for message in failed)
-        if len(events) == 0:
-            return
-        starts = np.cumsum(counts) - counts
-        first = ok & (counts > 0)
-        # Pooling: the ring holds E2EL, to the answer's last instant (its only one, as sent).
-        first_ns = events[starts[first] + (counts[first] - 1 if self.pooling else 0)]
-        self.ttft.push(first_ns, (first_ns - batch["sent_ns"][first]) / 1e9)
-        owner = np.repeat(np.arange(len(batch)), counts)
-        gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
-        self.itl.push(events[1:][gap], np.diff(events)[gap] / 1e9)
+        folded = fold_batch(batch, events, errors, self.pooling)
+        self.total -= folded.left_unsent
+        self.completed += folded.completed
+        self.outcomes += folded.outcomes
+        self.last_end_ns = max(self.last_end_ns, folded.last_end_ns)
+        self.tokens += folded.tokens
+        self.errors.update(folded.failed_kinds)
+        self.ttft.push(folded.first_ns, folded.ttft_s)
+        self.itl.push(folded.itl_at_ns, folded.itl_s)
 
     def figures(
         self,

@@ -37,7 +37,7 @@ from prometheus_client.metrics_core import (
 
 from loadgen.fleet.collector import BatchObserver, RecordBatch
 from loadgen.session.host_cpu import read_process
-from loadgen.session.live_figures import in_flight
+from loadgen.session.live_figures import fold_batch, in_flight
 
 # Bucket bounds in seconds: 1 ms to about 65 s, doubling, as latencies spread over decades.
 BOUNDS = 0.001 * 2.0 ** np.arange(17)
@@ -101,26 +101,19 @@ class LiveMetrics(BatchObserver):
     def batch(self, batch: RecordBatch) -> bool:
         """Fold one batch into the counters and histograms (numpy over the batch)."""
         with self.lock:
-            self._fold(batch.rows, batch.events)
+            self._fold(batch.rows, batch.events, batch.errors)
         return False
 
-    def _fold(self, rows: np.ndarray, events: np.ndarray) -> None:
+    def _fold(self, rows: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
+        folded = fold_batch(rows, events, errors, self.pooling)
+        self.completed += folded.completed
+        self.failed += int(folded.outcomes.sum())  # every request that did not complete
+        self.tokens += folded.tokens
         ok = rows["success"].astype(bool)
-        counts = rows["n_events"].astype(np.int64)
-        succeeded = int(ok.sum())
-        self.completed += succeeded
-        self.failed += len(rows) - succeeded
-        reported = rows["completion_tokens"]
-        self.tokens += int(np.where(reported > 0, reported, counts)[ok].sum())
         self.e2el.observe((rows["end_ns"][ok] - rows["sent_ns"][ok]) / 1e9)
-        if len(events) == 0 or self.pooling:
-            return
-        starts = np.cumsum(counts) - counts
-        first = ok & (counts > 0)
-        self.ttft.observe((events[starts[first]] - rows["sent_ns"][first]) / 1e9)
-        owner = np.repeat(np.arange(len(rows)), counts)
-        gap = (owner[1:] == owner[:-1]) & ok[owner[1:]]
-        self.itl.observe(np.diff(events)[gap] / 1e9)
+        if not self.pooling:  # a pooling answer's one instant is its E2EL, observed above
+            self.ttft.observe(folded.ttft_s)
+            self.itl.observe(folded.itl_s)
 
     def collect(self) -> Iterator[Metric]:
         """The metrics now (called from the HTTP server's thread)."""
