@@ -51,13 +51,9 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
 <table class="points{% if extra_class %} {{ extra_class }}{% endif %}">
 <tr>{% for name in table.header %}<th>{{ name }}</th>{% endfor %}</tr>
 {% for row in table.rows %}
-<tr>
-{% for cell in row %}
-{% set parts = cell.split('\\n', 1) %}
-<td>{{ parts[0] }}
+<tr>{% for cell in row %}{% set parts = cell.split('\\n', 1) %}<td>{{ parts[0] }}
 {%- if parts|length > 1 %}<br><span class="ci">{{ parts[1] }}</span>{% endif %}</td>
-{% endfor %}
-</tr>
+{%- endfor %}</tr>
 {% endfor %}
 </table>
 </section>
