@@ -57,10 +57,13 @@ def test_batches_fold_into_counters_and_histograms() -> None:
     metrics.batch(batch([2], [[1, 1]], [False]))  # a failure: counted, not timed
     page = scrape(metrics)
     assert page["loadgen_requests_total"] == {
-        (("model", "m"), ("outcome", "success"), ("run", "demo")): 2.0,
-        (("model", "m"), ("outcome", "failure"), ("run", "demo")): 1.0,
+        (("model", "m"), ("outcome", "completed"), ("run", "demo")): 2.0,
+        (("model", "m"), ("outcome", "failed"), ("run", "demo")): 1.0,
+        (("model", "m"), ("outcome", "cancelled"), ("run", "demo")): 0.0,
+        (("model", "m"), ("outcome", "not_sent"), ("run", "demo")): 0.0,
     }
     assert page["loadgen_output_tokens_total"] == {RUN: 5.0}
+    assert page["loadgen_streamed_tokens_total"] == {RUN: 7.0}  # the failed one's 2 too
     # 10 due by now, 3 finished, at most 4 at once.
     assert page["loadgen_requests_in_flight"] == {RUN: 4.0}
     assert page["loadgen_ttft_seconds_count"][RUN] == 2
@@ -83,3 +86,32 @@ def test_before_t0_nothing_is_in_flight() -> None:
     page = scrape(metrics)
     assert page["loadgen_requests_in_flight"] == {(("model", "m"), ("run", "r")): 0.0}
     assert page["loadgen_ttft_seconds_count"] == {(("model", "m"), ("run", "r")): 0.0}
+
+
+def test_streamed_tokens_count_answers_still_streaming_and_never_go_back() -> None:
+    metrics = LiveMetrics("demo", "m", np.zeros(4, dtype=np.int64), None, worker_pids=[])
+    metrics.start(time.perf_counter_ns(), "", 0)
+    metrics.progress(0, 30)  # two workers' answers in flight, none finished
+    metrics.progress(1, 12)
+    page = scrape(metrics)
+    assert page["loadgen_output_tokens_total"] == {RUN: 0.0}
+    assert page["loadgen_streamed_tokens_total"] == {RUN: 42.0}
+    # Worker 0's 3-event answer ends; its batch comes before the PROGRESS that drops it.
+    metrics.batch(batch([0], [[1, 1, 1]], [True]))
+    assert scrape(metrics)["loadgen_streamed_tokens_total"] == {RUN: 45.0}
+    metrics.progress(0, 28)  # the next PROGRESS: 27 of the 30 went on, 1 more came
+    assert scrape(metrics)["loadgen_streamed_tokens_total"] == {RUN: 45.0}
+    metrics.progress(0, 40)
+    assert scrape(metrics)["loadgen_streamed_tokens_total"] == {RUN: 55.0}
+
+
+def test_requests_by_outcome_tell_cancelled_and_not_sent_apart() -> None:
+    metrics = LiveMetrics("demo", "m", np.zeros(4, dtype=np.int64), None, worker_pids=[])
+    metrics.start(time.perf_counter_ns(), "", 0)
+    cut = batch([0, 1], [[1], [1]], [False, False])
+    cut.errors.update({0: "cancelled: the run was stopped", 1: "HTTP 500: boom"})
+    metrics.batch(cut)
+    by_outcome = {
+        dict(k)["outcome"]: v for k, v in scrape(metrics)["loadgen_requests_total"].items()
+    }
+    assert by_outcome == {"completed": 0, "failed": 1, "cancelled": 1, "not_sent": 0}
