@@ -60,6 +60,7 @@ from loadgen.session.campaign import (
     with_schedule,
 )
 from loadgen.session.lifecycle import RunFailed, RunSession
+from loadgen.session.live_prometheus import LiveEndpoint
 from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, check_before_start, redraw
 from loadgen.session.records import records_writer, run_start
@@ -71,7 +72,7 @@ from loadgen.session.time_bound import (
     duration_line,
     planned_requests,
 )
-from loadgen.session.timed_run import active_workers, timed_run
+from loadgen.session.timed_run import active_workers, open_live_endpoint, timed_run
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,9 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
     reset: str | None = None  # the server's prefix-cache reset, once found
     sent: set[bytes] = set()  # every body sent so far, by digest
     warned = False  # of prompts shared between runs
+    endpoint = None  # --prometheus-port: one for every run
     try:
+        endpoint = open_live_endpoint(config)
         first = campaign_preparation(config, points)
         prepared = await get_ready(first, client, session.pool)
         session.ready()
@@ -139,7 +142,8 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
                 pool.next_run(planned_workers(one))
                 shared = shared_share(drawn.bodies, sent)
                 try:
-                    report, _ = await _campaign_run(one, client, pool, drawn)
+                    label = f"{point.name} run={run_number}"
+                    report, _ = await _campaign_run(one, client, pool, drawn, endpoint, label)
                 except UnreachableServer:
                     raise  # no later run would reach it either
                 except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
@@ -178,6 +182,8 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
             await profile(client, "stop")
         ended = True
     finally:
+        if endpoint is not None:
+            endpoint.close()
         await session.end_workers(graceful=ended, dismiss=ended)
         if folder and step:
             if isinstance(plan, GridPlan):
@@ -242,14 +248,21 @@ def _write_summary(config: RunConfig, folder: str, plan: GridPlan | SearchPlan) 
 
 
 async def _campaign_run(
-    config: RunConfig, client: ServerClient, pool: WorkerPool, prepared: Prepared
+    config: RunConfig,
+    client: ServerClient,
+    pool: WorkerPool,
+    prepared: Prepared,
+    endpoint: LiveEndpoint | None,
+    point: str,
 ) -> tuple[Report, RunRecords]:
-    """One run of a campaign: its timed run, its report, its result JSON and records file."""
+    """One run of a campaign: its timed run, its report, its result JSON and records file;
+    --prometheus-port's figures to the campaign's ``endpoint``, labelled with its ``point``."""
     counters_before = await metrics_page(client)
     start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
     writer = records_writer(config, prepared, start, now())
     try:
-        timed = await timed_run(config, client, pool, prepared, writer, counters_before is not None)
+        answered = counters_before is not None
+        timed = await timed_run(config, client, pool, prepared, writer, answered, endpoint, point)
     except BaseException:
         if writer is not None:
             writer.close()

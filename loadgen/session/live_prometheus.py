@@ -4,8 +4,9 @@
 records is folded into a few counters and three histograms with numpy (bucket counts by
 ``np.searchsorted``, no Python object per request), and prometheus_client's HTTP server,
 bound to ``--prometheus-host`` (127.0.0.1 by default), serves them from its own thread at
-``/metrics``. Every series carries the run's ``run`` label (``--label``, else the backend) and
-``model``:
+``/metrics``. Every series carries the run's ``run`` label (``--label``, else the backend),
+``model`` and ``point`` (a campaign's point and run, as ``rate=4 run=2``; empty for a single run).
+A campaign keeps one endpoint open from its first run to its last (``LiveEndpoint.show``):
 
 - ``loadgen_requests_total{outcome}``, with the report's outcomes (``completed``, ``failed``,
   ``cancelled``, ``not_sent``: loadgen/report/failures.py), ``loadgen_requests_in_flight``
@@ -46,7 +47,7 @@ from loadgen.session.live_figures import fold_batch, in_flight
 
 # Bucket bounds in seconds: 1 ms to about 65 s, doubling, as latencies spread over decades.
 BOUNDS = 0.001 * 2.0 ** np.arange(17)
-LABELS = ["run", "model"]
+LABELS = ["run", "model", "point"]  # point: a campaign's point and run, else ""
 
 
 class Histogram:
@@ -84,8 +85,9 @@ class LiveMetrics(BatchObserver):
         cap: int | None,
         worker_pids: list[int],
         pooling: bool = False,
+        point: str = "",
     ) -> None:
-        self.labels = [run, model]
+        self.labels = [run, model, point]
         self.scheduled_ns = np.sort(scheduled_ns)
         self.cap = cap or len(scheduled_ns)
         self.worker_pids = worker_pids
@@ -192,18 +194,29 @@ class LiveMetrics(BatchObserver):
 
 
 class LiveEndpoint:
-    """prometheus_client's HTTP server for one ``LiveMetrics``, from ``open`` to ``close``."""
+    """prometheus_client's HTTP server from ``open`` to ``close``, serving the ``LiveMetrics``
+    last shown: a run's, or each of a campaign's runs in turn, on one port that stays open
+    between them (the last run's figures stay on the page until the next starts)."""
 
-    def __init__(self, metrics: LiveMetrics, host: str, port: int) -> None:
-        self.metrics = metrics
+    def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
         self.server: Any = None
+        self.metrics: LiveMetrics | None = None
+
+    def show(self, metrics: LiveMetrics) -> None:
+        """Serve ``metrics`` from now on."""
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        """prometheus_client's hook: the metrics shown, if any."""
+        metrics = self.metrics
+        return metrics.collect() if metrics is not None else iter(())
 
     def open(self) -> None:
         """Listen; OSError (the port is taken, the host is not this machine's) names both."""
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(self.metrics)
+        registry.register(self)
         try:
             self.server, _ = start_http_server(self.port, addr=self.host, registry=registry)
         except OSError as exc:
