@@ -25,6 +25,7 @@ from loadgen.report.metric_table import (
     latencies_in,
 )
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.server_figures import window_keys
 from loadgen.report.steady import (
     CountedRequests,
     SteadyWindow,
@@ -139,6 +140,7 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
         outcome=summary.errors.outcome,
         not_sent=float(summary.totals.not_sent),  # never in a window: the run's own count
     )
+    metrics |= window_keys(summary.server_series, window.start_s, window.end_s)
     return metrics, window.trimmed
 
 

@@ -350,3 +350,33 @@ def not_judged(health: ClientHealth) -> str:
         f"{VERDICT_HEADS[2]}the run did not end, so its workers' loop lag and CPU were never "
         f"reported; send lag p99 {send}"
     )
+
+
+# The server's side, from its /metrics during the run (report/server_figures.py): said only
+# where it matters for what the client measured.
+SERVER_QUEUED_PCT = 10.0  # of the run's scrapes finding requests waiting
+SERVER_KV_FULL_PCT = 90.0
+
+
+def server_note(
+    queued_pct: float | None,
+    waiting_peak: float | None,
+    kv_peak_pct: float | None,
+    preemptions: float | None,
+) -> str | None:
+    """One sentence on the server's queue and KV cache during the run, where they explain
+    latency the client measured (TTFT counts a queued request's wait, a preempted one's
+    recompute); None where nothing notable was seen or scraped."""
+    parts = []
+    if queued_pct is not None and queued_pct >= SERVER_QUEUED_PCT:
+        peak = f" (up to {waiting_peak:.0f} waiting)" if waiting_peak is not None else ""
+        parts.append(
+            f"it queued requests for {queued_pct:.0f} % of the run{peak}, and TTFT counts that wait"
+        )
+    preempted = f"it preempted {preemptions or 0:.0f} requests, which redo their prefill"
+    if kv_peak_pct is not None and kv_peak_pct >= SERVER_KV_FULL_PCT:
+        full = f"its KV cache peaked at {kv_peak_pct:.0f} %"
+        parts.append(f"{full} and {preempted}" if preemptions else full)
+    elif preemptions:
+        parts.append(preempted)
+    return "server: " + "; ".join(parts) if parts else None

@@ -43,9 +43,12 @@ COMMON_NAMES: dict[str, str] = {
     "sglang:num_queue_reqs": "requests_waiting",
     "sglang:token_usage": "kv_cache_usage",
     "sglang:cache_hit_rate": "prefix_cache_hit_rate",
+    "sglang:cached_tokens_total": "prefix_cache_hits",  # of its prompt tokens: no queries
+    "sglang:num_retracted_requests_total": "preemptions",  # SGLang retracts, vLLM preempts
     "sglang:prompt_tokens_total": "prompt_tokens",
     "sglang:generation_tokens_total": "generation_tokens",
-    # llama.cpp's llama-server --metrics (tools/server/server.cpp)
+    # llama.cpp's llama-server --metrics (tools/server/server-context.cpp); its KV-cache
+    # gauge is older builds' (today's export none); its prompt count leaves cached tokens out
     "llamacpp:requests_processing": "requests_running",
     "llamacpp:requests_deferred": "requests_waiting",
     "llamacpp:kv_cache_usage_ratio": "kv_cache_usage",
