@@ -168,6 +168,9 @@ def campaign_page(folder: Path) -> str:
     charts = [("Latency distributions", cdf_figure(latencies, names))]
     planes = trade_off_planes(points, figures, num_runs, slo=marks is not None)
     if planes is not None:
+        for plane, metric in zip(planes, TRADE_OFF_LATENCIES, strict=True):
+            plane.limit = slo_limit(slo, f"p99_{metric}_ms")
+    if planes is not None:
         charts.append(("Throughput and latency", trade_off_figure(planes)))
     caption = (" (one point at a time, the point's first run: open it below)"
                if len(over_time) > 1 else "")  # fmt: skip
@@ -362,6 +365,19 @@ def trade_off_planes(
             meets=[row.get("slo_met") == "yes" for _, row in kept] if slo else None,
         ))  # fmt: skip
     return planes
+
+
+_LIMIT = re.compile(r"^\s*([a-z0-9_.]+)\s*(<=|<)\s*([0-9.]+)\s*$")
+
+
+def slo_limit(conditions: Sequence[str], key: str) -> float | None:
+    """The bound --slo puts on ``key`` from above (``p99_ttft_ms<=500``: 500), if any."""
+    for condition in conditions:
+        for part in condition.split(","):
+            match = _LIMIT.match(part)
+            if match and match[1] == key:
+                return float(match[3])
+    return None
 
 
 def _from_0(low: float) -> float:

@@ -54,6 +54,7 @@ FRONT_COLOR = "#d62728"
 POINT_COLOR = "#1f77b4"
 MEETS_COLOR = "#2ca02c"
 MISSES_COLOR = "#7f7f7f"
+SLO_COLOR = "#2ca02c"
 INTERVAL_COLOR = "#9aa3ad"
 BAND_STYLES = ((2.0, False), (1.5, False), (1.5, True))  # p50, p90, p99: width, dashed
 BAND_COLORS = ("#1f77b4", "#ff7f0e", "#d62728")
@@ -104,6 +105,7 @@ class TradeOff:
     y_high: list[float]
     front: list[int]  # the Pareto front's indices, by throughput
     meets: list[bool] | None = None  # each point meets --slo (None: no SLO)
+    limit: float | None = None  # --slo's bound on this plane's latency, drawn as a line
 
 
 def grid(panels: Sequence[str], columns: int) -> str:
@@ -254,6 +256,11 @@ def trade_off_figure(planes: Sequence[TradeOff]) -> str:
         front = plane.front
         lines.append(Line("Pareto front", [(plane.x[i], plane.y[i]) for i in front],
                           FRONT_COLOR, 2.0))  # fmt: skip
+        if plane.limit is not None and plane.x:
+            span = [min(plane.x) * 0.95, max(plane.x) * 1.05]
+            lines.append(Line(f"SLO: p99 {LATENCY_BY_KEY[key].short} ≤ {plane.limit:g} ms",
+                              [(x, plane.limit) for x in span], SLO_COLOR, 1.5, dashed=True,
+                              dots=False))  # fmt: skip
         groups = [("point", [True] * len(plane.x), POINT_COLOR)]
         if plane.meets is not None:
             groups = [("meets the SLO", plane.meets, MEETS_COLOR),

@@ -49,6 +49,7 @@ from loadgen.report.html_figures import (
     tokens_per_s,
 )
 from loadgen.report.html_server import server_panels, why_no_panels
+from loadgen.report.html_svg import shared_css
 from loadgen.report.html_template import PAGE_TEMPLATE
 from loadgen.report.metric_table import LATENCY_BY_KEY
 from loadgen.report.run_report import Report
@@ -295,6 +296,6 @@ def render(**page: object) -> str:
     template = environment.from_string(PAGE_TEMPLATE)
     figures = [(title, Markup(html)) for title, html in page.pop("figures")]  # type: ignore[attr-defined]
     return template.render(
-        **page, figures=figures,
+        **page, figures=figures, chart_css=Markup(shared_css()),
         generated=datetime.now().astimezone().isoformat(timespec="seconds"),
     )  # fmt: skip

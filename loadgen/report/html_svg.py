@@ -5,11 +5,13 @@ to an ``<svg>`` element that scales to its box. Nothing is fetched: pygal's tool
 (a CDN address by default) is turned off and its inline config script left out; its CSS is
 inlined per chart, without its comments. Axes carry numbers written as numbers (``1,200``,
 ``0.05``: never ``1e+03``), with ticks chosen here (``nice_ticks``, ``log_ticks``); a
-logarithmic x axis is drawn as log10 of the values, labelled with the values themselves.
+logarithmic axis is drawn as log10 of the values (shifted), labelled with the values themselves.
 """
 
 from __future__ import annotations
 
+import functools
+import html
 import math
 import re
 from collections.abc import Sequence
@@ -24,9 +26,18 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
 SHADE = "#dff0df"
 LABEL_WIDTH = 8  # characters of a y label, padded
+# A log axis is drawn as log10(v) + LOG_SHIFT: pygal draws the guide at position 0 as an axis
+# line, which at log10(1) = 0 would be a dark line at 1 ms.
+LOG_SHIFT = 100.0
 _PYGAL_SCRIPT = re.compile(r"<script[^>]*>window\.pygal.*?</script>", re.S)
 _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _BLANK_LINES = re.compile(r"\n\s*\n+")
+_STYLE = re.compile(r"(<style[^>]*>)(.*?)(</style>)", re.S)
+_CHART_ID = re.compile(r"#chart-[0-9a-f-]{36}")
+_VALUE = re.compile(r'<desc class="value">(.*?)</desc>', re.S)
+_XY_DESC = re.compile(r'<desc class="[xy][ a-z]*">[^<]*</desc>')
+_TAG = re.compile(r"<[^>]+>")
+_DIGITS = re.compile(r"(\d+\.\d\d)\d+")
 
 
 @dataclass
@@ -137,6 +148,12 @@ def _axis(
     return given, [t for t in ticks if low - 1e-9 <= t <= high + 1e-9]
 
 
+def _legend_columns(lines: list[Line], width: int) -> int:
+    """As many legend entries a row as fit the chart's width at their longest label's length."""
+    longest = max((len(line.label) for line in lines), default=1)
+    return max(1, min(len(lines), 4, width // (6 * longest + 40)))
+
+
 def _padded(text: str) -> str:
     """A y label padded with figure spaces to one width, so that every panel's plot starts
     at the same x and stacked panels share their time axis."""
@@ -145,6 +162,11 @@ def _padded(text: str) -> str:
 
 def svg(panel: Panel) -> str:
     """A panel as an inline ``<svg>`` element (no script, nothing fetched)."""
+    return compact(svg_text(panel))
+
+
+def svg_text(panel: Panel) -> str:
+    """A panel as pygal renders it (its tooltip script off)."""
     xs = [x for line in panel.lines for x, _ in line.points]
     ys = [y for line in panel.lines for _, y in line.points if y is not None]
     x_bounds, x_ticks = _axis(xs, panel.log_x, panel.x_range)
@@ -155,14 +177,16 @@ def svg(panel: Panel) -> str:
         top = y_bounds[1]
         lines.insert(0, Line("steady window", [(start, top), (end, top)], SHADE, 0.5, fill=True,
                              dots=False))  # fmt: skip
-    to_x = (lambda v: math.log10(v)) if panel.log_x else (lambda v: v)
-    to_y = (lambda v: math.log10(v)) if panel.log_y else (lambda v: v)
+    to_x = (lambda v: math.log10(v) + LOG_SHIFT) if panel.log_x else (lambda v: v)
+    to_y = (lambda v: math.log10(v) + LOG_SHIFT) if panel.log_y else (lambda v: v)
     y_suffix = panel.y_suffix
+    columns = _legend_columns(lines, panel.width)  # pygal leaves no room for a second row
     chart = pygal.XY(
         title=panel.title, x_title=panel.x_title, y_title=panel.y_title,
         width=panel.width, height=panel.height, style=_style([ln.color for ln in lines]),
         show_legend=(panel.legend or panel.shade is not None) and bool(lines),
-        legend_at_bottom=True, legend_at_bottom_columns=min(max(len(lines), 1), 4),
+        legend_at_bottom=True, legend_at_bottom_columns=columns,
+        margin_bottom=8 + 18 * (math.ceil(len(lines) / columns) - 1),
         truncate_legend=-1, print_labels=any(line.labels for line in lines),
         truncate_label=-1, js=[], disable_xml_declaration=True, show_dots=panel.dots,
         dots_size=4, allow_interruptions=True, include_x_axis=False, explicit_size=False,
@@ -170,8 +194,9 @@ def svg(panel: Panel) -> str:
         xrange=(to_x(x_bounds[0]), to_x(x_bounds[1])),
         range=(to_y(y_bounds[0]), to_y(y_bounds[1])),
         x_labels=[to_x(t) for t in x_ticks], y_labels=[to_y(t) for t in y_ticks],
-        x_value_formatter=(lambda v: number(10**v)) if panel.log_x else number,
-        value_formatter=(lambda v: _padded(number(10**v) + y_suffix)) if panel.log_y
+        x_value_formatter=(lambda v: number(10 ** (v - LOG_SHIFT))) if panel.log_x else number,
+        value_formatter=(lambda v: _padded(number(10 ** (v - LOG_SHIFT)) + y_suffix))
+        if panel.log_y
         else (lambda v: _padded(number(v) + y_suffix)),
         no_data_text="no data", tooltip_border_radius=0,
     )  # fmt: skip
@@ -192,15 +217,44 @@ def svg(panel: Panel) -> str:
             show_dots=panel.dots if line.dots is None else line.dots,
             stroke_style={"width": line.width, "dasharray": "5,4" if line.dashed else None},
         )  # fmt: skip
-    return compact(chart.render(is_unicode=True))
+    return str(chart.render(is_unicode=True))
 
 
 def compact(rendered: str) -> str:
-    """pygal's SVG without its config script and its CSS comments, numbers cut to 2 places."""
+    """pygal's SVG made light: no config script, CSS comments or blank lines; only its colour
+    and stroke rules kept (the rest is the page's, once: ``shared_css``); each point's hidden
+    tooltip text made its native hover title; coordinates cut to 2 places (in tags only)."""
     text = _PYGAL_SCRIPT.sub("", rendered)
     text = _CSS_COMMENT.sub("", text)
+    text = _STYLE.sub(lambda m: m[1] + "".join(_rules(m[2])[1]) + m[3], text)
+    text = _VALUE.sub(lambda m: f"<title>{m[1].replace(chr(0x2007), '').strip()}</title>", text)
+    text = _XY_DESC.sub("", text)
     text = _BLANK_LINES.sub("\n", text)
-    return re.sub(r"(\d+\.\d\d)\d+", r"\1", text)
+    return _TAG.sub(lambda m: _DIGITS.sub(r"\1", m[0]), text)
+
+
+def _rules(css: str) -> tuple[list[str], list[str]]:
+    """A chart's CSS rules: those shared by every chart (its id made ``.pygal-chart``), and
+    its own series' colours and strokes (kept under its id)."""
+    shared, colors = [], []
+    for rule in css.split("}"):
+        if "{" not in rule:
+            continue
+        if any(own in rule.split("{", 1)[0] for own in (".color-", ".serie-")):
+            colors.append(rule + "}")
+        else:
+            shared.append(_CHART_ID.sub(".pygal-chart", rule) + "}")
+    return shared, colors
+
+
+@functools.cache
+def shared_css() -> str:
+    """The CSS every chart shares (pygal's base rules under the page's style), for the page's
+    head: each chart keeps only its colours."""
+    chart = svg_text(Panel("", "", "", [Line("", [(0.0, 0.0), (1.0, 1.0)], PALETTE[0])]))
+    css = "".join(m[2] for m in _STYLE.finditer(_CSS_COMMENT.sub("", chart)))
+    # the SVG's text is XML-escaped (``.graph &gt; .background``); the page's <style> is not
+    return html.unescape("".join(dict.fromkeys(_rules(css)[0])))
 
 
 def step_points(x: np.ndarray, y: np.ndarray) -> list[tuple[float, float | None]]:

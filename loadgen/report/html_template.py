@@ -43,10 +43,12 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
   .charts { display: grid; grid-template-columns: repeat(var(--columns), minmax(0, 1fr));
             gap: 6px 14px; }
   .charts svg { display: block; width: 100%; height: auto; }
+  .charts svg text.label { transform: translateY(-15px); font-size: 11px; }
   details { border-top: 1px solid #eceef1; padding: 4px 0; }
   details > summary { cursor: pointer; font-weight: 600; font-size: 14px; padding: 6px 0; }
   @media (max-width: 1000px) { .columns, .charts { grid-template-columns: 1fr; } }
 </style>
+<style>{{ chart_css }}</style>
 </head>
 <body>
 {# A table of the page: each cell's text, and below it, after a newline, its interval. #}
