@@ -30,6 +30,7 @@ LABEL_WIDTH = 8  # characters of a y label, padded
 # line, which at log10(1) = 0 would be a dark line at 1 ms.
 LOG_SHIFT = 100.0
 _PYGAL_SCRIPT = re.compile(r"<script[^>]*>window\.pygal.*?</script>", re.S)
+_XML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _BLANK_LINES = re.compile(r"\n\s*\n+")
 _STYLE = re.compile(r"(<style[^>]*>)(.*?)(</style>)", re.S)
@@ -221,10 +222,11 @@ def svg_text(panel: Panel) -> str:
 
 
 def compact(rendered: str) -> str:
-    """pygal's SVG made light: no config script, CSS comments or blank lines; only its colour
+    """pygal's SVG made light: no config script, comments or blank lines; only its colour
     and stroke rules kept (the rest is the page's, once: ``shared_css``); each point's hidden
     tooltip text made its native hover title; coordinates cut to 2 places (in tags only)."""
     text = _PYGAL_SCRIPT.sub("", rendered)
+    text = _XML_COMMENT.sub("", text)  # pygal's banner, with its project's addresses
     text = _CSS_COMMENT.sub("", text)
     text = _STYLE.sub(lambda m: m[1] + "".join(_rules(m[2])[1]) + m[3], text)
     text = _VALUE.sub(lambda m: f"<title>{m[1].replace(chr(0x2007), '').strip()}</title>", text)
