@@ -29,7 +29,7 @@ from loadgen.report.exports import FORMATS, request_rows, write_rows
 from loadgen.report.gate_keys import gate_problem
 from loadgen.report.gates import report_breaches
 from loadgen.report.html_campaign import CAMPAIGN_REPORT, write_campaign_report
-from loadgen.report.html_report import RECORDS_SUFFIX, html_path_for, plotly_missing, run_page
+from loadgen.report.html_report import RECORDS_SUFFIX, html_path_for, run_page, server_record
 from loadgen.report.run_report import build_report, write_report
 from loadgen.report.settings import output_of, report_config, settings_note, settings_of
 from loadgen.session.preflight import file_path_problem, output_path_problem
@@ -80,9 +80,6 @@ def report_records(
     if output is not None and export_format == "summary":
         raise click.UsageError("--output needs --format csv, jsonl or html")
     html = export_format == "html"
-    if html and (problem := plotly_missing()):
-        click.echo(f"error: --format html: {problem}", err=True)
-        sys.exit(2)
     if Path(records).is_dir():
         report_folder(ctx, records, html, output)
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -108,7 +105,8 @@ def report_records(
     if html:
         page = Path(output) if output is not None else html_path_for(records)
         page.write_text(
-            run_page(report, Path(records).name.removesuffix(RECORDS_SUFFIX)), encoding="utf-8"
+            run_page(report, Path(records).name.removesuffix(RECORDS_SUFFIX), server_record(run)),
+            encoding="utf-8",
         )
         print(f"Report written to {page}")
     elif export_format != "summary":

@@ -19,6 +19,7 @@ from loadgen.report.html_campaign import (
     campaign_table,
     campaign_workers,
     gate_lines,
+    interval_keys,
     point_figures,
     run_verdicts,
     trade_off_planes,
@@ -86,11 +87,8 @@ def point(name: str, label: str, **values: str) -> tuple[CampaignPoint, dict[str
 
 
 def with_ci(prefix: str, mean: float, low: float, high: float) -> dict[str, str]:
-    return {
-        f"{prefix}_mean_of_runs": str(mean),
-        f"{prefix}_ci95_t_low": str(low),
-        f"{prefix}_ci95_t_high": str(high),
-    }
+    low_key, high_key = interval_keys(prefix)  # summary.csv's names, read in one place
+    return {f"{prefix}_mean_of_runs": str(mean), low_key: str(low), high_key: str(high)}
 
 
 POINTS = [
@@ -266,3 +264,16 @@ def test_an_interrupted_run_s_page_says_so_first() -> None:
     run.end = None  # its records stop short: reported as interrupted
     (first, *_) = run_notes(summarize(settings_of(cfg), run))
     assert first == "note: the run did not end: its records file stops before the end"
+
+
+def test_a_point_without_an_interval_gets_no_error_bar() -> None:
+    """Fewer than 3 runs: summary.csv may have no interval columns; the planes draw no bar."""
+    bare = [
+        point(p.name, p.label, **{k: str(v) for k, v in row.items() if "_ci95" not in k})
+        for p, row in POINTS[:2]
+    ]
+    planes = trade_off_planes(*split(bare), 2)
+    assert planes is not None
+    for plane in planes:
+        assert plane.x == [40.0, 150.0]
+        assert all(math.isnan(v) for v in (*plane.x_low, *plane.x_high, *plane.y_low))
