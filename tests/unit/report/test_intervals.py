@@ -26,9 +26,7 @@ from loadgen.report.intervals import (
 STATISTICS = ["mean", "median", "p90", "p99"]
 
 
-def drawn_by_a_loop(
-    values: np.ndarray, sizes: np.ndarray, resamples: int, seed: int
-) -> np.ndarray:
+def drawn_by_a_loop(values: np.ndarray, sizes: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """The statistics of ``resamples`` draws of the requests, each draw made and measured."""
     rng = np.random.default_rng(seed)
     offsets = np.concatenate(([0], np.cumsum(sizes)))
