@@ -26,7 +26,11 @@ import numpy as np
 
 MIN_RUNS = 3
 CONFIDENCE = 0.95
-RESAMPLES = 1000
+RESAMPLES = 1000  # the two-level bootstrap's replicates
+# Each run's replicates over its requests. The two-level bootstrap draws a run's about
+# RESAMPLES times in all (k slots a replicate, 1/k of them the run's), so each is used about
+# twice: half the cost that dominates `loadgen report` of a campaign of large runs.
+REQUEST_RESAMPLES = 500
 SEED = 0
 # Two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30).
 T975 = (
@@ -131,7 +135,7 @@ class Clusters:
 def request_replicates(
     samples: dict[str, Clusters],
     statistics: Sequence[str],
-    resamples: int = RESAMPLES,
+    resamples: int = REQUEST_RESAMPLES,
     seed: int = SEED,
 ) -> dict[str, np.ndarray]:
     """For each sample, ``resamples`` bootstrap replicates (rows) of each statistic (columns:
@@ -148,40 +152,65 @@ def request_replicates(
     rng = np.random.default_rng(seed)
     first = next(iter(samples.values()), None)
     requests = 0 if first is None else len(first.sizes)
-    counts = _request_counts(requests, resamples, rng) if requests else None
-    out = {}
-    for name, sample in samples.items():
-        table = np.full((resamples, len(statistics)), math.nan)
-        totals = None if counts is None else counts @ sample.sizes.astype(float)
-        if counts is None or totals is None or not len(sample.values):
-            out[name] = table
+    largest = max((len(sample.values) for sample in samples.values()), default=0)
+    # counts, and the counts of values below a rank, are whole numbers: float32 holds them
+    # exactly below 2**24, and halves the products' cost
+    exact = np.float32 if largest < 2**24 else np.float64
+    counts = _request_counts(requests, resamples, rng, exact) if requests else None
+    out = {name: np.full((resamples, len(statistics)), math.nan) for name in samples}
+    if counts is None:
+        return out
+    # each sample's values and sums per request, all weighed by the counts in one product
+    per_request = np.stack(
+        [
+            column
+            for sample in samples.values()
+            for column in (
+                sample.sizes.astype(float),
+                np.bincount(_owner(sample.sizes), sample.values, minlength=requests),
+            )
+        ],
+        axis=1,
+    )
+    weighed = (counts @ per_request.astype(exact)).astype(float)
+    for index, (name, sample) in enumerate(samples.items()):
+        table = out[name]
+        if not len(sample.values):
             continue
+        totals, sums = weighed[:, 2 * index], weighed[:, 2 * index + 1]
+        ordered = None  # the values' order, once a clustered quantile needs it
         for column, statistic in enumerate(statistics):
             q = quantile_of(statistic)
             if q is None:
-                sums = np.bincount(_owner(sample.sizes), sample.values, minlength=requests)
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    table[:, column] = (counts @ sums) / totals
+                    table[:, column] = sums / totals
             elif bool((sample.sizes <= 1).all()):
                 table[:, column] = _order_statistic_replicates(sample.values, q, resamples, rng)
             else:
-                table[:, column] = _clustered_quantile(sample, q, counts, totals)
-        out[name] = table
+                if ordered is None:
+                    ordered = np.argsort(sample.values, kind="stable")
+                table[:, column] = _clustered_quantile(sample, ordered, q, counts, totals)
     return out
 
 
-def _request_counts(requests: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """How many times each request is drawn, per replicate: [resamples, requests] floats."""
-    counts = np.empty((resamples, requests))
-    rows = max(1, _CHUNK // requests)
-    for start in range(0, resamples, rows):
-        block = min(rows, resamples - start)
-        drawn = rng.integers(0, requests, (block, requests))
-        flat = (drawn + (np.arange(block) * requests)[:, None]).ravel()
-        counts[start : start + block] = np.bincount(flat, minlength=block * requests).reshape(
-            block, requests
-        )
-    return counts
+def _request_counts(
+    requests: int, resamples: int, rng: np.random.Generator, dtype: type
+) -> np.ndarray:
+    """How many times each request is drawn, per replicate: [resamples, requests], each a
+    Poisson(1) count (the Poisson bootstrap: the multinomial's counts, drawn independently, a
+    random 16-bit number looked up in the Poisson(1) quantiles: a third of drawing indices and
+    counting them)."""
+    table = _POISSON_1.astype(dtype, copy=False)
+    return table[rng.integers(0, 1 << 16, (resamples, requests), np.uint16)]
+
+
+def _poisson_1_quantiles() -> np.ndarray:
+    """The Poisson(1) count of each of 2**16 equally likely 16-bit numbers."""
+    cdf = np.cumsum([math.exp(-1) / math.factorial(k) for k in range(16)])
+    return np.searchsorted(cdf * (1 << 16), np.arange(1 << 16) + 0.5).astype(np.float64)
+
+
+_POISSON_1 = _poisson_1_quantiles()
 
 
 def _owner(sizes: np.ndarray) -> np.ndarray:
@@ -207,12 +236,12 @@ def _order_statistic_replicates(
 
 
 def _clustered_quantile(
-    sample: Clusters, q: float, counts: np.ndarray, totals: np.ndarray
+    sample: Clusters, ordered: np.ndarray, q: float, counts: np.ndarray, totals: np.ndarray
 ) -> np.ndarray:
-    """Each replicate's quantile q of the values, each weighted by its request's count: the
-    band of ranks that holds it (``_band``) is cut in ``_CELLS`` cells, one product of the
-    counts with each request's values per cell finds each replicate's cell, and the exact rank
-    is counted within it."""
+    """Each replicate's quantile q of the values (``ordered``: their indices in increasing
+    order), each weighted by its request's count: the band of ranks that holds it (``_band``)
+    is cut in ``_CELLS`` cells, one product of the counts with each request's values per cell
+    finds each replicate's cell, and the exact rank is counted within it."""
     values, sizes = sample.values, sample.sizes
     owner = _owner(sizes)
     with np.errstate(invalid="ignore"):
@@ -222,27 +251,26 @@ def _clustered_quantile(
     low_rank = np.floor(position)
     frac = position - low_rank
     high_rank = np.minimum(low_rank + 1, np.maximum(totals - 1, 0))
-    ordered, below = _band(values, owner, sizes, q, counts, np.where(empty, np.inf, low_rank))
-    band_owner, band_values = owner[ordered], values[ordered]
-    width = len(ordered)
+    start, stop, below = _band(owner[ordered], sizes, q, counts, np.where(empty, np.inf, low_rank))
+    band_owner, band_values = owner[ordered[start:stop]], values[ordered[start:stop]]
+    width = stop - start
     edges = np.linspace(0, width, min(_CELLS, width) + 1).astype(np.int64)
-    cell = np.repeat(np.arange(len(edges) - 1), np.diff(edges))
-    requests = len(sizes)
-    per_cell = np.bincount(band_owner * (len(edges) - 1) + cell,
-                           minlength=requests * (len(edges) - 1))  # fmt: skip
-    upto = np.cumsum(per_cell.reshape(requests, len(edges) - 1), axis=1).astype(float)
+    cells = len(edges) - 1
+    cell = np.repeat(np.arange(cells), np.diff(edges))
+    per_cell = np.bincount(band_owner * cells + cell, minlength=len(sizes) * cells)
+    upto = np.cumsum(per_cell.reshape(len(sizes), cells), axis=1).astype(counts.dtype)
     # each replicate's count of values ranked below each cell's end
-    ends = below[:, None] + counts @ upto
+    ends = below[:, None] + (counts @ upto).astype(float)
     starts = np.concatenate((below[:, None], ends[:, :-1]), axis=1)
     longest = int(np.diff(edges).max())
     step = np.arange(longest)
     rows = np.arange(len(totals))[:, None]
     picked = []
     for rank in (low_rank, high_rank):
-        at = np.minimum((ends <= rank[:, None]).sum(axis=1), len(edges) - 2)
+        at = np.minimum((ends <= rank[:, None]).sum(axis=1), cells - 1)
         first = edges[at]
         spots = np.minimum(first[:, None] + step, width - 1)
-        weights = counts[rows, band_owner[spots]]
+        weights = counts[rows, band_owner[spots]].astype(float)
         weights[first[:, None] + step >= edges[at + 1][:, None]] = 0  # past the cell
         running = starts[rows[:, 0], at][:, None] + np.cumsum(weights, axis=1)
         within = np.minimum((running <= rank[:, None]).sum(axis=1), longest - 1)
@@ -254,37 +282,30 @@ def _clustered_quantile(
 
 
 def _band(
-    values: np.ndarray,
-    owner: np.ndarray,
-    sizes: np.ndarray,
-    q: float,
-    counts: np.ndarray,
-    low_rank: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The indices, in order, of the sorted values of ranks [start, stop) that hold every
-    replicate's order statistics at ``low_rank`` and the next, and each replicate's count of
-    values ranked below ``start``. The band starts at 5 of the linearised bootstrap's standard
-    errors of the rank each side (the spread over requests of each one's count below the
-    quantile, less its share) and doubles until every replicate's ranks fall in it."""
-    n = len(values)
+    sorted_owner: np.ndarray, sizes: np.ndarray, q: float, counts: np.ndarray, low_rank: np.ndarray
+) -> tuple[int, int, np.ndarray]:
+    """The ranks [start, stop) of the sorted values (``sorted_owner``: the request of each)
+    that hold every replicate's order statistics at ``low_rank`` and the next, and each
+    replicate's count of values ranked below ``start``. The band starts at 5 of the linearised
+    bootstrap's standard errors of the rank each side (the spread over requests of each one's
+    count below the quantile, less its share) and doubles until every replicate's ranks fall
+    in it."""
+    n, requests = len(sorted_owner), len(sizes)
     centre = min(int(q * (n - 1)), n - 1)
-    split = np.argpartition(values, centre)
-    below_centre = np.bincount(owner[split[:centre]], minlength=len(sizes))
+    below_centre = np.bincount(sorted_owner[:centre], minlength=requests)
     spread = math.sqrt(float(np.square(below_centre - q * sizes).sum()))
     half = int(5 * spread) + 16
     drawn = np.isfinite(low_rank)  # replicates that drew a value at all
     while True:
         start, stop = max(centre - half, 0), min(centre + half + 2, n)
-        split = np.argpartition(values, sorted({start, stop - 1}))
-        under = np.bincount(owner[split[:start]], minlength=len(sizes)).astype(float)
-        inside = np.bincount(owner[split[start:stop]], minlength=len(sizes)).astype(float)
-        below = counts @ under
-        upto = below + counts @ inside
+        under = np.bincount(sorted_owner[:start], minlength=requests).astype(counts.dtype)
+        inside = np.bincount(sorted_owner[start:stop], minlength=requests).astype(counts.dtype)
+        below = (counts @ under).astype(float)
+        upto = below + (counts @ inside).astype(float)
         if (start == 0 or bool((below[drawn] <= low_rank[drawn]).all())) and (
             stop == n or bool((upto[drawn] > low_rank[drawn] + 1).all())
         ):
-            middle = split[start:stop]
-            return middle[np.argsort(values[middle], kind="stable")], below
+            return start, stop, below
         half *= 2
 
 
