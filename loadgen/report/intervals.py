@@ -200,7 +200,7 @@ def _request_counts(
     Poisson(1) count (the Poisson bootstrap: the multinomial's counts, drawn independently, a
     random 16-bit number looked up in the Poisson(1) quantiles: a third of drawing indices and
     counting them)."""
-    table = _POISSON_1.astype(dtype, copy=False)
+    table: np.ndarray = _POISSON_1.astype(dtype, copy=False)
     return table[rng.integers(0, 1 << 16, (resamples, requests), np.uint16)]
 
 
