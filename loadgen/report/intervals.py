@@ -5,8 +5,8 @@
   runs' Student t interval is 12.7 standard errors wide and reaches below 0 ms.
 - A statistic of requests (a latency's mean, median or percentile): a two-level bootstrap, over
   the point's runs and each run's requests. ``request_replicates`` draws a run's requests with
-  replacement ``RESAMPLES`` times (a request's values, its ITL gaps, travel together: a cluster
-  bootstrap) and recomputes the statistics; ``two_level_replicates`` draws the runs with
+  replacement ``REQUEST_RESAMPLES`` times (a request's values, its ITL gaps, travel together: a
+  cluster bootstrap) and recomputes the statistics; ``two_level_replicates`` draws the runs with
   replacement, each drawn run giving one of its own replicates (a different one each time it
   is drawn), and averages them, as the point's value is the mean of its runs' values. The
   interval is the 2.5th and 97.5th percentiles of those replicates (``percentile_interval``),
@@ -143,12 +143,15 @@ def request_replicates(
     requests, drawn with replacement; every sample must hold the same R requests.
 
     A mean's replicate is the mean of the values of the drawn requests, every sample's from the
-    same draws. A quantile of one value per request is drawn from its exact bootstrap
+    same draws: each request drawn a Poisson(1) number of times (the Poisson bootstrap, the
+    multinomial's counts drawn independently: alike but for O(1/R)). A quantile of one value
+    per request is drawn from its exact bootstrap
     distribution: the k-th smallest of n draws among the sorted values is the value of rank
     floor(n U) with U the k-th smallest of n uniforms, a Beta(k, n - k + 1) (the next one
     above: U + (1 - U) Beta(1, n - k)); so a replicate costs O(1), not a sort of n values. A
     quantile of clustered values (ITL) is the weighted quantile of the values under each draw's
-    request counts, found within a band of ranks around the sample's quantile (``_band``)."""
+    request counts (the means' draws), found within a band of ranks around the sample's
+    quantile (``_band``)."""
     rng = np.random.default_rng(seed)
     first = next(iter(samples.values()), None)
     requests = 0 if first is None else len(first.sizes)
