@@ -189,9 +189,10 @@ class PointRuns:
         if key in FIGURE_BY_KEY:
             upper = 100.0 if FIGURE_BY_KEY[key].unit == "%" else math.inf
             return runs_interval(values, 0.0, upper)
-        if len(self.replicates) != len(self.metrics):
+        drawn = [self.replicates[i].get(key) for i in finite if i < len(self.replicates)]
+        if len(self.replicates) != len(self.metrics) or any(d is None for d in drawn):
             return math.nan, math.nan
-        return point_interval(finite_mean(values), [self.replicates[i][key] for i in finite])
+        return point_interval(finite_mean(values), [d for d in drawn if d is not None])
 
 
 def summary_rows(
