@@ -145,13 +145,12 @@ def request_replicates(
     A mean's replicate is the mean of the values of the drawn requests, every sample's from the
     same draws: each request drawn a Poisson(1) number of times (the Poisson bootstrap, the
     multinomial's counts drawn independently: alike but for O(1/R)). A quantile of one value
-    per request is drawn from its exact bootstrap
-    distribution: the k-th smallest of n draws among the sorted values is the value of rank
-    floor(n U) with U the k-th smallest of n uniforms, a Beta(k, n - k + 1) (the next one
-    above: U + (1 - U) Beta(1, n - k)); so a replicate costs O(1), not a sort of n values. A
-    quantile of clustered values (ITL) is the weighted quantile of the values under each draw's
-    request counts (the means' draws), found within a band of ranks around the sample's
-    quantile (``_band``)."""
+    per request is drawn from its exact bootstrap distribution: the k-th smallest of n draws
+    among the sorted values is the value of rank floor(n U) with U the k-th smallest of n
+    uniforms, a Beta(k, n - k + 1) (the next one above: U + (1 - U) Beta(1, n - k)); so a
+    replicate costs O(1), not a sort of n values. A quantile of clustered values (ITL) is the
+    weighted quantile of the values under each draw's request counts (the means' draws), found
+    within a band of ranks around the sample's quantile (``_band``)."""
     rng = np.random.default_rng(seed)
     first = next(iter(samples.values()), None)
     requests = 0 if first is None else len(first.sizes)
