@@ -30,6 +30,7 @@ import numpy as np
 
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
+from loadgen.report.intervals import gather, percentile_interval
 from loadgen.report.metrics import tpot_of
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.settings import TRAFFIC_FLAGS, stored_settings
@@ -178,27 +179,7 @@ def bootstrap_differences(
     for k in range(resamples):
         a, b = draw_base(), draw_other()
         diffs[k] = [stat(b) - stat(a) for stat in stats]
-    tail = 100 * (1 - CONFIDENCE) / 2
-    intervals = []
-    for column in diffs.T:
-        column = column[~np.isnan(column)]
-        if not len(column):
-            intervals.append((math.nan, math.nan))
-            continue
-        low, high = np.percentile(column, [tail, 100 - tail])
-        intervals.append((float(low), float(high)))
-    return intervals
-
-
-def gather(values: np.ndarray, offsets: np.ndarray, picked: np.ndarray) -> np.ndarray:
-    """The clusters ``picked`` (request r owns ``values[off[r]:off[r+1]]``), end to end."""
-    starts = offsets[:-1][picked]
-    sizes = np.diff(offsets)[picked]
-    total = int(sizes.sum())
-    # Each cluster's start repeated over its values, plus the position within it.
-    begin = np.repeat(starts, sizes)
-    within = np.arange(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return values[begin + within]
+    return [percentile_interval(column, CONFIDENCE) for column in diffs.T]
 
 
 def requests_within(

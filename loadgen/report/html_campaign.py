@@ -25,7 +25,9 @@ from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
 from loadgen.report.campaign_summary import (
     PointRuns,
+    interval_notes,
     run_problem,
+    run_replicates,
     summary_metrics,
     summary_rows,
 )
@@ -53,6 +55,7 @@ from loadgen.report.html_report import (
     server_record,
     settings_rows,
 )
+from loadgen.report.intervals import MIN_RUNS
 from loadgen.report.metric_table import CAMPAIGN, FIGURE_BY_KEY, figures_in, latencies_in
 from loadgen.report.report_output import NO_FILES
 from loadgen.report.run_report import Report, build_report
@@ -198,8 +201,7 @@ def campaign_page(folder: Path) -> str:
         failures_note="each point's runs added up"
         + ("; each point's first run over time, below" if len(with_runs) > 1 else ""),
         tables=tables,
-        summary_note="summary.csv's rows, computed again from each run's records"
-        + (": the mean across runs, its 95 % interval (Student's t) below" if num_runs > 1 else ""),
+        summary_note="; ".join([SUMMARY_NOTE, *interval_notes(figures, num_runs)]),
         figures=charts,
     )
 
@@ -216,20 +218,23 @@ def point_runs(points: list[CampaignPoint], steady: bool) -> list[PointRuns]:
     summary.csv gave it."""
     runs = []
     for point in points:
-        measured = [summary_metrics(summary, steady) for summary in point.counted()]
+        counted = point.counted()
+        measured = [summary_metrics(summary, steady) for summary in counted]
+        drawn = [run_replicates(s, steady) for s in counted] if len(counted) >= MIN_RUNS else []
         errors = [text for text in point.row.get("error", "").split("; ") if text]
         runs.append(PointRuns(point.name, _cap(point.row), float(point.row["request_rate"]),
                               metrics=[metrics for metrics, _ in measured],
                               trimmed=[trimmed for _, trimmed in measured],
                               error_kinds=[r.summary.errors.by_kind for r in point.reports],
-                              errors=errors))  # fmt: skip
+                              errors=errors, replicates=drawn))  # fmt: skip
     return runs
 
 
+SUMMARY_NOTE = "summary.csv's rows, computed again from each run's records"
 SEARCH_NOTE = (
     "every run of the search in order; the evidence: each SLO key's value and its 95 % interval "
-    "(a percentile's from the order statistics of the run's requests, a mean's from their "
-    "spread), for the run, then for its load's runs pooled"
+    "(a bootstrap over the run's requests), for the run, then for its load's runs pooled (over "
+    "their requests; with 3 runs or more over the runs and their requests)"
 )
 
 
@@ -325,7 +330,7 @@ def verdict_summary(verdicts: list[str], runs: int) -> str:
 
 def interval_keys(key: str) -> tuple[str, str]:
     """summary.csv's columns of a metric's interval across runs (absent: no interval)."""
-    return f"{key}_ci95_t_low", f"{key}_ci95_t_high"
+    return f"{key}_ci95_low", f"{key}_ci95_high"
 
 
 def _value(row: dict[str, object], key: str, num_runs: int) -> tuple[float, float, float]:

@@ -18,6 +18,7 @@ from loadgen.fleet.placement import planned_workers, worker_pool
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
     run_problem,
+    run_replicates,
     summary_metrics,
     summary_rows,
     summary_table,
@@ -25,6 +26,7 @@ from loadgen.report.campaign_summary import (
 )
 from loadgen.report.gates import report_breaches
 from loadgen.report.html_campaign import campaign_report_line
+from loadgen.report.intervals import MIN_RUNS
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
 from loadgen.report.slo import (
@@ -168,6 +170,8 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
                 metrics, trimmed = summary_metrics(report.summary, config.steady_state)
                 runs.metrics.append(metrics)
                 runs.trimmed.append(trimmed)
+                if isinstance(plan, GridPlan) and config.num_runs >= MIN_RUNS:  # an interval
+                    runs.replicates.append(run_replicates(report.summary, config.steady_state))
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
                 log.info(run_line(step, total, point, run_number, metrics, trim))

@@ -82,6 +82,7 @@ def test_a_campaign_writes_its_report_and_report_redraws_it(tmp_path: Path) -> N
     for label in ("c=2", "c=4", "max_concurrency=2-request_rate=inf", "Pareto front"):
         assert label in page, label
     assert re.search(r"\d of 4 runs: client OK", page)
+    assert "no interval: 2 run(s) at this point; intervals need &gt;= 3 (--num-runs)" in page
     redrawn = report(str(folder), "--format", "html", "--output", str(tmp_path / "again.html"))
     assert redrawn.returncode == 0, redrawn.stderr
     assert redrawn.stdout == f"Report written to {tmp_path / 'again.html'}\n"
