@@ -13,7 +13,11 @@ with more than ITL_DRAW_LIMIT gaps draws its ITL interval from a random part of 
 
 Runs whose settings differ (``setting_differences``: every flag that shapes the traffic) are
 still compared, with a warning naming the flags. A figure a side does not have (no request
-succeeded) is shown as ``-``.
+succeeded) is shown as ``-``. The requests that did not complete are counted too (failed,
+cancelled, not sent: loadgen/report/failures.py), without an interval.
+
+A campaign's points compared point by point (loadgen/report/compare_campaigns.py) and result
+JSONs without records (loadgen/report/compare_summaries.py) reuse these rows and this table.
 
 Pure functions: the samples of a run, the bootstrap and the table, tested without sockets.
 """
@@ -24,12 +28,13 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
+from loadgen.report.campaign_summary import counted_window
 from loadgen.report.metrics import tpot_of
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.settings import TRAFFIC_FLAGS, stored_settings
@@ -44,6 +49,15 @@ DEFAULT_RESAMPLES = 1000
 SEED = 0
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "p99")
+# The requests that did not complete, each side's total: (the row's name, Samples' field).
+COUNTS = (("failed", "failed"), ("cancelled", "cancelled"), ("not sent", "not_sent"))
+
+
+class Side(Protocol):
+    """What the table says of a side: its name and how many runs it pools."""
+
+    name: str
+    runs: int
 
 
 @dataclass
@@ -59,6 +73,10 @@ class Samples:
     request_throughput: float
     output_throughput: float
     runs: int
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    not_sent: int = 0
 
 
 @dataclass
@@ -70,6 +88,7 @@ class Row:
     other: float
     low: float  # the difference's interval; NaN where not resampled
     high: float
+    count: bool = False  # a count of requests: shown whole
 
     @property
     def delta(self) -> float:
@@ -88,14 +107,18 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
     return pooled_samples(name, [summarize(stored_settings(run, name), run) for run in runs])
 
 
-def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
-    """The figures of one side from its runs' summaries: the successful requests pooled."""
+def pooled_samples(name: str, summaries: Sequence[RunSummary], steady: bool = False) -> Samples:
+    """The figures of one side from its runs' summaries: the successful requests pooled
+    (``steady``: only those of each run's --steady-state window, as a campaign counts them)."""
     ttft, tpot, e2el, itls, counts = [], [], [], [], []
     completed = output = 0
     duration = 0.0
     for summary in summaries:
         results, timings = summary.requests.results, summary.requests.timings
         ok = results.success  # as the report counts them (a success has a token event)
+        window = counted_window(summary, steady) if steady else None
+        if window is not None:
+            ok = ok & window.kept
         ttft.append(timings.ttft_s[ok])
         e2el.append(timings.latency_s[ok])
         out = results.output_lens[ok]
@@ -103,10 +126,14 @@ def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
         picked = np.flatnonzero(ok)
         itls.append(gather(timings.itl_s, timings.itl_offsets, picked))
         counts.append(np.diff(timings.itl_offsets)[picked])
-        completed += summary.totals.completed
         output += int(out.sum())
-        end_s = summary.requests.end_s
-        duration += float(end_s.max()) if len(end_s) else 0.0
+        if window is not None:
+            completed += int(ok.sum())
+            duration += window.duration_s
+        else:
+            completed += summary.totals.completed
+            end_s = summary.requests.end_s
+            duration += float(end_s.max()) if len(end_s) else 0.0
     sizes = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
     return Samples(
@@ -119,6 +146,10 @@ def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
         request_throughput=completed / duration if duration > 0 else 0.0,
         output_throughput=output / duration if duration > 0 else 0.0,
         runs=len(summaries),
+        completed=sum(s.totals.completed for s in summaries),
+        failed=sum(s.totals.failed for s in summaries),
+        cancelled=sum(s.totals.cancelled for s in summaries),
+        not_sent=sum(s.totals.not_sent for s in summaries),
     )
 
 
@@ -254,7 +285,16 @@ def compare(base: Samples, other: Samples, resamples: int = DEFAULT_RESAMPLES) -
         Row("output throughput (tok/s)", base.output_throughput, other.output_throughput,
             math.nan, math.nan)
     )  # fmt: skip
-    return rows
+    return rows + count_rows(base, other)
+
+
+def count_rows(base: Samples, other: Samples) -> list[Row]:
+    """The requests each side completed, and those that did not, by outcome (no interval)."""
+    return [
+        Row(name, float(getattr(base, field)), float(getattr(other, field)), math.nan,
+            math.nan, count=True)
+        for name, field in (("completed", "completed"), *COUNTS)
+    ]  # fmt: skip
 
 
 def _sample(samples: Samples, metric: str) -> np.ndarray:
@@ -266,7 +306,7 @@ def _sample(samples: Samples, metric: str) -> np.ndarray:
     }[metric]
 
 
-def table_lines(base: Samples, others: list[tuple[Samples, list[Row]]]) -> list[str]:
+def table_lines(base: Side, others: Sequence[tuple[Side, list[Row]]]) -> list[str]:
     """The console table: one block per compared side."""
     lines = []
     for other, rows in others:
@@ -275,19 +315,27 @@ def table_lines(base: Samples, others: list[tuple[Samples, list[Row]]]) -> list[
             f"difference = {other.name} − {base.name}, {100 * CONFIDENCE:.0f} % bootstrap "
             "interval; * where it leaves out 0)"
         )
+        lines += row_lines(rows)
+    return lines
+
+
+def row_lines(rows: Sequence[Row], indent: str = "  ") -> list[str]:
+    """The rows of one comparison under their header: base, other, the difference, its share
+    of the base, its interval (``-``: none) and the mark."""
+    lines = [
+        f"{indent}{'metric':<28}{'base':>11}{'other':>11}{'delta':>11}{'delta %':>9}"
+        f"{'interval of delta':>24}"
+    ]
+    for row in rows:
+        share = 100 * row.delta / row.base if row.base else math.nan
+        interval = "-" if math.isnan(row.low) else f"[{row.low:.3g}, {row.high:.3g}]"
+        mark = " *" if row.flagged else ""
+        value, delta = (".0f", "+.0f") if row.count else (".3f", "+.3f")
         lines.append(
-            f"  {'metric':<28}{'base':>11}{'other':>11}{'delta':>11}{'delta %':>9}"
-            f"{'interval of delta':>24}"
+            f"{indent}{row.metric:<28}{_figure(row.base, value):>11}"
+            f"{_figure(row.other, value):>11}{_figure(row.delta, delta):>11}"
+            f"{_figure(share, '+.1f', '%'):>9}{interval:>24}{mark}"
         )
-        for row in rows:
-            share = 100 * row.delta / row.base if row.base else math.nan
-            interval = "-" if math.isnan(row.low) else f"[{row.low:.3g}, {row.high:.3g}]"
-            mark = " *" if row.flagged else ""
-            lines.append(
-                f"  {row.metric:<28}{_figure(row.base, '.3f'):>11}{_figure(row.other, '.3f'):>11}"
-                f"{_figure(row.delta, '+.3f'):>11}{_figure(share, '+.1f', '%'):>9}"
-                f"{interval:>24}{mark}"
-            )
     return lines
 
 
@@ -296,31 +344,30 @@ def _figure(value: float, spec: str, unit: str = "") -> str:
     return f"{value:{spec}}{unit}" if math.isfinite(value) else "-"
 
 
-def rows_json(base: Samples, others: list[tuple[Samples, list[Row]]]) -> dict:
+def rows_json(base: Side, others: Sequence[tuple[Side, list[Row]]]) -> dict:
     """The comparison as JSON: per compared side, each metric's figures."""
     return {
         "base": base.name,
         "confidence": CONFIDENCE,
         "comparisons": [
-            {
-                "name": other.name,
-                "metrics": [
-                    {
-                        "metric": row.metric,
-                        "base": _finite(row.base),
-                        "other": _finite(row.other),
-                        "delta": _finite(row.delta),
-                        "interval": None
-                        if math.isnan(row.low)
-                        else [_finite(row.low), _finite(row.high)],
-                        "flagged": row.flagged,
-                    }
-                    for row in rows
-                ],
-            }
-            for other, rows in others
+            {"name": other.name, "metrics": metrics_json(rows)} for other, rows in others
         ],
     }
+
+
+def metrics_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Each row's figures as JSON (null where a side has none; no interval: null)."""
+    return [
+        {
+            "metric": row.metric,
+            "base": _finite(row.base),
+            "other": _finite(row.other),
+            "delta": _finite(row.delta),
+            "interval": None if math.isnan(row.low) else [_finite(row.low), _finite(row.high)],
+            "flagged": row.flagged,
+        }
+        for row in rows
+    ]
 
 
 def _finite(value: float) -> float | None:

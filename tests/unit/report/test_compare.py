@@ -83,11 +83,18 @@ def test_itl_is_resampled_by_request_so_one_slow_stream_stays_one_slow_stream():
     assert (by_request[1] - by_request[0]) > 5 * (by_gap[1] - by_gap[0])
 
 
-def test_compare_rows_cover_every_latency_statistic_and_the_throughputs():
+def test_compare_rows_cover_every_latency_statistic_the_throughputs_and_the_counts():
     base = samples("a", np.full(50, 10.0) + np.arange(50) % 3, [[2.0, 2.0]] * 50)
     other = samples("b", np.full(50, 30.0) + np.arange(50) % 3, [[2.0, 2.0]] * 50)
+    other.failed, other.cancelled, other.not_sent = 3, 2, 7
     rows = {row.metric: row for row in compare(base, other, resamples=200)}
-    assert len(rows) == 4 * 3 + 2
+    assert len(rows) == 4 * 3 + 2 + 4
+    assert [(rows[n].base, rows[n].other) for n in ("failed", "cancelled", "not sent")] == [
+        (0, 3),
+        (0, 2),
+        (0, 7),
+    ]
+    assert rows["not sent"].count and math.isnan(rows["not sent"].low)
     assert rows["mean ttft (ms)"].delta == pytest.approx(20.0)
     assert rows["mean ttft (ms)"].flagged
     assert not rows["median itl (ms)"].flagged  # the same gaps on both sides
@@ -95,6 +102,8 @@ def test_compare_rows_cover_every_latency_statistic_and_the_throughputs():
     lines = table_lines(base, [(other, list(rows.values()))])
     assert lines[0].startswith("b against a (1 and 1 run(s)")
     assert any(line.strip().startswith("mean ttft (ms)") and line.endswith(" *") for line in lines)
+    (not_sent,) = [line for line in lines if line.strip().startswith("not sent")]
+    assert not_sent.split()[2:5] == ["0", "7", "+7"]  # a count is shown whole
 
 
 def test_no_resamples_or_an_empty_side_gives_no_interval():
