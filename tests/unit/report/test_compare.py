@@ -124,3 +124,17 @@ def test_a_large_itl_sample_is_drawn_from_whole_requests_within_the_limit():
         assert chunk.tolist() == list(range(chunk[0], chunk[0] + 10)) and chunk[0] % 10 == 0
     same, same_offsets = requests_within(values, offsets, 1000)
     assert same is values and same_offsets is offsets
+
+
+def test_draws_in_batches_agree_with_draws_one_by_one(monkeypatch: pytest.MonkeyPatch):
+    rng = np.random.default_rng(7)
+    base, other = rng.normal(100, 10, 300), rng.normal(105, 10, 400)
+    batched = bootstrap_differences(base, other, [statistic("median")], resamples=600)
+    one_by_one = bootstrap_differences(base, other, [lambda x: float(np.median(x))], resamples=600)
+    monkeypatch.setattr("loadgen.report.compare.BATCH_VALUES", 1000)  # a batch of 2 draws
+    small = bootstrap_differences(base, other, [statistic("median")], resamples=601)
+    assert small == bootstrap_differences(base, other, [statistic("median")], resamples=601)
+    for low, high in (*batched, *one_by_one, *small):
+        assert low < 5 < high  # each holds the true shift
+    widths = [high - low for low, high in (*batched, *one_by_one, *small)]
+    assert max(widths) < 1.3 * min(widths)  # the same spread, drawn either way
