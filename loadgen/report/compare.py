@@ -154,14 +154,25 @@ def pooled_samples(name: str, summaries: Sequence[RunSummary], steady: bool = Fa
 
 
 def setting_differences(base: Sequence[RunRecords], other: Sequence[RunRecords]) -> list[str]:
-    """``--flag A vs B`` for each traffic setting whose value in a run of ``other`` (or of
-    ``base`` beyond its first run) is not the first base run's; secrets as ``***``."""
-    first = redact_config(base[0].start.config)
+    """``--flag A vs B`` for each traffic setting a run differs in, secrets as ``***``: each run
+    of ``other`` against the base run in its place (run k against run k: a campaign's repeats
+    each draw from a seed of their own, the same in two campaigns given one --seed; the last
+    base run where ``other`` has more), and ``base``'s later runs against its first but for
+    their seed."""
+    configs = [redact_config(run.start.config) for run in base]
+    pairs = [(configs[0], config, ("seed",)) for config in configs[1:]]
+    pairs += [
+        (configs[min(k, len(configs) - 1)], redact_config(run.start.config), ())
+        for k, run in enumerate(other)
+    ]
     differ: dict[str, tuple[Any, Any]] = {}
-    for run in [*base[1:], *other]:
-        config = redact_config(run.start.config)
+    for first, config, skipped in pairs:
         for field, flag in TRAFFIC_FLAGS.items():
-            if flag not in differ and config.get(field) != first.get(field):
+            if (
+                flag not in differ
+                and field not in skipped
+                and config.get(field) != first.get(field)
+            ):
                 differ[flag] = (first.get(field), config.get(field))
     return [f"{flag} {_shown(a)} vs {_shown(b)}" for flag, (a, b) in differ.items()]
 

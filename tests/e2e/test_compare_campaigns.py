@@ -93,6 +93,11 @@ def test_two_campaigns_compare_point_by_point(
     pooled = cli("compare", str(a / name), str(b / name), "--resamples", "200", "--json",
                  str(tmp_path / "pooled.json"))  # fmt: skip
     assert pooled.returncode == 0, pooled.stderr
+    # Each repeat drew its prompts from a seed of its own: run k pairs with run k, no warning.
+    assert pooled.stderr.splitlines() == [
+        f"warning: {b / name} was run with other settings than {a / name}: "
+        "--mock-ttft-ms 20.0 vs 60.0"
+    ]
     (runs,) = json.loads((tmp_path / "pooled.json").read_text())["comparisons"]
     assert point["metrics"] == runs["metrics"]
     ttft = {m["metric"]: m for m in point["metrics"]}["median ttft (ms)"]
