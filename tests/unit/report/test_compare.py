@@ -7,17 +7,22 @@ import math
 
 import numpy as np
 import pytest
+from report_runs import N, full_config, made_up_run, stopped_run
 
+from loadgen.report.campaign_summary import counted_window
 from loadgen.report.compare import (
     Row,
     Samples,
     bootstrap_differences,
     compare,
     gather,
+    pooled_samples,
     requests_within,
     statistic,
     table_lines,
 )
+from loadgen.report.settings import settings_of
+from loadgen.report.summarize import summarize
 
 
 def samples(name: str, ttft_ms: np.ndarray, itls_ms: list[list[float]]) -> Samples:
@@ -138,3 +143,32 @@ def test_draws_in_batches_agree_with_draws_one_by_one(monkeypatch: pytest.Monkey
         assert low < 5 < high  # each holds the true shift
     widths = [high - low for low, high in (*batched, *one_by_one, *small)]
     assert max(widths) < 1.3 * min(widths)  # the same spread, drawn either way
+
+
+def test_a_stopped_run_counts_its_failed_cancelled_and_unsent_apart():
+    cfg = full_config()
+    stopped = pooled_samples("stopped", [summarize(settings_of(cfg), stopped_run(cfg))])
+    whole = pooled_samples("whole", [summarize(settings_of(cfg), made_up_run(cfg))])
+    assert (stopped.completed, stopped.failed, stopped.cancelled, stopped.not_sent) == (
+        N - 3,
+        1,
+        1,
+        1,
+    )
+    assert (whole.completed, whole.failed, whole.cancelled, whole.not_sent) == (N - 1, 1, 0, 0)
+    rows = {row.metric: row for row in compare(whole, stopped, resamples=0)}
+    assert (rows["cancelled"].delta, rows["not sent"].delta, rows["completed"].delta) == (1, 1, -2)
+
+
+def test_a_campaigns_steady_state_pools_its_window_only():
+    cfg = full_config()
+    # Requests 40 ms apart, 80 ms long: those sent after the first ended and ended before the
+    # last was sent are the window (--steady-state's rule).
+    summary = summarize(settings_of(cfg), made_up_run(cfg, gap_ms=40))
+    window = counted_window(summary, steady=True)
+    assert window is not None and 0 < window.trimmed < N
+    steady = pooled_samples("x", [summary], steady=True)
+    whole = pooled_samples("x", [summary])
+    kept = int((window.kept & summary.requests.results.success).sum())
+    assert len(steady.ttft_s) == kept < len(whole.ttft_s)
+    assert steady.request_throughput == pytest.approx(kept / window.duration_s)
