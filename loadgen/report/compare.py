@@ -160,7 +160,9 @@ def setting_differences(base: Sequence[RunRecords], other: Sequence[RunRecords])
     base run where ``other`` has more), and ``base``'s later runs against its first but for
     their seed."""
     configs = [redact_config(run.start.config) for run in base]
-    pairs = [(configs[0], config, ("seed",)) for config in configs[1:]]
+    pairs: list[tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]] = [
+        (configs[0], config, ("seed",)) for config in configs[1:]
+    ]
     pairs += [
         (configs[min(k, len(configs) - 1)], redact_config(run.start.config), ())
         for k, run in enumerate(other)
