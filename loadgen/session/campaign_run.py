@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 
 from loadgen.config import ConfigError, RunConfig
 from loadgen.config.gates import parse_gate
+from loadgen.console import TABLE
 from loadgen.fleet.fanout import FanoutError, UnreachableServer, WorkerPool
 from loadgen.fleet.placement import planned_workers, worker_pool
 from loadgen.records.model import RunRecords
@@ -215,9 +217,9 @@ def campaign_preparation(config: RunConfig, points: list[Point]) -> RunConfig:
     return dataclasses.replace(prepared, num_prompts=most)
 
 
-def _log_lines(lines: list[str]) -> None:
+def _log_lines(lines: list[str], extra: Mapping[str, object] | None = None) -> None:
     for line in lines:
-        log.info(line)
+        log.info(line, extra=extra)
 
 
 def _write_summary(config: RunConfig, folder: str, plan: GridPlan | SearchPlan) -> None:
@@ -237,15 +239,15 @@ def _write_summary(config: RunConfig, folder: str, plan: GridPlan | SearchPlan) 
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
     keys = [parse_gate(text).key for text in config.slo]
-    for line in summary_table(rows, num_runs, keys, pooling=config.pooling):
-        log.info(line)
+    # The table and the SLO's verdict: what -q shows (TABLE).
+    _log_lines(summary_table(rows, num_runs, keys, pooling=config.pooling), TABLE)
     if marks is not None:
         document: dict[str, object] = {"slo": slo_json(config.slo, results, marks)}
         if isinstance(plan, SearchPlan):
-            _log_lines(plan.lines())
+            _log_lines(plan.lines(), TABLE)
             document["search"] = plan.search_json()
         else:
-            log.info(best_line(config.slo, results, marks))
+            log.info(best_line(config.slo, results, marks), extra=TABLE)
         write_campaign_json(os.path.join(folder, CAMPAIGN_JSON), document)
     log.info(f"Campaign written to {folder} (summary.csv, and a folder per point)")
     log.info(campaign_report_line(folder))

@@ -89,8 +89,8 @@ def test_a_campaign_writes_its_report_and_report_redraws_it(tmp_path: Path) -> N
     again = (tmp_path / "again.html").read_text()
     strip = re.compile(r"chart-[0-9a-f-]{36}|generated \S+")  # each chart's id, the date
     assert strip.sub("", again) == strip.sub("", page)
-    refused = report(str(folder))  # a folder is only drawn
-    assert refused.returncode == 2 and "--format html" in refused.stderr
+    printed = report(str(folder))  # without --format html: the campaign's table, printed
+    assert printed.returncode == 0 and "max_concurrency=4-request_rate=inf " in printed.stdout
 
 
 def test_a_run_s_report_html_beside_its_records_without_its_secrets(tmp_path: Path) -> None:
