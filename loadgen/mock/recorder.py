@@ -185,8 +185,8 @@ class _Stamping(asyncio.Protocol):
         self.stamps[1] = _now()
         self.handler.data_received(data)
 
-    def eof_received(self) -> bool | None:
-        return self.handler.eof_received()
+    def eof_received(self) -> None:
+        self.handler.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.handler.connection_lost(exc)

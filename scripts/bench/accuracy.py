@@ -485,7 +485,9 @@ def main() -> None:
     print("\n".join(target_lines(summary)))
     print(f"Shares{f' (medians of {args.repeat} runs)' if args.repeat > 1 else ''}:")
     print(SHARES_LEGEND)
-    print("\n".join(["  " + line for line in [SHARES_HEADER, *format_shares(median_shares(split))]]))
+    print(
+        "\n".join(["  " + line for line in [SHARES_HEADER, *format_shares(median_shares(split))]])
+    )
     if args.keep is None:
         shutil.rmtree(work_dir, ignore_errors=True)
 

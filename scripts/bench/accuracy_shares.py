@@ -87,7 +87,9 @@ def median_shares(rows: list[Shares]) -> list[Shares]:
     for row in rows:
         groups.setdefault((row.mode, row.client), []).append(row)
     return [
-        Shares(mode, client, **{name: _median([getattr(r, name) for r in runs]) for name in _FIGURES})
+        Shares(
+            mode, client, **{name: _median([getattr(r, name) for r in runs]) for name in _FIGURES}
+        )
         for (mode, client), runs in groups.items()
     ]
 
