@@ -16,7 +16,10 @@ measured just before each client: how late an idle process wakes for a timer and
 p99 (loadgen/wake_floor.py). Then the targets: below 1,024 streams loadgen `--workers 2`'s p99
 errors within the floor + 1 ms, from 1,024 streams at most a tenth of vllm's. With `--repeat N`
 every client runs N times per step (the clients in turn, so they share the machine's conditions)
-and the targets are judged on the medians.
+and the targets are judged on the medians. ``--burst`` steps run the same clients closed-loop
+(``--max-concurrency C`` at rate inf, C requests at t0) and, for every step, a shares table says
+how much of the TTFT error is the mock's accept/read/parse queue and how much the client's, and
+whether loadgen's verdict's stated delay covers the client's (accuracy_shares.py).
 
     flock /tmp/loadgen-bench.lock .venv/bin/python scripts/bench/accuracy.py
     .venv/bin/python scripts/bench/accuracy.py --concurrency 64 --skip-vllm   # a quick look
