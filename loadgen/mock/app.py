@@ -171,6 +171,8 @@ async def serve(config: MockConfig) -> None:
     await runner.setup()
     assert runner.server is not None
     state.connections.install(runner.server)
+    if state.recorder is not None:
+        state.recorder.install(runner.server)
     host = config.host
     try:
         site = web.TCPSite(

@@ -350,9 +350,17 @@ def _client(
             results, timings, run.scheduled_ns, pooling=settings.pooling, paced=rate is not None
         ),
         host=end.host,
+        first_token_s=first_tokens_s(results, timings),
     )
     judged = verdict(health) if run.end is not None else not_judged(health)
     return Client(health, sample_stats(send_lag_ms, [50, 99]), judged)
+
+
+def first_tokens_s(results: RequestResults, timings: Timings) -> np.ndarray:
+    """The successful requests' first-token instants (s from t0), for the verdict's closed loop."""
+    counts = np.diff(results.event_offsets)
+    ok = results.success & (counts > 0)
+    return (results.sent_s + timings.ttft_s)[ok]
 
 
 def run_end(run: RunRecords, pooling: bool) -> RunEnd:
