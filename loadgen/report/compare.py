@@ -35,7 +35,6 @@ import numpy as np
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
 from loadgen.report.campaign_summary import counted_window
-from loadgen.report.intervals import gather
 from loadgen.report.metrics import tpot_of
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.settings import TRAFFIC_FLAGS, stored_settings
