@@ -174,4 +174,7 @@ def account_lines(search: Mapping[str, Any], slo: Sequence[str]) -> list[str]:
 def _estimate(value: Mapping[str, float | None]) -> Estimate:
     """An estimate from its JSON (``Estimate.as_json``: null where there is none)."""
     low, high = value.get("low"), value.get("high")
-    return Estimate(*(math.nan if v is None else float(v) for v in (value.get("value"), low, high)))
+    value_, low_, high_ = (
+        math.nan if v is None else float(v) for v in (value.get("value"), low, high)
+    )
+    return Estimate(value_, low_, high_)
