@@ -188,7 +188,7 @@ def run_panels(one: OverTime, tokens: bool = True) -> str:
     for key, bands in one.bands_ms.items():
         panels.append(band_panel(key, one.centers_s, bands, axis))
     server_axis = TimeAxis(SERVER_X_TITLE, axis.span)
-    panels += [server_panel(panel, server_axis) for panel in one.server]
+    panels += [drawn for panel in one.server if (drawn := server_panel(panel, server_axis))]
     note = f'<p class="sub">{html.escape(one.server_note)}</p>' if one.server_note else ""
     return grid(panels, 1) + note
 
@@ -223,12 +223,15 @@ def band_panel(key: str, centers_s: np.ndarray, bands: np.ndarray, axis: TimeAxi
 
 
 def server_panel(panel: ServerPanel, axis: TimeAxis) -> str:
-    """One of the server's panels, on the run's time axis (samples past its end left out)."""
+    """One of the server's panels, on the run's time axis (samples past its end left out); ""
+    when none of its samples falls inside."""
     lines = []
     for k, line in enumerate(panel.lines):
         inside = (line.t_s >= axis.span[0]) & (line.t_s <= axis.span[1])
         points = line_points(line.t_s[inside], line.values[inside])
         lines.append(Line(line.label, points, SERVER_COLORS[k % len(SERVER_COLORS)]))
+    if not any(y is not None and y == y for line in lines for _, y in line.points):
+        return ""  # nothing inside the run's span (pygal cannot draw an empty XY chart)
     few = max((len(line.points) for line in lines), default=0) <= 30
     suffix = " %" if panel.unit == "%" else ""
     return axis.panel(panel.title, panel.unit, lines, dots=few, y_suffix=suffix)
