@@ -35,6 +35,7 @@ import numpy as np
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
 from loadgen.report.campaign_summary import counted_window
+from loadgen.report.intervals import gather
 from loadgen.report.metrics import tpot_of
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.settings import TRAFFIC_FLAGS, stored_settings
@@ -275,17 +276,6 @@ def _batched_differences(
         for column, stat in enumerate(stats):
             diffs[start : start + count, column] = stat.of_rows(b) - stat.of_rows(a)
     return diffs
-
-
-def gather(values: np.ndarray, offsets: np.ndarray, picked: np.ndarray) -> np.ndarray:
-    """The clusters ``picked`` (request r owns ``values[off[r]:off[r+1]]``), end to end."""
-    starts = offsets[:-1][picked]
-    sizes = np.diff(offsets)[picked]
-    total = int(sizes.sum())
-    # Each cluster's start repeated over its values, plus the position within it.
-    begin = np.repeat(starts, sizes)
-    within = np.arange(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return values[begin + within]
 
 
 def requests_within(
