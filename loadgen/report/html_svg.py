@@ -173,6 +173,8 @@ def svg_text(panel: Panel) -> str:
     x_bounds, x_ticks = _axis(xs, panel.log_x, panel.x_range)
     y_bounds, y_ticks = _axis(ys, panel.log_y, panel.y_range)
     lines = [line for line in panel.lines if line.points]
+    if not lines:  # pygal fails on axis labels without data: its own "no data" panel instead
+        return _empty_text(panel)
     if panel.shade is not None:
         start, end = panel.shade
         top = y_bounds[1]
@@ -218,6 +220,17 @@ def svg_text(panel: Panel) -> str:
             show_dots=panel.dots if line.dots is None else line.dots,
             stroke_style={"width": line.width, "dasharray": "5,4" if line.dashed else None},
         )  # fmt: skip
+    return str(chart.render(is_unicode=True))
+
+
+def _empty_text(panel: Panel) -> str:
+    """A panel with nothing to draw (a run whose every request failed): its title over pygal's
+    "no data"."""
+    chart = pygal.XY(
+        title=panel.title, width=panel.width, height=panel.height, style=_style([]), js=[],
+        disable_xml_declaration=True, explicit_size=False, show_legend=False,
+        no_data_text="no data", margin=8,
+    )  # fmt: skip
     return str(chart.render(is_unicode=True))
 
 

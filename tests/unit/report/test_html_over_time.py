@@ -19,8 +19,11 @@ from loadgen.records.server_series import MetricSeries
 from loadgen.report.html_campaign import slo_limit
 from loadgen.report.html_charts import (
     BAND_TITLES,
+    CDF_TITLES,
     FAILURES_TITLE,
+    Latencies,
     TradeOff,
+    cdf_figure,
     over_time_figure,
     trade_off_figure,
 )
@@ -207,3 +210,13 @@ def test_slo_limit_reads_an_upper_bound() -> None:
     assert slo_limit(["p99_ttft_ms<=500,p99_itl_ms<50"], "p99_itl_ms") == 50.0
     assert slo_limit(["p99_ttft_ms<=500"], "p99_ttft_ms") == 500.0
     assert slo_limit(["p99_ttft_ms>=500", "p90_ttft_ms<=5"], "p99_ttft_ms") is None
+
+
+def test_a_run_without_one_completed_request_draws_its_cdfs_as_no_data() -> None:
+    empty = np.zeros(0)
+    page = cdf_figure([Latencies("run", empty, empty, empty)])
+    drawn = charts(page)
+    assert [chart.title for chart in drawn] == list(CDF_TITLES.values())
+    assert all("no data" in chart.svg for chart in drawn)
+    lone = svg(Panel("Nothing", "s", "req/s", [Line("a", [], "#000")]))
+    assert "no data" in lone and "Nothing" in lone
