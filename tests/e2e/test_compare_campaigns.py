@@ -15,7 +15,7 @@ from helpers import InProcess, cli, run_in_process
 from loadgen.report.summary import SUMMARY_TITLE
 from loadgen.report.verdict import VERDICT_HEADS
 
-SLO = "p99_ttft_ms<=45"
+SLO = "p99_ttft_ms<=160"  # 140 ms of room for a busy machine's delays at 20 ms
 LOAD = ["--num-prompts", "16", "--random-input-len", "16", "--random-output-len", "8",
         "--mock-itl-ms", "2", "--num-runs", "2", "--workers", "1", "--disable-tqdm",
         "--slo", SLO]  # fmt: skip
@@ -36,12 +36,12 @@ def campaign(folder: Path, ttft_ms: int, caps: str, *quiet: str) -> tuple[Path, 
 
 @pytest.fixture(scope="module")
 def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, InProcess]]:
-    """build-a: concurrency 1 and 2 at 20 ms TTFT (within the SLO); build-b: 2 and 4 at 60 ms
+    """build-a: concurrency 1 and 2 at 20 ms TTFT (within the SLO); build-b: 2 and 4 at 300 ms
     (past it), run with -q. They share concurrency 2."""
     folder = tmp_path_factory.mktemp("campaigns")
     return {
         "a": campaign(folder / "build-a", 20, "1,2"),
-        "b": campaign(folder / "build-b", 60, "2,4", "-q"),
+        "b": campaign(folder / "build-b", 300, "2,4", "-q"),
     }
 
 
@@ -72,7 +72,7 @@ def test_two_campaigns_compare_point_by_point(
         "c=2 (2 and 2 run(s))",
     ]
     row = next(line for line in lines if line.strip().startswith("median ttft (ms)"))
-    assert row.endswith(" *")  # 40 ms slower: far past the noise
+    assert row.endswith(" *")  # 280 ms slower: far past the noise
     assert next(line for line in lines if line.strip().startswith("not sent")).split()[2:4] == [
         "0", "0"
     ]  # fmt: skip
@@ -81,7 +81,7 @@ def test_two_campaigns_compare_point_by_point(
     )
     # The traffic differed only in the mock's delay: said once, on stderr.
     assert proc.stderr.splitlines() == [
-        f"warning: {b} was run with other settings than {a}: --mock-ttft-ms 20.0 vs 60.0"
+        f"warning: {b} was run with other settings than {a}: --mock-ttft-ms 20.0 vs 300.0"
     ]
     (compared,) = json.loads(out.read_text())["comparisons"]
     assert (compared["only_base"], compared["only_other"]) == (["c=1"], ["c=4"])
@@ -96,12 +96,12 @@ def test_two_campaigns_compare_point_by_point(
     # Each repeat drew its prompts from a seed of its own: run k pairs with run k, no warning.
     assert pooled.stderr.splitlines() == [
         f"warning: {b / name} was run with other settings than {a / name}: "
-        "--mock-ttft-ms 20.0 vs 60.0"
+        "--mock-ttft-ms 20.0 vs 300.0"
     ]
     (runs,) = json.loads((tmp_path / "pooled.json").read_text())["comparisons"]
     assert point["metrics"] == runs["metrics"]
     ttft = {m["metric"]: m for m in point["metrics"]}["median ttft (ms)"]
-    assert ttft["base"] >= 20 and ttft["other"] >= 60 and ttft["flagged"]
+    assert ttft["base"] >= 20 and ttft["other"] >= 300 and ttft["flagged"]
 
 
 def test_quiet_compare_prints_the_table_alone(
