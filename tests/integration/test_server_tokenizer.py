@@ -127,15 +127,17 @@ def test_the_build_is_bounded_by_its_timeout() -> None:
 
     async def build(tokenizer: ServerTokenizer) -> None:
         tokenizer.begin_build(0.4, 5000, progress=False)
-        await asyncio.to_thread(tokenizer.encode_batch, TEXTS * 10)
+        # about 190 rounds of 64 calls of 50 ms: 9 s or more, far past the bound below
+        await asyncio.to_thread(tokenizer.encode_batch, TEXTS * 100)
 
     one_call_s = timed_against(FakeServer(delay_s=0.05), one_call)  # connect and one call
     started = time.monotonic()
     with pytest.raises(BuildTimeout) as info:
         against(server, build)
     elapsed = time.monotonic() - started
-    # Connecting, the 0.4 s timeout, and the calls in flight cut short: a call's time at most.
-    assert elapsed < 0.4 + 2 * one_call_s, (elapsed, one_call_s)
+    # Connecting, the 0.4 s timeout, and the calls in flight cut short: a call's time at most
+    # (three calls' of room: the load of a busy machine moves between the two measurements).
+    assert elapsed < 0.4 + 3 * one_call_s, (elapsed, one_call_s)
     message = str(info.value)
     assert re.fullmatch(
         r"building the dataset of 5,000 prompts through the server's /tokenize and /detokenize: "
