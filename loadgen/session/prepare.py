@@ -89,6 +89,8 @@ class Prepared:
     scheduled_ns: np.ndarray
     turns: Turns | None = None  # --multi-turn: each request's conversation, turn, think time
     source: PromptSource | None = None  # what it was drawn with (``redraw`` draws again)
+    # --duration's blocks: each request's input sequences, as the prompts are not kept
+    input_sequences: np.ndarray | None = None
 
     @property
     def first_body(self) -> bytes:

@@ -42,8 +42,9 @@ from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
 from loadgen.session.progress import show_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
-from loadgen.session.time_bound import bounded_by_duration
+from loadgen.session.time_bound import bounded_by_duration, first_block_config, tops_up
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
+from loadgen.session.topup import DurationBlocks, block_size, first_block
 from loadgen.terminal import printable
 
 log = logging.getLogger(__name__)
@@ -116,8 +117,14 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
     pool = session.start_workers(worker_pool(config))
     finished = False
     writer = None
+    blocks = None  # --duration's blocks after the first
     try:
-        prepared = await get_ready(config, client, pool)
+        topping = tops_up(config)
+        first = first_block_config(config, block_size(config)) if topping else config
+        prepared = await get_ready(first, client, pool)
+        schedule = None
+        if topping:
+            prepared, schedule = await first_block(config, prepared)
         session.ready()
         show_traffic(config)
         if pool.stop_requested:
@@ -126,9 +133,21 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
             await reset_prefix_cache(client)
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
+        if schedule is not None:  # paced: the whole schedule's; at rate inf, known at the end
+            start = dataclasses.replace(start, schedule_sha256=schedule.hash())
         writer = records_writer(config, prepared, start, now())
+        if schedule is not None:
+            workers = active_workers(pool, prepared)
+            blocks = DurationBlocks(config, client, prepared, schedule, workers, writer)
         answered = counters_before is not None
-        timed = await timed_run(config, client, pool, prepared, writer, answered)
+        timed = await timed_run(config, client, pool, prepared, writer, answered, blocks=blocks)
+        if blocks is not None:  # every block's requests, as the report reads them
+            prepared = blocks.run_prepared(prepared)
+            start = dataclasses.replace(
+                start,
+                num_requests=prepared.num_requests,
+                schedule_sha256=blocks.schedule.hash(),
+            )
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)

@@ -13,6 +13,7 @@ from loadgen.schedule import assign_workers, split_concurrency
 from loadgen.server.client import auth_headers, proxy_for
 from loadgen.session.fail_fast import FIRST
 from loadgen.session.prepare import Prepared
+from loadgen.session.time_bound import tops_up
 from workers.pooling import JSON_BODY, POOLING_FORMS
 from workers.protocol import WorkerConfig
 
@@ -55,6 +56,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             content_type=content_type() if backend.multipart else JSON_TYPE,
             deadline_ns=round(config.duration * 1e9) if config.duration else 0,
             grace_ns=round(config.duration_grace_s * 1e9),
+            topup=tops_up(config),
         )
         plans.append(
             ShardPlan(

@@ -1,13 +1,31 @@
-"""Runs bounded by time (``--duration``): how many requests such a run prepares, and the
-prepared requests of a campaign's point cut to its own count.
+"""Runs bounded by time (``--duration``): how many requests such a run prepares, in what
+blocks, and the prepared requests of a campaign's point cut to its own count.
+
+A single run with --duration prepares its requests in blocks (``tops_up``; the blocks are
+loadgen/session/topup.py's, their sending loadgen/fleet/topups.py's): block 0 before t0, each
+next one while the run goes, sent to the workers before they run out (one message per worker
+and block, never one per request). The coordinator holds about two blocks of prepared requests
+whatever the run's length; ``--duration-block`` sets their size.
 
 At a paced ``--request-rate`` the schedule is upstream's for N = floor(rate x duration)
-requests, whose last arrival is at N / rate, within the duration: one seeded schedule, hashed
-as any other, with prompts drawn for exactly those N. At rate inf (and for a trace's or a
-ramp's own schedule) every request is due from t0, so the workers send until the deadline with
-``--num-prompts`` as the most they have; the deadline itself is the workers' (WorkerConfig's
-``deadline_ns``), and the requests it left unsent are no part of the run (``sent_by_deadline``
-in loadgen/report/steady.py).
+requests, whose last arrival is at N / rate, within the duration: one seeded schedule (drawn
+from ``RandomState(--seed)``, block after block from the same generator), hashed as one value,
+and equal to the one-shot schedule of N requests to the nanosecond (loadgen/schedule_blocks.py).
+At rate inf (a closed loop with --max-concurrency, or a burst) every request is due from t0 and
+blocks come until the time is up. With ``--num-prompts`` given too, it stays a cap: whichever
+bound comes first ends the run. Block 0's prompts are drawn with the run's --seed (a campaign
+run's own seed), block k's with a seed derived from it and k (``block_seed``).
+
+Datasets that cannot be drawn again: a file read with ``--no-oversample`` cycles (each block
+sends its rows again, reshuffled; one line says so), as a soak over a fixed set of prompts
+expects; a self-timed trace keeps its own instants and is not topped up: it ends when the
+trace or the time does, whichever comes first (its requests are the trace's, and repeating a
+trace's timing would not be the traffic it recorded). A campaign's points are bounded as
+before: each point prepares its own count up front (``planned_requests``), at rate inf at most
+--num-prompts.
+
+The deadline itself is the workers' (WorkerConfig's ``deadline_ns``), and the requests it left
+unsent are no part of the run (``sent_by_deadline`` in loadgen/report/steady.py).
 """
 
 from __future__ import annotations
@@ -18,6 +36,7 @@ import math
 
 import numpy as np
 
+from loadgen.backends import BACKENDS
 from loadgen.config import RunConfig
 from loadgen.datasets.max_model_len import select_requests
 from loadgen.session.prepare import Prepared
@@ -52,6 +71,42 @@ def planned_requests(config: RunConfig) -> int:
     return min(n, config.num_prompts) if "--num-prompts" in config.given else n
 
 
+def tops_up(config: RunConfig) -> bool:
+    """Whether a single run's requests are prepared in blocks while it runs: --duration,
+    but not a self-timed trace (its own instants) nor audio uploads."""
+    return (
+        config.duration is not None
+        and not config.self_timed_trace
+        and not config.multi_turn
+        and not BACKENDS[config.backend].multipart
+    )
+
+
+def request_cap(config: RunConfig) -> int | None:
+    """The most requests a --duration run prepares: at a paced rate the schedule's count
+    (capped by --num-prompts when given), at rate inf --num-prompts when given, else no cap."""
+    if paced(config):
+        return planned_requests(config)
+    return config.num_prompts if "--num-prompts" in config.given else None
+
+
+def block_size(config: RunConfig) -> int:
+    """Requests per block: --duration-block, else 10 s of a paced rate, at least 1024 and 4
+    times --max-concurrency."""
+    if config.duration_block is not None:
+        return config.duration_block
+    size = max(1024, 4 * (config.concurrency or 0))
+    if paced(config):
+        size = max(size, math.ceil(config.rate * 10))
+    return size
+
+
+def first_block_config(config: RunConfig, block: int) -> RunConfig:
+    """The flags block 0 is drawn with: at most ``block`` requests, within the cap."""
+    cap = request_cap(config)
+    return dataclasses.replace(config, num_prompts=block if cap is None else min(block, cap))
+
+
 def bounded_by_duration(config: RunConfig, say: bool = True) -> RunConfig:
     """The run's flags with --num-prompts set to the requests it prepares, said in one line
     (``say``) (unchanged without --duration)."""
@@ -67,14 +122,19 @@ def duration_line(config: RunConfig) -> str:
     """One line on what --duration makes of the run (``config`` already bounded)."""
     assert config.duration is not None
     head = f"--duration {config.duration:g} s"
+    blocks = f", prepared in blocks of {block_size(config)}" if tops_up(config) else ""
     if paced(config):
         last = config.num_prompts / config.rate
         full = duration_requests(config.rate, config.duration)
         capped = " (capped by --num-prompts)" if config.num_prompts < full else ""
         return (
             f"{head} at {config.rate:g} req/s: {config.num_prompts} requests on one seeded "
-            f"schedule{capped}, the last due at {last:.2f} s"
+            f"schedule{capped}{blocks}, the last due at {last:.2f} s"
         )
+    if tops_up(config):
+        cap = request_cap(config)
+        most = f", at most {cap} (--num-prompts)" if cap is not None else ""
+        return f"{head}: requests are sent until t0 + {config.duration:g} s{most}{blocks}"
     return (
         f"{head}: requests are sent until t0 + {config.duration:g} s, at most the "
         f"{config.num_prompts} prepared (--num-prompts); whichever bound comes first ends the run"

@@ -55,7 +55,8 @@ def test_the_bounded_config_says_what_it_prepares() -> None:
     bounded = bounded_by_duration(config_given(duration=3.0, request_rate=10.0), say=False)
     assert bounded.num_prompts == 30
     assert duration_line(bounded) == (
-        "--duration 3 s at 10 req/s: 30 requests on one seeded schedule, the last due at 3.00 s"
+        "--duration 3 s at 10 req/s: 30 requests on one seeded schedule, prepared in blocks of "
+        "1024, the last due at 3.00 s"
     )
     capped = bounded_by_duration(
         config_given(duration=3.0, request_rate=10.0, num_prompts=12), say=False
@@ -63,8 +64,12 @@ def test_the_bounded_config_says_what_it_prepares() -> None:
     assert "12 requests on one seeded schedule (capped by --num-prompts)" in duration_line(capped)
     closed = bounded_by_duration(config_given(duration=2.0, max_concurrency=8), say=False)
     assert duration_line(closed) == (
-        "--duration 2 s: requests are sent until t0 + 2 s, at most the 1000 prepared "
-        "(--num-prompts); whichever bound comes first ends the run"
+        "--duration 2 s: requests are sent until t0 + 2 s, prepared in blocks of 1024"
+    )
+    capped_loop = config_given(duration=2.0, max_concurrency=8, num_prompts=50)
+    assert duration_line(bounded_by_duration(capped_loop, say=False)) == (
+        "--duration 2 s: requests are sent until t0 + 2 s, at most 50 (--num-prompts), "
+        "prepared in blocks of 1024"
     )
     unbounded = config_given(num_prompts=5)
     assert bounded_by_duration(unbounded) is unbounded
