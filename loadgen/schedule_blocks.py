@@ -130,3 +130,20 @@ class ScheduleBlocks:
             if done == self.num_requests:
                 offsets[-1] = self._last_s  # the product can miss it by one ulp
             yield offsets
+
+
+def block_seed(seed: int, block: int) -> int:
+    """The seed block ``block`` draws its prompts with: ``seed`` itself for block 0, else
+
+        int(SHA-256("loadgen-block/{seed}/{block}")[:4], big-endian) mod 2^31
+
+    (``seed``: the run's, a campaign's point and run seed included)."""
+    if block == 0:
+        return seed
+    text = f"loadgen-block/{seed}/{block}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") % (1 << 31)
+
+
+def block_seeds(seed: int, prepared: int, block: int) -> list[int]:
+    """The seeds of the blocks of ``block`` requests that prepared ``prepared`` requests."""
+    return [block_seed(seed, k) for k in range(max(1, math.ceil(prepared / block)))]

@@ -130,7 +130,7 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
             for run_number in run_numbers:
                 step += 1
                 one = seeded(run_config(config, point, folder, run_number), point, run_number)
-                one = bounded_by_duration(one, False)
+                one = bounded_by_duration(one, False, blocks=False)
                 if one.seed == first.seed:  # the prompts drawn: the point's schedule only
                     drawn = with_schedule(
                         dataclasses.replace(config, seed=one.seed), cut_to(prepared, count), point
@@ -212,7 +212,13 @@ def campaign_preparation(config: RunConfig, points: list[Point]) -> RunConfig:
     prepared = preparation_config(config, points)
     if config.duration is None:
         return prepared
-    log.info(duration_line(bounded_by_duration(point_config(config, points[0]), False)))
+    if "--duration-block" in config.given:
+        raise ConfigError(
+            "--duration-block is for a single run: a campaign's points prepare their requests "
+            "up front"
+        )
+    first = bounded_by_duration(point_config(config, points[0]), False, blocks=False)
+    log.info(duration_line(first))
     most = max(planned_requests(point_config(config, point)) for point in points)
     return dataclasses.replace(prepared, num_prompts=most)
 

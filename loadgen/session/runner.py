@@ -42,9 +42,13 @@ from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
 from loadgen.session.progress import show_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
-from loadgen.session.time_bound import bounded_by_duration, first_block_config, tops_up
+from loadgen.session.time_bound import (
+    bounded_by_duration,
+    first_block_config,
+    tops_up,
+)
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
-from loadgen.session.topup import DurationBlocks, block_size, first_block
+from loadgen.session.topup import DurationBlocks, first_block
 from loadgen.terminal import printable
 
 log = logging.getLogger(__name__)
@@ -119,8 +123,8 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
     writer = None
     blocks = None  # --duration's blocks after the first
     try:
-        topping = tops_up(config)
-        first = first_block_config(config, block_size(config)) if topping else config
+        topping = tops_up(config) and config.duration_block is not None
+        first = first_block_config(config, config.duration_block or 0) if topping else config
         prepared = await get_ready(first, client, pool)
         schedule = None
         if topping:
@@ -148,6 +152,7 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
                 num_requests=prepared.num_requests,
                 schedule_sha256=blocks.schedule.hash(),
             )
+            config = dataclasses.replace(config, num_prompts=prepared.num_requests)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)
@@ -227,6 +232,10 @@ async def finish(
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
+    if tops_up(config):  # the records file's start knew block 0 only
+        end = dataclasses.replace(
+            end, num_requests=start.num_requests, schedule_sha256=start.schedule_sha256
+        )
     records = run_records(config, prepared, start, collected, end, timed.server_metrics)
     report = build_report(settings_of(config), output_of(config), records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None

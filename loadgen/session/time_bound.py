@@ -107,12 +107,16 @@ def first_block_config(config: RunConfig, block: int) -> RunConfig:
     return dataclasses.replace(config, num_prompts=block if cap is None else min(block, cap))
 
 
-def bounded_by_duration(config: RunConfig, say: bool = True) -> RunConfig:
-    """The run's flags with --num-prompts set to the requests it prepares, said in one line
-    (``say``) (unchanged without --duration)."""
+def bounded_by_duration(config: RunConfig, say: bool = True, blocks: bool = True) -> RunConfig:
+    """The run's flags with --num-prompts set to the requests it prepares (a single run's
+    --duration-block set to its blocks' size), said in one line (``say``); unchanged without
+    --duration. ``blocks``: False for a campaign's runs, which prepare their requests up
+    front."""
     if config.duration is None:
         return config
     bounded = dataclasses.replace(config, num_prompts=planned_requests(config))
+    if blocks and tops_up(config):
+        bounded = dataclasses.replace(bounded, duration_block=block_size(config))
     if say:
         log.info(duration_line(bounded))
     return bounded
@@ -122,7 +126,10 @@ def duration_line(config: RunConfig) -> str:
     """One line on what --duration makes of the run (``config`` already bounded)."""
     assert config.duration is not None
     head = f"--duration {config.duration:g} s"
-    blocks = f", prepared in blocks of {block_size(config)}" if tops_up(config) else ""
+    topped = tops_up(config) and config.duration_block is not None
+    cap = request_cap(config)
+    several = topped and (cap is None or cap > (config.duration_block or 0))
+    blocks = f", prepared in blocks of {config.duration_block}" if several else ""
     if paced(config):
         last = config.num_prompts / config.rate
         full = duration_requests(config.rate, config.duration)
@@ -131,8 +138,7 @@ def duration_line(config: RunConfig) -> str:
             f"{head} at {config.rate:g} req/s: {config.num_prompts} requests on one seeded "
             f"schedule{capped}{blocks}, the last due at {last:.2f} s"
         )
-    if tops_up(config):
-        cap = request_cap(config)
+    if topped:
         most = f", at most {cap} (--num-prompts)" if cap is not None else ""
         return f"{head}: requests are sent until t0 + {config.duration:g} s{most}{blocks}"
     return (

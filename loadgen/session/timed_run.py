@@ -82,7 +82,7 @@ async def timed_run(
     of records also goes to the records file (``writer``) as it arrives. --prometheus-port's
     figures go to a campaign's ``endpoint`` labelled with its ``point``, else to the run's own.
     ``blocks``: --duration's blocks after the first (``prepared``), sent as the run goes."""
-    plans = plan_shards(config, prepared, active_workers(pool, prepared))
+    plans = plan_shards(config, prepared, active_workers(pool, prepared), topup=blocks is not None)
     own_endpoint = endpoint is None
     if endpoint is None:
         endpoint = open_live_endpoint(config)  # first: may refuse

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
 import math
 import time
@@ -31,7 +30,7 @@ from loadgen.fleet.fanout import ShardPlan
 from loadgen.fleet.topups import Block, BlockPart, TopUps
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.schedule import assign_workers
-from loadgen.schedule_blocks import ScheduleBlocks
+from loadgen.schedule_blocks import ScheduleBlocks, block_seed
 from loadgen.server.client import ServerClient
 from loadgen.session.prepare import Prepared, align, build_dataset, requests_of
 from loadgen.session.shards import output_guard
@@ -40,18 +39,6 @@ from loadgen.session.time_bound import block_size, paced, request_cap
 log = logging.getLogger(__name__)
 
 LEAD_S = 2.0  # at a paced rate, a worker's next block goes this long before its last is due
-
-
-def block_seed(seed: int, block: int) -> int:
-    """The seed block ``block`` draws its prompts with: ``seed`` itself for block 0, else
-
-        int(SHA-256("loadgen-block/{seed}/{block}")[:4], big-endian) mod 2^31
-
-    (``seed``: the run's, a campaign's point and run seed included)."""
-    if block == 0:
-        return seed
-    text = f"loadgen-block/{seed}/{block}"
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") % (1 << 31)
 
 
 class Ledger:
@@ -301,8 +288,8 @@ async def first_block(config: RunConfig, prepared: Prepared) -> tuple[Prepared, 
 
 
 def topup_margin(block: int, cap: int | None, workers: int) -> int:
-    """Requests a worker may have left when its next block goes: its share of a block (so
-    the coordinator has the time a block takes to send to prepare the next), and at least
-    twice its share of the cap (with fewer left than its credits, a worker hands credits
-    back, and they would have to come again)."""
-    return max(1, block // workers, 2 * math.ceil((cap or 0) / workers))
+    """Requests a worker may have left when its next block goes: half its share of a block
+    (the block after it is prepared from then on, while the worker sends a whole block), and
+    at least twice its share of the cap (with fewer left than its credits, a worker hands
+    credits back, and they would have to come again)."""
+    return max(1, block // (2 * workers), 2 * math.ceil((cap or 0) / workers))

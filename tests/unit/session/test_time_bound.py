@@ -55,8 +55,7 @@ def test_the_bounded_config_says_what_it_prepares() -> None:
     bounded = bounded_by_duration(config_given(duration=3.0, request_rate=10.0), say=False)
     assert bounded.num_prompts == 30
     assert duration_line(bounded) == (
-        "--duration 3 s at 10 req/s: 30 requests on one seeded schedule, prepared in blocks of "
-        "1024, the last due at 3.00 s"
+        "--duration 3 s at 10 req/s: 30 requests on one seeded schedule, the last due at 3.00 s"
     )
     capped = bounded_by_duration(
         config_given(duration=3.0, request_rate=10.0, num_prompts=12), say=False
@@ -68,9 +67,15 @@ def test_the_bounded_config_says_what_it_prepares() -> None:
     )
     capped_loop = config_given(duration=2.0, max_concurrency=8, num_prompts=50)
     assert duration_line(bounded_by_duration(capped_loop, say=False)) == (
-        "--duration 2 s: requests are sent until t0 + 2 s, at most 50 (--num-prompts), "
-        "prepared in blocks of 1024"
+        "--duration 2 s: requests are sent until t0 + 2 s, at most 50 (--num-prompts)"
     )
+    paced = config_given(duration=60.0, request_rate=100.0, duration_block=500)
+    assert duration_line(bounded_by_duration(paced, say=False)) == (
+        "--duration 60 s at 100 req/s: 6000 requests on one seeded schedule, prepared in "
+        "blocks of 500, the last due at 60.00 s"
+    )
+    fast = bounded_by_duration(config_given(duration=60.0, request_rate=200.0), say=False)
+    assert fast.duration_block == 2000  # 10 s of the rate, above the least block of 1024
     unbounded = config_given(num_prompts=5)
     assert bounded_by_duration(unbounded) is unbounded
     assert np.isfinite(bounded.duration or math.nan)
