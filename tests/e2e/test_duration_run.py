@@ -4,6 +4,7 @@ CLI and workers against the mock, each run a few seconds, bounds measured in the
 from __future__ import annotations
 
 import csv
+import json
 import time
 from pathlib import Path
 
@@ -187,3 +188,17 @@ def test_the_schedule_of_a_paced_duration_is_the_one_of_its_count() -> None:
     by_time = schedule_hash("--duration", "2", "--request-rate", "20", "--seed", "3")
     assert by_time == schedule_hash("--num-prompts", "40", "--request-rate", "20", "--seed", "3")
     assert by_time != schedule_hash("--num-prompts", "41", "--request-rate", "20", "--seed", "3")
+
+
+def test_a_file_read_once_cycles_through_the_blocks(tmp_path: Path) -> None:
+    rows = [{"prompt": f"say {i} " + "word " * (3 + 4 * i), "output_tokens": 2} for i in range(5)]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result, console, _ = timed(
+        "--duration", "3s", "--max-concurrency", "2", "--duration-block", "8",
+        "--dataset-name", "custom", "--dataset-path", str(tmp_path / "prompts.jsonl"),
+        "--skip-chat-template", "--no-oversample", "--result-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert "is sent again, reshuffled, in each block (the file cycles" in console
+    sent = result["completed"]
+    assert sent > 5 * 4 and result["failed"] == 0  # the file's 5 prompts, many times over
+    assert len(set(result["input_lens"])) == 5  # the file's own prompts, no others
