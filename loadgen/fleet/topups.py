@@ -129,7 +129,14 @@ class TopUps:
             self.late = True
             return None
         self.late = False
-        block = self.ready.result()  # the source's failure, if any, ends the run here
+        try:
+            block = self.ready.result()
+        except Exception as exc:  # the run goes on with what the workers have
+            log.warning(
+                f"warning: --duration: the next block of requests could not be prepared "
+                f"({type(exc).__name__}: {exc}); the run goes on with the requests sent"
+            )
+            block = None
         self.ready = None
         if block is None:
             self.finished = True

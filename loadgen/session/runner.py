@@ -48,7 +48,7 @@ from loadgen.session.time_bound import (
     tops_up,
 )
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
-from loadgen.session.topup import DurationBlocks, first_block
+from loadgen.session.topup import DurationBlocks, first_block, with_schedule_hash
 from loadgen.terminal import printable
 
 log = logging.getLogger(__name__)
@@ -137,8 +137,7 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
             await reset_prefix_cache(client)
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
-        if schedule is not None:  # paced: the whole schedule's; at rate inf, known at the end
-            start = dataclasses.replace(start, schedule_sha256=schedule.hash())
+        start = with_schedule_hash(start, schedule)
         writer = records_writer(config, prepared, start, now())
         if schedule is not None:
             workers = active_workers(pool, prepared)
@@ -146,13 +145,7 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         answered = counters_before is not None
         timed = await timed_run(config, client, pool, prepared, writer, answered, blocks=blocks)
         if blocks is not None:  # every block's requests, as the report reads them
-            prepared = blocks.run_prepared(prepared)
-            start = dataclasses.replace(
-                start,
-                num_requests=prepared.num_requests,
-                schedule_sha256=blocks.schedule.hash(),
-            )
-            config = dataclasses.replace(config, num_prompts=prepared.num_requests)
+            config, prepared, start = blocks.ended(config, prepared, start)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)
@@ -232,7 +225,7 @@ async def finish(
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
-    if tops_up(config):  # the records file's start knew block 0 only
+    if tops_up(config) and config.duration_block is not None:  # the file's start: block 0
         end = dataclasses.replace(
             end, num_requests=start.num_requests, schedule_sha256=start.schedule_sha256
         )

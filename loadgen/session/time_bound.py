@@ -1,7 +1,7 @@
 """Runs bounded by time (``--duration``): how many requests such a run prepares, in what
 blocks, and the prepared requests of a campaign's point cut to its own count.
 
-A single run with --duration prepares its requests in blocks (``tops_up``; the blocks are
+A run with --duration prepares its requests in blocks (``tops_up``; the blocks are
 loadgen/session/topup.py's, their sending loadgen/fleet/topups.py's): block 0 before t0, each
 next one while the run goes, sent to the workers before they run out (one message per worker
 and block, never one per request). The coordinator holds about two blocks of prepared requests
@@ -20,9 +20,9 @@ Datasets that cannot be drawn again: a file read with ``--no-oversample`` cycles
 sends its rows again, reshuffled; one line says so), as a soak over a fixed set of prompts
 expects; a self-timed trace keeps its own instants and is not topped up: it ends when the
 trace or the time does, whichever comes first (its requests are the trace's, and repeating a
-trace's timing would not be the traffic it recorded). A campaign's points are bounded as
-before: each point prepares its own count up front (``planned_requests``), at rate inf at most
---num-prompts.
+trace's timing would not be the traffic it recorded). A campaign's runs are topped up the same
+way, with one block size for all its points (loadgen/session/campaign_run.py's
+``campaign_block``).
 
 The deadline itself is the workers' (WorkerConfig's ``deadline_ns``), and the requests it left
 unsent are no part of the run (``sent_by_deadline`` in loadgen/report/steady.py).
@@ -72,7 +72,7 @@ def planned_requests(config: RunConfig) -> int:
 
 
 def tops_up(config: RunConfig) -> bool:
-    """Whether a single run's requests are prepared in blocks while it runs: --duration,
+    """Whether a run's requests are prepared in blocks while it runs: --duration,
     but not a self-timed trace (its own instants) nor audio uploads."""
     return (
         config.duration is not None
@@ -108,10 +108,9 @@ def first_block_config(config: RunConfig, block: int) -> RunConfig:
 
 
 def bounded_by_duration(config: RunConfig, say: bool = True, blocks: bool = True) -> RunConfig:
-    """The run's flags with --num-prompts set to the requests it prepares (a single run's
-    --duration-block set to its blocks' size), said in one line (``say``); unchanged without
-    --duration. ``blocks``: False for a campaign's runs, which prepare their requests up
-    front."""
+    """The run's flags with --num-prompts set to the requests it prepares (and, ``blocks``,
+    --duration-block set to its blocks' size: a campaign sets one size for all its runs
+    itself), said in one line (``say``); unchanged without --duration."""
     if config.duration is None:
         return config
     bounded = dataclasses.replace(config, num_prompts=planned_requests(config))

@@ -13,7 +13,6 @@ every request sent, while the bodies of a block that has gone are let go.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import math
@@ -29,11 +28,13 @@ from loadgen.datasets.sampled_prompts import SampledPrompts
 from loadgen.fleet.fanout import ShardPlan
 from loadgen.fleet.topups import Block, BlockPart, TopUps
 from loadgen.records.arrow_file import RecordsWriter
+from loadgen.records.model import RunStart
 from loadgen.schedule import assign_workers
 from loadgen.schedule_blocks import ScheduleBlocks, block_seed
 from loadgen.server.client import ServerClient
 from loadgen.session.prepare import Prepared, align, build_dataset, requests_of
 from loadgen.session.shards import output_guard
+from loadgen.session.threads import in_daemon_thread
 from loadgen.session.time_bound import block_size, paced, request_cap
 
 log = logging.getLogger(__name__)
@@ -174,8 +175,8 @@ class PromptBlocks:
                 "reshuffled, in each block (the file cycles until the time is up)"
             )
         names = (self.prepared.model_name, self.prepared.model_id, self.prepared.tokenizer_id)
-        drawn = await asyncio.to_thread(
-            requests_of, config, names, source, dataset, None, quiet=True
+        drawn = await in_daemon_thread(
+            lambda: requests_of(config, names, source, dataset, None, quiet=True)
         )
         if not self.aligns:
             return drawn
@@ -258,6 +259,17 @@ class DurationBlocks:
             deadline_ns=round((self.config.duration or 0) * 1e9),
         )
 
+    def ended(
+        self, config: RunConfig, prepared: Prepared, start: RunStart
+    ) -> tuple[RunConfig, Prepared, RunStart]:
+        """The run's flags, requests and start as its report reads them, once it has ended:
+        every block's requests (``num_prompts`` their count) and the schedule's hash."""
+        prepared = self.run_prepared(prepared)
+        start = dataclasses.replace(
+            start, num_requests=prepared.num_requests, schedule_sha256=self.schedule.hash()
+        )
+        return dataclasses.replace(config, num_prompts=prepared.num_requests), prepared, start
+
     def run_prepared(self, prepared: Prepared) -> Prepared:
         """``prepared`` as the report reads it: every block's requests (their prompts and
         bodies not kept)."""
@@ -278,7 +290,7 @@ class DurationBlocks:
 async def first_block(config: RunConfig, prepared: Prepared) -> tuple[Prepared, ScheduleBlocks]:
     """Block 0 on the run's schedule (built in a thread: its passes draw every gap)."""
     total = request_cap(config) if paced(config) else None
-    schedule = await asyncio.to_thread(
+    schedule = await in_daemon_thread(
         ScheduleBlocks, total, config.rate, config.burstiness, config.seed
     )
     scheduled = schedule.take(prepared.num_requests)
@@ -293,3 +305,11 @@ def topup_margin(block: int, cap: int | None, workers: int) -> int:
     at least twice its share of the cap (with fewer left than its credits, a worker hands
     credits back, and they would have to come again)."""
     return max(1, block // (2 * workers), 2 * math.ceil((cap or 0) / workers))
+
+
+def with_schedule_hash(start: RunStart, schedule: ScheduleBlocks | None) -> RunStart:
+    """The run's start with its blocks' schedule hash (paced: the whole schedule's; at rate
+    inf the hash of the requests prepared, replaced at the end)."""
+    if schedule is None:
+        return start
+    return dataclasses.replace(start, schedule_sha256=schedule.hash())

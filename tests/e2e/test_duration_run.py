@@ -202,3 +202,26 @@ def test_a_file_read_once_cycles_through_the_blocks(tmp_path: Path) -> None:
     sent = result["completed"]
     assert sent > 5 * 4 and result["failed"] == 0  # the file's 5 prompts, many times over
     assert len(set(result["input_lens"])) == 5  # the file's own prompts, no others
+
+
+def test_each_point_of_a_closed_loop_campaign_is_topped_up_until_its_time_is_up(
+    tmp_path: Path,
+) -> None:
+    proc = run_in_process(
+        *SMALL, "--duration", "2", "--max-concurrency", "2,4", "--duration-block", "8",
+        "--mock-ttft-ms", "20", "--mock-itl-ms", "5", "--random-output-len", "8",
+        "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = tmp_path.iterdir()
+    with open(folder / "summary.csv", encoding="utf-8") as f:
+        rows = {row["point"]: row for row in csv.DictReader(f)}
+    # ~55 ms a request: about 70 and 140 requests in 2 s, many blocks of 8 each
+    assert float(rows["max_concurrency=2-request_rate=inf"]["completed"]) > 4 * 8
+    assert float(rows["max_concurrency=4-request_rate=inf"]["completed"]) > 8 * 8
+    seeds = set()
+    for path in folder.glob("*/*.json"):
+        bound = json.loads(path.read_text())["loadgen"]["time_bound"]
+        assert bound["block_size"] == 8 and len(bound["block_seeds"]) > 4
+        seeds.update(bound["block_seeds"])
+    assert len(seeds) > 10  # each point's blocks draw from seeds of their own

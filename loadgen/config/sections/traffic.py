@@ -113,8 +113,8 @@ class Traffic:
         group=LOADGEN,
         minimum=1,
         help="With --duration: requests per prepared block (default: 10 s of a paced rate, "
-        "at least 1024 and 4 x --max-concurrency); the coordinator holds a few blocks, "
-        "whatever the run's length.",
+        "at least 1024 and 4 x --max-concurrency; a campaign: its points' largest); the "
+        "coordinator holds a few blocks, whatever the run's length.",
     )
     duration_grace_s: float = flag(
         "--duration-grace-s",

@@ -137,3 +137,22 @@ def test_the_wait_line_speaks_only_of_waits() -> None:
     assert "ran out of requests 3 time(s) before their next block came, 12 ms" in wait_line(
         3, 12_000_000, 2
     )
+
+
+def test_a_block_that_cannot_be_prepared_ends_the_top_ups_not_the_run(caplog) -> None:
+    async def scenario() -> None:
+        source = Source(4, None)
+
+        async def broken(base: int) -> Block | None:
+            raise ValueError("the server's /tokenize went away")
+
+        source.next_block = broken  # type: ignore[method-assign]
+        topups = TopUps(source, [2, 2], [0, 0], margin=2, lead_s=None, deadline_ns=0)
+        topups.start(perf_counter_ns())
+        await asyncio.sleep(0)
+        last = topups.poll({0, 1})
+        assert last is not None and last.last and last.size == 0 and topups.finished
+        await topups.close()
+
+    asyncio.run(scenario())
+    assert "could not be prepared (ValueError: the server's /tokenize went away)" in caplog.text
