@@ -24,7 +24,7 @@ import numpy as np
 
 from loadgen.schedule import to_ns
 
-CHUNK = 1 << 20  # gaps drawn at a time by the passes
+CHUNK = 1 << 18  # gaps drawn at a time by the passes (2 MB an array)
 
 
 class ScheduleBlocks:
