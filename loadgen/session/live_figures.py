@@ -144,28 +144,39 @@ def in_flight(scheduled_ns: np.ndarray | DueSchedule, now_ns: int, finished: int
 class DueSchedule:
     """A sorted schedule that --duration's top-up blocks extend (each block's offsets sorted,
     none before the last block's): how many requests are due by an instant, without copying
-    the schedule at each block."""
+    the schedule at each block. A block wholly due is kept as its count alone (the view asks
+    at later and later instants), so a long run holds the blocks still ahead."""
 
     def __init__(self, scheduled_ns: np.ndarray) -> None:
-        self.blocks: list[np.ndarray] = [np.sort(scheduled_ns)]
-        self.firsts: list[int] = [int(self.blocks[0][0]) if len(scheduled_ns) else 0]
-        self.before: list[int] = [0]  # requests in the blocks before each one
-        self.total = len(scheduled_ns)
+        self.blocks: list[np.ndarray | None] = []  # None: wholly due, its offsets let go
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.before: list[int] = []  # requests in the blocks before each one
+        self.total = 0
+        self.add(np.sort(scheduled_ns))
 
     def add(self, scheduled_ns: np.ndarray) -> None:
         """A block's offsets (sorted) join the end."""
         if len(scheduled_ns):
             self.blocks.append(scheduled_ns)
             self.firsts.append(int(scheduled_ns[0]))
+            self.lasts.append(int(scheduled_ns[-1]))
             self.before.append(self.total)
             self.total += len(scheduled_ns)
 
     def due(self, now_ns: int) -> int:
-        """Requests due by ``now_ns``."""
+        """Requests due by ``now_ns`` (asked at later and later instants: the blocks wholly
+        due by one are let go)."""
         b = bisect.bisect_right(self.firsts, now_ns) - 1
         if b < 0:
             return 0
-        return self.before[b] + int(np.searchsorted(self.blocks[b], now_ns, side="right"))
+        for wholly in range(b):  # every block before b is wholly due: its count is enough
+            self.blocks[wholly] = None
+        end = self.before[b + 1] if b + 1 < len(self.before) else self.total
+        block = self.blocks[b]
+        if now_ns >= self.lasts[b] or block is None:
+            return end
+        return self.before[b] + int(np.searchsorted(block, now_ns, side="right"))
 
 
 def load_between(

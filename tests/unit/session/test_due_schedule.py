@@ -14,9 +14,12 @@ def test_blocks_count_as_the_schedule_they_make() -> None:
     for start in range(100, 500, 37):
         due.add(whole[start : start + 37])
     assert due.total == 500
-    for now in [-1, 0, *rng.integers(0, 10**9, 50).tolist(), 10**9]:
+    # the view asks at later and later instants
+    for now in [-1, 0, *sorted(rng.integers(0, 10**9, 50).tolist()), 10**9]:
         assert due.due(now) == np.searchsorted(whole, now, side="right")
         assert in_flight(due, now, 3, 10) == in_flight(whole, now, 3, 10)
+    # every block but the last is wholly due by now: only its count is kept
+    assert all(block is None for block in due.blocks[:-1]) and due.blocks[-1] is not None
 
 
 def test_a_closed_loop_has_every_request_due_from_t0() -> None:
