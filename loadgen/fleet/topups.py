@@ -1,13 +1,13 @@
 """--duration's top-ups in the fan-out: the next block of requests, dealt to the workers and
 sent to each before it runs out.
 
-The session's block source (loadgen/session/topup.py) prepares block after block; here one
-block is kept ready ahead, and when a worker has at most ``margin`` requests left to release
-(its PROGRESS says how many it has released) or, at a paced rate, its last request is due
-within ``lead_s``, every worker gets its part of the ready block as one TOPUP message, and the
-next block is prepared meanwhile. Nothing is sent per request. The coordinator holds the ready
-block and the one being prepared: its memory for prepared requests is two blocks, whatever the
-run's length.
+The session's block source (loadgen/session/topup.py) prepares block after block, in a task of
+its own, up to ``AHEAD`` blocks ahead; when a worker has at most ``margin`` requests left to
+release (its PROGRESS says how many it has released) or, at a paced rate, its last request is
+due within ``lead_s``, every worker gets its part of the first prepared block as one TOPUP
+message, and another is prepared meanwhile. Nothing is sent per request. The coordinator holds
+the blocks prepared ahead and the one being drawn: its memory for prepared requests is a few
+blocks, whatever the run's length.
 """
 
 from __future__ import annotations
@@ -15,13 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+AHEAD = 2  # blocks prepared ahead of the one the workers will need next
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Block:
     owner: np.ndarray
     parts: list[BlockPart]
     last: bool
+    kept: Any = None  # what the source keeps of it for the run (loadgen/session/topup.py)
 
     @property
     def size(self) -> int:
@@ -63,8 +67,9 @@ class BlockSource(Protocol):
 
 
 class TopUps:
-    """The fan-out's side of the top-ups: what each worker has and has released, the block
-    ready ahead, and when to send it."""
+    """The fan-out's side of the top-ups: what each worker has and has released, the blocks
+    prepared ahead (at most ``ahead``, drawn one after another by a task of their own), and
+    when to send the next."""
 
     def __init__(
         self,
@@ -74,6 +79,7 @@ class TopUps:
         margin: int,
         lead_s: float | None,
         deadline_ns: int,
+        ahead: int = AHEAD,
     ) -> None:
         self.source = source
         self.given = list(given)  # requests sent to each worker
@@ -82,21 +88,42 @@ class TopUps:
         self.margin = margin
         self.lead_ns = None if lead_s is None else round(lead_s * 1e9)  # None: rate inf
         self.deadline_ns = deadline_ns  # from t0; 0: none
-        self.next_base = sum(given)
-        self.finished = False  # the last block has gone (or none is left)
-        self.ready: asyncio.Task[Block | None] | None = None
+        self.ahead = ahead
+        self.next_base = sum(given)  # the first request of the next block sent
+        self.queue: deque[Block] = deque()  # prepared, in order, not yet sent
+        self.exhausted = False  # the source has no more (or could not prepare the next)
+        self.finished = False  # the last block has gone
+        self.producer: asyncio.Task[None] | None = None
+        self.space = asyncio.Event()  # a block was taken: the producer may draw another
         self.t0_ns = 0
         self.waits = 0  # blocks that were not ready when they were due (sent when ready)
         self.late = False  # the block now due was not ready
 
     def start(self, t0_ns: int) -> None:
-        """The run starts: the next block is prepared at once."""
+        """The run starts: blocks are prepared from now on."""
         self.t0_ns = t0_ns
-        self._prepare()
+        self.producer = asyncio.ensure_future(self._produce())
 
-    def _prepare(self) -> None:
-        if not self.finished and self.ready is None:
-            self.ready = asyncio.ensure_future(self.source.next_block(self.next_base))
+    async def _produce(self) -> None:
+        base = self.next_base
+        try:
+            while True:
+                while len(self.queue) >= self.ahead:
+                    self.space.clear()
+                    await self.space.wait()
+                block = await self.source.next_block(base)
+                if block is None:
+                    break
+                base += block.size
+                self.queue.append(block)
+                if block.last:
+                    break
+        except Exception as exc:  # the run goes on with what the workers have
+            log.warning(
+                f"warning: --duration: the next block of requests could not be prepared "
+                f"({type(exc).__name__}: {exc}); the run goes on with the requests sent"
+            )
+        self.exhausted = True
 
     def on_progress(self, worker: int, released: int) -> None:
         """``worker`` has released ``released`` requests of its shard."""
@@ -117,32 +144,24 @@ class TopUps:
         return False
 
     def poll(self, workers: set[int]) -> Block | None:
-        """The block to send now: the ready one when a worker is about to run out (an empty
-        last one when the source has no more), else None. A block due before it is ready is
-        counted in ``waits``; it goes when it is ready."""
+        """The block to send now: the first prepared when a worker is about to run out (an
+        empty last one when the source has no more), else None. A block due before it is
+        ready is counted in ``waits``; it goes when it is ready."""
         if not self.due(workers):
             self.late = False
             return None
-        assert self.ready is not None
-        if not self.ready.done():
+        if not self.queue:
+            if self.exhausted:
+                self.finished = True
+                empty = np.zeros(0, dtype=np.int64)
+                parts = [BlockPart([], empty, empty, empty) for _ in self.given]
+                return Block(self.next_base, np.zeros(0, dtype=np.int16), parts, True)
             self.waits += not self.late
             self.late = True
             return None
         self.late = False
-        try:
-            block = self.ready.result()
-        except Exception as exc:  # the run goes on with what the workers have
-            log.warning(
-                f"warning: --duration: the next block of requests could not be prepared "
-                f"({type(exc).__name__}: {exc}); the run goes on with the requests sent"
-            )
-            block = None
-        self.ready = None
-        if block is None:
-            self.finished = True
-            empty = np.zeros(0, dtype=np.int64)
-            parts = [BlockPart([], empty, empty, empty) for _ in self.given]
-            return Block(self.next_base, np.zeros(0, dtype=np.int16), parts, True)
+        block = self.queue.popleft()
+        self.space.set()
         self.next_base += block.size
         for w, part in enumerate(block.parts):
             self.given[w] += len(part.indices)
@@ -150,16 +169,16 @@ class TopUps:
                 self.last_due_ns[w] = int(part.scheduled_ns[-1])
         self.finished = block.last
         self.source.sent(block)
-        self._prepare()
         return block
 
     async def close(self) -> None:
-        """The run is over: a block being prepared is dropped."""
-        if self.ready is not None:
-            self.ready.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.ready
-            self.ready = None
+        """The run is over: blocks being prepared, or prepared and not sent, are dropped."""
+        if self.producer is not None:
+            self.producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.producer
+            self.producer = None
+        self.queue.clear()
 
 
 def wait_line(waits: int, wait_ns: int, workers: int) -> str:

@@ -315,7 +315,8 @@ async def _campaign_run(
             writer.close()
         raise
     if blocks is not None:  # every block's requests, as the report reads them
-        config, prepared, start = blocks.ended(config, prepared, start)
+        interrupted = timed.collected.interrupted
+        config, prepared, start = blocks.ended(config, prepared, start, interrupted)
     counters_after = None if pool.stop_requested else await metrics_page(client)
     report, records, _ = await finish(config, prepared, start, timed, writer, counters_after)
     assert report.result is not None  # a campaign's runs always write their result

@@ -91,6 +91,7 @@ class Prepared:
     source: PromptSource | None = None  # what it was drawn with (``redraw`` draws again)
     # --duration's blocks: each request's input sequences, as the prompts are not kept
     input_sequences: np.ndarray | None = None
+    realigned: bool = False  # ``align`` changed prompts: the server's tokenizer is another
 
     @property
     def first_body(self) -> bytes:
@@ -436,7 +437,7 @@ async def align(
         return prepared
     dataset = dataclasses.replace(prepared.dataset, prompts=aligned)
     bodies = serialize(config, dataset, prepared.models)
-    return dataclasses.replace(prepared, dataset=dataset, bodies=bodies)
+    return dataclasses.replace(prepared, dataset=dataset, bodies=bodies, realigned=True)
 
 
 async def _all_or_cancel(*awaitables: Awaitable[Any]) -> list[Any]:

@@ -145,7 +145,8 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         answered = counters_before is not None
         timed = await timed_run(config, client, pool, prepared, writer, answered, blocks=blocks)
         if blocks is not None:  # every block's requests, as the report reads them
-            config, prepared, start = blocks.ended(config, prepared, start)
+            interrupted = timed.collected.interrupted
+            config, prepared, start = blocks.ended(config, prepared, start, interrupted)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)

@@ -110,8 +110,16 @@ class PromptBlocks:
         self.ledger, self.writer = ledger, writer
         self.block = 0  # the last block drawn
         self.cycles_noted = False
-        self.aligns = True  # blocks are aligned to the server's tokenizer (as block 0 was)
-        self.drawn: tuple[np.ndarray, ...] = ()  # the block drawn last: its run arrays
+        # Block 0's alignment changed prompts: the server's tokenizer differs from the local
+        # one, and each block is aligned as block 0 was (its /tokenize, during the run).
+        self.aligns = prepared.realigned
+        if self.aligns:
+            log.warning(
+                "warning: --duration: the server's tokenizer differs from the local one, so "
+                "each block's prompts are aligned with the server's /tokenize while the run "
+                "goes (requests beside the benchmark's); give --tokenizer the server's to "
+                "avoid them"
+            )
 
     def left(self) -> int | None:
         """Requests the run may still prepare (None: no bound but the deadline)."""
@@ -140,12 +148,8 @@ class PromptBlocks:
         scheduled = self.schedule.take(n)
         if self.cap_left is not None:
             self.cap_left -= n
-        self.drawn = (
-            scheduled,
-            drawn.dataset.prompt_lens,
-            drawn.dataset.output_lens,
-            _sequences(self.config, drawn),
-        )
+        sequences = _sequences(self.config, drawn)
+        kept = (scheduled, drawn.dataset.prompt_lens, drawn.dataset.output_lens, sequences)
         cap = self.config.concurrency
         owner = assign_workers(n, self.num_workers, cap).astype(np.int16)
         guards = output_guard(self.config, drawn.dataset.output_lens)
@@ -161,7 +165,7 @@ class PromptBlocks:
                 )
             )
         left = self.left()
-        return Block(base, owner, parts, last=left is not None and left <= 0)
+        return Block(base, owner, parts, last=left is not None and left <= 0, kept=kept)
 
     async def _draw(self, config: RunConfig) -> Prepared:
         """A block's requests, drawn and serialized in a thread, aligned as block 0 was."""
@@ -180,16 +184,11 @@ class PromptBlocks:
         )
         if not self.aligns:
             return drawn
-        aligned = await align(config, self.client, drawn, quiet=True)
-        # Prompts the server's tokenizer left as they were: its /tokenize agrees with the local
-        # tokenizer, and later blocks ask it nothing more during the run.
-        self.aligns = aligned is not drawn
-        return aligned
+        return await align(config, self.client, drawn, quiet=True)
 
     def sent(self, block: Block) -> None:
         """The block went out: its requests join the run's arrays (and the records file's)."""
-        assert len(self.drawn[0]) == block.size  # the block drawn last is the one sent
-        self.ledger.add(*self.drawn)
+        self.ledger.add(*block.kept)
         if self.writer is not None:
             grow_writer(self.writer, self.ledger)
 
@@ -260,11 +259,21 @@ class DurationBlocks:
         )
 
     def ended(
-        self, config: RunConfig, prepared: Prepared, start: RunStart
+        self, config: RunConfig, prepared: Prepared, start: RunStart, interrupted: bool
     ) -> tuple[RunConfig, Prepared, RunStart]:
         """The run's flags, requests and start as its report reads them, once it has ended:
-        every block's requests (``num_prompts`` their count) and the schedule's hash."""
+        every block's requests (``num_prompts`` their count) and the schedule's hash. A paced
+        run that ended with scheduled requests never sent to a worker (not ``interrupted``:
+        the coordinator prepared them slower than they fell due) says so."""
         prepared = self.run_prepared(prepared)
+        scheduled = self.schedule.num_requests
+        missed = (scheduled or 0) - prepared.num_requests
+        if scheduled is not None and not self.schedule.unpaced and not interrupted and missed:
+            log.warning(
+                f"warning: --duration: {missed} of the {scheduled} scheduled requests were "
+                "never prepared in time (the coordinator drew prompts slower than the schedule "
+                "sent them): the run's rate is below the one asked"
+            )
         start = dataclasses.replace(
             start, num_requests=prepared.num_requests, schedule_sha256=self.schedule.hash()
         )

@@ -7,7 +7,9 @@ length, and does a closed loop keep sending across block boundaries?
    workers' nor the mock's), for this tree and, in the same step, for the peer tree given with
    ``--peer`` (by default /work/main, which prepares every request of the run before t0).
    The per-request records the coordinator also keeps grow with the run in both (issue 31's
-   part); the prompts' bodies are what blocks keep flat.
+   part); the prompts' bodies are what blocks keep flat. Each run's requests (rate x seconds
+   when every one was prepared in time), p99 TTFT and ``warning: --duration`` lines (workers
+   that ran dry, requests never prepared in time) are printed beside its peak.
 2. Sending across blocks. A closed loop (rate inf, ``--max-concurrency``) for a few seconds in
    small blocks, and the same run in one block (the floor: nothing to top up), against the
    embedded mock. From each records file: requests per second over the run and in the 0.2 s
@@ -24,6 +26,7 @@ Run it under the shared lock:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -134,9 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", type=Path, default=Path("/work/main"), help="the peer tree")
     parser.add_argument("--duration", type=float, default=8.0, help="D, the short paced run (s)")
-    parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--input-len", type=int, default=2000, help="long prompts: big bodies")
-    parser.add_argument("--block", type=int, default=400, help="the paced runs' --duration-block")
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--input-len", type=int, default=1000, help="long prompts: big bodies")
+    parser.add_argument("--block", type=int, default=200, help="the paced runs' --duration-block")
     parser.add_argument("--loop-s", type=float, default=8.0, help="the closed loop's --duration")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--loop-block", type=int, default=256)
@@ -148,7 +151,10 @@ def main() -> None:
             f"1. paced at {args.rate:g} req/s, {args.input_len}-token prompts, "
             f"--duration-block {args.block}: coordinator peak RSS (MB)"
         )
-        print(f"{'tree':<28} {'D':>3} {'seconds':>8} {'requests':>9} {'peak MB':>8} {'wall s':>7}")
+        print(
+            f"{'tree':<28} {'D':>3} {'seconds':>8} {'requests':>9} {'peak MB':>8} {'wall s':>7} "
+            f"{'p99 TTFT ms':>12} {'warnings':>9}"
+        )
         peaks: dict[str, list[int]] = {}
         for name, tree in (("this tree (blocks)", HERE), (f"peer {args.peer}", args.peer)):
             for factor in (1, 4):
@@ -163,9 +169,12 @@ def main() -> None:
                 ran = run(tree, flags, Path(tmp) / f"{name[:4]}-{factor}")
                 requests = len(columns(ran.records)["index"])
                 peaks.setdefault(name, []).append(ran.peak_rss)
+                (result,) = ran.records.parent.glob("*.json")
+                p99 = json.loads(result.read_text())["p99_ttft_ms"]
+                warned = ran.stderr.count("warning: --duration")
                 print(
                     f"{name:<28} {factor:>2}D {seconds:8.0f} {requests:>9} "
-                    f"{ran.peak_rss / 1e6:8.1f} {ran.wall_s:7.1f}"
+                    f"{ran.peak_rss / 1e6:8.1f} {ran.wall_s:7.1f} {p99:12.1f} {warned:>9}"
                 )
         for name, (short, long) in peaks.items():
             print(f"  {name}: peak 4D/D = {long / short:.2f} (+{(long - short) / 1e6:.1f} MB)")

@@ -42,18 +42,21 @@ def test_a_block_goes_when_a_worker_is_about_to_run_out() -> None:
         source = Source(8, None)
         topups = TopUps(source, [4, 4], [0, 0], margin=2, lead_s=None, deadline_ns=0)
         topups.start(perf_counter_ns())
-        await asyncio.sleep(0)  # block 1 is prepared at t0
-        assert source.drawn == [8] and topups.poll({0, 1}) is None  # 4 left each: not yet
+        await asyncio.sleep(0)  # blocks 1 and 2 are prepared from t0: two ahead
+        assert source.drawn == [8, 16] and topups.poll({0, 1}) is None  # 4 left: not yet
         topups.on_progress(1, 2)  # worker 1 has 2 left
         block = topups.poll({0, 1})
         assert block is not None and block.base == 8 and source.sent_blocks == [8]
         assert topups.given == [8, 8] and topups.next_base == 16
-        assert topups.poll({0, 1}) is None  # the next is being prepared: none ready yet
+        assert topups.poll({0, 1}) is None  # 6 left each now: not yet
         await asyncio.sleep(0)
-        assert source.drawn == [8, 16]
+        assert source.drawn == [8, 16, 24]  # a block went: another is drawn
         topups.on_progress(1, 1)  # an older PROGRESS: released never goes back
         assert topups.released == [0, 2] and topups.poll({0, 1}) is None
+        topups.on_progress(0, 7)
+        assert topups.poll({0, 1}).base == 16  # the blocks go in order
         await topups.close()
+        assert not topups.queue
 
     asyncio.run(scenario())
 
