@@ -34,12 +34,15 @@ from loadgen.schedule_blocks import ScheduleBlocks, block_seed
 from loadgen.server.client import ServerClient
 from loadgen.session.prepare import Prepared, align, build_dataset, requests_of
 from loadgen.session.shards import output_guard
-from loadgen.session.threads import in_daemon_thread
+from loadgen.session.threads import in_daemon_thread, niced
 from loadgen.session.time_bound import block_size, paced, request_cap
 
 log = logging.getLogger(__name__)
 
 LEAD_S = 2.0  # at a paced rate, a worker's next block goes this long before its last is due
+# A block is drawn while the run goes, on the machine the workers share: its thread yields the
+# CPU to them (and to a server on the same machine) as a niced process would.
+DRAW_NICE = 10
 
 
 class Ledger:
@@ -171,7 +174,7 @@ class PromptBlocks:
         """A block's requests, drawn and serialized in a thread, aligned as block 0 was."""
         source = self.prepared.source
         assert source is not None  # made by prepare()
-        dataset, _ = await build_dataset(config, source, quiet=True)
+        dataset, _ = await build_dataset(config, source, quiet=True, nice=DRAW_NICE)
         if self.config.no_oversample and not self.cycles_noted:
             self.cycles_noted = True
             log.info(
@@ -180,7 +183,7 @@ class PromptBlocks:
             )
         names = (self.prepared.model_name, self.prepared.model_id, self.prepared.tokenizer_id)
         drawn = await in_daemon_thread(
-            lambda: requests_of(config, names, source, dataset, None, quiet=True)
+            niced(lambda: requests_of(config, names, source, dataset, None, quiet=True), DRAW_NICE)
         )
         if not self.aligns:
             return drawn

@@ -7,7 +7,8 @@ length, and does a closed loop keep sending across block boundaries?
    workers' nor the mock's), for this tree and, in the same step, for the peer tree given with
    ``--peer`` (by default /work/main, which prepares every request of the run before t0).
    The per-request records the coordinator also keeps grow with the run in both (issue 31's
-   part); the prompts' bodies are what blocks keep flat. Each run's requests (rate x seconds
+   part); the prompts' bodies are what blocks keep flat. Both trees draw their prompts afresh
+   (``--no-dataset-cache``: a cached dataset would spare one tree's preparation). Each run's requests (rate x seconds
    when every one was prepared in time), p99 TTFT and ``warning: --duration`` lines (workers
    that ran dry, requests never prepared in time) are printed beside its peak.
 2. Sending across blocks. A closed loop (rate inf, ``--max-concurrency``) for a few seconds in
@@ -162,7 +163,7 @@ def main() -> None:
                 flags = [
                     *MOCK, "--request-rate", str(args.rate), "--duration", str(seconds),
                     "--random-input-len", str(args.input_len), "--random-output-len", "4",
-                    "--workers", "2",
+                    "--workers", "2", "--no-dataset-cache",
                 ]  # fmt: skip
                 if tree == HERE:
                     flags += ["--duration-block", str(args.block)]
