@@ -8,9 +8,10 @@ length, and does a closed loop keep sending across block boundaries?
    ``--peer`` (by default /work/main, which prepares every request of the run before t0).
    The per-request records the coordinator also keeps grow with the run in both (issue 31's
    part); the prompts' bodies are what blocks keep flat. Both trees draw their prompts afresh
-   (``--no-dataset-cache``: a cached dataset would spare one tree's preparation). Each run's requests (rate x seconds
-   when every one was prepared in time), p99 TTFT and ``warning: --duration`` lines (workers
-   that ran dry, requests never prepared in time) are printed beside its peak.
+   (``--no-dataset-cache``: a cached dataset would spare one tree's preparation). Each run's
+   requests (rate x seconds when every one was prepared in time), p99 TTFT and ``warning:
+   --duration`` lines (workers that ran dry, requests never prepared in time) are printed
+   beside its peak.
 2. Sending across blocks. A closed loop (rate inf, ``--max-concurrency``) for a few seconds in
    small blocks, and the same run in one block (the floor: nothing to top up), against the
    embedded mock. From each records file: requests per second over the run and in the 0.2 s
