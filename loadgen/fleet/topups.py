@@ -25,6 +25,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 AHEAD = 2  # blocks prepared ahead of the one the workers will need next
+LAST_TOPUP_NS = 200_000_000  # no block goes this close to the deadline
 
 
 @dataclass
@@ -134,8 +135,10 @@ class TopUps:
         if self.finished:
             return False
         now = perf_counter_ns() - self.t0_ns
-        if self.deadline_ns and now >= self.deadline_ns:
-            return False  # nothing more is sent: the run is ending
+        if self.deadline_ns and now >= self.deadline_ns - LAST_TOPUP_NS:
+            # The run is ending; a block that reached a worker after its deadline (and after
+            # its last request ended) would find no one to account for its requests.
+            return False
         for w in workers:
             if self.given[w] - self.released[w] <= self.margin:
                 return True

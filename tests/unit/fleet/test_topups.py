@@ -115,6 +115,12 @@ def test_the_source_running_out_sends_an_empty_last_block_and_the_deadline_stops
         await asyncio.sleep(0)
         assert ended.poll({0, 1}) is None
         await ended.close()
+        # nor in the last 0.2 s before it: the block could reach a worker after its deadline
+        closing = TopUps(Source(4, None), [2, 2], [0, 0], 2, None, deadline_ns=10**9)
+        closing.start(perf_counter_ns() - 900_000_000)
+        await asyncio.sleep(0)
+        assert closing.queue and closing.poll({0, 1}) is None
+        await closing.close()
 
     asyncio.run(scenario())
 
