@@ -19,7 +19,7 @@ import signal
 from dataclasses import dataclass
 from datetime import datetime
 
-from loadgen.config import ConfigError, RunConfig
+from loadgen.config import ConfigError, InputError, RunConfig
 from loadgen.fleet.fanout import WorkerPool
 from loadgen.fleet.placement import worker_pool
 from loadgen.records.arrow_file import RecordsWriter
@@ -46,6 +46,7 @@ from loadgen.session.time_bound import (
     bounded_by_duration,
     first_block_config,
     tops_up,
+    trace_problem,
 )
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
 from loadgen.session.topup import DurationBlocks, first_block, with_schedule_hash
@@ -126,6 +127,8 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
         topping = tops_up(config) and config.duration_block is not None
         first = first_block_config(config, config.duration_block or 0) if topping else config
         prepared = await get_ready(first, client, pool)
+        if problem := trace_problem(config, prepared.scheduled_ns):
+            raise InputError(problem)
         schedule = None
         if topping:
             prepared, schedule = await first_block(config, prepared)

@@ -18,9 +18,9 @@ run's own seed), block k's with a seed derived from it and k (``block_seed``).
 
 Datasets that cannot be drawn again: a file read with ``--no-oversample`` cycles (each block
 sends its rows again, reshuffled; one line says so), as a soak over a fixed set of prompts
-expects; a self-timed trace keeps its own instants and is not topped up: it ends when the
-trace or the time does, whichever comes first (its requests are the trace's, and repeating a
-trace's timing would not be the traffic it recorded). A campaign's runs are topped up the same
+expects; a self-timed trace keeps its own instants and is not topped up: a --duration past its
+last request is refused before t0 in one line (``trace_problem``; repeating a trace's timing
+would not be the traffic it recorded). A campaign's runs are topped up the same
 way, with one block size for all its points (loadgen/session/campaign_run.py's
 ``campaign_block``).
 
@@ -158,4 +158,20 @@ def cut_to(prepared: Prepared, num_requests: int) -> Prepared:
         models=prepared.models[keep],
         bodies=prepared.bodies[keep],
         scheduled_ns=prepared.scheduled_ns[keep],
+    )
+
+
+def trace_problem(config: RunConfig, scheduled_ns: np.ndarray) -> str | None:
+    """Why a self-timed trace cannot fill --duration (its last request is due before the
+    deadline: the run would end early, or idle), in one line; None when it can."""
+    if config.duration is None or not config.self_timed_trace or not len(scheduled_ns):
+        return None
+    last_s = float(scheduled_ns.max()) / 1e9
+    if last_s >= config.duration:
+        return None
+    return (
+        f"--duration {config.duration:g} s is longer than the trace: its last request is due "
+        f"{last_s:.2f} s after t0. Give --duration {math.floor(last_s * 100) / 100:g} or less "
+        "(the trace is replayed as recorded, never repeated), or --no-self-timed to send its "
+        "requests at --request-rate"
     )

@@ -225,3 +225,25 @@ def test_each_point_of_a_closed_loop_campaign_is_topped_up_until_its_time_is_up(
         assert bound["block_size"] == 8 and len(bound["block_seeds"]) > 4
         seeds.update(bound["block_seeds"])
     assert len(seeds) > 10  # each point's blocks draw from seeds of their own
+
+
+def test_a_duration_past_a_self_timed_trace_is_refused_before_t0(tmp_path: Path) -> None:
+    rows = [{"ts_ms": t, "input_length": 24, "output_length": 3, "hash_ids": [7, t]}
+            for t in (0, 100, 300)]  # fmt: skip
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    trace = ["--mock", "--dataset-name", "timed_trace", "--dataset-path", str(path),
+             "--timed-trace-label-timestamp", "ts_ms", "--timed-trace-sec-multiplier", "0.001",
+             "--num-prompts", "3", "--disable-tqdm"]  # fmt: skip
+    proc = run_in_process(*trace, "--duration", "5s")
+    assert proc.returncode == 1
+    (line,) = [line for line in proc.stderr.splitlines() if "--duration" in line]
+    assert line.endswith(
+        "--duration 5 s is longer than the trace: its last request is due 0.30 s after t0. "
+        "Give --duration 0.3 or less (the trace is replayed as recorded, never repeated), or "
+        "--no-self-timed to send its requests at --request-rate"
+    )
+    assert "Serving Benchmark Result" not in proc.stdout  # refused before t0
+    within = run_in_process(*trace, "--duration", "0.3")
+    assert within.returncode == 0, within.stderr
+    assert "Successful requests:                     3" in within.stdout
