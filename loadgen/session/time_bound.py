@@ -4,8 +4,9 @@ blocks, and the prepared requests of a campaign's point cut to its own count.
 A run with --duration prepares its requests in blocks (``tops_up``; the blocks are
 loadgen/session/topup.py's, their sending loadgen/fleet/topups.py's): block 0 before t0, each
 next one while the run goes, sent to the workers before they run out (one message per worker
-and block, never one per request). The coordinator holds about two blocks of prepared requests
-whatever the run's length; ``--duration-block`` sets their size.
+and block, never one per request). The coordinator holds a few blocks of prepared requests
+(block 0, up to two drawn ahead, the one being drawn) whatever the run's length;
+``--duration-block`` sets their size.
 
 At a paced ``--request-rate`` the schedule is upstream's for N = floor(rate x duration)
 requests, whose last arrival is at N / rate, within the duration: one seeded schedule (drawn
