@@ -49,6 +49,9 @@ from loadgen.server.retry import READY_CHECK_HINT
 from loadgen.terminal import printable
 from workers.keys import new_keys
 from workers.protocol import (
+    NOT_SENT_PREFIX,
+    RECORD_DTYPE,
+    UNSENT_ROW,
     Codec,
     ConnectionStats,
     Kind,
@@ -475,6 +478,20 @@ class WorkerPool:
         for w, part in enumerate(block.parts):
             if w in run.pending and (len(part.indices) or block.last):
                 await self._send(w, _topup(self.codec, part, block.last))
+            elif len(part.indices):  # its worker is gone: never sent, not failed
+                self._not_sent(run, w, part.indices)
+
+    def _not_sent(self, run: _Collecting, worker: int, indices: np.ndarray) -> None:
+        """Requests of a block dealt to a worker that is gone: reported as never sent, as
+        its own batch would (to the collector and every observer)."""
+        rows = np.full(len(indices), np.array(UNSENT_ROW, dtype=RECORD_DTYPE))
+        rows["index"] = indices
+        why = f"{NOT_SENT_PREFIX} worker {worker} was gone when its block came"
+        batch = RecordBatch(
+            worker, rows, np.zeros(0, np.int64), dict.fromkeys(indices.tolist(), why), {}
+        )
+        for observer in run.observers:
+            observer.batch(batch)
 
     async def _on_demand(self, run: _Collecting, worker: int, fields: dict, _: list) -> None:
         """A worker wants credits, or returns some: the credit pool's answer."""

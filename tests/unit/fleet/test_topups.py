@@ -165,3 +165,38 @@ def test_a_block_that_cannot_be_prepared_ends_the_top_ups_not_the_run(caplog) ->
 
     asyncio.run(scenario())
     assert "could not be prepared (ValueError: the server's /tokenize went away)" in caplog.text
+
+
+def test_a_block_dealt_to_a_worker_that_is_gone_is_never_sent_not_failed(monkeypatch) -> None:
+    from loadgen.fleet.fanout import WorkerPool, _Collecting
+
+    pool = WorkerPool(0)
+    sent: list[tuple[int, list]] = []
+
+    async def send(worker: int, parts: list) -> bool:
+        sent.append((worker, parts))
+        return True
+
+    monkeypatch.setattr(pool, "_send", send)
+    try:
+
+        async def scenario() -> Collector:
+            owner = np.array([0, 1], dtype=np.int16)
+            collector = Collector([0, 1], owner)
+            run = _Collecting({0}, owner, collector, [collector], {})  # worker 1 is gone
+            run.topups = TopUps(Source(4, None), [1, 1], [0, 0], 2, None, deadline_ns=0)
+            run.topups.start(perf_counter_ns())
+            await asyncio.sleep(0)
+            await pool._top_up(run)
+            await run.topups.close()
+            return collector
+
+        collector = asyncio.run(scenario())
+    finally:
+        pool.close()
+    assert [w for w, _ in sent] == [0]  # one TOPUP, to the worker still running
+    collected = collector.collected(0, 0, interrupted=False)
+    assert len(collected.records) == 6
+    gone = "not sent: worker 1 was gone when its block came"
+    lost = "lost: no record arrived for this request"  # nothing came from worker 0 here
+    assert collected.errors == {0: lost, 1: lost, 2: lost, 3: gone, 4: lost, 5: gone}
