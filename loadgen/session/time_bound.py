@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from loadgen.backends import BACKENDS
-from loadgen.config import RunConfig
+from loadgen.config import ConfigError, RunConfig
 from loadgen.datasets.max_model_len import select_requests
 from loadgen.session.prepare import Prepared
 
@@ -83,6 +83,14 @@ def tops_up(config: RunConfig) -> bool:
     )
 
 
+def block_problem(config: RunConfig) -> str | None:
+    """Why --duration-block, given, cannot apply (a run that is not topped up), in one line."""
+    if "--duration-block" not in config.given or tops_up(config):
+        return None
+    what = "a self-timed trace's" if config.self_timed_trace else "audio uploads'"
+    return f"--duration-block has no effect: {what} requests are prepared up front"
+
+
 def request_cap(config: RunConfig) -> int | None:
     """The most requests a --duration run prepares: at a paced rate the schedule's count
     (capped by --num-prompts when given), at rate inf --num-prompts when given, else no cap."""
@@ -114,6 +122,8 @@ def bounded_by_duration(config: RunConfig, say: bool = True, blocks: bool = True
     itself), said in one line (``say``); unchanged without --duration."""
     if config.duration is None:
         return config
+    if problem := block_problem(config):
+        raise ConfigError(problem)
     bounded = dataclasses.replace(config, num_prompts=planned_requests(config))
     if blocks and tops_up(config):
         bounded = dataclasses.replace(bounded, duration_block=block_size(config))

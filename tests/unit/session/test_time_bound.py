@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 from helpers import config_given
 
+from loadgen.config import ConfigError
 from loadgen.schedule import arrival_offsets_s, to_ns
 from loadgen.session.time_bound import (
     bounded_by_duration,
     duration_line,
     duration_requests,
     planned_requests,
+    tops_up,
 )
 
 
@@ -79,3 +81,11 @@ def test_the_bounded_config_says_what_it_prepares() -> None:
     unbounded = config_given(num_prompts=5)
     assert bounded_by_duration(unbounded) is unbounded
     assert np.isfinite(bounded.duration or math.nan)
+
+
+def test_duration_block_is_refused_where_nothing_is_topped_up() -> None:
+    trace = config_given(duration=3.0, dataset_name="timed_trace", duration_block=8)
+    with pytest.raises(ConfigError, match="--duration-block has no effect: a self-timed trace"):
+        bounded_by_duration(trace, say=False)
+    assert tops_up(config_given(duration=3.0, max_concurrency=4))
+    assert not tops_up(trace) and not tops_up(config_given(num_prompts=5))
