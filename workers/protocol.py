@@ -32,10 +32,15 @@ and dropped by whoever received it, never acted on.
 | RECORDS | w -> c | errors {index: str}, texts {index: str} | records (RECORD_DTYPE),        |
 |         |        | (each text at most its cap)             |                                |
 |         |        |                                         | event_ns (int64)               |
+| TOPUP   | c -> w | last (no block follows)                 | bodies, body_offsets, indices, |
+|         |        |                                         | scheduled_ns, max_events, b""  |
 | PROGRESS| w -> c | events (token events its requests in    | -                              |
-|         |        | flight have received so far)            |                                |
+|         |        | flight have received so far), released  |                                |
+|         |        | (requests of its shard released so far) |                                |
 | DONE    | w -> c | cpu_ns, wall_ns (of the run),           | loop_lag_ns (int64)            |
-|         |        | connections (``ConnectionStats``)       |                                |
+|         |        | connections (``ConnectionStats``),      |                                |
+|         |        | block_waits, block_wait_ns (--duration: |                                |
+|         |        | its dispatcher waited for a TOPUP)      |                                |
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
 
@@ -48,6 +53,10 @@ sends ALIVE, so that silence means it is lost.
 PROGRESS goes with a worker's periodic flush when the count changed: the live view counts the
 tokens of answers still streaming, so a run of long answers shows its output rate before the
 first one ends. It is one sum over the requests in flight per flush, nothing per read.
+
+TOPUP exists only with ``--duration`` (``WorkerConfig.topup``): the coordinator prepares the
+run's requests in blocks and sends each worker its part of the next block before it runs out
+(from PROGRESS's ``released``), one message per block; the worker appends it to its shard.
 
 CREDITS and DEMAND exist only with ``--max-concurrency``: the cap is C credits that the
 coordinator lends out and moves between workers (workers/credits.py), in batches, never one
@@ -82,7 +91,8 @@ from typing import Annotated, Any, get_type_hints
 import numpy as np
 import orjson
 
-PROTOCOL_VERSION = 14  # 12 PROGRESS, 13 --duration deadline fields or cached_tokens, 14 both
+# 12 PROGRESS, 13 --duration deadline fields or cached_tokens, 14 both, 15 TOPUP and released
+PROTOCOL_VERSION = 15
 
 
 def _loadgen_version() -> str:
@@ -114,6 +124,7 @@ class Kind(str, Enum):
     DONE = "done"
     STOP = "stop"
     FATAL = "fatal"
+    TOPUP = "topup"
 
 
 # A request's row as a worker builds it (``record``), in RECORD_DTYPE's field order.
@@ -225,6 +236,8 @@ class WorkerConfig:
     # flight then have grace_ns to finish before they are cancelled.
     deadline_ns: int = 0
     grace_ns: int = 0
+    # --duration's top-ups: TOPUP blocks may follow the shard, until one says it is the last.
+    topup: bool = False
 
 
 PROBE_TOKEN_BYTES = 16
@@ -266,10 +279,20 @@ SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
     Kind.CREDITS: ({"grant": int, "lend": bool}, 0),
     Kind.DEMAND: ({"returned": int, "waiting": int}, 0),
     Kind.RECORDS: ({"errors": dict, "texts": dict}, 2),
-    Kind.PROGRESS: ({"events": int}, 0),
-    Kind.DONE: ({"cpu_ns": int, "wall_ns": int, "connections": dict}, 1),
+    Kind.PROGRESS: ({"events": int, "released": int}, 0),
+    Kind.DONE: (
+        {
+            "cpu_ns": int,
+            "wall_ns": int,
+            "connections": dict,
+            "block_waits": int,
+            "block_wait_ns": int,
+        },
+        1,
+    ),
     Kind.STOP: ({"reason": str}, 0),
     Kind.FATAL: ({"message": str}, 0),
+    Kind.TOPUP: ({"last": bool}, 6),
 }
 FROM_WORKER = frozenset(
     {
@@ -385,9 +408,33 @@ def shard_message(
     """Frames of a SHARD: request bodies ready to send, their indices, scheduled offsets,
     output guards (the most token events each may stream; 0: no guard) and, for conversations,
     each turn's (conversation, turn index, think time in ns) as an [N, 3] int64 array."""
+    frames = _request_frames(bodies, indices, scheduled_ns, max_events, turns)
+    return codec.encode(Kind.SHARD, frames, config=asdict(config))
+
+
+def topup_message(
+    codec: Codec,
+    bodies: list[bytes],
+    indices: np.ndarray,
+    scheduled_ns: np.ndarray,
+    max_events: np.ndarray,
+    last: bool,
+) -> list[bytes | memoryview]:
+    """Frames of a TOPUP: a worker's part of the next block, as a SHARD's requests."""
+    frames = _request_frames(bodies, indices, scheduled_ns, max_events, None)
+    return codec.encode(Kind.TOPUP, frames, last=last)
+
+
+def _request_frames(
+    bodies: list[bytes],
+    indices: np.ndarray,
+    scheduled_ns: np.ndarray,
+    max_events: np.ndarray | None,
+    turns: np.ndarray | None,
+) -> list[bytes]:
     lengths = np.fromiter((len(b) for b in bodies), dtype=np.int64, count=len(bodies))
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype("<i8")
-    frames = [
+    return [
         b"".join(bodies),
         offsets.tobytes(),
         np.ascontiguousarray(indices, dtype="<i8").tobytes(),
@@ -397,7 +444,6 @@ def shard_message(
         ).tobytes(),
         b"" if turns is None else np.ascontiguousarray(turns, dtype="<i8").tobytes(),
     ]
-    return codec.encode(Kind.SHARD, frames, config=asdict(config))
 
 
 @dataclass
@@ -420,10 +466,20 @@ class Shard:
 def decode_shard(fields: dict[str, Any], frames: list[bytes]) -> Shard:
     """Rebuild a Shard from a SHARD message's header fields and frames (ProtocolError when its
     config is not a WorkerConfig or its frames do not add up)."""
+    try:
+        config = WorkerConfig(**fields["config"])
+    except TypeError as exc:
+        raise ProtocolError(f"SHARD of another layout: {exc}") from None
+    return decode_requests(config, frames)
+
+
+def decode_requests(config: WorkerConfig, frames: list[bytes]) -> Shard:
+    """A SHARD's or TOPUP's requests as a Shard of ``config`` (ProtocolError when its frames do
+    not add up)."""
     bodies, offsets, indices, scheduled, max_events, turns = frames
     try:
         shard = Shard(
-            config=WorkerConfig(**fields["config"]),
+            config=config,
             bodies=bytes(bodies),
             offsets=np.frombuffer(offsets, dtype="<i8"),
             indices=np.frombuffer(indices, dtype="<i8"),

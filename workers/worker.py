@@ -43,6 +43,7 @@ import zmq.asyncio
 from yarl import URL
 
 from workers import eager_send
+from workers.blocks import ShardBlocks
 from workers.busy_hook import start_spinning
 from workers.conversations import SESSION_HEADER, Conversations
 from workers.credits import CreditGate
@@ -76,6 +77,7 @@ from workers.protocol import (
     Record,
     Shard,
     decode_probe,
+    decode_requests,
     decode_shard,
     peek,
     record,
@@ -159,6 +161,11 @@ class Worker:
         self.demand_pending = False
         self.released = 0  # requests of the shard released so far, in order
         self.shard: Shard | None = None
+        self.blocks: ShardBlocks | None = None  # the shard and --duration's TOPUP blocks
+        self.more = asyncio.Event()  # a TOPUP came, or a stop or the deadline: look again
+        self.progress_released = 0  # the releases PROGRESS last said
+        self.block_waits = 0  # times the dispatcher had nothing to release but a block to come
+        self.block_wait_ns = 0  # and how long it waited for them
         self.t0_ns = 0
         self.connections = ConnectionStats()
         self.connector: PoolConnector | None = None
@@ -317,6 +324,8 @@ class Worker:
                         cpu_ns=0,
                         wall_ns=0,
                         connections=asdict(self.connections),
+                        block_waits=0,
+                        block_wait_ns=0,
                     )
                 )
                 return
@@ -334,6 +343,8 @@ class Worker:
                     cpu_ns=self.cpu_ns,
                     wall_ns=self.wall_ns,
                     connections=asdict(self.connections),
+                    block_waits=self.block_waits,
+                    block_wait_ns=self.block_wait_ns,
                 )
             )
         finally:
@@ -378,8 +389,20 @@ class Worker:
         try:
             if self.conversations is not None:
                 await self._dispatch_turns(session, url, shard, headers, slots, tasks)
-            for k in range(len(shard.indices) if self.conversations is None else 0):
-                due_ns = t0_ns + int(shard.scheduled_ns[k])
+            blocks = self.blocks = ShardBlocks(shard)
+            k = 0
+            while self.conversations is None:
+                if k >= blocks.size:
+                    if blocks.final or self.stopping or self.past_deadline:
+                        break
+                    # --duration: the next block is on its way (it should be here already)
+                    self.more.clear()
+                    waited_from = perf_counter_ns()
+                    await self.more.wait()
+                    self.block_waits += 1
+                    self.block_wait_ns += perf_counter_ns() - waited_from
+                    continue
+                due_ns = t0_ns + blocks.due_ns(k)
                 if deadline_ns and due_ns > deadline_ns:
                     self.past_deadline = True  # scheduled after the deadline: never sent
                     break
@@ -409,12 +432,26 @@ class Worker:
                             slots.release()
                         break
                 task = asyncio.create_task(
-                    self._request(session, url, shard, k, headers, slots, t0_ns, released_ns)
+                    self._request(
+                        session,
+                        url,
+                        shard,
+                        k,
+                        headers,
+                        slots,
+                        t0_ns,
+                        released_ns,
+                        blocks.body(k),
+                        (blocks.index(k), blocks.guard(k)),
+                    )
                 )
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 released += 1
+                k += 1
                 self.released = released
+                if k == blocks.blocks[0][0] + len(blocks.blocks[0][1].indices):
+                    blocks.let_go(k)
             while tasks:
                 await asyncio.wait(set(tasks))
         finally:
@@ -439,7 +476,7 @@ class Worker:
             self._account_unsent(shard, self.conversations.never_released(), NOT_SENT)
         else:
             why = NOT_SENT_AT_DEADLINE if self.past_deadline and not self.stopping else NOT_SENT
-            self._account_unsent(shard, range(released, len(shard.indices)), why)
+            self._account_unsent_indices(self.blocks.indices_from(released), why)
 
     async def _close_at(self, deadline_ns: int, grace_ns: int, slots: CreditGate | None) -> None:
         """--duration: at ``deadline_ns`` nothing more is released (a dispatcher waiting for a
@@ -448,6 +485,7 @@ class Worker:
             return
         await asyncio.sleep(max(0, deadline_ns - perf_counter_ns()) / 1e9)
         self.past_deadline = True
+        self.more.set()
         if slots is not None:
             slots.wake_all()
         await asyncio.sleep(max(0, deadline_ns + grace_ns - perf_counter_ns()) / 1e9)
@@ -509,6 +547,9 @@ class Worker:
         """Requests of the shard not yet released (turns: nor ended with their conversation)."""
         if self.conversations is not None:
             return self.conversations.pending
+        if self.blocks is not None:
+            # a block on its way counts: the credits stay for it
+            return self.blocks.size - self.released or (0 if self.blocks.final else 1)
         return len(self.shard.indices) - self.released if self.shard is not None else 0
 
     async def _request(
@@ -522,13 +563,15 @@ class Worker:
         t0_ns: int,
         released_ns: int,
         body: bytes | None = None,
+        fields: tuple[int, int] | None = None,
     ) -> None:
         """Send request k (its slot, if any, already taken; ``body``: a turn's, with its
-        conversation's history) and record what came back."""
+        conversation's history, or a block's; ``fields``: its index and output guard, when
+        read from the blocks) and record what came back."""
         config = shard.config
         if body is None:
             body = shard.body(k)
-        index = int(shard.indices[k])
+        index, max_events = fields or (int(shard.indices[k]), int(shard.max_events[k]))
         if config.request_id_prefix is not None:
             headers = {**headers, "x-request-id": f"{config.request_id_prefix}{index}"}
         streamed = config.response_form == "sse"
@@ -545,7 +588,7 @@ class Worker:
         task = asyncio.current_task()
         assert task is not None
         # The output guard (0: none): more SSE messages than this and the stream is endless.
-        guard = int(shard.max_events[k]) or sys.maxsize
+        guard = max_events or sys.maxsize
         watched = self.open[task] = OpenRequest(sent_ns, stream, guard)
         try:
             try:
@@ -630,7 +673,7 @@ class Worker:
         text, text_capped = "", False
         keep = config.keep_text == "always" or stream.completion_tokens <= 0
         if isinstance(stream, SSEStream) and (keep or (success and self.conversations is not None)):
-            cap = text_cap(int(shard.max_events[k]))
+            cap = text_cap(max_events)
             text, text_capped = kept_text(stream.chunks, config.chat, stream.choice_events, cap)
             if keep:
                 self.texts[index] = text
@@ -718,6 +761,8 @@ class Worker:
         now = perf_counter_ns() - self.t0_ns
         if self.conversations is not None:
             return self.conversations.due_count(now)
+        if self.blocks is not None:
+            return self.blocks.due_count(now, self.released)
         return max(0, int(np.searchsorted(self.shard.scheduled_ns, now, "right")) - self.released)
 
     def _send_demand(self) -> None:
@@ -731,8 +776,10 @@ class Worker:
         self.sock.send_multipart(message, copy=False)  # queued at once; nothing to wait for
 
     def _account_unsent(self, shard: Shard, ks: Iterable[int], reason: str) -> None:
-        for k in ks:
-            index = int(shard.indices[k])
+        self._account_unsent_indices((int(shard.indices[k]) for k in ks), reason)
+
+    def _account_unsent_indices(self, indices: Iterable[int], reason: str) -> None:
+        for index in indices:
             self.errors[index] = reason
             self.rows.append(record(index=index))
 
@@ -759,9 +806,11 @@ class Worker:
         """PROGRESS: the token events the requests in flight have received, when it changed
         (one sum over them per flush; nothing per read)."""
         events = sum(len(r.stream.event_ns) for r in self.open.values())
-        if events != self.progress_sent:
-            self.progress_sent = events
-            await self._send(self.codec.encode(Kind.PROGRESS, events=events))
+        if events != self.progress_sent or self.released != self.progress_released:
+            self.progress_sent, self.progress_released = events, self.released
+            await self._send(
+                self.codec.encode(Kind.PROGRESS, events=events, released=self.released)
+            )
 
     async def _listen(self, tasks: set[asyncio.Task[None]]) -> None:
         """Handle the coordinator's messages during the run (STOP) and the loop-lag probes."""
@@ -793,12 +842,16 @@ class Worker:
 
     async def _listen_for_stop(self, tasks: set[asyncio.Task[None]]) -> None:
         while True:
-            kind, fields, _ = await self._receive(watch_parent=False)
+            kind, fields, frames = await self._receive(watch_parent=False)
             if kind is Kind.CREDITS and self.gate is not None:
                 self.gate.set_lend(fields["lend"])
                 self.gate.grant(fields["grant"])
+            elif kind is Kind.TOPUP and self.blocks is not None and self.shard is not None:
+                self.blocks.append(decode_requests(self.shard.config, frames), fields["last"])
+                self.more.set()
             elif kind is Kind.STOP:
                 self.stopping = True
+                self.more.set()  # a dispatcher waiting for a block sees the stop
                 if self.timer is not None:
                     self.timer.wake()
                 if self.gate is not None:

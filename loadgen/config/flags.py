@@ -132,6 +132,7 @@ HELP_ORDER = (
     "--steady-state",
     "--duration",
     "--duration-grace-s",
+    "--duration-block",
     "--warmup-s",
     "--cooldown-s",
     "--same-prompts",

@@ -144,6 +144,8 @@ class Validated(RunConfigBase):
         if self.duration is None:
             if "--duration-grace-s" in self.given:
                 raise ConfigError("--duration-grace-s is for a --duration run: give --duration")
+            if "--duration-block" in self.given:
+                raise ConfigError("--duration-block is for a --duration run: give --duration")
             return
         if self.ramp_up_strategy is not None:
             raise ConfigError(

@@ -50,6 +50,9 @@ class BatchObserver:
     def end(self) -> None:
         """The run's records are all in (or the run gave up on the rest)."""
 
+    def added(self, scheduled_ns: np.ndarray) -> None:
+        """A --duration top-up block's requests (their offsets) joined the run."""
+
 
 class Collector(BatchObserver):
     """One record per request of the run, and what its workers said besides.
@@ -60,8 +63,8 @@ class Collector(BatchObserver):
 
     def __init__(self, workers: Iterable[int], owner: np.ndarray) -> None:
         self.workers = sorted(workers)
-        self.owner = owner  # which worker sends each request
-        num_requests = len(owner)
+        self.owner = owner  # which worker sends each request (-1 past ``size``)
+        num_requests = self.size = len(owner)
         self.records = np.zeros(num_requests, dtype=RECORD_DTYPE)
         self.reported_by = np.full(num_requests, -1, dtype=np.int16)
         self.received = np.zeros(num_requests, dtype=bool)
@@ -74,6 +77,21 @@ class Collector(BatchObserver):
         self.cpu_ns = dict.fromkeys(self.workers, 0)
         self.wall_ns = dict.fromkeys(self.workers, 0)
         self.stats: list[ConnectionStats] = []
+        self.block_waits = 0  # --duration: times a worker waited for its next block
+        self.block_wait_ns = 0  # and how long, over all workers
+
+    def extend(self, owner: np.ndarray) -> None:
+        """A top-up block's requests join the run (``owner``: each one's worker); the arrays
+        grow by doubling, so a long run copies each row a few times, not once per block."""
+        size, need = self.size, self.size + len(owner)
+        if need > len(self.owner):
+            capacity = max(need, 2 * len(self.owner))
+            self.owner = _grown(self.owner, capacity, -1)
+            self.records = _grown(self.records, capacity, 0)
+            self.reported_by = _grown(self.reported_by, capacity, -1)
+            self.received = _grown(self.received, capacity, False)
+        self.owner[size:need] = owner
+        self.size = need
 
     def batch(self, batch: RecordBatch) -> bool:
         """Take a screened batch's rows, events, errors and texts."""
@@ -90,6 +108,8 @@ class Collector(BatchObserver):
         """``worker`` said DONE: its connections, loop lags and CPU time."""
         self.loop_lag.append(lags)
         self.cpu_ns[worker], self.wall_ns[worker] = fields["cpu_ns"], fields["wall_ns"]
+        self.block_waits += fields["block_waits"]
+        self.block_wait_ns += fields["block_wait_ns"]
         self.stats.append(stats)
 
     def problem(self, why: str) -> None:
@@ -104,6 +124,9 @@ class Collector(BatchObserver):
 
     def collected(self, t0_ns: int, connections: int, interrupted: bool) -> Collected:
         """The run's records, one per request, and what the workers said besides."""
+        size = self.size
+        self.owner, self.records = self.owner[:size], self.records[:size]
+        self.reported_by, self.received = self.reported_by[:size], self.received[:size]
         for w in self.workers:
             if not (self.owner == w).any():  # an empty shard: its start-up is no run's CPU
                 self.cpu_ns[w] = self.wall_ns[w] = 0
@@ -138,3 +161,12 @@ class Collector(BatchObserver):
                 reuse_stopped=any(s.reuse_stopped for s in stats),
             ),
         )
+
+
+def _grown(values: np.ndarray, capacity: int, fill: object) -> np.ndarray:
+    """``values`` in a longer array, the rest ``fill``."""
+    out = np.zeros(capacity, dtype=values.dtype)
+    out[: len(values)] = values
+    if fill:
+        out[len(values) :] = fill
+    return out

@@ -40,6 +40,7 @@ from loadgen.fleet.channel_dir import private_directory
 from loadgen.fleet.collector import BatchObserver, Collector, RecordBatch
 from loadgen.fleet.credit_pool import CreditMessage, CreditPool
 from loadgen.fleet.screen_records import screen_batch
+from loadgen.fleet.topups import BlockPart, TopUps, wait_line
 from loadgen.fleet.worker_channel import LOCAL, REMOTE, Listen, Member, WorkerChannel, join_hint
 from loadgen.fleet.worker_spawn import start_without_main
 from loadgen.records.collected import Collected
@@ -48,6 +49,9 @@ from loadgen.server.retry import READY_CHECK_HINT
 from loadgen.terminal import printable
 from workers.keys import new_keys
 from workers.protocol import (
+    NOT_SENT_PREFIX,
+    RECORD_DTYPE,
+    UNSENT_ROW,
     Codec,
     ConnectionStats,
     Kind,
@@ -56,6 +60,7 @@ from workers.protocol import (
     decode_records,
     encode_probe,
     shard_message,
+    topup_message,
     worker_identity,
 )
 from workers.worker import DISMISSED, run_worker
@@ -67,6 +72,7 @@ if TYPE_CHECKING:
 
 START_LEAD_NS = 50_000_000  # t0 is this far after START is sent, so every worker has it in time
 POLL_MS = 100
+TOPUP_POLL_MS = 20  # --duration: how often a block's turn is looked at while nothing comes
 PING_INTERVAL_NS = 10_000_000  # loop-lag probes: every 10 ms to every worker
 STOP_GRACE_S = 5.0  # after STOP, how long a worker may take to report before it is killed
 JOIN_TIMEOUT_S = 120.0  # how long local and Ray workers may take to say HELLO
@@ -96,6 +102,7 @@ class _Collecting:
     observers: list[BatchObserver]  # the collector first
     probe_ports: dict[int, int]
     credit_pool: CreditPool | None = None
+    topups: TopUps | None = None  # --duration: the blocks that follow the shards
     stop_deadline: float | None = None  # set when STOP goes out
     next_ping_ns: int = field(default_factory=perf_counter_ns)
 
@@ -282,8 +289,10 @@ class WorkerPool:
         num_requests: int,
         max_concurrency: int | None = None,
         observers: Sequence[BatchObserver] = (),
+        topups: TopUps | None = None,
     ) -> Collected:
-        """Send the shards, start all workers at one instant t0, and collect every record.
+        """Send the shards, start all workers at one instant t0, and collect every record;
+        with ``topups`` (--duration), the blocks that follow them (loadgen/fleet/topups.py).
 
         With ``max_concurrency`` the cap is lent out as credits (loadgen/fleet/credit_pool.py).
         Every batch of records goes to the collector and then to ``observers`` in order as it
@@ -334,9 +343,20 @@ class WorkerPool:
         collector = Collector(workers, owner)
         run = _Collecting(set(workers), owner, collector, [collector, *observers], probe_ports)
         run.credit_pool = credit_pool
+        run.topups = topups
         for observer in run.observers:
             observer.start(t0_ns, t0_wall.isoformat(), connections)
-        await self._collect(run)
+        if topups is not None:
+            topups.start(t0_ns)
+        try:
+            await self._collect(run)
+        finally:
+            if topups is not None:
+                await topups.close()
+        if topups is not None and (
+            line := wait_line(collector.block_waits, collector.block_wait_ns, len(plans))
+        ):
+            log.warning(line)
         collected = collector.collected(t0_ns, connections, interrupted=self.stop_requested)
         collected.t0_wall = t0_wall.isoformat()
         collected.hosts = self.hosts()
@@ -365,6 +385,9 @@ class WorkerPool:
                 break
             self._ping(run)
             wait_ms = max(1, (run.next_ping_ns - perf_counter_ns()) // 1_000_000)
+            if run.topups is not None and run.stop_deadline is None:
+                await self._top_up(run)
+                wait_ms = min(wait_ms, TOPUP_POLL_MS)
             got = await self._recv(wait_ms)
             if got is None:
                 await self._on_silence(run)
@@ -437,6 +460,38 @@ class WorkerPool:
         if worker in run.pending and fields["events"] >= 0:
             for observer in run.observers:
                 observer.progress(worker, fields["events"])
+        if run.topups is not None and worker in run.pending:
+            run.topups.on_progress(worker, fields["released"])
+
+    async def _top_up(self, run: _Collecting) -> None:
+        """--duration: the next block to every worker, when one is about to run out; its
+        requests join the run's."""
+        assert run.topups is not None
+        block = run.topups.poll(run.pending)
+        if block is None:
+            return
+        run.collector.extend(block.owner)
+        run.owner = run.collector.owner
+        scheduled = np.concatenate([part.scheduled_ns for part in block.parts])
+        for observer in run.observers[1:]:
+            observer.added(np.sort(scheduled))
+        for w, part in enumerate(block.parts):
+            if w in run.pending and (len(part.indices) or block.last):
+                await self._send(w, _topup(self.codec, part, block.last))
+            elif len(part.indices):  # its worker is gone: never sent, not failed
+                self._not_sent(run, w, part.indices)
+
+    def _not_sent(self, run: _Collecting, worker: int, indices: np.ndarray) -> None:
+        """Requests of a block dealt to a worker that is gone: reported as never sent, as
+        its own batch would (to the collector and every observer)."""
+        rows = np.full(len(indices), np.array(UNSENT_ROW, dtype=RECORD_DTYPE))
+        rows["index"] = indices
+        why = f"{NOT_SENT_PREFIX} worker {worker} was gone when its block came"
+        batch = RecordBatch(
+            worker, rows, np.zeros(0, np.int64), dict.fromkeys(indices.tolist(), why), {}
+        )
+        for observer in run.observers:
+            observer.batch(batch)
 
     async def _on_demand(self, run: _Collecting, worker: int, fields: dict, _: list) -> None:
         """A worker wants credits, or returns some: the credit pool's answer."""
@@ -532,6 +587,11 @@ def preopen_shortfall(plans: list[ShardPlan], ready: dict[int, dict]) -> str:
         f"{opened} of the {planned} connections planned were opened before t0{why}; requests "
         "beyond them may open theirs during the run, the handshake inside their TTFT"
     )
+
+
+def _topup(codec: Codec, part: BlockPart, last: bool) -> list:
+    """The TOPUP message of a worker's ``part`` of a block."""
+    return topup_message(codec, part.bodies, part.indices, part.scheduled_ns, part.max_events, last)
 
 
 def _shard(codec: Codec, plan: ShardPlan) -> list:

@@ -69,6 +69,8 @@ def checked_end(data: dict[str, Any], num_requests: int, path: str) -> RunEnd:
     values["connection_stats"] = ConnectionStats(**values["connection_stats"])
     if values.get("host") is not None:
         values["host"] = HostUsage(**values["host"])
+    if values.get("num_requests") is not None:  # --duration's blocks: counted at the end
+        num_requests = values["num_requests"]
     if len(values["output_lens"]) != num_requests:
         raise RecordsFileError(
             f"{path}: its end counts the output of {len(values['output_lens'])} requests, "

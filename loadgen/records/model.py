@@ -81,6 +81,10 @@ class RunEnd:
     # Each worker's placement, host and clock offset (loadgen/fleet/worker_channel.py's
     # Member.describe), in worker order; None in older records
     hosts: list[dict[str, Any]] | None = None
+    # --duration's blocks: the run's requests and its schedule's hash, known at its end (the
+    # start's are block 0's); None where the start's hold
+    num_requests: int | None = None
+    schedule_sha256: str | None = None
 
 
 @dataclass

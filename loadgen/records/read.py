@@ -8,6 +8,7 @@ one ``RecordsFileError``, and nothing is allocated from the file's own claims un
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -86,6 +87,12 @@ def _records_of(
     end = None
     if end_meta is not None:
         end = checked_end(parse_json(end_meta, "run's end", path), start.num_requests, path)
+        if end.num_requests is not None:  # --duration's blocks: the start knew block 0
+            start = dataclasses.replace(
+                start,
+                num_requests=end.num_requests,
+                schedule_sha256=end.schedule_sha256 or start.schedule_sha256,
+            )
     return _run_records(start, table, end, path)
 
 

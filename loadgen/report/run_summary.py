@@ -55,6 +55,7 @@ class Settings:
     warmup_s: float = 0.0  # --warmup-s: the steady window starts this long after t0
     cooldown_s: float = 0.0  # --cooldown-s: and ends this long before the run's end
     seed: int = 0  # the --seed its prompts and schedule were drawn with (a campaign's: per run)
+    duration_block: int | None = None  # --duration's requests per block; None: one draw
     search: str | None = None  # --search: rate or concurrency (a campaign's runs)
     slo: tuple[str, ...] = ()  # --slo's conditions (a campaign's)
 
@@ -207,6 +208,8 @@ class TimeBound:
     cancelled: int  # requests in flight when the grace ran out, cancelled
     # unpaced: every prepared request was sent, the last this many s after t0 (None otherwise)
     ran_out_s: float | None = None
+    block_size: int | None = None  # requests per block, prepared as the run went (None: one)
+    block_seeds: list[int] | None = None  # the seed each block drew its prompts with
 
 
 @dataclass(frozen=True)

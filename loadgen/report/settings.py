@@ -52,6 +52,7 @@ def settings_of(config: RunConfig) -> Settings:
         warmup_s=config.warmup_s,
         cooldown_s=config.cooldown_s,
         seed=config.seed,
+        duration_block=config.duration_block,
         search=config.search,
         slo=tuple(config.slo or ()),
     )

@@ -103,4 +103,7 @@ def time_bound_json(bound: TimeBound | None) -> dict[str, Any] | None:
         "not_sent_at_deadline": bound.not_sent,
         "cancelled_at_grace": bound.cancelled,
         "ran_out_s": bound.ran_out_s,  # every request prepared was sent by then (unpaced)
+        # prepared in blocks as the run went: their size and each one's prompt seed
+        "block_size": bound.block_size,
+        "block_seeds": bound.block_seeds,
     }

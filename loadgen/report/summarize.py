@@ -67,6 +67,7 @@ from loadgen.report.steady import sent_by_deadline, timed_window, window_metrics
 from loadgen.report.verdict import RunScale, not_judged, server_note, verdict
 from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
+from loadgen.schedule_blocks import block_seeds
 from workers.protocol import CANCELLED_AT_DEADLINE, ConnectionStats
 
 
@@ -201,6 +202,7 @@ def _time_bound(settings: Settings, prepared: int, run: RunRecords) -> TimeBound
     if settings.duration is None:
         return None
     cancelled = sum(error == CANCELLED_AT_DEADLINE for error in run.errors.values())
+    block = settings.duration_block
     not_sent = prepared - run.num_requests
     sent_s = run.records["sent_ns"] / 1e9
     unpaced = math.isinf(settings.request_rate) or settings.self_timed
@@ -212,6 +214,8 @@ def _time_bound(settings: Settings, prepared: int, run: RunRecords) -> TimeBound
         not_sent,
         cancelled,
         float(sent_s.max()) if ran_out else None,
+        block,
+        None if block is None else block_seeds(settings.seed, prepared, block),
     )
 
 

@@ -41,6 +41,7 @@ from loadgen.report.slo import (
     with_slo,
     write_campaign_json,
 )
+from loadgen.schedule_blocks import ScheduleBlocks
 from loadgen.server.client import ServerClient
 from loadgen.server.metrics import metrics_page
 from loadgen.server.prefix_cache import reset_prefix_cache
@@ -71,12 +72,17 @@ from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
 from loadgen.session.search_plan import SearchPlan
 from loadgen.session.time_bound import (
+    block_size,
     bounded_by_duration,
     cut_to,
     duration_line,
+    first_block_config,
     planned_requests,
+    request_cap,
+    tops_up,
 )
 from loadgen.session.timed_run import active_workers, open_live_endpoint, timed_run
+from loadgen.session.topup import DurationBlocks, first_block, with_schedule_hash
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +127,7 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
     try:
         endpoint = open_live_endpoint(config)
         first = campaign_preparation(config, points)
+        block = campaign_block(config, points)  # --duration's blocks: each run's first drawn
         prepared = await get_ready(first, client, session.pool)
         session.ready()
         folder = folder_name(config, prepared.model_id, now())
@@ -130,13 +137,21 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
             for run_number in run_numbers:
                 step += 1
                 one = seeded(run_config(config, point, folder, run_number), point, run_number)
-                one = bounded_by_duration(one, False)
+                one = bounded_by_duration(one, False, blocks=block is not None)
+                if block is not None:
+                    one = dataclasses.replace(one, duration_block=block)
+                    count = first_block_config(one, block).num_prompts
                 if one.seed == first.seed:  # the prompts drawn: the point's schedule only
                     drawn = with_schedule(
                         dataclasses.replace(config, seed=one.seed), cut_to(prepared, count), point
                     )
+                elif block is not None:
+                    drawn = await redraw(first_block_config(one, block), client, prepared)
                 else:
                     drawn = await redraw(one, client, prepared)
+                schedule = None
+                if block is not None:  # block 0 on the run's one schedule
+                    drawn, schedule = await first_block(one, drawn)
                 if config.reset_prefix_cache:
                     reset = await reset_prefix_cache(client, reset)
                 if session.pool in broken or not session.pool.alive():  # a new pool, next runs
@@ -147,7 +162,9 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
                 shared = shared_share(drawn.bodies, sent)
                 try:
                     label = f"{point.name} run={run_number}"
-                    report, _ = await _campaign_run(one, client, pool, drawn, endpoint, label)
+                    report, _ = await _campaign_run(
+                        one, client, pool, (drawn, schedule), endpoint, label
+                    )
                 except UnreachableServer:
                     raise  # no later run would reach it either
                 except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
@@ -212,9 +229,24 @@ def campaign_preparation(config: RunConfig, points: list[Point]) -> RunConfig:
     prepared = preparation_config(config, points)
     if config.duration is None:
         return prepared
-    log.info(duration_line(bounded_by_duration(point_config(config, points[0]), False)))
+    block = campaign_block(config, points)
+    first = bounded_by_duration(point_config(config, points[0]), False, block is not None)
+    if block is not None:
+        first = dataclasses.replace(first, duration_block=block)
+    log.info(duration_line(first))
     most = max(planned_requests(point_config(config, point)) for point in points)
+    if block is not None:  # each run's block 0, the first point's run 0 drawn here
+        caps = [request_cap(point_config(config, point)) for point in points]
+        most = block if None in caps else min(block, max(c for c in caps if c is not None))
     return dataclasses.replace(prepared, num_prompts=most)
+
+
+def campaign_block(config: RunConfig, points: list[Point]) -> int | None:
+    """The block size of every run of a --duration campaign (its points' largest), or None
+    where runs are not topped up (no --duration, a self-timed trace)."""
+    if not tops_up(config):
+        return None
+    return max(block_size(point_config(config, point)) for point in points)
 
 
 def _log_lines(lines: list[str], extra: Mapping[str, object] | None = None) -> None:
@@ -257,22 +289,34 @@ async def _campaign_run(
     config: RunConfig,
     client: ServerClient,
     pool: WorkerPool,
-    prepared: Prepared,
+    drawn: tuple[Prepared, ScheduleBlocks | None],
     endpoint: LiveEndpoint | None,
     point: str,
 ) -> tuple[Report, RunRecords]:
     """One run of a campaign: its timed run, its report, its result JSON and records file;
-    --prometheus-port's figures to the campaign's ``endpoint``, labelled with its ``point``."""
+    --prometheus-port's figures to the campaign's ``endpoint``, labelled with its ``point``.
+    ``drawn``: its requests, and with --duration's blocks the schedule they continue."""
+    prepared, schedule = drawn
     counters_before = await metrics_page(client)
     start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
+    start = with_schedule_hash(start, schedule)
     writer = records_writer(config, prepared, start, now())
+    blocks = None
+    if schedule is not None:
+        workers = active_workers(pool, prepared)
+        blocks = DurationBlocks(config, client, prepared, schedule, workers, writer)
     try:
         answered = counters_before is not None
-        timed = await timed_run(config, client, pool, prepared, writer, answered, endpoint, point)
+        timed = await timed_run(
+            config, client, pool, prepared, writer, answered, endpoint, point, blocks
+        )
     except BaseException:
         if writer is not None:
             writer.close()
         raise
+    if blocks is not None:  # every block's requests, as the report reads them
+        interrupted = timed.collected.interrupted
+        config, prepared, start = blocks.ended(config, prepared, start, interrupted)
     counters_after = None if pool.stop_requested else await metrics_page(client)
     report, records, _ = await finish(config, prepared, start, timed, writer, counters_after)
     assert report.result is not None  # a campaign's runs always write their result

@@ -20,10 +20,13 @@ from loadgen.config import RunConfig
 from loadgen.fleet.credit_pool import initial_credits
 from loadgen.fleet.placement import planned_workers
 from loadgen.schedule import schedule_hash
+from loadgen.schedule_blocks import ScheduleBlocks
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.lifecycle import RunSession
 from loadgen.session.prepare import Prepared, prepare
 from loadgen.session.shards import request_owners
+from loadgen.session.time_bound import first_block_config, request_cap, tops_up
+from loadgen.session.topup import first_block
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +34,38 @@ log = logging.getLogger(__name__)
 async def show_plan(session: RunSession) -> int:
     """Prepare the session's run and show its plan (the output channel); the exit code (0)."""
     config = session.config
-    prepared = await prepare(config, session.client)
+    block = config.duration_block if tops_up(config) else None  # --duration's blocks: the first
+    drawn = first_block_config(config, block) if block is not None else config
+    prepared = await prepare(drawn, session.client)
     if isinstance(prepared.tokenizer, ServerTokenizer):
         prepared.tokenizer.end_build()
+    schedule = None
+    if block is not None:
+        prepared, schedule = await first_block(config, prepared)
     workers = min(planned_workers(config) + config.remote_workers, prepared.num_requests)
-    for line in plan_lines(config, prepared, workers):
+    for line in plan_lines(config, prepared, workers, schedule):
         log.info(line)
     return 0
 
 
-def plan_lines(config: RunConfig, prepared: Prepared, num_workers: int) -> list[str]:
-    """The whole plan: the dataset, the schedule, the workers."""
+def plan_lines(
+    config: RunConfig,
+    prepared: Prepared,
+    num_workers: int,
+    blocks: ScheduleBlocks | None = None,
+) -> list[str]:
+    """The whole plan: the dataset, the schedule, the workers (with --duration's ``blocks``,
+    block 0's requests and the whole schedule's hash)."""
     dataset = prepared.dataset
     stats = dataset_lines(dataset.prompt_lens, dataset.output_lens, config.num_prompts)
+    if blocks is not None:
+        cap = request_cap(config)
+        most = "until the deadline" if cap is None else f"{cap} at most"
+        stats.insert(
+            1,
+            f"  --duration: requests in blocks of {config.duration_block} ({most}); block 0's "
+            "shown, each later one drawn while the run goes with a seed of its own",
+        )
     if prepared.turns is not None:  # as the Rust client's multi-turn dry run
         conversations = prepared.turns.num_conversations
         stats[1:2] = [
@@ -52,7 +74,7 @@ def plan_lines(config: RunConfig, prepared: Prepared, num_workers: int) -> list[
         ]
     return [
         *stats,
-        *schedule_lines(config, prepared.scheduled_ns, prepared.turns is not None),
+        *schedule_lines(config, prepared.scheduled_ns, prepared.turns is not None, blocks),
         *worker_lines(config, prepared, num_workers),
         "Dry run: no worker started, no request sent.",
     ]
@@ -85,9 +107,17 @@ def spread(values: np.ndarray) -> str:
     )
 
 
-def schedule_lines(config: RunConfig, scheduled_ns: np.ndarray, multi_turn: bool) -> list[str]:
-    """When requests are due: the arrival process, the span of the sends, and the hash."""
+def schedule_lines(
+    config: RunConfig,
+    scheduled_ns: np.ndarray,
+    multi_turn: bool,
+    blocks: ScheduleBlocks | None = None,
+) -> list[str]:
+    """When requests are due: the arrival process, the span of the sends, and the hash (with
+    --duration's ``blocks``: the whole schedule's, paced; block 0's at rate inf)."""
     last_s = float(scheduled_ns.max()) / 1e9 if len(scheduled_ns) else 0.0
+    if blocks is not None and blocks.num_requests is not None and not blocks.unpaced:
+        last_s = blocks.num_requests / blocks.rate
     if config.self_timed_trace:
         arrivals = "the trace's own send times (self-timed)"
     elif config.ramp_up_strategy is not None:
@@ -113,7 +143,7 @@ def schedule_lines(config: RunConfig, scheduled_ns: np.ndarray, multi_turn: bool
     cap = config.max_concurrency
     lines += [
         f"  Max concurrency: {cap if cap else 'none'}",
-        f"  schedule_sha256: {schedule_hash(scheduled_ns)}",
+        f"  schedule_sha256: {schedule_hash(scheduled_ns) if blocks is None else blocks.hash()}",
     ]
     return lines
 

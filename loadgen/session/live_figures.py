@@ -12,6 +12,7 @@ request when the rings held them all, errors by the summary's kinds.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
@@ -130,11 +131,52 @@ def rate_over(samples: deque[tuple[int, int, int]], window_ns: int) -> tuple[flo
     return (completed - completed_then) / span_s, (tokens - tokens_then) / span_s
 
 
-def in_flight(scheduled_ns: np.ndarray, now_ns: int, finished: int, cap: int) -> int:
+def in_flight(scheduled_ns: np.ndarray | DueSchedule, now_ns: int, finished: int, cap: int) -> int:
     """Requests due by the schedule (sorted) and not finished, never more than the cap: what
     the workers have sent unless they run behind their schedule."""
-    due = int(np.searchsorted(scheduled_ns, now_ns, side="right"))
+    if isinstance(scheduled_ns, DueSchedule):
+        due = scheduled_ns.due(now_ns)
+    else:
+        due = int(np.searchsorted(scheduled_ns, now_ns, side="right"))
     return max(0, min(due - finished, cap))
+
+
+class DueSchedule:
+    """A sorted schedule that --duration's top-up blocks extend (each block's offsets sorted,
+    none before the last block's): how many requests are due by an instant, without copying
+    the schedule at each block. A block wholly due is kept as its count alone (the view asks
+    at later and later instants), so a long run holds the blocks still ahead."""
+
+    def __init__(self, scheduled_ns: np.ndarray) -> None:
+        self.blocks: list[np.ndarray | None] = []  # None: wholly due, its offsets let go
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.before: list[int] = []  # requests in the blocks before each one
+        self.total = 0
+        self.add(np.sort(scheduled_ns))
+
+    def add(self, scheduled_ns: np.ndarray) -> None:
+        """A block's offsets (sorted) join the end."""
+        if len(scheduled_ns):
+            self.blocks.append(scheduled_ns)
+            self.firsts.append(int(scheduled_ns[0]))
+            self.lasts.append(int(scheduled_ns[-1]))
+            self.before.append(self.total)
+            self.total += len(scheduled_ns)
+
+    def due(self, now_ns: int) -> int:
+        """Requests due by ``now_ns`` (asked at later and later instants: the blocks wholly
+        due by one are let go)."""
+        b = bisect.bisect_right(self.firsts, now_ns) - 1
+        if b < 0:
+            return 0
+        for wholly in range(b):  # every block before b is wholly due: its count is enough
+            self.blocks[wholly] = None
+        end = self.before[b + 1] if b + 1 < len(self.before) else self.total
+        block = self.blocks[b]
+        if now_ns >= self.lasts[b] or block is None:
+            return end
+        return self.before[b] + int(np.searchsorted(block, now_ns, side="right"))
 
 
 def load_between(
@@ -224,7 +266,8 @@ class LiveFigureState:
         self.total = total
         self.deadline_s = deadline_s
         self.pooling = pooling
-        self.scheduled_ns = np.sort(scheduled_ns)
+        self.schedule = DueSchedule(scheduled_ns)
+        self.capped = cap is not None
         self.cap = cap or total
         self.completed = 0
         self.outcomes = np.zeros(NOT_SENT + 1, dtype=np.int64)  # by failures.OUTCOMES
@@ -238,6 +281,13 @@ class LiveFigureState:
         self.last_end_ns = 0
         self.samples: deque[tuple[int, int, int]] = deque([(0, 0, 0)], maxlen=64)
         self.pending: list[tuple[np.ndarray, np.ndarray, dict[int, str]]] = []
+
+    def add_requests(self, scheduled_ns: np.ndarray) -> None:
+        """A --duration top-up block's requests (their offsets, sorted) join the run."""
+        self.schedule.add(scheduled_ns)
+        self.total += len(scheduled_ns)
+        if not self.capped:
+            self.cap = self.schedule.total
 
     def add_batch(self, batch: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
         """One RECORDS batch (RECORD_DTYPE rows, their token events one request after the
@@ -295,7 +345,7 @@ class LiveFigureState:
             failed=int(self.outcomes[FAILED]),
             cancelled=int(self.outcomes[CANCELLED]),
             not_sent=int(self.outcomes[NOT_SENT]),
-            in_flight=in_flight(self.scheduled_ns, now_ns, finished, self.cap),
+            in_flight=in_flight(self.schedule, now_ns, finished, self.cap),
             req_per_s=req_per_s,
             output_tok_per_s=tok_per_s,
             ttft=percentiles(self.ttft.since(since)),

@@ -43,7 +43,7 @@ from prometheus_client.metrics_core import (
 from loadgen.fleet.collector import BatchObserver, RecordBatch
 from loadgen.report.failures import COMPLETED, OUTCOMES
 from loadgen.session.host_cpu import read_process
-from loadgen.session.live_figures import fold_batch, in_flight
+from loadgen.session.live_figures import DueSchedule, fold_batch, in_flight
 
 # Bucket bounds in seconds: 1 ms to about 65 s, doubling, as latencies spread over decades.
 BOUNDS = 0.001 * 2.0 ** np.arange(17)
@@ -88,7 +88,8 @@ class LiveMetrics(BatchObserver):
         point: str = "",
     ) -> None:
         self.labels = [run, model, point]
-        self.scheduled_ns = np.sort(scheduled_ns)
+        self.schedule = DueSchedule(scheduled_ns)
+        self.capped = cap is not None
         self.cap = cap or len(scheduled_ns)
         self.worker_pids = worker_pids
         self.pooling = pooling
@@ -131,6 +132,13 @@ class LiveMetrics(BatchObserver):
         with self.lock:
             self.streaming[worker] = events
 
+    def added(self, scheduled_ns: np.ndarray) -> None:
+        """A --duration top-up block's requests join the run."""
+        with self.lock:
+            self.schedule.add(scheduled_ns)
+            if not self.capped:
+                self.cap = self.schedule.total
+
     def streamed_tokens(self) -> int:
         """Token events so far, finished and streaming; never less than the last value read,
         since a batch can arrive before the PROGRESS that stops counting its requests."""
@@ -158,7 +166,7 @@ class LiveMetrics(BatchObserver):
         finished = self.completed + int(self.outcomes.sum())
         started = self.t0_ns is not None
         flying.add_metric(
-            labels, in_flight(self.scheduled_ns, now, finished, self.cap) if started else 0
+            labels, in_flight(self.schedule, now, finished, self.cap) if started else 0
         )
         yield flying
         tokens = CounterMetricFamily(

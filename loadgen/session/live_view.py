@@ -208,6 +208,10 @@ class LiveView(BatchObserver):
         """A worker's token events of answers still streaming (its PROGRESS)."""
         self.state.streaming[worker] = events
 
+    def added(self, scheduled_ns: np.ndarray) -> None:
+        """A --duration top-up block's requests join the run's total."""
+        self.state.add_requests(scheduled_ns)
+
     def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
         """The run starts at ``t0_ns``: draw at once, then on the running loop."""
         if self.mode == "off":

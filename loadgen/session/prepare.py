@@ -43,7 +43,7 @@ from loadgen.server.errors import ConnectionLost, NotRetryable, ServerUnreachabl
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.build_progress import BuildProgress
-from loadgen.session.threads import in_daemon_thread
+from loadgen.session.threads import in_daemon_thread, niced
 from loadgen.terminal import printable
 from loadgen.text.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 from loadgen.text.tokenizer import (
@@ -89,6 +89,9 @@ class Prepared:
     scheduled_ns: np.ndarray
     turns: Turns | None = None  # --multi-turn: each request's conversation, turn, think time
     source: PromptSource | None = None  # what it was drawn with (``redraw`` draws again)
+    # --duration's blocks: each request's input sequences, as the prompts are not kept
+    input_sequences: np.ndarray | None = None
+    realigned: bool = False  # ``align`` changed prompts: the server's tokenizer is another
 
     @property
     def first_body(self) -> bytes:
@@ -195,10 +198,11 @@ async def redraw(config: RunConfig, client: ServerClient, prepared: Prepared) ->
 
 
 async def build_dataset(
-    config: RunConfig, source: PromptSource, *, quiet: bool = False
+    config: RunConfig, source: PromptSource, *, quiet: bool = False, nice: int = 0
 ) -> tuple[SampledPrompts, Turns | None]:
     """The dataset (and --multi-turn's conversations) the flags ask for, built in a thread
-    from ``source``; ``quiet``: no progress line, its notes at debug level."""
+    from ``source``; ``quiet``: no progress line, its notes at debug level; ``nice``: the
+    thread's niceness (--duration's blocks, drawn while the run goes)."""
     progress = BuildProgress(
         f"Building the {config.dataset_name} dataset", disabled=config.disable_tqdm or quiet
     )
@@ -217,7 +221,8 @@ async def build_dataset(
         return build(config), None
 
     try:
-        dataset, turns = await progress.show_while(in_daemon_thread(build_all))
+        work = niced(build_all, nice) if nice else build_all
+        dataset, turns = await progress.show_while(in_daemon_thread(work))
     except FlagError as exc:  # a flag's value the dataset cannot use: a usage error
         raise ConfigError(str(exc)) from None
     except ChatTemplateError:
@@ -434,7 +439,7 @@ async def align(
         return prepared
     dataset = dataclasses.replace(prepared.dataset, prompts=aligned)
     bodies = serialize(config, dataset, prepared.models)
-    return dataclasses.replace(prepared, dataset=dataset, bodies=bodies)
+    return dataclasses.replace(prepared, dataset=dataset, bodies=bodies, realigned=True)
 
 
 async def _all_or_cancel(*awaitables: Awaitable[Any]) -> list[Any]:

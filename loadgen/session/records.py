@@ -147,6 +147,8 @@ def run_records(
 
 def _input_sequences(config: RunConfig, prepared: Prepared) -> np.ndarray:
     """Inputs each request embeds (a pooling batch counts each); 1 per generation request."""
+    if prepared.input_sequences is not None:  # --duration's blocks: kept as they went
+        return prepared.input_sequences
     if not config.pooling:
         return np.ones(prepared.num_requests, dtype=np.int64)
     prompts = prepared.dataset.prompts

@@ -19,7 +19,7 @@ import signal
 from dataclasses import dataclass
 from datetime import datetime
 
-from loadgen.config import ConfigError, RunConfig
+from loadgen.config import ConfigError, InputError, RunConfig
 from loadgen.fleet.fanout import WorkerPool
 from loadgen.fleet.placement import worker_pool
 from loadgen.records.arrow_file import RecordsWriter
@@ -42,8 +42,14 @@ from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
 from loadgen.session.progress import show_traffic
 from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
-from loadgen.session.time_bound import bounded_by_duration
+from loadgen.session.time_bound import (
+    bounded_by_duration,
+    first_block_config,
+    tops_up,
+    trace_problem,
+)
 from loadgen.session.timed_run import TimedRun, active_workers, timed_run
+from loadgen.session.topup import DurationBlocks, first_block, with_schedule_hash
 from loadgen.terminal import printable
 
 log = logging.getLogger(__name__)
@@ -116,8 +122,16 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
     pool = session.start_workers(worker_pool(config))
     finished = False
     writer = None
+    blocks = None  # --duration's blocks after the first
     try:
-        prepared = await get_ready(config, client, pool)
+        topping = tops_up(config) and config.duration_block is not None
+        first = first_block_config(config, config.duration_block or 0) if topping else config
+        prepared = await get_ready(first, client, pool)
+        if problem := trace_problem(config, prepared.scheduled_ns):
+            raise InputError(problem)
+        schedule = None
+        if topping:
+            prepared, schedule = await first_block(config, prepared)
         session.ready()
         show_traffic(config)
         if pool.stop_requested:
@@ -126,9 +140,16 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
             await reset_prefix_cache(client)
         counters_before = await metrics_page(client)
         start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
+        start = with_schedule_hash(start, schedule)
         writer = records_writer(config, prepared, start, now())
+        if schedule is not None:
+            workers = active_workers(pool, prepared)
+            blocks = DurationBlocks(config, client, prepared, schedule, workers, writer)
         answered = counters_before is not None
-        timed = await timed_run(config, client, pool, prepared, writer, answered)
+        timed = await timed_run(config, client, pool, prepared, writer, answered, blocks=blocks)
+        if blocks is not None:  # every block's requests, as the report reads them
+            interrupted = timed.collected.interrupted
+            config, prepared, start = blocks.ended(config, prepared, start, interrupted)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)
@@ -208,6 +229,10 @@ async def finish(
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
+    if tops_up(config) and config.duration_block is not None:  # the file's start: block 0
+        end = dataclasses.replace(
+            end, num_requests=start.num_requests, schedule_sha256=start.schedule_sha256
+        )
     records = run_records(config, prepared, start, collected, end, timed.server_metrics)
     report = build_report(settings_of(config), output_of(config), records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None

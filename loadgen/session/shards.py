@@ -21,8 +21,11 @@ JSON_TYPE = "application/json"
 GUARD_SLACK = 64  # token events past twice max_tokens before a stream counts as endless
 
 
-def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list[ShardPlan]:
-    """One plan per worker: its requests, their bodies and schedule, and its configuration."""
+def plan_shards(
+    config: RunConfig, prepared: Prepared, num_workers: int, topup: bool = False
+) -> list[ShardPlan]:
+    """One plan per worker: its requests, their bodies and schedule, and its configuration;
+    ``topup``: --duration's blocks follow (loadgen/session/topup.py)."""
     owner = request_owners(prepared, num_workers, config.concurrency)
     cap = config.concurrency or 0
     shares = split_concurrency(cap, num_workers)
@@ -55,6 +58,7 @@ def plan_shards(config: RunConfig, prepared: Prepared, num_workers: int) -> list
             content_type=content_type() if backend.multipart else JSON_TYPE,
             deadline_ns=round(config.duration * 1e9) if config.duration else 0,
             grace_ns=round(config.duration_grace_s * 1e9),
+            topup=topup,
         )
         plans.append(
             ShardPlan(

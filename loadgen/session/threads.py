@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -43,3 +44,15 @@ async def in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
         target=work, name=f"loadgen-{getattr(fn, '__name__', 'work')}", daemon=True
     ).start()
     return await future
+
+
+def niced(fn: Callable[[], T], nice: int) -> Callable[[], T]:
+    """``fn``, run at niceness ``nice`` in the thread that calls it (Linux schedules threads
+    one by one: the thread yields the CPU as a niced process would; elsewhere, as it is)."""
+
+    def run() -> T:
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        return fn()
+
+    return run

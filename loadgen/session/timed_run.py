@@ -24,6 +24,7 @@ from loadgen.session.live_view import LiveView
 from loadgen.session.prepare import Prepared
 from loadgen.session.records import ToRecordsFile
 from loadgen.session.shards import plan_shards, response_form
+from loadgen.session.topup import DurationBlocks
 
 
 @dataclass
@@ -74,12 +75,14 @@ async def timed_run(
     metrics_answered: bool = False,
     endpoint: LiveEndpoint | None = None,
     point: str = "",
+    blocks: DurationBlocks | None = None,
 ) -> TimedRun:
     """Plan the shards and run them from t0 with the live view, the probes and the scrapers
     (the server's /metrics when it answered before the run, ``metrics_answered``); every batch
     of records also goes to the records file (``writer``) as it arrives. --prometheus-port's
-    figures go to a campaign's ``endpoint`` labelled with its ``point``, else to the run's own."""
-    plans = plan_shards(config, prepared, active_workers(pool, prepared))
+    figures go to a campaign's ``endpoint`` labelled with its ``point``, else to the run's own.
+    ``blocks``: --duration's blocks after the first (``prepared``), sent as the run goes."""
+    plans = plan_shards(config, prepared, active_workers(pool, prepared), topup=blocks is not None)
     own_endpoint = endpoint is None
     if endpoint is None:
         endpoint = open_live_endpoint(config)  # first: may refuse
@@ -118,7 +121,11 @@ async def timed_run(
         observers.append(live)
     try:
         collected = await pool.run(
-            plans, prepared.num_requests, config.concurrency, observers=observers
+            plans,
+            prepared.num_requests,
+            config.concurrency,
+            observers=observers,
+            topups=blocks.topups(plans) if blocks is not None else None,
         )
     finally:
         host_usage = await host.stop()

@@ -125,6 +125,8 @@ def synthetic_worker(endpoint: str, keys: WorkerKeys | None, token: str, load: L
             cpu_ns=time.process_time_ns() - cpu0,  # ZeroMQ's I/O thread encrypts
             wall_ns=time.perf_counter_ns() - wall0,
             connections=asdict(ConnectionStats()),
+            block_waits=0,
+            block_wait_ns=0,
         )
     )
     if sock.poll(10_000):  # the coordinator's dismissal (a STOP), or it is gone

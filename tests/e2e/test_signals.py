@@ -129,6 +129,40 @@ def test_ctrl_c_counts_the_cancelled_and_the_not_sent_apart_in_every_view(tmp_pa
     assert FAILURES_TITLE in page  # the cancelled, over time
 
 
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_with_duration_blocks_in_flight_counts_every_request_once(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    # A closed loop topped up in blocks of 16 for up to a minute: 1.5 s in, several blocks
+    # have gone to the workers, 8 streams of ~0.2 s are in flight, a block waits in each.
+    proc = start_loadgen(
+        "--mock", "--mock-itl-ms", "20", "--workers", "2", "--random-input-len", "32",
+        "--random-output-len", "8", "--max-concurrency", "8", "--duration", "60s",
+        "--duration-block", "16", "--save-result", "--result-dir", str(tmp_path),
+    )  # fmt: skip
+    wait_for_t0(proc)
+    time.sleep(1.5)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=hang_guard(60))
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert "============ Serving Benchmark Result ============" in stdout
+    result = only_json(tmp_path)
+    errors, bound = result["loadgen"]["errors"], result["loadgen"]["time_bound"]
+    completed, cancelled, not_sent = result["completed"], errors["cancelled"], errors["not_sent"]
+    assert (result["failed"], errors["failed"]) == (0, 0)
+    assert 0 < cancelled <= 8 and completed > 16  # past block 0
+    # every request of every block that went out, once: none lost, none counted twice
+    assert completed + cancelled + not_sent == bound["prepared"] == result["num_prompts"]
+    assert bound["prepared"] % 16 == 0
+    (records,) = tmp_path.glob("*.records.arrow")
+    exported = cli("report", str(records), "--format", "csv")
+    assert exported.returncode == 0, exported.stderr
+    outcomes = Counter(row["outcome"] for row in csv.DictReader(io.StringIO(exported.stdout)))
+    expected = {"completed": completed, "cancelled": cancelled, "not_sent": not_sent}
+    assert outcomes == {outcome: n for outcome, n in expected.items() if n}
+
+
 def test_workers_leave_with_a_killed_coordinator_while_waiting_and_mid_run(
     tmp_path: Path,
 ) -> None:

@@ -99,11 +99,22 @@ class Traffic:
         group=LOADGEN,
         metavar="TIME",
         help="Send requests until this much time has passed since t0 (90, 90s, 5m, 1h): at a "
-        "paced --request-rate the schedule holds rate x duration requests (prompts drawn for "
-        "them); at rate inf the workers send until the time is up, --num-prompts being the "
-        "most they have. With --num-prompts given too, whichever bound comes first ends the "
-        "run. At the deadline nothing new is sent; requests in flight have --duration-grace-s "
-        "to finish, then are cancelled (counted as cancelled, not failed).",
+        "paced --request-rate one seeded schedule of rate x duration requests; at rate inf "
+        "(with --max-concurrency, a closed loop) requests until the time is up. Requests are "
+        "prepared in blocks (--duration-block) sent to the workers before they run out, each "
+        "block's prompts drawn with a seed of its own. With --num-prompts given too, whichever "
+        "bound comes first ends the run. At the deadline nothing new is sent; requests in "
+        "flight have --duration-grace-s to finish, then are cancelled (counted as cancelled, "
+        "not failed).",
+    )
+    duration_block: int | None = flag(
+        "--duration-block",
+        int,
+        group=LOADGEN,
+        minimum=1,
+        help="With --duration: requests per prepared block (default: 10 s of a paced rate, "
+        "at least 1024 and 4 x --max-concurrency; a campaign: its points' largest); the "
+        "coordinator holds a few blocks, whatever the run's length.",
     )
     duration_grace_s: float = flag(
         "--duration-grace-s",

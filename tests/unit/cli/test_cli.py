@@ -64,6 +64,7 @@ def test_every_run_option_is_a_vllm_flag_or_a_documented_loadgen_one() -> None:
         "--steady-state",
         "--duration",
         "--duration-grace-s",
+        "--duration-block",
         "--warmup-s",
         "--cooldown-s",
         "--same-prompts",

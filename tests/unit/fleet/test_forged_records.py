@@ -109,6 +109,8 @@ def done(pool: WorkerPool) -> list:
         cpu_ns=5,
         wall_ns=10,
         connections=asdict(ConnectionStats()),
+        block_waits=0,
+        block_wait_ns=0,
     )
 
 

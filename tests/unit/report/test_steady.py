@@ -100,6 +100,8 @@ def test_requests_the_deadline_left_unsent_are_no_part_of_the_run() -> None:
         "not_sent_at_deadline": 2,
         "cancelled_at_grace": 0,
         "ran_out_s": None,  # paced: sending all that were scheduled is the plan
+        "block_size": None,  # drawn at once (--duration-block not set)
+        "block_seeds": None,
     }
 
 

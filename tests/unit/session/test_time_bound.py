@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 from helpers import config_given
 
+from loadgen.config import ConfigError
 from loadgen.schedule import arrival_offsets_s, to_ns
 from loadgen.session.time_bound import (
     bounded_by_duration,
     duration_line,
     duration_requests,
     planned_requests,
+    tops_up,
 )
 
 
@@ -63,9 +65,27 @@ def test_the_bounded_config_says_what_it_prepares() -> None:
     assert "12 requests on one seeded schedule (capped by --num-prompts)" in duration_line(capped)
     closed = bounded_by_duration(config_given(duration=2.0, max_concurrency=8), say=False)
     assert duration_line(closed) == (
-        "--duration 2 s: requests are sent until t0 + 2 s, at most the 1000 prepared "
-        "(--num-prompts); whichever bound comes first ends the run"
+        "--duration 2 s: requests are sent until t0 + 2 s, prepared in blocks of 1024"
     )
+    capped_loop = config_given(duration=2.0, max_concurrency=8, num_prompts=50)
+    assert duration_line(bounded_by_duration(capped_loop, say=False)) == (
+        "--duration 2 s: requests are sent until t0 + 2 s, at most 50 (--num-prompts)"
+    )
+    paced = config_given(duration=60.0, request_rate=100.0, duration_block=500)
+    assert duration_line(bounded_by_duration(paced, say=False)) == (
+        "--duration 60 s at 100 req/s: 6000 requests on one seeded schedule, prepared in "
+        "blocks of 500, the last due at 60.00 s"
+    )
+    fast = bounded_by_duration(config_given(duration=60.0, request_rate=200.0), say=False)
+    assert fast.duration_block == 2000  # 10 s of the rate, above the least block of 1024
     unbounded = config_given(num_prompts=5)
     assert bounded_by_duration(unbounded) is unbounded
     assert np.isfinite(bounded.duration or math.nan)
+
+
+def test_duration_block_is_refused_where_nothing_is_topped_up() -> None:
+    trace = config_given(duration=3.0, dataset_name="timed_trace", duration_block=8)
+    with pytest.raises(ConfigError, match="--duration-block has no effect: a self-timed trace"):
+        bounded_by_duration(trace, say=False)
+    assert tops_up(config_given(duration=3.0, max_concurrency=4))
+    assert not tops_up(trace) and not tops_up(config_given(num_prompts=5))

@@ -86,8 +86,14 @@ VALID = [  # one conforming message of every kind, and who sends it
     (Kind.CREDITS, {"grant": 2, "lend": True}, 0, False),
     (Kind.DEMAND, {"returned": 1, "waiting": 0}, 0, True),
     (Kind.RECORDS, {"errors": {}, "texts": {}}, 2, True),
-    (Kind.PROGRESS, {"events": 12}, 0, True),
-    (Kind.DONE, {"cpu_ns": 1, "wall_ns": 2, "connections": {}}, 1, True),
+    (Kind.PROGRESS, {"events": 12, "released": 3}, 0, True),
+    (
+        Kind.DONE,
+        {"cpu_ns": 1, "wall_ns": 2, "connections": {}, "block_waits": 0, "block_wait_ns": 0},
+        1,
+        True,
+    ),
+    (Kind.TOPUP, {"last": False}, 6, False),
     (Kind.STOP, {"reason": "interrupted"}, 0, False),
     (Kind.FATAL, {"message": "Traceback (most recent call last): …"}, 0, True),
 ]
