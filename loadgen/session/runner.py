@@ -208,7 +208,7 @@ async def finish(
     collected = timed.collected
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
-    records = run_records(config, prepared, start, collected, end, timed.server_metrics)
+    records = run_records(config, prepared, start, collected, end, timed.server_metrics, writer)
     report = build_report(settings_of(config), output_of(config), records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None
     return report, records, records_file

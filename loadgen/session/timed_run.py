@@ -79,6 +79,7 @@ async def timed_run(
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
     live = live_endpoint(config, prepared, pool.local_pids[: len(plans)])  # first: may refuse
     records_file = ToRecordsFile(writer) if writer is not None else BatchObserver()
+    # The records file (a temporary one when none is kept) holds the token events alone.
     fail_fast = FailFast(prepared.num_requests, records_file) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
     host = HostSampler(pool.local_pids[: len(plans)], local_server_port(config.server_url))
@@ -109,7 +110,11 @@ async def timed_run(
         observers.append(live.metrics)
     try:
         collected = await pool.run(
-            plans, prepared.num_requests, config.concurrency, observers=observers
+            plans,
+            prepared.num_requests,
+            config.concurrency,
+            observers=observers,
+            keep_events=writer is None,
         )
     finally:
         host_usage = await host.stop()
