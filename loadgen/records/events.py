@@ -73,3 +73,90 @@ def file_events(
     ``n_events[i]`` events at offsets[i]:offsets[i+1]. A batch both in the file and kept lands
     in the same places."""
     return assemble_events(n_events, itertools.chain(event_chunks(path), kept))
+
+
+class RequestOrderEvents:
+    """The token events of a records file in request order, read a bounded chunk at a time.
+
+    The file holds them in the order their batches arrived; one pass over it notes, for each
+    request, the batch that holds its events and where (fixed-size per request), and each
+    batch's place in the file. ``chunks`` then reads the events of consecutive requests from
+    the few batches that hold them (a small cache of decoded batches), never the whole file.
+    """
+
+    def __init__(self, path: str, num_requests: int, cache_batches: int = 8) -> None:
+        self.path = path
+        self.counts = np.zeros(num_requests, np.int64)
+        self.batch_of = np.full(num_requests, -1, np.int32)
+        self.start_in_batch = np.zeros(num_requests, np.int64)
+        self._positions: list[int] = []  # the byte where each batch with events starts
+        self._cache: dict[int, np.ndarray] = {}
+        self._cache_batches = cache_batches
+        with pa.OSFile(path, "rb") as source:
+            source.seek(MAGIC_LEN)
+            stream = ipc.open_stream(source)
+            self._schema = stream.schema
+            while True:
+                position = source.tell()
+                try:
+                    batch = stream.read_next_batch()
+                except (StopIteration, pa.ArrowException, OSError, ValueError):
+                    break  # the end, or a batch cut short
+                if not batch.num_rows:
+                    continue
+                counts = batch.column("events_ns").value_lengths()
+                counts_np = counts.to_numpy(zero_copy_only=False).astype(np.int64)
+                if not counts_np.sum():
+                    continue
+                index = batch.column("index").to_numpy().astype(np.int64)
+                self.counts[index] = counts_np
+                self.batch_of[index] = len(self._positions)
+                self.start_in_batch[index] = np.cumsum(counts_np) - counts_np
+                self._positions.append(position)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Request i's events are at offsets[i]:offsets[i+1] of the request-major layout."""
+        return np.concatenate(([0], np.cumsum(self.counts))).astype(np.int64)
+
+    def chunks(self, max_events: int = 1 << 20) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(first request, end request, their events request-major) for consecutive runs of
+        requests of at most ``max_events`` events (or one request, if it alone has more)."""
+        n = len(self.counts)
+        ends = np.cumsum(self.counts)
+        first = 0
+        while first < n:
+            base = int(ends[first - 1]) if first else 0
+            end = int(np.searchsorted(ends, base + max_events, side="right"))
+            end = min(max(end, first + 1), n)
+            yield first, end, self._gather(first, end)
+            first = end
+
+    def _gather(self, first: int, end: int) -> np.ndarray:
+        counts = self.counts[first:end]
+        out = np.empty(int(counts.sum()), np.int64)
+        out_starts = np.cumsum(counts) - counts
+        batches = self.batch_of[first:end]
+        for b in np.unique(batches[counts > 0]).tolist():
+            picked = (batches == b) & (counts > 0)
+            source = self._batch_events(b)
+            sizes = counts[picked]
+            within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            starts = self.start_in_batch[first:end][picked]
+            out[np.repeat(out_starts[picked], sizes) + within] = source[
+                np.repeat(starts, sizes) + within
+            ]
+        return out
+
+    def _batch_events(self, b: int) -> np.ndarray:
+        """Batch ``b``'s events, flat (decoded again when it has left the cache)."""
+        if b in self._cache:
+            return self._cache[b]
+        with pa.OSFile(self.path, "rb") as source:
+            source.seek(self._positions[b])
+            batch = ipc.read_record_batch(ipc.read_message(source), self._schema)
+        events = batch.column("events_ns").flatten().to_numpy(zero_copy_only=False)
+        if len(self._cache) >= self._cache_batches:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[b] = events.astype(np.int64)
+        return self._cache[b]

@@ -17,10 +17,13 @@ reported in ms; an empty sample gives 0 for every statistic.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadgen.records.events import RequestOrderEvents
+from loadgen.report.chunked_stats import Chunks, chunked_stats
 from loadgen.report.stats import sample_stats
 
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
@@ -288,4 +291,83 @@ def calculate_pooling_metrics(
         input_sequence_throughput=total_sequences / duration_s,
         total_token_throughput=total_input / duration_s,
         stats=latency_stats(latency, queue_ok, percentiles),
+    )
+
+
+# --- the same figures from a records file, a bounded chunk of requests at a time -------------
+
+
+def event_bounds_s(events: RequestOrderEvents) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's first and last token-event instant (s after t0; NaN without one), the
+    two per-request figures TTFT and E2EL read, from the file in chunks."""
+    first = np.full(len(events.counts), np.nan)
+    last = np.full(len(events.counts), np.nan)
+    for start, end, event_ns in events.chunks():
+        counts = events.counts[start:end]
+        has = counts > 0
+        ends = np.cumsum(counts)
+        event_s = event_ns / 1e9
+        first[start:end][has] = event_s[(ends - counts)[has]]
+        last[start:end][has] = event_s[ends[has] - 1]
+    return first, last
+
+
+def timings_from_bounds(
+    results: RequestResults, first_s: np.ndarray, last_s: np.ndarray
+) -> Timings:
+    """``derive_timings``' TTFT, E2EL and queue time from each request's first and last event
+    (its ITLs are left to ``itl_chunks``: the Timings hold none)."""
+    has_events = ~np.isnan(first_s)
+    ttft = np.where(has_events, first_s - results.sent_s, 0.0)
+    latency = np.where(results.success & has_events, last_s - results.sent_s, 0.0)
+    queue = results.sent_s - results.released_s
+    counts = np.diff(results.event_offsets)
+    itl_offsets = np.concatenate(([0], np.cumsum(np.maximum(counts - 1, 0)))).astype(np.int64)
+    return Timings(ttft, latency, queue, np.zeros(0), itl_offsets)
+
+
+def itl_chunks(events: RequestOrderEvents, kept: np.ndarray, max_events: int = 1 << 20) -> Chunks:
+    """The ITLs of the ``kept`` requests, request-major as ``derive_timings`` lays them out
+    (each a difference of instants in seconds), a chunk of requests at a time."""
+
+    def chunks() -> Iterator[np.ndarray]:
+        for start, end, event_ns in events.chunks(max_events):
+            counts = events.counts[start:end]
+            gaps = np.diff(event_ns / 1e9)
+            within = np.ones(len(gaps), dtype=bool)
+            boundaries = np.cumsum(counts)[:-1]
+            boundaries = boundaries[(boundaries > 0) & (boundaries < len(event_ns))]
+            within[boundaries - 1] = False
+            owner_kept = np.repeat(kept[start:end], np.maximum(counts - 1, 0))
+            yield gaps[within][owner_kept]
+
+    return chunks
+
+
+def peak_output_tokens_per_s_chunked(
+    events: RequestOrderEvents, ok: np.ndarray, send_ok: np.ndarray, latency_ok: np.ndarray
+) -> float:
+    """``peak_output_tokens_per_s`` of the successful requests, counting their token events
+    per whole second a chunk of requests at a time."""
+    if len(send_ok) == 0:
+        return 0.0
+    origin = send_ok.min()
+    num_buckets = math.ceil((send_ok + latency_ok).max() - origin) + 1
+    counts = np.zeros(num_buckets, np.int64)
+    for start, end, event_ns in events.chunks():
+        owner_ok = np.repeat(ok[start:end], events.counts[start:end])
+        buckets = (event_ns[owner_ok] / 1e9 - origin).astype(np.int64)
+        buckets = buckets[(buckets >= 0) & (buckets < num_buckets)]
+        counts += np.bincount(buckets, minlength=num_buckets)
+    return float(counts.max()) if len(counts) else 0.0
+
+
+def itl_stats_chunked(
+    events: RequestOrderEvents, ok: np.ndarray, percentiles: list[float]
+) -> MetricStats:
+    """``summarize`` of the successful requests' ITLs, read from the file in chunks, equal to
+    the in-memory figure to the last bit (loadgen/report/chunked_stats.py)."""
+    s = chunked_stats(itl_chunks(events, ok), percentiles, scale=1000)
+    return MetricStats(
+        mean_ms=s.mean, median_ms=s.median, std_ms=s.std, percentiles_ms=s.percentiles
     )
