@@ -7,7 +7,7 @@ records file is written as a run has it. The coordinator's peak RSS is its own (
 the ``loadgen run`` process, sampled every 20 ms, and its ``ru_maxrss`` written by an atexit
 hook at its end: the larger), never its workers' nor the mock's. Printed per length: requests,
 token events (counted in the records file), the peak, bytes of peak per event, the records
-file's bytes per event; then the long run's peak over the short one's (flat memory: near 1;
+file's bytes per event, wall time and the coordinator's own CPU seconds; then the long run's peak over the short one's (flat memory: near 1;
 everything kept per event: near 4) and the extra bytes each extra event cost.
 
 Run it under the shared lock:
@@ -31,13 +31,15 @@ import pyarrow.ipc as ipc
 from common import machine_line
 
 # Runs loadgen's command line in this process and, at its exit, writes the process's own peak
-# RSS (ru_maxrss, KiB on Linux: its children are not counted) to the file named in argv[1].
+# RSS (ru_maxrss, KiB on Linux: its children are not counted) and CPU seconds to the file named
+# in argv[1].
 RUNNER = """
 import atexit, resource, sys
 out = sys.argv.pop(1)
 def peak():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     with open(out, "w") as f:
-        f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+        f.write(f"{usage.ru_maxrss * 1024} {usage.ru_utime + usage.ru_stime}")
 atexit.register(peak)
 sys.argv[0] = "loadgen"
 from loadgen.cli import main
@@ -54,6 +56,7 @@ class Run:
     peak_rss: int  # bytes
     records_bytes: int
     wall_s: float
+    cpu_s: float  # the coordinator's own CPU time, start-up and report included
 
 
 def vm_hwm(pid: int) -> int:
@@ -107,11 +110,14 @@ def run_once(args: argparse.Namespace, requests: int, workdir: Path) -> Run:
     wall_s = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"loadgen run exited {proc.returncode}: {stderr.decode()[-2000:]}")
-    at_exit = int(peak_file.read_text()) if peak_file.exists() else 0
+    at_exit, cpu_s = (0, 0.0)
+    if peak_file.exists():
+        rss, cpu = peak_file.read_text().split()
+        at_exit, cpu_s = int(rss), float(cpu)
     files = list(out.glob("*.records.arrow"))
     events = count_events(files[0]) if files else requests * args.output_len
     size = files[0].stat().st_size if files else 0
-    return Run(requests, events, max(sampled, at_exit), size, wall_s)
+    return Run(requests, events, max(sampled, at_exit), size, wall_s, cpu_s)
 
 
 def main() -> None:
@@ -132,13 +138,13 @@ def main() -> None:
             runs.append(run_once(args, requests, Path(tmp)))
     print(
         f"{'requests':>9} {'events':>11} {'peak RSS MB':>12} {'peak B/event':>13} "
-        f"{'file B/event':>13} {'wall s':>7}"
+        f"{'file B/event':>13} {'wall s':>7} {'coord CPU s':>12}"
     )
     for r in runs:
         per_file = f"{r.records_bytes / r.events:13.2f}" if r.records_bytes else f"{'-':>13}"
         print(
             f"{r.requests:>9} {r.events:>11,} {r.peak_rss / 1e6:12.1f} "
-            f"{r.peak_rss / r.events:13.1f} {per_file} {r.wall_s:7.1f}"
+            f"{r.peak_rss / r.events:13.1f} {per_file} {r.wall_s:7.1f} {r.cpu_s:12.1f}"
         )
     short, long = runs
     extra = (long.peak_rss - short.peak_rss) / max(long.events - short.events, 1)
