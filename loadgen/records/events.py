@@ -9,6 +9,7 @@ by the writer's observer instead, and joins the file's batches here.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import tempfile
@@ -81,10 +82,17 @@ class RequestOrderEvents:
     The file holds them in the order their batches arrived; one pass over it notes, for each
     request, the batch that holds its events and where (fixed-size per request), and each
     batch's place in the file. ``chunks`` then reads the events of consecutive requests from
-    the few batches that hold them (a small cache of decoded batches), never the whole file.
+    the few batches that hold them (a small cache of decoded batches), never the whole file;
+    ``kept``: the batches a full disk kept out of the file (``RecordsWriter.kept_events``).
     """
 
-    def __init__(self, path: str, num_requests: int, cache_batches: int = 8) -> None:
+    def __init__(
+        self,
+        path: str,
+        num_requests: int,
+        cache_batches: int = 8,
+        kept: Sequence[EventChunk] = (),
+    ) -> None:
         self.path = path
         self.counts = np.zeros(num_requests, np.int64)
         self.batch_of = np.full(num_requests, -1, np.int32)
@@ -92,6 +100,22 @@ class RequestOrderEvents:
         self._positions: list[int] = []  # the byte where each batch with events starts
         self._cache: dict[int, np.ndarray] = {}
         self._cache_batches = cache_batches
+        self._schema: pa.Schema | None = None
+        # No file, or one without a schema (a full disk at its start): no batch there.
+        with contextlib.suppress(OSError, pa.ArrowException, ValueError):
+            self._scan(path)
+        # Batches a full disk kept out of the file (RecordsWriter.kept_events): numbered after
+        # the file's, read from memory.
+        self._kept: dict[int, np.ndarray] = {}
+        for index, counts_np, events in kept:
+            b = len(self._positions) + len(self._kept)
+            self.counts[index] = counts_np
+            self.batch_of[index] = b
+            self.start_in_batch[index] = np.cumsum(counts_np) - counts_np
+            self._kept[b] = events
+
+    def _scan(self, path: str) -> None:
+        """Note each of the file's batches with events: its place, and its requests'."""
         with pa.OSFile(path, "rb") as source:
             source.seek(MAGIC_LEN)
             stream = ipc.open_stream(source)
@@ -150,10 +174,13 @@ class RequestOrderEvents:
 
     def _batch_events(self, b: int) -> np.ndarray:
         """Batch ``b``'s events, flat (decoded again when it has left the cache)."""
+        if b in self._kept:
+            return self._kept[b]
         if b in self._cache:
             return self._cache[b]
         with pa.OSFile(self.path, "rb") as source:
             source.seek(self._positions[b])
+            assert self._schema is not None  # a batch was read with it
             batch = ipc.read_record_batch(ipc.read_message(source), self._schema)
         events = batch.column("events_ns").flatten().to_numpy(zero_copy_only=False)
         if len(self._cache) >= self._cache_batches:

@@ -12,7 +12,12 @@ import pytest
 from test_records_file import N, end, events, rows, write_run, writer
 
 from loadgen.records.collected import assemble_events
-from loadgen.records.events import event_chunks, file_events, temporary_records_path
+from loadgen.records.events import (
+    RequestOrderEvents,
+    event_chunks,
+    file_events,
+    temporary_records_path,
+)
 
 
 def expected(batches: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -90,3 +95,25 @@ def test_a_temporary_file_is_removed_when_finished_or_closed(tmp_path: Path) -> 
             out.close()
         assert not os.path.exists(path), how
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other-finish.records.arrow"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_request_order_reads_the_batches_a_full_disk_kept_out_of_the_file(tmp_path: Path) -> None:
+    whole = writer(tmp_path / "whole.records.arrow")
+    full = writer(Path("/dev/full"))
+    batches = [rows([3, 0], 4), rows([4, 1], 7)]
+    for out in (whole, full):
+        out.start(1, "2026-12-03T10:00:00", connections=2)
+        for worker, batch in enumerate(batches):
+            out.write(worker, batch, events(batch), {}, {})
+    whole.close()
+    assert full.failure is not None and len(full.kept_events) == 2
+    on_disk = RequestOrderEvents(whole.path, N)
+    in_memory = RequestOrderEvents(full.path, N, kept=full.kept_events)
+    full.close()
+    want = expected(batches)
+    for read in (on_disk, in_memory):
+        assert read.offsets.tolist() == want[1].tolist()
+        assert (
+            np.concatenate([c[2] for c in read.chunks(max_events=5)]).tolist() == want[0].tolist()
+        )
