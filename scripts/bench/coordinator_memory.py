@@ -7,8 +7,9 @@ records file is written as a run has it. The coordinator's peak RSS is its own (
 the ``loadgen run`` process, sampled every 20 ms, and its ``ru_maxrss`` written by an atexit
 hook at its end: the larger), never its workers' nor the mock's. Printed per length: requests,
 token events (counted in the records file), the peak, bytes of peak per event, the records
-file's bytes per event, wall time and the coordinator's own CPU seconds; then the long run's peak over the short one's (flat memory: near 1;
-everything kept per event: near 4) and the extra bytes each extra event cost.
+file's bytes per event, wall time and the coordinator's own CPU seconds; then the long run's
+peak over the short one's (flat memory: near 1; everything kept per event: near 4) and the
+extra bytes each extra event cost.
 
 Run it under the shared lock:
 
