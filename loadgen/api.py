@@ -140,8 +140,9 @@ def run(*, verbose: bool = False, **options: Any) -> Result:
             outcome = _run_here_or_in_a_thread(config)
         except (ConfigError, InputError) as exc:  # a flag's value, or an input a flag names
             raise ValueError(redact_text(str(exc))) from None
-        except RUN_ERRORS as exc:
-            raise BenchmarkError(redact_text(str(exc)), notes=notes) from None
+        except RUN_ERRORS as exc:  # a FanoutError's stop signal keeps its exit code: 130/143
+            code = getattr(exc, "exit_code", 1)
+            raise BenchmarkError(redact_text(str(exc)), code, notes) from None
         except RunFailed as exc:
             raise BenchmarkError(redact_text(str(exc)), exc.exit_code, notes) from None
     return _result(outcome, notes)

@@ -16,11 +16,12 @@ import shutil
 import signal
 import tempfile
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.console import TABLE
 from loadgen.mock.process import EmbeddedMockServer, MockServerError
 from loadgen.mock.recorder import TimingRecords
 from loadgen.text.tokenizer import MOCK_MODEL_NAME
@@ -221,7 +222,7 @@ def calibrate(
             f"workers, {input_len} input / {output_len} output tokens per request"
         )
         _say("errors are client − server on the same clock; events/s as the server wrote")
-        _say(HEADER)
+        _say(HEADER, TABLE)
         verdicts: list[StepVerdict] = []
         for index, concurrency in enumerate(concurrencies):
             where = f"at the step of concurrency {concurrency}"
@@ -243,7 +244,7 @@ def calibrate(
         where = "after the last step"
         server.stop()
         _say(LEGEND)
-        _say(conclusion(verdicts))
+        _say(conclusion(verdicts), TABLE)
     except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal the CLI raises as one
         signum = getattr(exc, "signum", signal.SIGINT)
         raise CalibrationError(
@@ -275,7 +276,7 @@ def _show_step(
         why = f"{run.stopped}; it cannot be compared: {exc}"
         raise CalibrationError(why, run.exit_code) from None
     verdict = judge(step.concurrency, comparison, bound_of(floor, threshold_ms))
-    _say(format_row(step.concurrency, comparison, floor, verdict, run.stopped is not None))
+    _say(format_row(step.concurrency, comparison, floor, verdict, run.stopped is not None), TABLE)
     for line in notes(step.concurrency, comparison):
         _say(line)
     if run.stopped is not None:
@@ -285,5 +286,5 @@ def _show_step(
     return verdict
 
 
-def _say(line: str) -> None:
-    log.info(line)
+def _say(line: str, extra: Mapping[str, object] | None = None) -> None:
+    log.info(line, extra=extra)  # TABLE: a line of the table -q keeps

@@ -12,7 +12,8 @@ knows how to route it (its own handlers and levels).
   for a note, ``log.warning(line)`` for a warning, the line exactly as it is shown ("warning:"
   included); ``extra=TO_STDERR`` sends a line to standard error (the breached gates, the workers'
   capped warnings). The run's report is one record (``show_report``) that carries its
-  ``RunSummary``.
+  ``RunSummary``; ``extra=TABLE`` marks a line that -q keeps as it is (a campaign's table and
+  verdict, calibrate's rows and conclusion).
 - The ``loadgen`` logger has a NullHandler: used as a library, loadgen prints nothing by itself
   (not even Python's last-resort lines for warnings).
 - The CLI (``terminal_output``) writes each record's line as it is, flushed, to stdout or stderr:
@@ -35,6 +36,7 @@ LOG.addHandler(logging.NullHandler())
 _REPORT = logging.getLogger("loadgen.report")
 
 TO_STDERR = {"to_stderr": True}  # extra= of a record whose line goes to standard error
+TABLE = {"table": True}  # extra= of a line of a summary that -q shows as it is
 SUMMARY = "run_summary"  # the report record's attribute that holds its RunSummary
 
 QuietView = Callable[[Any], list[str]]  # -q's lines from a RunSummary
@@ -55,7 +57,8 @@ def show_report(lines: list[str], summary: object) -> None:
 
 class TerminalHandler(logging.Handler):
     """Each record's line as it is, on stdout (stderr for TO_STDERR), flushed at once. With
-    ``quiet``, only the report, as ``quiet`` renders its summary, and the stderr lines."""
+    ``quiet``, only the report, as ``quiet`` renders its summary, the TABLE lines and the
+    stderr lines."""
 
     def __init__(self, quiet: QuietView | None = None) -> None:
         super().__init__()
@@ -64,7 +67,7 @@ class TerminalHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             to_stderr = getattr(record, "to_stderr", False)
-            if self.quiet is None or to_stderr:
+            if self.quiet is None or to_stderr or getattr(record, "table", False):
                 text = record.getMessage()
             elif hasattr(record, SUMMARY):
                 text = "\n".join(self.quiet(getattr(record, SUMMARY)))

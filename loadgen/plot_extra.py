@@ -1,5 +1,6 @@
 """The optional plotting libraries (the ``[plot]`` extra): which each plot flag needs, and
-which of them are missing. Asked by the configuration's checks and by the report's pages."""
+which of them are missing. Asked by the configuration's checks. (report.html needs none: its
+charts are pygal's SVG, a core dependency.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import importlib.util
 PLOT_LIBRARIES = {
     "--plot-timeline": ("plotly", "pandas"),
     "--plot-dataset-stats": ("matplotlib",),
-    "--format html": ("plotly",),  # loadgen report's page
 }
 PLOT_EXTRA = "pip install 'loadgen[plot]'"
 

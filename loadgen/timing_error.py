@@ -82,6 +82,10 @@ class Comparison:
     # TTFT error = send leg + the first event's delivery delay:
     send_leg_s: np.ndarray  # server arrival − client send (includes the server's own queue)
     delivery_s: np.ndarray  # per paired event: client read instant − server write instant
+    # Per request, as ttft_error_s (empty where the server's records lack the read stamps):
+    first_delivery_s: np.ndarray | None = None  # the client's share: first read − first write
+    read_wait_s: np.ndarray | None = None  # server read − client send: its loop reaching it
+    parse_queue_s: np.ndarray | None = None  # server arrival − read: parse, handler dispatch
 
     @property
     def events_per_s(self) -> float:
@@ -108,6 +112,10 @@ def compare(client: ClientRun, server: TimingRecords, prefix: str) -> Comparison
     gap_errors: list[np.ndarray] = []
     send_legs: list[float] = []
     deliveries: list[np.ndarray] = []
+    firsts: list[float] = []
+    read_waits: list[float] = []
+    parse_queues: list[float] = []
+    read_ns = server.read_ns
     unrecorded = mismatches = events = 0
     first_arrival, last_event = math.inf, -math.inf
     for i in range(len(client.ttft_s)):
@@ -133,6 +141,10 @@ def compare(client: ClientRun, server: TimingRecords, prefix: str) -> Comparison
         client_events = client.events_of(i)
         k = min(len(client_events), len(server_events))
         deliveries.append(client_events[:k] - server_events[:k] / 1e9)
+        firsts.append(float(client_events[0]) - int(server_events[0]) / 1e9)
+        if read_ns is not None and int(read_ns[row]) > 0:
+            read_waits.append(int(read_ns[row]) / 1e9 - float(client.start_s[i]))
+            parse_queues.append((int(server.arrival_ns[row]) - int(read_ns[row])) / 1e9)
     span_ns = last_event - first_arrival if last_event > first_arrival else 0
     return Comparison(
         requests=len(client.ttft_s),
@@ -145,6 +157,9 @@ def compare(client: ClientRun, server: TimingRecords, prefix: str) -> Comparison
         gap_error_s=np.concatenate(gap_errors) if gap_errors else np.zeros(0),
         send_leg_s=np.array(send_legs, dtype=np.float64),
         delivery_s=np.concatenate(deliveries) if deliveries else np.zeros(0),
+        first_delivery_s=np.array(firsts, dtype=np.float64),
+        read_wait_s=np.array(read_waits, dtype=np.float64),
+        parse_queue_s=np.array(parse_queues, dtype=np.float64),
     )
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from loadgen.config import RunConfig
 from loadgen.records.model import RunEnd, RunRecords, RunStart
+from loadgen.records.server_series import MetricSeries
 from loadgen.report.metric_table import LATENCIES
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
@@ -34,10 +35,35 @@ def full_config(**changes: object) -> RunConfig:
     )
 
 
-def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunRecords:
+URL = "http://127.0.0.1:8000/metrics"
+SCRAPES_NS = np.arange(5, dtype=np.int64) * 40_000_000  # made_up_run's /metrics, every 40 ms
+# vLLM's series as the scraper names them: the KV cache filling to 95 %, requests waiting in 2
+# scrapes of 5 (up to 3), 2 preemptions, 100 of 400 prompt tokens found in the prefix cache.
+SERVER_SERIES = {
+    "kv_cache_usage": [0.1, 0.5, 0.95, 0.6, 0.0],
+    "requests_waiting": [0, 3, 1, 0, 0],
+    "preemptions": [4, 4, 6, 6, 6],
+    "prefix_cache_hits": [1000, 1000, 1050, 1100, 1100],
+    "prefix_cache_queries": [5000, 5100, 5300, 5400, 5400],
+}
+
+
+def server_series() -> list[MetricSeries]:
+    """The server's series of a made-up run (SERVER_SERIES), one label set each."""
+    labels = {"engine": "0", "model_name": "m"}
+    return [
+        MetricSeries(URL, name, labels, SCRAPES_NS, np.array(values, dtype=np.float64))
+        for name, values in SERVER_SERIES.items()
+    ]
+
+
+def made_up_run(
+    cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10, server: bool = False
+) -> RunRecords:
     """N requests paced ``gap_ms`` apart, EVENTS token events 10 ms apart each from 30 ms after
     the send, each ending 80 ms after it, the last one failed (HTTP 500); with ``audio`` each
-    request carries 1.5 s of input audio (RTFx)."""
+    request carries 1.5 s of input audio (RTFx); with ``server`` the server's /metrics was
+    scraped during it (``server_series``)."""
     records = np.zeros(N, dtype=RECORD_DTYPE)
     records["index"] = np.arange(N)
     records["cached_tokens"] = 16  # tokens of each prompt the server found in its cache
@@ -70,6 +96,7 @@ def made_up_run(cfg: RunConfig, *, audio: bool = True, gap_ms: int = 10) -> RunR
         errors={N - 1: "HTTP 500: boom"},
         texts={},
         input_audio_s=np.full(N, 1.5) if audio else None,
+        server_metrics=server_series() if server else None,
     )
 
 

@@ -1,12 +1,18 @@
-"""A remote worker's loop-lag probe: a timer of its own instead of the coordinator's datagrams.
+"""A worker's own loop-lag probe: a kernel timer, beside or instead of the coordinator's datagrams.
 
-Local workers take the coordinator's UDP probes (workers/protocol.py), which measure how long
-an arriving datagram waits for the loop. A remote worker's coordinator is across a network,
-whose delay would be counted as the loop's; so the worker arms one periodic Linux timerfd
-(``PROBE_INTERVAL_NS``, absolute CLOCK_MONOTONIC expiries) that the loop reads like any socket,
-and each sample is how long after its expiry the loop got to it: the same delay an arriving
-chunk's stamp sees. One timer for the worker, never one per request. Where timerfd cannot be
-had the probe is off and the worker reports no loop-lag samples.
+Local workers also take the coordinator's UDP probes (workers/protocol.py), which measure how
+long an arriving datagram waits for the loop; but the coordinator sends them from its own loop,
+which a burst of requests keeps as busy as the worker's, so they thin out exactly when the
+worker's loop is held longest. A remote worker's coordinator is across a network, whose delay
+would be counted as the loop's. So every worker arms one periodic Linux timerfd
+(absolute CLOCK_MONOTONIC expiries every ``TICK_NS``) that the loop reads like any socket; each
+tick's lag is how long after its expiry the loop got to it, the same delay an arriving chunk's
+stamp sees, and each sample is the longest lag of the ticks of one ``PROBE_INTERVAL_NS``. A
+tick missed while the loop was held is answered by the next read and counted too, so a stall
+is seen whole, to within a tick: a chunk that came between two ticks waited at most the next
+tick's lag plus one tick (scripts/bench/accuracy.py's bursts showed a 10 ms probe missing up to
+10 ms of a stall). One timer for the worker, never one per request. Where timerfd cannot be had
+the probe is off and a remote worker reports no loop-lag samples.
 """
 
 from __future__ import annotations
@@ -27,11 +33,14 @@ from workers.precise_timer import (
     libc_with_timerfd,
 )
 
-PROBE_INTERVAL_NS = 10_000_000  # as often as the coordinator probes local workers
+PROBE_INTERVAL_NS = 10_000_000  # one sample per this, as often as the coordinator probes
+TICK_NS = 1_000_000  # the timer's period: how finely a stall's start is seen
+TICKS_PER_SAMPLE = PROBE_INTERVAL_NS // TICK_NS
 
 
 class LoopProbe:
-    """Samples the loop's lag every PROBE_INTERVAL_NS into ``samples`` until ``close``."""
+    """Samples the loop's lag, the longest of each PROBE_INTERVAL_NS's ticks, into ``samples``
+    until ``close``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, samples: array[int]) -> None:
         self.loop = loop
@@ -43,9 +52,10 @@ class LoopProbe:
         fd = libc.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
         if fd < 0:
             return
-        self.first_ns = perf_counter_ns() + PROBE_INTERVAL_NS
+        self.first_ns = perf_counter_ns() + TICK_NS
         self.expiries = 0
-        interval = Timespec(0, PROBE_INTERVAL_NS)
+        self.longest = 0  # the longest lag of the current sample's ticks so far
+        interval = Timespec(0, TICK_NS)
         first = Timespec(self.first_ns // 1_000_000_000, self.first_ns % 1_000_000_000)
         spec = Itimerspec(interval, first)
         if libc.timerfd_settime(fd, TFD_TIMER_ABSTIME, ctypes.byref(spec), None) != 0:
@@ -60,11 +70,14 @@ class LoopProbe:
             count = int.from_bytes(os.read(self.fd, 8), "little")
         except BlockingIOError:
             return
+        # Every tick this wake answers counts: older ones in the same read were missed whole
+        # while the loop was held, and a chunk that came with any of them waited as long.
+        for k in range(self.expiries, self.expiries + count):
+            self.longest = max(self.longest, now - (self.first_ns + k * TICK_NS))
+            if k % TICKS_PER_SAMPLE == TICKS_PER_SAMPLE - 1:
+                self.samples.append(self.longest)
+                self.longest = 0
         self.expiries += count
-        # The newest expiry is the one this wake answers: older ones in the same read were
-        # missed whole, and the newest's age is what a chunk arriving with it would wait.
-        expired_ns = self.first_ns + (self.expiries - 1) * PROBE_INTERVAL_NS
-        self.samples.append(max(0, now - expired_ns))
 
     def close(self) -> None:
         """Stop sampling and release the timer."""

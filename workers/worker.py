@@ -767,11 +767,10 @@ class Worker:
         """Handle the coordinator's messages during the run (STOP) and the loop-lag probes."""
         loop = asyncio.get_running_loop()
         probe = self.probe
-        own_probe = None
         if probe is not None:
             loop.add_reader(probe.fileno(), self._on_probe)
-        else:
-            own_probe = LoopProbe(loop, self.loop_lag_ns)
+        # The kernel's timer, every worker: the coordinator's probes thin out in bursts.
+        own_probe = LoopProbe(loop, self.loop_lag_ns)
         try:
             await self._listen_for_stop(tasks)
         finally:

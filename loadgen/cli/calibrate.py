@@ -29,11 +29,13 @@ from loadgen.calibrate import (
     parse_concurrencies,
 )
 from loadgen.cli.keywords import build_config
+from loadgen.cli.options import quiet_option
 from loadgen.cli.streams import show_output
 from loadgen.config import ConfigError, InputError
 from loadgen.console import collect_notes
 from loadgen.fleet.fanout import FanoutError
 from loadgen.mock.process import MockServerError
+from loadgen.report.summary import table_and_verdict
 from loadgen.server.errors import ServerError
 from loadgen.session.lifecycle import STOP_SIGNALS, RunFailed, StopSwitch
 from loadgen.session.runner import RunInterrupted, run_outcome
@@ -235,9 +237,14 @@ def calibrate_command(**settings: Any) -> None:
     streams that holds. Ctrl-C stops the current step: its row covers the requests that
     finished, and the exit code is 130.
     """
-    show_output()
+    quiet = settings.pop("quiet")
+    # -q: the table's header, its rows and the conclusion (calibrate's TABLE lines).
+    show_output(quiet=table_and_verdict if quiet else None)
     try:
         with _signals_stop_calibrate():
             calibrate(**settings, run_step=run_step)
     except CalibrationError as exc:
         raise CalibrateFailed(str(exc), exc.exit_code) from None
+
+
+calibrate_command.params.append(quiet_option("the table of steps and the conclusion"))

@@ -6,6 +6,7 @@ variable), never a comparison of its value with the default.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from loadgen.flag import Flag
+from loadgen.flag import Flag, by_name
 
 GIVEN_SOURCES = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
@@ -83,3 +84,17 @@ def given_values(ctx: click.Context, flags: Iterable[Flag]) -> dict[str, Any]:
         for flag in flags
         if ctx.get_parameter_source(flag.field) is not ParameterSource.DEFAULT
     }
+
+
+def quiet_option(summary: str) -> click.Option:
+    """``-q/--quiet`` as `run` declares it (``RunConfig.quiet``), for another command that
+    prints a summary; ``summary``: what that command keeps with it, for its --help."""
+    from loadgen.config import RUN_FLAGS
+
+    quiet = by_name(RUN_FLAGS)["--quiet"]
+    return click_option(
+        dataclasses.replace(
+            quiet,
+            help=f"Print only {summary} (no notes or warnings); errors still go to stderr.",
+        )
+    )

@@ -18,21 +18,25 @@ from pathlib import Path
 
 import click
 
-from loadgen.cli.options import click_option, given_values
+from loadgen.cli.options import click_option, given_values, quiet_option
 from loadgen.cli.streams import show_output
 from loadgen.cli.vllm_compat import normalize_argv
 from loadgen.config import RUN_FLAGS, VLLM_BENCH_SERVE_FLAGS, ConfigError, RunConfig
 from loadgen.flag import Flag
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.read import read_records
+from loadgen.report.compare_campaigns import campaign_table, read_campaign
 from loadgen.report.exports import FORMATS, request_rows, write_rows
 from loadgen.report.gate_keys import gate_problem
 from loadgen.report.gates import report_breaches
 from loadgen.report.html_campaign import CAMPAIGN_REPORT, write_campaign_report
-from loadgen.report.html_report import RECORDS_SUFFIX, html_path_for, plotly_missing, run_page
+from loadgen.report.html_report import RECORDS_SUFFIX, html_path_for, run_page, server_record
 from loadgen.report.run_report import build_report, write_report
 from loadgen.report.settings import output_of, report_config, settings_note, settings_of
+from loadgen.report.slo import read_campaign_json
+from loadgen.report.summary import table_and_verdict
 from loadgen.session.preflight import file_path_problem, output_path_problem
+from loadgen.session.search_plan import account_lines
 
 REPORT_FLAGS = tuple(flag for flag in RUN_FLAGS if flag.reporting)
 # `report`'s own options: what it writes.
@@ -72,19 +76,26 @@ class ReportCommand(click.Command):
 
 @click.pass_context
 def report_records(
-    ctx: click.Context, /, records: str, export_format: str, output: Path | None, **_: object
+    ctx: click.Context,
+    /,
+    records: str,
+    export_format: str,
+    output: Path | None,
+    quiet: bool,
+    **_: object,
 ) -> None:
     """Rebuild the report of the run whose records file is RECORDS; exit 3 when it breaches a
     --fail-on gate."""
-    show_output()
+    show_output(quiet=table_and_verdict if quiet else None)
     if output is not None and export_format == "summary":
         raise click.UsageError("--output needs --format csv, jsonl or html")
     html = export_format == "html"
-    if html and (problem := plotly_missing()):
-        click.echo(f"error: --format html: {problem}", err=True)
-        sys.exit(2)
     if Path(records).is_dir():
-        report_folder(ctx, records, html, output)
+        if export_format in FORMATS:
+            raise click.UsageError(
+                f"{records} is a folder: --format {export_format} exports one run's records"
+            )
+        report_folder(ctx, records, html, output, quiet)
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
         run = read_records(records)
@@ -108,9 +119,10 @@ def report_records(
     if html:
         page = Path(output) if output is not None else html_path_for(records)
         page.write_text(
-            run_page(report, Path(records).name.removesuffix(RECORDS_SUFFIX)), encoding="utf-8"
+            run_page(report, Path(records).name.removesuffix(RECORDS_SUFFIX), server_record(run)),
+            encoding="utf-8",
         )
-        print(f"Report written to {page}")
+        say(f"Report written to {page}", quiet)
     elif export_format != "summary":
         rows = request_rows(report.summary, config.request_id_prefix)
         if output is None:
@@ -118,12 +130,18 @@ def report_records(
         else:
             with open(output, "w", encoding="utf-8", newline="") as out:
                 write_rows(rows, export_format, out)
-            print(f"{len(rows)} request rows written to {output}")
-    if note := settings_note(run, records):
+            say(f"{len(rows)} request rows written to {output}", quiet)
+    if (note := settings_note(run, records)) and not quiet:
         click.echo(f"note: {note}", err=True)
-    if report.caveat:
+    if report.caveat and not quiet:
         click.echo(f"note: {report.caveat}", err=True)
     sys.exit(report_breaches(report.breaches))
+
+
+def say(line: str, quiet: bool) -> None:
+    """A line that says where a file went (-q: none)."""
+    if not quiet:
+        print(line)
 
 
 def output_problem(
@@ -145,17 +163,17 @@ def output_problem(
     return f"{shown}: {problem}" if problem else None
 
 
-def report_folder(ctx: click.Context, folder: str, html: bool, output: Path | None) -> None:
-    """A campaign's folder: its report.html, and exit."""
-    if not html:
-        raise click.UsageError(
-            f"{folder} is a folder: a campaign's folder is drawn with --format html"
-        )
+def report_folder(
+    ctx: click.Context, folder: str, html: bool, output: Path | None, quiet: bool
+) -> None:
+    """A campaign's folder: its table in the terminal, or its report.html; then exit."""
     given = given_values(ctx, REPORT_FLAGS)
     if named := [flag.name for flag in REPORT_FLAGS if flag.field in given]:
         raise click.UsageError(
-            f"a campaign's folder is drawn as its runs were reported; drop {named[0]}"
+            f"a campaign's folder is reported as its runs were reported; drop {named[0]}"
         )
+    if not html:
+        print_campaign(folder, quiet)
     page_path = str(output) if output is not None else str(Path(folder) / CAMPAIGN_REPORT)
     if problem := file_path_problem(page_path):
         click.echo(f"error: {'--output ' if output is not None else ''}{problem}", err=True)
@@ -165,7 +183,27 @@ def report_folder(ctx: click.Context, folder: str, html: bool, output: Path | No
     except (RecordsFileError, OSError, ValueError, KeyError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    print(f"Report written to {page}")
+    say(f"Report written to {page}", quiet)
+    sys.exit(0)
+
+
+def print_campaign(folder: str, quiet: bool) -> None:
+    """A campaign's table as the campaign printed it at its end, rebuilt from its records,
+    with its SLO's line or its search's account (from campaign.json); then exit."""
+    try:
+        campaign = read_campaign(Path(folder), Path(folder).resolve().name)
+        lines = campaign_table(campaign)
+        search = (read_campaign_json(folder) or {}).get("search")
+    except (RecordsFileError, OSError, ValueError, KeyError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2 if isinstance(exc, RecordsFileError) else 1)
+    if isinstance(search, dict):
+        lines += account_lines(search, campaign.slo)
+    if not quiet:
+        runs = sum(len(point.records) for point in campaign.points)
+        lines.insert(0, f"Campaign {folder}: {len(campaign.points)} point(s), {runs} run(s) "
+                        "with records; the table rebuilt from them")  # fmt: skip
+    click.echo("\n".join(lines))
     sys.exit(0)
 
 
@@ -176,11 +214,15 @@ report_command = ReportCommand(
         *(report_option(flag) for flag in REPORT_FLAGS),
         click_option(FORMAT_FLAG),
         click_option(OUTPUT_FLAG),
+        quiet_option(
+            "the summary table and the client's verdict (a campaign's folder: its table "
+            "and the SLO's or the search's verdict)"
+        ),
     ],
     callback=report_records,
     help="Rebuild a run's console summary and result JSON from its records file "
     "(NAME.records.arrow, written beside the result by --save-result), offline, export its "
     "requests (--format csv|jsonl), or draw report.html (--format html; PATH may be a "
-    "campaign's folder). Reporting flags given again replace the run's own; those not given "
-    "keep the run's values.",
+    "campaign's folder). A campaign's folder alone prints the campaign's table again. "
+    "Reporting flags given again replace the run's own; those not given keep the run's values.",
 )

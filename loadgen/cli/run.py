@@ -56,14 +56,10 @@ def run_benchmark(ctx: click.Context, /, **values: object) -> None:
             "--num-runs, --steady-state, --slo or --search"
         )
     if config.quiet:
-        if is_campaign(config):  # its lines and table are not one run's report
-            raise click.UsageError(
-                "-q/--quiet prints one run's report; a campaign (lists, --num-runs, --slo, "
-                "--search) prints a line per run and a table: drop -q"
-            )
         config = dataclasses.replace(config, disable_tqdm=True)
-        # Only the report's table and verdict, rendered from its summary, and what goes to
-        # stderr (the breached gates); errors are click's, on stderr too.
+        # Only the report's table and verdict, rendered from its summary (a campaign's table
+        # and SLO verdict, its TABLE lines), and what goes to stderr (the breached gates);
+        # errors are click's, on stderr too.
         show_output(quiet=table_and_verdict)
     try:
         code = run_campaign(config) if is_campaign(config) else run(config)

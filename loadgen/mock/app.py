@@ -16,6 +16,7 @@ import functools
 import gc
 import logging
 import signal
+import socket
 import time
 
 from aiohttp import web
@@ -154,10 +155,13 @@ async def serve(config: MockConfig) -> None:
 
     app = build_app(config)
     state = app[STATE_KEY]
-    if config.startup_delay_s > 0 and state.personality.port_closed_while_loading:
+    loading = config.startup_delay_s > 0 and state.personality.port_closed_while_loading
+    reserved = _reserve_port(config) if loading else None
+    if reserved is not None:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), config.startup_delay_s)
         if stop.is_set():
+            reserved.close()
             _save_timings(state)
             return
 
@@ -171,15 +175,21 @@ async def serve(config: MockConfig) -> None:
     await runner.setup()
     assert runner.server is not None
     state.connections.install(runner.server)
+    if state.recorder is not None:
+        state.recorder.install(runner.server)
     host = config.host
     try:
-        site = web.TCPSite(
-            runner,
-            host,
-            config.port,
-            backlog=LISTEN_BACKLOG,
-            reuse_address=True,
-            reuse_port=config.reuse_port or None,
+        site: web.BaseSite = (
+            web.TCPSite(
+                runner,
+                host,
+                config.port,
+                backlog=LISTEN_BACKLOG,
+                reuse_address=True,
+                reuse_port=config.reuse_port or None,
+            )
+            if reserved is None
+            else web.SockSite(runner, reserved, backlog=LISTEN_BACKLOG)
         )
         await site.start()
         state.mark_open()
@@ -192,6 +202,19 @@ async def serve(config: MockConfig) -> None:
     finally:
         await runner.cleanup()
     _save_timings(state)
+
+
+def _reserve_port(config: MockConfig) -> socket.socket:
+    """The port bound but not listening while the server "loads": a client's connect is refused
+    as by a server not yet up, and no other process can take the port meanwhile (tests pick a
+    free port, then start the mock with a startup delay)."""
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if config.reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((config.host, config.port))
+    return sock
 
 
 async def _collect_garbage_when_idle(state: MockState) -> None:

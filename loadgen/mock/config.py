@@ -60,6 +60,15 @@ class MockConfig:
         "a first-come queue, so the time to first token climbs once the load passes N / (ttft + "
         "(output tokens - 1) * itl) requests per second. 0: no limit.",
     )
+    kv_cache_tokens: int = flag(
+        "--kv-cache-tokens",
+        int,
+        262144,
+        minimum=1,
+        help="KV-cache capacity in tokens that /metrics reports usage of: the prompt and "
+        "generated tokens of the running requests over it (the mock neither queues nor "
+        "preempts on a full cache: the usage stops at 1).",
+    )
     output_len: int = flag(
         "--output-len",
         int,

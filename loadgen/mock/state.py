@@ -19,6 +19,7 @@ from loadgen.mock.admission import RunningSlots
 from loadgen.mock.bodies import RequestError
 from loadgen.mock.config import MockConfig
 from loadgen.mock.connections import ConnectionHabits
+from loadgen.mock.load import LoadSnapshot, ServerLoad
 from loadgen.mock.personalities import PERSONALITIES
 from loadgen.mock.personalities.base import Personality, TokenCounts
 from loadgen.mock.prefix_cache import PrefixCache
@@ -54,6 +55,7 @@ class MockState:
         self.prefix_cache = PrefixCache() if config.prefill_us_per_token > 0 else None
         self.prefix_cache_resets = 0  # POSTs to the personality's prefix_cache_reset
         self.slots = RunningSlots(config.max_running)  # --max-running: the rest queue
+        self.load = ServerLoad(self.itl_s, config.kv_cache_tokens)  # what /metrics reports
         self.model_json = orjson.dumps(config.model)
         self.id_base = secrets.token_hex(8)
         self.counter = itertools.count()
@@ -77,6 +79,15 @@ class MockState:
             self.loading_until = now + self.config.startup_delay_s
         unavailable_until = now + self.config.unavailable_for_s
         self.gate_until = max(self.loading_until, unavailable_until)
+
+    def load_now(self) -> LoadSnapshot:
+        """The load /metrics reports now: running, waiting, KV cache, tokens, prefix cache."""
+        cache = self.prefix_cache
+        return self.load.snapshot(
+            self.slots.waiting,
+            None if cache is None else cache.queried_tokens,
+            None if cache is None else cache.hit_tokens,
+        )
 
     def response_id(self, prefix: str) -> str:
         """A new response id: ``prefix``, this server's random base and a counter."""

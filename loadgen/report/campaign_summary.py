@@ -1,5 +1,7 @@
 """A campaign's figures: each run's metrics (over its steady state with --steady-state), each
-point's mean and 95 % confidence interval across its runs, summary.csv and the console table.
+point's mean across its runs and, with MIN_RUNS runs or more, its 95 % interval
+(loadgen/report/intervals.py: a latency's from a bootstrap over the runs and their requests, a
+throughput's or a count's Student's t clipped at 0), summary.csv and the console table.
 
 A renderer of each run's ``RunSummary``: the metric table's rows whose views name ``campaign``
 are its columns. Pure functions: no sockets, no files but the CSV written at the end.
@@ -10,12 +12,21 @@ from __future__ import annotations
 import csv
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from loadgen.report.failures import most_frequent
+from loadgen.report.intervals import (
+    MIN_RUNS,
+    Clusters,
+    finite_mean,
+    no_interval_reason,
+    point_interval,
+    request_replicates,
+    runs_interval,
+)
 from loadgen.report.metric_table import (
     CAMPAIGN,
     CAMPAIGN_TABLE,
@@ -25,6 +36,7 @@ from loadgen.report.metric_table import (
     latencies_in,
 )
 from loadgen.report.run_summary import RunSummary
+from loadgen.report.server_figures import window_keys
 from loadgen.report.steady import (
     CountedRequests,
     SteadyWindow,
@@ -35,37 +47,10 @@ from loadgen.report.steady import (
 )
 from loadgen.terminal import printable
 
-# Two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30).
-T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-Z975 = 1.959964
-
-
-def t_quantile_975(dof: int) -> float:
-    """Student's t two-sided 95 % quantile for ``dof`` degrees of freedom (a table to 30, then
-    the Cornish-Fisher expansion, within 0.001 of the exact value)."""
-    if dof < 1:
-        return math.nan
-    if dof <= len(T975):
-        return T975[dof - 1]
-    z = Z975
-    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
-
-
-def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
-    """Mean and 95 % confidence interval (t distribution) of the finite ``values``; the
-    interval is NaN with fewer than two."""
-    finite = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if len(finite) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(finite.mean())
-    if len(finite) < 2:
-        return mean, math.nan, math.nan
-    half = t_quantile_975(len(finite) - 1) * float(finite.std(ddof=1)) / math.sqrt(len(finite))
-    return mean, mean - half, mean + half
+INTERVAL_NOTE = (
+    "mean across runs [95 % interval: a latency's from a bootstrap over runs and their "
+    "requests, the other figures' Student's t over runs, clipped at 0]"
+)
 
 
 def metric_keys(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
@@ -139,11 +124,45 @@ def summary_metrics(summary: RunSummary, steady: bool = False) -> tuple[dict[str
         outcome=summary.errors.outcome,
         not_sent=float(summary.totals.not_sent),  # never in a window: the run's own count
     )
+    metrics |= window_keys(summary.server_series, window.start_s, window.end_s)
     return metrics, window.trimmed
 
 
 def _number(value: float | None) -> float:
     return math.nan if value is None else float(value)
+
+
+def run_replicates(
+    summary: RunSummary,
+    steady: bool = False,
+    latencies: Collection[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """One run's bootstrap replicates over its counted requests (``counted_requests``) of
+    each latency statistic summary.csv has (its key, in ms; the run's --metric-percentiles;
+    ``latencies``: only those latency keys'): ``intervals.request_replicates``, a request's ITL
+    gaps drawn together."""
+    requests = counted_requests(summary, steady)
+    gaps = np.diff(summary.requests.timings.itl_offsets)[requests.ok]
+    shapes = {  # which of the counted requests each sample's values belong to
+        "tpot": requests.output_lens > 1,
+        "itl": gaps,
+    }
+    samples = {}
+    for latency in latencies_in(CAMPAIGN):
+        if latencies is not None and latency.key not in latencies:
+            continue
+        values = requests.samples[latency.key] * 1000.0
+        owned = shapes.get(latency.key)
+        samples[latency.key] = (
+            Clusters.singletons(values) if owned is None else Clusters(values, owned.astype(int))
+        )
+    statistics = campaign_statistics(summary.settings.percentiles)
+    tables = request_replicates(samples, statistics)
+    return {
+        f"{stat}_{latency}_ms": table[:, column]
+        for latency, table in tables.items()
+        for column, stat in enumerate(statistics)
+    }
 
 
 @dataclass
@@ -157,14 +176,34 @@ class PointRuns:
     trimmed: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # why runs failed, one line each
     error_kinds: list[dict[str, int]] = field(default_factory=list)  # each run's failed by kind
+    # each finished run's ``run_replicates``, in the order of ``metrics``: a latency's interval
+    # needs them (a point without them shows none for its latencies)
+    replicates: list[dict[str, np.ndarray]] = field(default_factory=list)
+
+    def interval(self, key: str) -> tuple[float, float]:
+        """The 95 % interval of a metric's mean across the runs (NaN, NaN: none): with fewer
+        than MIN_RUNS runs that measured it none; a latency's from the runs' replicates, any
+        other figure's Student's t clipped to its range (0 up, 100 at most for a %)."""
+        values = [m.get(key, math.nan) for m in self.metrics]
+        finite = [i for i, v in enumerate(values) if math.isfinite(v)]
+        if len(finite) < MIN_RUNS:
+            return math.nan, math.nan
+        if key in FIGURE_BY_KEY:
+            upper = 100.0 if FIGURE_BY_KEY[key].unit == "%" else math.inf
+            return runs_interval(values, 0.0, upper)
+        drawn = [self.replicates[i].get(key) for i in finite if i < len(self.replicates)]
+        if len(self.replicates) != len(self.metrics) or any(d is None for d in drawn):
+            return math.nan, math.nan
+        return point_interval(finite_mean(values), [d for d in drawn if d is not None])
 
 
 def summary_rows(
     points: Sequence[PointRuns], num_runs: int, percentiles: Sequence[float] = ()
 ) -> list[dict[str, object]]:
-    """summary.csv's rows, one per point: each metric (its mean across runs, and with repeats
-    the 95 % t interval's ends; ``percentiles``: the runs' --metric-percentiles), the runs that
-    finished, the requests trimmed, the errors."""
+    """summary.csv's rows, one per point: each metric (with repeats its mean across runs, and
+    with MIN_RUNS or more its 95 % interval's ends, empty where the point has fewer runs that
+    measured it: ``PointRuns.interval``; ``percentiles``: the runs' --metric-percentiles), the
+    runs that finished, the requests trimmed, the errors."""
     rows = []
     for point in points:
         row: dict[str, object] = {
@@ -176,13 +215,15 @@ def summary_rows(
             "steady_state_trimmed": sum(point.trimmed),
         }
         for key in metric_keys(percentiles):
-            mean, low, high = mean_ci95([m.get(key, math.nan) for m in point.metrics])
+            mean = finite_mean([m.get(key, math.nan) for m in point.metrics])
             if num_runs == 1:
                 row[key] = _cell(mean)
-            else:
-                row[f"{key}_mean_of_runs"] = _cell(mean)
-                row[f"{key}_ci95_t_low"] = _cell(low)
-                row[f"{key}_ci95_t_high"] = _cell(high)
+                continue
+            row[f"{key}_mean_of_runs"] = _cell(mean)
+            if num_runs >= MIN_RUNS:
+                low, high = point.interval(key)
+                row[f"{key}_ci95_low"] = _cell(low)
+                row[f"{key}_ci95_high"] = _cell(high)
         row["top_error_kind"] = top_error_kind(point.error_kinds)
         row["error"] = "; ".join(point.errors)
         rows.append(row)
@@ -227,9 +268,10 @@ def summary_table(
     pooling: bool = False,
 ) -> list[str]:
     """The console's table at the campaign's end: per point, runs finished, then the metric
-    table's ``campaign table`` columns and the other ``keys`` (an SLO's) (means across runs, ±
-    the interval's half width with repeats), and with an SLO the runs that met it; a figure
-    measured only when asked (goodput) is left out when no point has it."""
+    table's ``campaign table`` columns and the other ``keys`` (an SLO's) (with repeats means
+    across runs, then ``[low, high]``, their 95 % interval, where a point has one), and with an
+    SLO the runs that met it; a figure measured only when asked (goodput) is left out when no
+    point has it; below, what the figures are and why a point has no interval."""
     columns = table_columns(pooling)
     named = {key for key, _ in columns}
     shown = [
@@ -239,14 +281,21 @@ def summary_table(
         or FIGURE_BY_KEY[key].shown != "known"
         or any(_shown(row, key, num_runs) != "-" for row in rows)
     ]
+    cells = [[_shown(row, key, num_runs) for key, _ in shown] for row in rows]
+    widths = [
+        max(22, len(title), *(len(line[k]) for line in cells)) for k, (_, title) in enumerate(shown)
+    ]
     slo = bool(rows) and "slo_met_runs" in rows[0]
-    header = f"{'point':<40} {'ok':>5} " + " ".join(f"{title:>22}" for _, title in shown)
+    header = f"{'point':<40} {'ok':>5} " + " ".join(
+        f"{title:>{w}}" for (_, title), w in zip(shown, widths, strict=True)
+    )
     header += f" {'SLO met':>7}" if slo else ""
     lines = ["=" * len(header), header, "-" * len(header)]
-    for row in rows:
-        cells = [_shown(row, key, num_runs) for key, _ in shown]
+    for row, line_cells in zip(rows, cells, strict=True):
         ok = f"{row['runs_ok']}/{row['runs']}"
-        line = f"{row['point']:<40} {ok:>5} " + " ".join(f"{c:>22}" for c in cells)
+        line = f"{row['point']:<40} {ok:>5} " + " ".join(
+            f"{c:>{w}}" for c, w in zip(line_cells, widths, strict=True)
+        )
         if slo:
             line += f" {str(row['slo_met_runs']) + '/' + str(row['runs']):>7}"
         lines.append(line)
@@ -255,9 +304,24 @@ def summary_table(
         if row.get("top_error_kind"):
             lines.append(f"  failed requests, most often: {row['top_error_kind']}")
     lines.append("=" * len(header))
-    if num_runs > 1:
-        lines.append("means across runs ± half width of their 95 % interval (Student's t)")
-    return lines
+    return [*lines, *interval_notes(rows, num_runs)]
+
+
+def interval_notes(rows: Sequence[Mapping[str, object]], num_runs: int) -> list[str]:
+    """What a table of summary.csv's rows shows with repeats, and why a point has no
+    interval (fewer than MIN_RUNS runs finished), in a line or two; none for single runs."""
+    if num_runs == 1:
+        return []
+    if num_runs < MIN_RUNS:
+        return [f"means across runs; no interval: {no_interval_reason(num_runs)}"]
+    short = [row for row in rows if int(str(row["runs_ok"])) < MIN_RUNS]
+    notes = [INTERVAL_NOTE]
+    if short:
+        points = ", ".join(str(row["point"]) for row in short)
+        fewest = min(int(str(row["runs_ok"])) for row in short)
+        reason = no_interval_reason(fewest) or ""
+        notes.append(f"no interval at {points}: as few as {reason}")
+    return notes
 
 
 def _shown(row: dict[str, object], key: str, num_runs: int) -> str:
@@ -265,10 +329,20 @@ def _shown(row: dict[str, object], key: str, num_runs: int) -> str:
         value = row.get(key, "")
         return "-" if value == "" else f"{value:.2f}"
     mean, low, high = (
-        row.get(f"{key}{s}", "") for s in ("_mean_of_runs", "_ci95_t_low", "_ci95_t_high")
+        row.get(f"{key}{s}", "") for s in ("_mean_of_runs", "_ci95_low", "_ci95_high")
     )
     if mean == "":
         return "-"
-    if low == "":
+    if low == "" or high == "":
         return f"{mean:.2f}"
-    return f"{mean:.2f} ± {(high - low) / 2:.2f}"  # type: ignore[operator]
+    decimals = interval_decimals(float(low), float(high))  # type: ignore[arg-type]
+    return f"{mean:.{decimals}f} [{low:.{decimals}f}, {high:.{decimals}f}]"
+
+
+def interval_decimals(low: float, high: float) -> int:
+    """The decimals that show an interval's half width to 2 significant digits (0 to 4; 2
+    for an interval of no width), so a mean is not shown finer than its interval knows it."""
+    half = (high - low) / 2
+    if not half > 0:
+        return 2
+    return min(max(1 - math.floor(math.log10(half)), 0), 4)

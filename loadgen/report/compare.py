@@ -13,7 +13,11 @@ with more than ITL_DRAW_LIMIT gaps draws its ITL interval from a random part of 
 
 Runs whose settings differ (``setting_differences``: every flag that shapes the traffic) are
 still compared, with a warning naming the flags. A figure a side does not have (no request
-succeeded) is shown as ``-``.
+succeeded) is shown as ``-``. The requests that did not complete are counted too (failed,
+cancelled, not sent: loadgen/report/failures.py), without an interval.
+
+A campaign's points compared point by point (loadgen/report/compare_campaigns.py) and result
+JSONs without records (loadgen/report/compare_summaries.py) reuse these rows and this table.
 
 Pure functions: the samples of a run, the bootstrap and the table, tested without sockets.
 """
@@ -24,12 +28,14 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_config
+from loadgen.report.campaign_summary import counted_window
+from loadgen.report.intervals import gather
 from loadgen.report.metrics import tpot_of
 from loadgen.report.run_summary import RunSummary
 from loadgen.report.settings import TRAFFIC_FLAGS, stored_settings
@@ -44,6 +50,15 @@ DEFAULT_RESAMPLES = 1000
 SEED = 0
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "p99")
+# The requests that did not complete, each side's total: (the row's name, Samples' field).
+COUNTS = (("failed", "failed"), ("cancelled", "cancelled"), ("not sent", "not_sent"))
+
+
+class Side(Protocol):
+    """What the table says of a side: its name and how many runs it pools."""
+
+    name: str
+    runs: int
 
 
 @dataclass
@@ -59,6 +74,10 @@ class Samples:
     request_throughput: float
     output_throughput: float
     runs: int
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    not_sent: int = 0
 
 
 @dataclass
@@ -70,6 +89,7 @@ class Row:
     other: float
     low: float  # the difference's interval; NaN where not resampled
     high: float
+    count: bool = False  # a count of requests: shown whole
 
     @property
     def delta(self) -> float:
@@ -88,14 +108,18 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
     return pooled_samples(name, [summarize(stored_settings(run, name), run) for run in runs])
 
 
-def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
-    """The figures of one side from its runs' summaries: the successful requests pooled."""
+def pooled_samples(name: str, summaries: Sequence[RunSummary], steady: bool = False) -> Samples:
+    """The figures of one side from its runs' summaries: the successful requests pooled
+    (``steady``: only those of each run's --steady-state window, as a campaign counts them)."""
     ttft, tpot, e2el, itls, counts = [], [], [], [], []
     completed = output = 0
     duration = 0.0
     for summary in summaries:
         results, timings = summary.requests.results, summary.requests.timings
         ok = results.success  # as the report counts them (a success has a token event)
+        window = counted_window(summary, steady) if steady else None
+        if window is not None:
+            ok = ok & window.kept
         ttft.append(timings.ttft_s[ok])
         e2el.append(timings.latency_s[ok])
         out = results.output_lens[ok]
@@ -103,10 +127,14 @@ def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
         picked = np.flatnonzero(ok)
         itls.append(gather(timings.itl_s, timings.itl_offsets, picked))
         counts.append(np.diff(timings.itl_offsets)[picked])
-        completed += summary.totals.completed
         output += int(out.sum())
-        end_s = summary.requests.end_s
-        duration += float(end_s.max()) if len(end_s) else 0.0
+        if window is not None:
+            completed += int(ok.sum())
+            duration += window.duration_s
+        else:
+            completed += summary.totals.completed
+            end_s = summary.requests.end_s
+            duration += float(end_s.max()) if len(end_s) else 0.0
     sizes = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
     return Samples(
@@ -119,18 +147,35 @@ def pooled_samples(name: str, summaries: Sequence[RunSummary]) -> Samples:
         request_throughput=completed / duration if duration > 0 else 0.0,
         output_throughput=output / duration if duration > 0 else 0.0,
         runs=len(summaries),
+        completed=sum(s.totals.completed for s in summaries),
+        failed=sum(s.totals.failed for s in summaries),
+        cancelled=sum(s.totals.cancelled for s in summaries),
+        not_sent=sum(s.totals.not_sent for s in summaries),
     )
 
 
 def setting_differences(base: Sequence[RunRecords], other: Sequence[RunRecords]) -> list[str]:
-    """``--flag A vs B`` for each traffic setting whose value in a run of ``other`` (or of
-    ``base`` beyond its first run) is not the first base run's; secrets as ``***``."""
-    first = redact_config(base[0].start.config)
+    """``--flag A vs B`` for each traffic setting a run differs in, secrets as ``***``: each run
+    of ``other`` against the base run in its place (run k against run k: a campaign's repeats
+    each draw from a seed of their own, the same in two campaigns given one --seed; the last
+    base run where ``other`` has more), and ``base``'s later runs against its first but for
+    their seed."""
+    configs = [redact_config(run.start.config) for run in base]
+    pairs: list[tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]] = [
+        (configs[0], config, ("seed",)) for config in configs[1:]
+    ]
+    pairs += [
+        (configs[min(k, len(configs) - 1)], redact_config(run.start.config), ())
+        for k, run in enumerate(other)
+    ]
     differ: dict[str, tuple[Any, Any]] = {}
-    for run in [*base[1:], *other]:
-        config = redact_config(run.start.config)
+    for first, config, skipped in pairs:
         for field, flag in TRAFFIC_FLAGS.items():
-            if flag not in differ and config.get(field) != first.get(field):
+            if (
+                flag not in differ
+                and field not in skipped
+                and config.get(field) != first.get(field)
+            ):
                 differ[flag] = (first.get(field), config.get(field))
     return [f"{flag} {_shown(a)} vs {_shown(b)}" for flag, (a, b) in differ.items()]
 
@@ -142,15 +187,34 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def statistic(name: str) -> Callable[[np.ndarray], float]:
+# Each statistic of every row of a 2-D sample (the last axis): a batch of draws at once.
+_OF_ROWS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "mean": lambda x: np.mean(x, axis=-1),
+    "median": lambda x: np.median(x, axis=-1),
+    "p99": lambda x: np.percentile(x, 99, axis=-1),
+}
+# Values drawn at once when a side's requests are drawn by value: the draws go in batches of
+# this many values (16 MB), not one by one (1,000 numpy calls per statistic and side).
+BATCH_VALUES = 2_000_000
+
+
+class Statistic:
+    """``mean``, ``median`` or ``p99``: of a sample (NaN for an empty one), or of each row of
+    a batch of resamples (``of_rows``)."""
+
+    def __init__(self, name: str) -> None:
+        if name not in _OF_ROWS:
+            raise ValueError(f"unknown statistic {name!r}")
+        self.name = name
+        self.of_rows = _OF_ROWS[name]
+
+    def __call__(self, x: np.ndarray) -> float:
+        return float(self.of_rows(x)) if len(x) else math.nan
+
+
+def statistic(name: str) -> Statistic:
     """``mean``, ``median`` or ``p99`` of a sample (NaN for an empty one)."""
-    if name == "mean":
-        return lambda x: float(np.mean(x)) if len(x) else math.nan
-    if name == "median":
-        return lambda x: float(np.median(x)) if len(x) else math.nan
-    if name == "p99":
-        return lambda x: float(np.percentile(x, 99)) if len(x) else math.nan
-    raise ValueError(f"unknown statistic {name!r}")
+    return Statistic(name)
 
 
 def bootstrap_differences(
@@ -172,12 +236,16 @@ def bootstrap_differences(
     if resamples <= 0 or not len(base) or not len(other):
         return [(math.nan, math.nan)] * len(stats)
     rng = np.random.default_rng(seed)
-    draw_base = _drawer(base, base_offsets, rng)
-    draw_other = _drawer(other, other_offsets, rng)
-    diffs = np.empty((resamples, len(stats)))
-    for k in range(resamples):
-        a, b = draw_base(), draw_other()
-        diffs[k] = [stat(b) - stat(a) for stat in stats]
+    batched = [stat for stat in stats if isinstance(stat, Statistic)]
+    if base_offsets is None and other_offsets is None and len(batched) == len(stats):
+        diffs = _batched_differences(base, other, batched, resamples, rng)
+    else:
+        draw_base = _drawer(base, base_offsets, rng)
+        draw_other = _drawer(other, other_offsets, rng)
+        diffs = np.empty((resamples, len(stats)))
+        for k in range(resamples):
+            a, b = draw_base(), draw_other()
+            diffs[k] = [stat(b) - stat(a) for stat in stats]
     tail = 100 * (1 - CONFIDENCE) / 2
     intervals = []
     for column in diffs.T:
@@ -190,15 +258,24 @@ def bootstrap_differences(
     return intervals
 
 
-def gather(values: np.ndarray, offsets: np.ndarray, picked: np.ndarray) -> np.ndarray:
-    """The clusters ``picked`` (request r owns ``values[off[r]:off[r+1]]``), end to end."""
-    starts = offsets[:-1][picked]
-    sizes = np.diff(offsets)[picked]
-    total = int(sizes.sum())
-    # Each cluster's start repeated over its values, plus the position within it.
-    begin = np.repeat(starts, sizes)
-    within = np.arange(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return values[begin + within]
+def _batched_differences(
+    base: np.ndarray,
+    other: np.ndarray,
+    stats: Sequence[Statistic],
+    resamples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``resamples`` draws by value of both sides, in batches (``BATCH_VALUES``): each
+    statistic's difference per draw, [resamples, stats]."""
+    diffs = np.empty((resamples, len(stats)))
+    rows = max(1, BATCH_VALUES // max(len(base), len(other)))
+    for start in range(0, resamples, rows):
+        count = min(rows, resamples - start)
+        a = base[rng.integers(0, len(base), (count, len(base)))]
+        b = other[rng.integers(0, len(other), (count, len(other)))]
+        for column, stat in enumerate(stats):
+            diffs[start : start + count, column] = stat.of_rows(b) - stat.of_rows(a)
+    return diffs
 
 
 def requests_within(
@@ -254,7 +331,16 @@ def compare(base: Samples, other: Samples, resamples: int = DEFAULT_RESAMPLES) -
         Row("output throughput (tok/s)", base.output_throughput, other.output_throughput,
             math.nan, math.nan)
     )  # fmt: skip
-    return rows
+    return rows + count_rows(base, other)
+
+
+def count_rows(base: Samples, other: Samples) -> list[Row]:
+    """The requests each side completed, and those that did not, by outcome (no interval)."""
+    return [
+        Row(name, float(getattr(base, field)), float(getattr(other, field)), math.nan,
+            math.nan, count=True)
+        for name, field in (("completed", "completed"), *COUNTS)
+    ]  # fmt: skip
 
 
 def _sample(samples: Samples, metric: str) -> np.ndarray:
@@ -266,7 +352,7 @@ def _sample(samples: Samples, metric: str) -> np.ndarray:
     }[metric]
 
 
-def table_lines(base: Samples, others: list[tuple[Samples, list[Row]]]) -> list[str]:
+def table_lines(base: Side, others: Sequence[tuple[Side, list[Row]]]) -> list[str]:
     """The console table: one block per compared side."""
     lines = []
     for other, rows in others:
@@ -275,19 +361,27 @@ def table_lines(base: Samples, others: list[tuple[Samples, list[Row]]]) -> list[
             f"difference = {other.name} − {base.name}, {100 * CONFIDENCE:.0f} % bootstrap "
             "interval; * where it leaves out 0)"
         )
+        lines += row_lines(rows)
+    return lines
+
+
+def row_lines(rows: Sequence[Row], indent: str = "  ") -> list[str]:
+    """The rows of one comparison under their header: base, other, the difference, its share
+    of the base, its interval (``-``: none) and the mark."""
+    lines = [
+        f"{indent}{'metric':<28}{'base':>11}{'other':>11}{'delta':>11}{'delta %':>9}"
+        f"{'interval of delta':>24}"
+    ]
+    for row in rows:
+        share = 100 * row.delta / row.base if row.base else math.nan
+        interval = "-" if math.isnan(row.low) else f"[{row.low:.3g}, {row.high:.3g}]"
+        mark = " *" if row.flagged else ""
+        value, delta = (".0f", "+.0f") if row.count else (".3f", "+.3f")
         lines.append(
-            f"  {'metric':<28}{'base':>11}{'other':>11}{'delta':>11}{'delta %':>9}"
-            f"{'interval of delta':>24}"
+            f"{indent}{row.metric:<28}{_figure(row.base, value):>11}"
+            f"{_figure(row.other, value):>11}{_figure(row.delta, delta):>11}"
+            f"{_figure(share, '+.1f', '%'):>9}{interval:>24}{mark}"
         )
-        for row in rows:
-            share = 100 * row.delta / row.base if row.base else math.nan
-            interval = "-" if math.isnan(row.low) else f"[{row.low:.3g}, {row.high:.3g}]"
-            mark = " *" if row.flagged else ""
-            lines.append(
-                f"  {row.metric:<28}{_figure(row.base, '.3f'):>11}{_figure(row.other, '.3f'):>11}"
-                f"{_figure(row.delta, '+.3f'):>11}{_figure(share, '+.1f', '%'):>9}"
-                f"{interval:>24}{mark}"
-            )
     return lines
 
 
@@ -296,31 +390,30 @@ def _figure(value: float, spec: str, unit: str = "") -> str:
     return f"{value:{spec}}{unit}" if math.isfinite(value) else "-"
 
 
-def rows_json(base: Samples, others: list[tuple[Samples, list[Row]]]) -> dict:
+def rows_json(base: Side, others: Sequence[tuple[Side, list[Row]]]) -> dict:
     """The comparison as JSON: per compared side, each metric's figures."""
     return {
         "base": base.name,
         "confidence": CONFIDENCE,
         "comparisons": [
-            {
-                "name": other.name,
-                "metrics": [
-                    {
-                        "metric": row.metric,
-                        "base": _finite(row.base),
-                        "other": _finite(row.other),
-                        "delta": _finite(row.delta),
-                        "interval": None
-                        if math.isnan(row.low)
-                        else [_finite(row.low), _finite(row.high)],
-                        "flagged": row.flagged,
-                    }
-                    for row in rows
-                ],
-            }
-            for other, rows in others
+            {"name": other.name, "metrics": metrics_json(rows)} for other, rows in others
         ],
     }
+
+
+def metrics_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Each row's figures as JSON (null where a side has none; no interval: null)."""
+    return [
+        {
+            "metric": row.metric,
+            "base": _finite(row.base),
+            "other": _finite(row.other),
+            "delta": _finite(row.delta),
+            "interval": None if math.isnan(row.low) else [_finite(row.low), _finite(row.high)],
+            "flagged": row.flagged,
+        }
+        for row in rows
+    ]
 
 
 def _finite(value: float) -> float | None:

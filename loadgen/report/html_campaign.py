@@ -25,7 +25,9 @@ from loadgen.records.read import read_records
 from loadgen.records.redact import redact_text
 from loadgen.report.campaign_summary import (
     PointRuns,
+    interval_notes,
     run_problem,
+    run_replicates,
     summary_metrics,
     summary_rows,
 )
@@ -44,14 +46,16 @@ from loadgen.report.html_report import (
     POOLING_CDFS,
     RECORDS_SUFFIX,
     VERDICT_OK,
+    ServerRecord,
     Table,
     failure_rows,
-    plotly_missing,
     render,
     run_latencies,
     run_over_time,
+    server_record,
     settings_rows,
 )
+from loadgen.report.intervals import MIN_RUNS
 from loadgen.report.metric_table import CAMPAIGN, FIGURE_BY_KEY, figures_in, latencies_in
 from loadgen.report.report_output import NO_FILES
 from loadgen.report.run_report import Report, build_report
@@ -74,6 +78,7 @@ class CampaignPoint:
     label: str
     records: list[Path]  # by run number
     reports: list[Report] = field(default_factory=list)  # one per records file, in its order
+    servers: list[ServerRecord] = field(default_factory=list)  # the server's series, likewise
 
     @property
     def name(self) -> str:
@@ -127,6 +132,7 @@ def read_reports(points: list[CampaignPoint]) -> None:
             run = read_records(str(path))
             settings = stored_settings(run, str(path))
             point.reports.append(build_report(settings, NO_FILES, run, date=_UNDATED))
+            point.servers.append(server_record(run))
 
 
 def campaign_page(folder: Path) -> str:
@@ -154,17 +160,22 @@ def campaign_page(folder: Path) -> str:
     if slo:
         extra.append(("SLO", ", ".join(slo)))
     over_time = [
-        run_over_time(f"{p.label} (run 0)" if num_runs > 1 else p.label, p.reports[0].summary)
+        run_over_time(
+            f"{p.label} (run 0)" if num_runs > 1 else p.label, p.reports[0].summary, p.servers[0]
+        )
         for p in with_runs
     ]
     pooling = first.settings.pooling
     names = POOLING_CDFS if pooling else GENERATION_CDFS
     latencies = [run_latencies(p.label, [r.summary for r in p.reports]) for p in with_runs]
     charts = [("Latency distributions", cdf_figure(latencies, names))]
-    planes = trade_off_planes(points, figures, num_runs)
+    planes = trade_off_planes(points, figures, num_runs, slo=marks is not None)
+    if planes is not None:
+        for plane, metric in zip(planes, TRADE_OFF_LATENCIES, strict=True):
+            plane.limit = slo_limit(slo, f"p99_{metric}_ms")
     if planes is not None:
         charts.append(("Throughput and latency", trade_off_figure(planes)))
-    caption = (" (one point at a time: pick it in the menu; the point's first run)"
+    caption = (" (one point at a time, the point's first run: open it below)"
                if len(over_time) > 1 else "")  # fmt: skip
     charts.append((f"{OVER_TIME_TITLE}{caption}",
                    over_time_figure(over_time, tokens=not pooling)))  # fmt: skip
@@ -190,8 +201,7 @@ def campaign_page(folder: Path) -> str:
         failures_note="each point's runs added up"
         + ("; each point's first run over time, below" if len(with_runs) > 1 else ""),
         tables=tables,
-        summary_note="summary.csv's rows, computed again from each run's records"
-        + (": the mean across runs, its 95 % interval (Student's t) below" if num_runs > 1 else ""),
+        summary_note="; ".join([SUMMARY_NOTE, *interval_notes(figures, num_runs)]),
         figures=charts,
     )
 
@@ -208,20 +218,23 @@ def point_runs(points: list[CampaignPoint], steady: bool) -> list[PointRuns]:
     summary.csv gave it."""
     runs = []
     for point in points:
-        measured = [summary_metrics(summary, steady) for summary in point.counted()]
+        counted = point.counted()
+        measured = [summary_metrics(summary, steady) for summary in counted]
+        drawn = [run_replicates(s, steady) for s in counted] if len(counted) >= MIN_RUNS else []
         errors = [text for text in point.row.get("error", "").split("; ") if text]
         runs.append(PointRuns(point.name, _cap(point.row), float(point.row["request_rate"]),
                               metrics=[metrics for metrics, _ in measured],
                               trimmed=[trimmed for _, trimmed in measured],
                               error_kinds=[r.summary.errors.by_kind for r in point.reports],
-                              errors=errors))  # fmt: skip
+                              errors=errors, replicates=drawn))  # fmt: skip
     return runs
 
 
+SUMMARY_NOTE = "summary.csv's rows, computed again from each run's records"
 SEARCH_NOTE = (
     "every run of the search in order; the evidence: each SLO key's value and its 95 % interval "
-    "(a percentile's from the order statistics of the run's requests, a mean's from their "
-    "spread), for the run, then for its load's runs pooled"
+    "(a bootstrap over the run's requests), for the run, then for its load's runs pooled (over "
+    "their requests; with 3 runs or more over the runs and their requests)"
 )
 
 
@@ -315,26 +328,31 @@ def verdict_summary(verdicts: list[str], runs: int) -> str:
     return f"{ok} of {len(verdicts)} runs: client OK" + (f"; {bad} not: below" if bad else "")
 
 
+def interval_keys(key: str) -> tuple[str, str]:
+    """summary.csv's columns of a metric's interval across runs (absent: no interval)."""
+    return f"{key}_ci95_low", f"{key}_ci95_high"
+
+
 def _value(row: dict[str, object], key: str, num_runs: int) -> tuple[float, float, float]:
-    """A metric of a summary.csv row: its mean and its interval's ends (NaN where empty)."""
+    """A metric of a summary.csv row: its mean and its interval's ends (NaN where empty or
+    absent: no error bar)."""
 
     def number(cell: object) -> float:
         return math.nan if cell in (None, "") else float(cell)  # type: ignore[arg-type]
 
     if num_runs == 1:
         return number(row.get(key)), math.nan, math.nan
-    mean, low, high = (
-        number(row.get(f"{key}{s}")) for s in ("_mean_of_runs", "_ci95_t_low", "_ci95_t_high")
-    )
-    return mean, low, high
+    low, high = interval_keys(key)
+    return number(row.get(f"{key}_mean_of_runs")), number(row.get(low)), number(row.get(high))
 
 
 def trade_off_planes(
-    points: list[CampaignPoint], rows: list[dict[str, object]], num_runs: int
+    points: list[CampaignPoint], rows: list[dict[str, object]], num_runs: int, slo: bool = False
 ) -> list[TradeOff] | None:
-    """Output tok/s against p99 TTFT and against p99 ITL, per point that has both; None with
-    fewer than one such point. An interval's low end is drawn from 0 at the lowest: neither a
-    throughput nor a latency is negative, though two runs' t interval can reach below."""
+    """Output tok/s against p99 TTFT and against p99 ITL, per point that has both, each marked
+    as meeting --slo or not (``slo``: the rows have ``slo_met``); None with fewer than one such
+    point. An interval's low end is drawn from 0 at the lowest: neither a throughput nor a
+    latency is negative, though two runs' t interval can reach below."""
     planes = []
     for metric in (f"p99_{key}_ms" for key in TRADE_OFF_LATENCIES):
         kept = [(p, row) for p, row in zip(points, rows, strict=True)
@@ -349,8 +367,22 @@ def trade_off_planes(
             x=[x[0] for x in xs], x_low=[_from_0(x[1]) for x in xs], x_high=[x[2] for x in xs],
             y=[y[0] for y in ys], y_low=[_from_0(y[1]) for y in ys], y_high=[y[2] for y in ys],
             front=pareto_front([x[0] for x in xs], [y[0] for y in ys]),
+            meets=[row.get("slo_met") == "yes" for _, row in kept] if slo else None,
         ))  # fmt: skip
     return planes
+
+
+_LIMIT = re.compile(r"^\s*([a-z0-9_.]+)\s*(<=|<)\s*([0-9.]+)\s*$")
+
+
+def slo_limit(conditions: Sequence[str], key: str) -> float | None:
+    """The bound --slo puts on ``key`` from above (``p99_ttft_ms<=500``: 500), if any."""
+    for condition in conditions:
+        for part in condition.split(","):
+            match = _LIMIT.match(part)
+            if match and match[1] == key:
+                return float(match[3])
+    return None
 
 
 def _from_0(low: float) -> float:
@@ -426,8 +458,6 @@ def write_campaign_report(folder: str, output: str | None = None) -> Path:
 def campaign_report_line(folder: str) -> str:
     """Draw a campaign's report.html at its end; the line that says where, or why it was
     skipped (the campaign's results stand either way)."""
-    if problem := plotly_missing():
-        return f"{CAMPAIGN_REPORT} skipped: {problem}"
     try:
         path = write_campaign_report(folder)
     except Exception as exc:  # a page is not worth the campaign's exit code

@@ -1,39 +1,64 @@
-"""report.html's plotly figures, drawn from html_figures.py's data: the latency CDFs, the
-throughput and in-flight time series, and a campaign's throughput-latency curves.
+"""report.html's figures, drawn from html_figures.py's and html_server.py's data as inline SVG
+(html_svg.py, pygal): the latency CDFs, the run over time (throughput, in flight, failures,
+TTFT/ITL/E2EL percentiles per bin, then the server's own series, on one time axis) and a
+campaign's throughput-latency planes.
 
-plotly is the optional ``[plot]`` extra: it is imported here, when a figure is drawn. Each
-figure becomes a ``<div>`` and its ``<script>``, which call the one plotly.js the page inlines.
+Each figure is HTML: a grid of ``<svg>`` panels; a campaign's over-time panels come a point at
+a time, each in its own ``<details>`` (the first open), so the page needs no script.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from loadgen.report.html_figures import cdf_points, spans_decades
+from loadgen.report.html_figures import BANDS, cdf_points, spans_decades
+from loadgen.report.html_server import ServerPanel
+from loadgen.report.html_svg import (
+    PALETTE,
+    Line,
+    Panel,
+    bar_points,
+    line_points,
+    step_points,
+    svg,
+)
 from loadgen.report.metric_table import LATENCY_BY_KEY
 
 # The metric table names each latency: "TTFT distribution (CDF)", "p99 TTFT (ms)".
 CDF_TITLES = {
     key: f"{LATENCY_BY_KEY[key].short} distribution (CDF)" for key in ("ttft", "itl", "e2el")
 }
+BAND_TITLES = {
+    key: f"{LATENCY_BY_KEY[key].short} over time: p50, p90 and p99 of each bin"
+    for key in ("ttft", "itl", "e2el")
+}
 TRADE_OFF_LATENCIES = ("ttft", "itl")  # a campaign's planes: output tok/s against their p99
 OVER_TIME_TITLE = "Throughput and requests in flight over time"
+REQUESTS_TITLE = "Completed requests per second"
+TOKENS_TITLE = "Output tokens per second"
+FLIGHT_TITLE = "Requests in flight"
 FAILURES_TITLE = "Failed and cancelled requests per second, by kind"
 CANCELLED_LABEL = "cancelled (in flight when the run stopped)"
 FAILURE_PALETTE = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 TRADE_OFF_TITLES = tuple(
     f"Output throughput vs p99 {LATENCY_BY_KEY[key].short}" for key in TRADE_OFF_LATENCIES
 )
-# The modebar without plotly's logo (a link out) and the page's width, whatever the window.
-FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
+SERVER_X_TITLE = "seconds since the run's start (the server's scrapes)"
 FRONT_COLOR = "#d62728"
 POINT_COLOR = "#1f77b4"
-FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13}
+MEETS_COLOR = "#2ca02c"
+MISSES_COLOR = "#7f7f7f"
+SLO_COLOR = "#2ca02c"
+INTERVAL_COLOR = "#9aa3ad"
+BAND_STYLES = ((2.0, False), (1.5, False), (1.5, True))  # p50, p90, p99: width, dashed
+BAND_COLORS = ("#1f77b4", "#ff7f0e", "#d62728")
+SERVER_COLORS = ("#17becf", "#9467bd", "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f")
 
 
 @dataclass
@@ -60,6 +85,10 @@ class OverTime:
     # failed and cancelled requests per second by kind (html_figures.failures_per_s)
     failures_per_s: list[tuple[str, np.ndarray]] = field(default_factory=list)
     window_s: tuple[float, float] | None = None  # the steady window, shaded (--warmup-s)
+    # latency key -> [bins, len(BANDS)] percentiles (ms) of each bin (html_figures.percentile_bands)
+    bands_ms: dict[str, np.ndarray] = field(default_factory=dict)
+    server: list[ServerPanel] = field(default_factory=list)  # html_server.server_panels
+    server_note: str | None = None  # why there is no server panel
 
 
 @dataclass
@@ -75,158 +104,140 @@ class TradeOff:
     y_low: list[float]
     y_high: list[float]
     front: list[int]  # the Pareto front's indices, by throughput
+    meets: list[bool] | None = None  # each point meets --slo (None: no SLO)
+    limit: float | None = None  # --slo's bound on this plane's latency, drawn as a line
 
 
-def palette() -> list[str]:
-    """The colours a figure gives its lines, in order."""
-    from plotly.colors import qualitative
-
-    return list(qualitative.Plotly)
-
-
-def figure_html(fig: Any, height_px: int) -> str:
-    """A figure as a ``<div>`` and its script, using the page's plotly.js."""
-    fig.update_layout(font=FONT, template="plotly_white", height=height_px)
-    return fig.to_html(
-        full_html=False, include_plotlyjs=False, config=FIGURE_CONFIG, default_width="100%",
-        default_height=f"{height_px}px",
-    )  # fmt: skip
+def grid(panels: Sequence[str], columns: int) -> str:
+    """Panels side by side, ``columns`` a row (one on a narrow window)."""
+    cells = "".join(f'<div class="chart">{panel}</div>' for panel in panels)
+    return f'<div class="charts" style="--columns: {columns}">{cells}</div>'
 
 
 def cdf_figure(lines: Sequence[Latencies], names: Sequence[str] = tuple(CDF_TITLES)) -> str:
     """The CDFs of ``names`` (TTFT, ITL and E2EL; E2EL alone for pooling, whose answer has one
     instant) side by side, one line per run or point (x in ms, log where a metric's values span
     two decades)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(
-        rows=1, cols=len(names), subplot_titles=[CDF_TITLES[name] for name in names],
-        horizontal_spacing=0.07,
-    )  # fmt: skip
-    colors = palette()
-    for k, line in enumerate(lines):
-        for col, name in enumerate(names, start=1):
-            x, y = cdf_points(getattr(line, f"{name}_ms"))
-            fig.add_trace(
-                go.Scatter(
-                    x=x, y=100 * y, mode="lines", line={"shape": "hv", "width": 2,
-                    "color": colors[k % len(colors)]}, name=line.label, legendgroup=line.label,
-                    showlegend=col == 1 and len(lines) > 1,
-                    hovertemplate=f"{line.label}<br>%{{x:.2f}} ms: %{{y:.2f}} % at or below"
-                    "<extra></extra>",
-                ),
-                row=1, col=col,
-            )  # fmt: skip
-    for col, name in enumerate(names, start=1):
+    panels = []
+    for name in names:
         values = [getattr(line, f"{name}_ms") for line in lines]
-        every = np.concatenate(values) if values else np.zeros(0)
-        log = spans_decades(every)
-        fig.update_xaxes(
-            title_text=f"{LATENCY_BY_KEY[name].short} (ms{', log scale' if log else ''})",
-            type="log" if log else "linear", dtick="D2" if log else None, row=1, col=col,
-        )  # fmt: skip
-        fig.update_yaxes(range=[0, 100.5], ticksuffix=" %", row=1, col=col)
-    fig.update_yaxes(title_text="requests at or below", row=1, col=1)
-    fig.update_layout(
-        margin={"t": 60, "b": 50, "l": 60, "r": 20},
-        legend={"title": {"text": "point"}, "orientation": "h", "y": -0.2},
-    )
-    return figure_html(fig, 420 if len(lines) <= 1 else 470)
+        log = spans_decades(np.concatenate(values) if values else np.zeros(0))
+        drawn = []
+        for k, line in enumerate(lines):
+            x, y = cdf_points(getattr(line, f"{name}_ms"))
+            drawn.append(Line(line.label, step_points(x, 100 * y), PALETTE[k % len(PALETTE)]))
+        short = LATENCY_BY_KEY[name].short
+        panels.append(svg(Panel(
+            CDF_TITLES[name], f"{short} (ms{', log scale' if log else ''})",
+            "requests at or below", drawn, y_range=(0.0, 100.0), log_x=log, y_suffix=" %",
+            width=440, height=360, legend=len(lines) > 1,
+        )))  # fmt: skip
+    return grid(panels, len(panels))
 
 
 def over_time_figure(series: Sequence[OverTime], tokens: bool = True) -> str:
-    """Completed req/s, output tok/s (unless ``tokens`` is False: pooling has none), requests
-    in flight and, where any run has them, failed and cancelled requests per second stacked by
-    kind, per bin, one run at a time: with several, a menu picks which one is shown."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    titles = ["Completed requests per second", "Output tokens per second", "Requests in flight"]
-    if not tokens:
-        titles.pop(1)
-    flight = len(titles)  # the in-flight row
-    failures = any(one.failures_per_s for one in series)
-    if failures:
-        titles.append(FAILURES_TITLE)
-    fig = make_subplots(
-        rows=len(titles), cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles
-    )
-    owners: list[tuple[int, bool]] = []  # each trace's run, and whether it has a legend entry
-    colors = _failure_colors(series)
+    """A run's panels over time (``run_panels``); with several runs (a campaign's points),
+    each run's in its own ``<details>``, the first open."""
+    if len(series) == 1:
+        return run_panels(series[0], tokens)
+    parts = []
     for k, one in enumerate(series):
-        shown = k == 0
-        bar = {"x": one.centers_s, "width": one.width_s * 0.95, "visible": shown,
-               "showlegend": False}  # fmt: skip
-        fig.add_trace(go.Bar(y=one.requests_per_s, marker_color="#1f77b4", name="req/s",
-                             hovertemplate="%{x:.2f} s: %{y:.2f} req/s<extra></extra>", **bar),
-                      row=1, col=1)  # fmt: skip
-        owners.append((k, False))
-        if tokens:
-            fig.add_trace(go.Bar(y=one.tokens_per_s, marker_color="#ff7f0e", name="tok/s",
-                                 hovertemplate="%{x:.2f} s: %{y:.1f} tok/s<extra></extra>",
-                                 **bar), row=2, col=1)  # fmt: skip
-            owners.append((k, False))
-        fig.add_trace(
-            go.Scatter(x=one.centers_s, y=one.in_flight_mean, mode="lines", visible=shown,
-                       name="mean in the bin", line={"color": "#2ca02c", "width": 2},
-                       legendgroup="flight", showlegend=shown,
-                       hovertemplate="%{x:.2f} s: %{y:.1f} in flight (mean)<extra></extra>"),
-            row=flight, col=1,
-        )  # fmt: skip
-        fig.add_trace(
-            go.Scatter(x=one.centers_s, y=one.in_flight_peak, mode="lines", visible=shown,
-                       name="peak in the bin", line={"color": "#2ca02c", "width": 1,
-                       "dash": "dot"}, legendgroup="flight", showlegend=shown,
-                       hovertemplate="%{x:.2f} s: %{y:.0f} in flight (peak)<extra></extra>"),
-            row=flight, col=1,
-        )  # fmt: skip
-        owners += [(k, True), (k, True)]
-        for label, per_s in one.failures_per_s:
-            fig.add_trace(
-                go.Bar(x=one.centers_s, y=per_s, width=one.width_s * 0.95, visible=shown,
-                       name=html.escape(label), marker_color=colors[label], showlegend=shown,
-                       legendgroup=f"failure {label}",
-                       hovertemplate=f"%{{x:.2f}} s: %{{y:.2f}}/s {_hover(label)}<extra></extra>"),
-                row=flight + 1, col=1,
-            )  # fmt: skip
-            owners.append((k, True))
-    if len(series) == 1 and series[0].window_s is not None:
-        start_s, end_s = series[0].window_s
-        fig.add_vrect(x0=start_s, x1=end_s, fillcolor="#2ca02c", opacity=0.08, line_width=0,
-                      annotation_text="steady window", annotation_position="top left",
-                      row="all", col=1)  # fmt: skip
-    if len(series) > 1:
-        buttons = []
-        for k, one in enumerate(series):
-            visible = [run == k for run, _ in owners]
-            showlegend = [run == k and legend for run, legend in owners]
-            buttons.append({"label": one.label, "method": "update",
-                            "args": [{"visible": visible, "showlegend": showlegend}]})  # fmt: skip
-        fig.update_layout(
-            updatemenus=[{"buttons": buttons, "direction": "down", "x": 0, "xanchor": "left",
-                          "y": 1.1, "yanchor": "bottom", "showactive": True}],
-        )  # fmt: skip
-    width = series[0].width_s if series else 1.0
-    fig.update_xaxes(title_text=f"seconds since the run's start (bins of {width:.3g} s)",
-                     row=len(titles), col=1)  # fmt: skip
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text="req/s", row=1, col=1)
+        opened = " open" if k == 0 else ""
+        parts.append(f"<details{opened}><summary>{html.escape(one.label)}</summary>"
+                     f"{run_panels(one, tokens)}</details>")  # fmt: skip
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """The time axis every panel of a run shares: its title, its span, the steady window."""
+
+    title: str
+    span: tuple[float, float]
+    shade: tuple[float, float] | None = None
+
+    def panel(self, title: str, unit: str, lines: list[Line], **extra: Any) -> str:
+        """A panel of the run on this axis."""
+        return svg(Panel(title, self.title, unit, lines, x_range=self.span, shade=self.shade,
+                         **extra))  # fmt: skip
+
+
+def run_panels(one: OverTime, tokens: bool = True) -> str:
+    """Completed req/s, output tok/s (unless ``tokens`` is False: pooling has none), requests
+    in flight, failed and cancelled requests per second stacked by kind (where there are some),
+    each latency's p50/p90/p99 per bin, then the server's series (or why there are none), one
+    under the other on the run's clock."""
+    end_s = float(one.centers_s[-1] + one.width_s / 2) if len(one.centers_s) else 1.0
+    axis = TimeAxis(f"seconds since the run's start (bins of {one.width_s:.3g} s)",
+                    (0.0, end_s), one.window_s)  # fmt: skip
+
+    def bar(title: str, unit: str, values: np.ndarray, color: str) -> str:
+        points = bar_points(one.centers_s, one.width_s, values)
+        return axis.panel(title, unit, [Line(unit, points, color, 1.0, fill=True)], legend=False)
+
+    panels = [bar(REQUESTS_TITLE, "req/s", one.requests_per_s, "#1f77b4")]
     if tokens:
-        fig.update_yaxes(title_text="tok/s", row=2, col=1)
-    fig.update_yaxes(title_text="requests", row=flight, col=1)
-    if failures:
-        fig.update_yaxes(title_text="req/s", row=flight + 1, col=1)
-    fig.update_layout(
-        bargap=0,
-        barmode="stack",
-        margin={"t": 80 if len(series) > 1 else 60, "b": 50, "l": 70, "r": 20},
-        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": -0.1, "yanchor": "top"},
-    )
-    return figure_html(fig, (680 if tokens else 500) + (200 if failures else 0))
+        panels.append(bar(TOKENS_TITLE, "tok/s", one.tokens_per_s, "#ff7f0e"))
+    panels.append(axis.panel(FLIGHT_TITLE, "requests", [
+        Line("mean in the bin", line_points(one.centers_s, one.in_flight_mean), "#2ca02c"),
+        Line("peak in the bin", line_points(one.centers_s, one.in_flight_peak), "#2ca02c", 1.2,
+             dashed=True),
+    ]))  # fmt: skip
+    if one.failures_per_s:
+        panels.append(failures_panel(one, axis))
+    for key, bands in one.bands_ms.items():
+        panels.append(band_panel(key, one.centers_s, bands, axis))
+    server_axis = TimeAxis(SERVER_X_TITLE, axis.span)
+    panels += [drawn for panel in one.server if (drawn := server_panel(panel, server_axis))]
+    note = f'<p class="sub">{html.escape(one.server_note)}</p>' if one.server_note else ""
+    return grid(panels, 1) + note
 
 
-def _failure_colors(series: Sequence[OverTime]) -> dict[str, str]:
+def failures_panel(one: OverTime, axis: TimeAxis) -> str:
+    """Failed and cancelled requests per second, stacked by kind (the most frequent at the
+    bottom): each kind's band filled from the kinds under it to its own top."""
+    colors = failure_colors([one])
+    lines = []
+    running = np.zeros(len(one.centers_s))
+    tops = []
+    for label, per_s in one.failures_per_s:
+        running = running + per_s
+        tops.append((label, running.copy()))
+    for label, top in reversed(tops):  # the tallest first: each lower band is drawn over it
+        points = bar_points(one.centers_s, one.width_s, top)
+        lines.append(Line(label, points, colors[label], 1.0, fill=True))
+    return axis.panel(FAILURES_TITLE, "req/s", lines)
+
+
+def band_panel(key: str, centers_s: np.ndarray, bands: np.ndarray, axis: TimeAxis) -> str:
+    """A latency's p50, p90 and p99 in each bin (ms; log where they span two decades)."""
+    short = LATENCY_BY_KEY[key].short
+    log = spans_decades(bands)
+    lines = [
+        Line(f"p{q:g}", line_points(centers_s, bands[:, k]), BAND_COLORS[k],
+             BAND_STYLES[k][0], dashed=BAND_STYLES[k][1])
+        for k, q in enumerate(BANDS)
+    ]  # fmt: skip
+    unit = f"{short} (ms{', log scale' if log else ''})"
+    return axis.panel(BAND_TITLES[key], unit, lines, log_y=log, dots=len(centers_s) <= 30)
+
+
+def server_panel(panel: ServerPanel, axis: TimeAxis) -> str:
+    """One of the server's panels, on the run's time axis (samples past its end left out); ""
+    when none of its samples falls inside."""
+    lines = []
+    for k, line in enumerate(panel.lines):
+        inside = (line.t_s >= axis.span[0]) & (line.t_s <= axis.span[1])
+        points = line_points(line.t_s[inside], line.values[inside])
+        lines.append(Line(line.label, points, SERVER_COLORS[k % len(SERVER_COLORS)]))
+    if not any(y is not None and y == y for line in lines for _, y in line.points):
+        return ""  # nothing inside the run's span (pygal cannot draw an empty XY chart)
+    few = max((len(line.points) for line in lines), default=0) <= 30
+    suffix = " %" if panel.unit == "%" else ""
+    return axis.panel(panel.title, panel.unit, lines, dots=few, y_suffix=suffix)
+
+
+def failure_colors(series: Sequence[OverTime]) -> dict[str, str]:
     """One colour per failure kind across the runs, in the order they come; cancelled grey."""
     labels = dict.fromkeys(label for one in series for label, _ in one.failures_per_s)
     colors = {CANCELLED_LABEL: "#7f7f7f"}
@@ -236,64 +247,48 @@ def _failure_colors(series: Sequence[OverTime]) -> dict[str, str]:
     return colors
 
 
-def _hover(label: str) -> str:
-    """A kind as hover text: plotly's template braces and markup escaped (a server's text)."""
-    return html.escape(label).replace("{", "&#123;").replace("}", "&#125;").replace("%", "&#37;")
-
-
 def trade_off_figure(planes: Sequence[TradeOff]) -> str:
-    """Output tok/s against p99 TTFT and p99 ITL, one marker per point labelled with it, the
-    repeats' intervals as error bars, the Pareto front marked and joined. Throughput is on a
-    log axis where it spans a decade (a concurrency sweep's points otherwise crowd at the left),
-    and labels alternate above and below their markers, by throughput."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=TRADE_OFF_TITLES, horizontal_spacing=0.1)
-    for col, plane in enumerate(planes, start=1):
-        rank = np.argsort(np.argsort(plane.x, kind="stable"))
-        fig.add_trace(
-            go.Scatter(
-                x=plane.x, y=plane.y, mode="markers+text", text=plane.labels,
-                textposition=["top center" if r % 2 == 0 else "bottom center" for r in rank],
-                name="point", legendgroup="point",
-                showlegend=col == 1, marker={"size": 9, "color": POINT_COLOR},
-                error_x=_error_bars(plane.x, plane.x_low, plane.x_high),
-                error_y=_error_bars(plane.y, plane.y_low, plane.y_high),
-                hovertemplate="%{text}<br>%{x:.1f} tok/s, %{y:.2f} ms<extra></extra>",
-            ),
-            row=1, col=col,
-        )  # fmt: skip
-        fig.add_trace(
-            go.Scatter(
-                x=[plane.x[i] for i in plane.front], y=[plane.y[i] for i in plane.front],
-                mode="lines+markers", name="Pareto front", legendgroup="front",
-                showlegend=col == 1, line={"color": FRONT_COLOR, "width": 2},
-                marker={"size": 15, "color": "rgba(0,0,0,0)",
-                        "line": {"color": FRONT_COLOR, "width": 2}},
-                hoverinfo="skip",
-            ),
-            row=1, col=col,
-        )  # fmt: skip
+    """Output tok/s against p99 TTFT and p99 ITL, one marker per point labelled with it (green
+    where it meets --slo, grey where it does not), the repeats' intervals as grey bars, the
+    Pareto front marked and joined. Throughput is on a log axis where it spans a decade (a
+    concurrency sweep's points otherwise crowd at the left)."""
+    panels = []
+    for plane, key in zip(planes, TRADE_OFF_LATENCIES, strict=False):
         log_x = spans_decades(np.asarray(plane.x), decades=1)
-        fig.update_xaxes(
-            title_text=f"output throughput (tok/s{', log scale' if log_x else ''})",
-            type="log" if log_x else "linear", rangemode="normal" if log_x else "tozero",
-            dtick="D2" if log_x else None, row=1, col=col,
-        )  # fmt: skip
-        latency = LATENCY_BY_KEY[TRADE_OFF_LATENCIES[col - 1]]
-        fig.update_yaxes(title_text=latency.column("p99"), rangemode="tozero", row=1, col=col)
-    fig.update_layout(
-        margin={"t": 60, "b": 50, "l": 70, "r": 20},
-        legend={"orientation": "h", "y": -0.2},
-    )
-    return figure_html(fig, 470)
+        lines = [interval_line(plane)]
+        front = plane.front
+        lines.append(Line("Pareto front", [(plane.x[i], plane.y[i]) for i in front],
+                          FRONT_COLOR, 2.0))  # fmt: skip
+        if plane.limit is not None and plane.x:
+            span = [min(plane.x) * 0.95, max(plane.x) * 1.05]
+            lines.append(Line(f"SLO: p99 {LATENCY_BY_KEY[key].short} ≤ {plane.limit:g} ms",
+                              [(x, plane.limit) for x in span], SLO_COLOR, 1.5, dashed=True,
+                              dots=False))  # fmt: skip
+        groups = [("point", [True] * len(plane.x), POINT_COLOR)]
+        if plane.meets is not None:
+            groups = [("meets the SLO", plane.meets, MEETS_COLOR),
+                      ("misses the SLO", [not m for m in plane.meets], MISSES_COLOR)]  # fmt: skip
+        for name, chosen, color in groups:
+            picked = [i for i, c in enumerate(chosen) if c]
+            if picked:
+                lines.append(Line(name, [(plane.x[i], plane.y[i]) for i in picked], color,
+                                  0.0, labels=[plane.labels[i] for i in picked]))  # fmt: skip
+        latency = LATENCY_BY_KEY[key]
+        panels.append(svg(Panel(
+            TRADE_OFF_TITLES[TRADE_OFF_LATENCIES.index(key)],
+            f"output throughput (tok/s{', log scale' if log_x else ''})",
+            latency.column("p99"), lines, log_x=log_x, width=640, height=440, dots=True,
+        )))  # fmt: skip
+    return grid(panels, len(panels))
 
 
-def _error_bars(mid: list[float], low: list[float], high: list[float]) -> dict[str, Any]:
-    """plotly's asymmetric error bars from each interval's ends; none where there is none."""
-    above = [h - m if np.isfinite(h) else None for m, h in zip(mid, high, strict=True)]
-    below = [m - lo if np.isfinite(lo) else None for m, lo in zip(mid, low, strict=True)]
-    visible = any(v is not None for v in above)
-    return {"type": "data", "array": above, "arrayminus": below, "visible": visible,
-            "color": "#7f7f7f", "thickness": 1.2, "width": 4}  # fmt: skip
+def interval_line(plane: TradeOff) -> Line:
+    """Each point's 95 % intervals across repeats, as crossing grey segments (none without)."""
+    points: list[tuple[float, float | None]] = []
+    for k in range(len(plane.x)):
+        x, y = plane.x[k], plane.y[k]
+        if math.isfinite(plane.x_low[k]) and math.isfinite(plane.x_high[k]):
+            points += [(plane.x_low[k], y), (plane.x_high[k], y), (plane.x_high[k], None)]
+        if math.isfinite(plane.y_low[k]) and math.isfinite(plane.y_high[k]):
+            points += [(x, plane.y_low[k]), (x, plane.y_high[k]), (x, None)]
+    return Line("95 % interval across runs", points, INTERVAL_COLOR, 1.2, dots=False)

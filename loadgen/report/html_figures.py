@@ -1,5 +1,6 @@
-"""The data behind report.html's figures: latency CDFs, throughput, in-flight and failures per
-time bin, the Pareto front of a campaign's points, and how a point is labelled.
+"""The data behind report.html's figures: latency CDFs, throughput, in-flight, failures and
+latency percentiles per time bin, the Pareto front of a campaign's points, and how a point is
+labelled (the server's series: html_server.py).
 
 Pure functions of numpy arrays (seconds in, the figures' units out); loadgen/report/html_charts.py
 draws them. Each output is bounded (a CDF has at most ``max_points`` points, a time series
@@ -24,6 +25,7 @@ COMPLETIONS_PER_BIN = 5
 LEAST_BINS = 10
 FAILURE_LABELS = 5  # failures over time: the 5 most frequent kinds drawn apart, then "other"
 OTHER_FAILURES = "other"
+BANDS = (50.0, 90.0, 99.0)  # latency over time: these percentiles of each bin
 
 
 def cdf_points(values: np.ndarray, max_points: int = CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
@@ -198,3 +200,43 @@ def failures_per_s(
         counts, _ = np.histogram(ends[rest], bins=bins.edges)
         series.append((OTHER_FAILURES, counts / bins.width_s))
     return series
+
+
+def percentile_bands(
+    at_s: np.ndarray, values: np.ndarray, bins: TimeBins, quantiles: Sequence[float] = BANDS
+) -> np.ndarray:
+    """The ``quantiles`` (percent) of the ``values`` measured in each bin (by their instants
+    ``at_s``), shape [bins, quantiles]; NaN where a bin has no value. The run's last instant
+    falls in the last bin; instants outside the bins are left out."""
+    at = np.asarray(at_s, dtype=float)
+    value = np.asarray(values, dtype=float)
+    count = len(bins.edges) - 1
+    out = np.full((count, len(quantiles)), np.nan)
+    kept = np.isfinite(at) & np.isfinite(value)
+    at, value = at[kept], value[kept]
+    index = np.searchsorted(bins.edges, at, side="right") - 1
+    index[at == bins.edges[-1]] = count - 1
+    inside = (index >= 0) & (index < count)
+    index, value = index[inside], value[inside]
+    order = np.argsort(index, kind="stable")
+    index, value = index[order], value[order]
+    starts = np.searchsorted(index, np.arange(count + 1))
+    for k in range(count):
+        if starts[k + 1] > starts[k]:
+            out[k] = np.percentile(value[starts[k] : starts[k + 1]], quantiles)
+    return out
+
+
+def gap_instants(
+    event_s: np.ndarray, event_offsets: np.ndarray, itl_offsets: np.ndarray
+) -> np.ndarray:
+    """The instant of each inter-token gap (request-major, as the ITLs are): the later of
+    its two token events, so that a request's k gaps end at its last k events."""
+    offsets = np.asarray(itl_offsets, dtype=np.int64)
+    gaps: np.ndarray = offsets[1:] - offsets[:-1]
+    ends = np.asarray(event_offsets, dtype=np.int64)[1:]
+    if gaps.sum() == 0:
+        return np.zeros(0)
+    first = np.repeat(ends - gaps, gaps)
+    within = np.arange(int(gaps.sum())) - np.repeat(offsets[:-1], gaps)
+    return np.asarray(event_s, dtype=float)[first + within]

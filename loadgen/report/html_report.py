@@ -2,9 +2,10 @@
 
 The page holds the run settings, the verdict, the summary table, the requests that did not
 complete by outcome and kind, the TTFT/ITL/E2EL CDFs, throughput, in flight and failures over
-time and, for a campaign, the throughput-latency curves with the
-Pareto front. plotly.js is inlined once in the page's head; every figure's script calls it, and
-nothing is fetched from the network. A run's page is a renderer of its report's ``RunSummary``
+time, TTFT/ITL/E2EL percentiles per time bin, the server's own series recorded during the run
+(from the records file) and, for a campaign, the throughput-latency curves with the Pareto
+front. The charts are inline SVG (html_charts.py, pygal): the page has no script and fetches
+nothing from the network. A run's page is a renderer of its report's ``RunSummary``
 (``run_page``): its settings rows, verdict and gates, and the summary table made from the
 console's blocks (so from the metric table). A campaign's page is html_campaign.py's.
 """
@@ -12,15 +13,18 @@ console's blocks (so from the metric table). A campaign's page is html_campaign.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import jinja2
+import numpy as np
 from markupsafe import Markup
 
-from loadgen.plot_extra import PLOT_EXTRA, missing_libraries
+from loadgen.records.model import RunRecords
 from loadgen.records.redact import redact_argv, redact_text, redact_url
+from loadgen.records.server_series import MetricSeries
 from loadgen.report.compare import Samples, pooled_samples
 from loadgen.report.failures import CANCELLED, FAILED, error_kind, most_frequent
 from loadgen.report.hosts import host_lines
@@ -33,14 +37,19 @@ from loadgen.report.html_charts import (
     over_time_figure,
 )
 from loadgen.report.html_figures import (
+    TimeBins,
     bin_count,
     completions_per_s,
     event_tokens,
     failures_per_s,
+    gap_instants,
     in_flight,
+    percentile_bands,
     time_bins,
     tokens_per_s,
 )
+from loadgen.report.html_server import server_panels, why_no_panels
+from loadgen.report.html_svg import shared_css
 from loadgen.report.html_template import PAGE_TEMPLATE
 from loadgen.report.metric_table import LATENCY_BY_KEY
 from loadgen.report.run_report import Report
@@ -54,11 +63,19 @@ POOLING_CDFS = ("e2el",)  # a pooling answer has one instant: its TTFT is its E2
 FAILURE_OUTCOMES = ("failed", "cancelled", "not sent")  # the failures table's order
 
 
-def plotly_missing() -> str | None:
-    """Why report.html cannot be drawn here, in one line; None when plotly is installed."""
-    if missing_libraries("--format html"):
-        return f"plotly is not installed: {PLOT_EXTRA}"
-    return None
+@dataclass(frozen=True)
+class ServerRecord:
+    """What a run's records hold of the server's own series: the series (None when none were
+    scraped) and whether the run asked for them (None: its records predate the flag)."""
+
+    series: list[MetricSeries] | None = None
+    asked: bool | None = None
+
+
+def server_record(run: RunRecords) -> ServerRecord:
+    """The server's series of a run's records, and whether the run asked for them."""
+    asked = run.start.config.get("server_metrics")
+    return ServerRecord(run.server_metrics, asked if isinstance(asked, bool) else None)
 
 
 def html_path_for(records: str) -> Path:
@@ -175,15 +192,18 @@ def latencies_of(samples: Samples) -> Latencies:
     return Latencies(samples.name, samples.ttft_s * 1e3, samples.itl_s * 1e3, samples.e2el_s * 1e3)
 
 
-def run_over_time(label: str, summary: RunSummary) -> OverTime:
-    """A run's completions, output tokens and in-flight requests per bin (100 bins, fewer for
-    a run of fewer than 500 requests)."""
+def run_over_time(label: str, summary: RunSummary, server: ServerRecord | None = None) -> OverTime:
+    """A run's completions, output tokens, in-flight requests, failures and latency
+    percentiles per bin (100 bins, fewer for a run of fewer than 500 requests), and the panels
+    of the server's series (``server``: the run's records'; none given, no server panel)."""
     results, ends_s = summary.requests.results, summary.requests.end_s
     length_s = float(ends_s.max()) if len(ends_s) else 0.0
     bins = time_bins(length_s, bin_count(int(results.success.sum())))
     sent = (results.sent_s >= 0) & (ends_s >= results.sent_s)
     mean, peak = in_flight(results.sent_s[sent], ends_s[sent], bins)
     tokens = event_tokens(results.event_offsets, results.output_lens, results.success)
+    names = POOLING_CDFS if summary.settings.pooling else GENERATION_CDFS
+    panels = server_panels(server.series or []) if server is not None else []
     return OverTime(
         label=label,
         centers_s=bins.centers,
@@ -198,7 +218,37 @@ def run_over_time(label: str, summary: RunSummary) -> OverTime:
             if summary.steady is None
             else (summary.steady.window.start_s, summary.steady.window.end_s)
         ),
+        bands_ms=latency_bands(summary, bins, names),
+        server=panels,
+        server_note=(
+            why_no_panels(server.series, server.asked)
+            if server is not None and not panels
+            else None
+        ),
     )
+
+
+def latency_bands(
+    summary: RunSummary, bins: TimeBins, names: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Each latency of ``names``' p50/p90/p99 per bin (ms), every successful request's value
+    at the instant it was measured: its TTFT at its first token, each ITL at the later token,
+    its E2EL at its last token."""
+    results, timings = summary.requests.results, summary.requests.timings
+    ok = results.success
+    sent = results.sent_s
+    gap_ok = np.repeat(ok, np.diff(timings.itl_offsets))
+    measured = {
+        "ttft": ((sent + timings.ttft_s)[ok], timings.ttft_s[ok]),
+        "itl": (
+            gap_instants(results.event_s, results.event_offsets, timings.itl_offsets)[gap_ok],
+            timings.itl_s[gap_ok],
+        ),
+        "e2el": ((sent + timings.latency_s)[ok], timings.latency_s[ok]),
+    }
+    return {
+        name: percentile_bands(measured[name][0], 1e3 * measured[name][1], bins) for name in names
+    }
 
 
 def failure_labels(summary: RunSummary) -> list[str]:
@@ -211,8 +261,9 @@ def failure_labels(summary: RunSummary) -> list[str]:
     ]
 
 
-def run_page(report: Report, title: str) -> str:
-    """The page of one run from its report (the figures from its summary)."""
+def run_page(report: Report, title: str, server: ServerRecord | None = None) -> str:
+    """The page of one run from its report (the figures from its summary) and the server's
+    series its records hold."""
     pooling = report.summary.settings.pooling
     names = POOLING_CDFS if pooling else GENERATION_CDFS
     run_latency = run_latencies(title, [report.summary])
@@ -230,17 +281,13 @@ def run_page(report: Report, title: str) -> str:
             ("Latency distributions", cdf_figure([run_latency], names)),
             (
                 OVER_TIME_TITLE,
-                over_time_figure([run_over_time(title, report.summary)], tokens=not pooling),
+                over_time_figure(
+                    [run_over_time(title, report.summary, server or ServerRecord())],
+                    tokens=not pooling,
+                ),
             ),
         ],
     )
-
-
-def plotly_js() -> Markup:
-    """plotly.js itself, to inline once in the page."""
-    from plotly.offline import get_plotlyjs
-
-    return Markup(get_plotlyjs())
 
 
 def render(**page: object) -> str:
@@ -249,6 +296,6 @@ def render(**page: object) -> str:
     template = environment.from_string(PAGE_TEMPLATE)
     figures = [(title, Markup(html)) for title, html in page.pop("figures")]  # type: ignore[attr-defined]
     return template.render(
-        **page, figures=figures, plotly_js=plotly_js(),
+        **page, figures=figures, chart_css=Markup(shared_css()),
         generated=datetime.now().astimezone().isoformat(timespec="seconds"),
     )  # fmt: skip

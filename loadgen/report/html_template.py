@@ -1,6 +1,6 @@
 """report.html's page (a jinja2 template): the settings, the verdicts, the summary table, the
-requests that did not complete (where some did not) and the figures, with plotly.js inlined
-once in the head and no reference to the network."""
+requests that did not complete (where some did not) and the figures, inline SVG: no script
+and no reference to the network."""
 
 PAGE_TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -40,9 +40,15 @@ PAGE_TEMPLATE = """<!DOCTYPE html>
   .verdict.bad { border-left-color: #d62728; background: #fdf3f3; }
   .notes li { font-size: 13px; margin: 2px 0; }
   .columns { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 14px; }
-  @media (max-width: 1000px) { .columns { grid-template-columns: 1fr; } }
+  .charts { display: grid; grid-template-columns: repeat(var(--columns), minmax(0, 1fr));
+            gap: 6px 14px; }
+  .charts svg { display: block; width: 100%; height: auto; }
+  .charts svg text.label { transform: translateY(-15px); font-size: 11px; }
+  details { border-top: 1px solid #eceef1; padding: 4px 0; }
+  details > summary { cursor: pointer; font-weight: 600; font-size: 14px; padding: 6px 0; }
+  @media (max-width: 1000px) { .columns, .charts { grid-template-columns: 1fr; } }
 </style>
-<script type="text/javascript">{{ plotly_js }}</script>
+<style>{{ chart_css }}</style>
 </head>
 <body>
 {# A table of the page: each cell's text, and below it, after a newline, its interval. #}

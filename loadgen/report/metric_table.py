@@ -9,10 +9,12 @@ made from these rows in their order (``FIGURES`` is in the JSON's order, upstrea
 gives the console's; report.html's run table is made from the console's blocks); summary.csv
 and report.html's campaign table take the rows whose views name ``campaign``, and the
 campaign's console table, narrower, those of them that also name ``campaign table`` (a latency
-by its p99). A row added here appears in every view it names, and in no other
-(tests/unit/report/test_metric_table.py). Where room is short (the campaign's tables, the live
-view) a figure goes by its ``title`` and a latency statistic by its ``column``, so the live view,
-the final summary and the campaign's tables name each figure alike.
+by its p99); the result JSON's ``loadgen.server`` the rows naming ``loadgen json`` (loadgen's
+own figures, so upstream's keys stay upstream's). A row added here appears in every view it
+names, and in no other (tests/unit/report/test_metric_table.py). Where room is short (the
+campaign's tables, the live view) a figure goes by its ``title`` and a latency statistic by its
+``column``, so the live view, the final summary and the campaign's tables name each figure
+alike.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ CAMPAIGN = "campaign"  # a campaign's summary.csv (and report.html's campaign ta
 # The campaign's console table at its end: some of summary.csv's columns (so a row naming it
 # names ``campaign`` too), a latency by its TABLE_STATISTIC.
 CAMPAIGN_TABLE = "campaign table"
-VIEWS = (CONSOLE, JSON, CAMPAIGN, CAMPAIGN_TABLE)
+# The result JSON's ``loadgen.server`` object: loadgen's own figures, not upstream's keys.
+LOADGEN_JSON = "loadgen json"
+VIEWS = (CONSOLE, JSON, CAMPAIGN, CAMPAIGN_TABLE, LOADGEN_JSON)
 TABLE_STATISTIC = "p99"
 
 RunKind = Literal["generation", "pooling", "both"]
@@ -97,6 +101,7 @@ def _views(*names: str) -> frozenset[str]:
 ALL = _views(CONSOLE, JSON, CAMPAIGN)
 TABLED = ALL | {CAMPAIGN_TABLE}
 SHOWN = _views(CONSOLE, JSON)
+SERVER = _views(CAMPAIGN, LOADGEN_JSON)
 
 # In the result JSON's order (upstream's, after its run settings); ``console`` is the order of
 # the "Serving Benchmark Result" block's rows. The first two are the run's settings, not
@@ -145,6 +150,20 @@ FIGURES: tuple[Figure, ...] = (
     Figure("prefix_cache_hit_rate", "Prefix cache hit rate (%):", "%",
            _views(CAMPAIGN, CAMPAIGN_TABLE),
            runs="generation", shown="known", short="prefix cache hit %"),
+    # The server's own figures from its /metrics scraped during the run
+    # (loadgen/report/server_figures.py): None where it exported no such series.
+    Figure("server_kv_cache_mean_pct", "Server KV-cache usage, mean (%):", "%", SERVER,
+           shown="known", short="server KV mean %"),
+    Figure("server_kv_cache_peak_pct", "Server KV-cache usage, peak (%):", "%", SERVER,
+           shown="known", short="server KV peak %"),
+    Figure("server_waiting_peak", "Server waiting requests, peak:", "requests", SERVER,
+           spec="", shown="known", short="server waiting peak"),
+    Figure("server_queued_pct", "Server queued requests (% of the run):", "%", SERVER,
+           shown="known", short="server queued %"),
+    Figure("server_preemptions", "Server preemptions:", "requests", SERVER, spec="",
+           shown="known", short="server preemptions"),
+    Figure("server_prefix_cache_hit_rate", "Server prefix cache hit rate (%):", "%", SERVER,
+           shown="known", short="server prefix hit %"),
 )  # fmt: skip
 
 # In upstream's order of its metric blocks and keys; --percentile-metrics selects among them.

@@ -16,7 +16,7 @@ import numpy as np
 
 from loadgen.report.decoding import result_keys as decoding_keys
 from loadgen.report.failures import most_frequent
-from loadgen.report.metric_table import JSON, figures_in
+from loadgen.report.metric_table import JSON, LOADGEN_JSON, figures_in
 from loadgen.report.metrics import MetricStats
 from loadgen.report.report_output import ReportOutput
 from loadgen.report.run_summary import RunSummary, Settings
@@ -147,6 +147,11 @@ def loadgen_keys(summary: RunSummary) -> dict[str, Any]:
         "time_bound": time_bound_json(summary.time_bound),  # None unless --duration
         "steady_window": steady_json(summary.steady),  # None unless --warmup-s, --cooldown-s
         "prefix_cache": None if summary.prefix_cache is None else summary.prefix_cache.to_json(),
+        # the server's figures from its /metrics during the run (None where not exported)
+        "server": {
+            f.key: getattr(summary.totals, f.key)
+            for f in figures_in(LOADGEN_JSON, summary.settings.pooling)
+        },
         "interrupted": summary.ending.interrupted,
         "errors": errors_json(summary),
         "client": summary.client.health.to_json(),

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.records.server_series import MetricSeries
 from loadgen.report.metrics import MetricStats, RequestResults, Timings
 from loadgen.report.prefix_cache import PrefixCacheHits
 from loadgen.report.stats import SampleStats
@@ -94,6 +95,14 @@ class Totals:
     cancelled: int = 0  # in flight when the run stopped
     not_sent: int = 0  # never left the client
     prefix_cache_hit_rate: float | None = None  # % of prompt tokens; None: not reported
+    # The server's, from its /metrics during the run (report/server_figures.py); None where
+    # it exported no such series
+    server_kv_cache_mean_pct: float | None = None
+    server_kv_cache_peak_pct: float | None = None
+    server_waiting_peak: float | None = None
+    server_queued_pct: float | None = None  # % of the scrapes that found requests waiting
+    server_preemptions: float | None = None  # over the run
+    server_prefix_cache_hit_rate: float | None = None  # % of the lookups
 
 
 @dataclass(frozen=True)
@@ -222,3 +231,6 @@ class RunSummary:
     steady: Steady | None = None  # None without --warmup-s or --cooldown-s
     time_bound: TimeBound | None = None  # None without --duration
     prefix_cache: PrefixCacheHits | None = None  # the server's, where it reports them
+    # The series scraped off the server's /metrics and --telemetry-url during the run (None
+    # when none was): the campaign counts its steady window's server figures from them
+    server_series: list[MetricSeries] | None = None

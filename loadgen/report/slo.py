@@ -9,18 +9,19 @@ other --metric-percentiles, the throughputs and counts), measured as summary.csv
 meet any condition. A run meets the SLO when it meets every condition; a point, when every one of
 its runs finished and met it.
 
-The interval of a run's value (``run_estimates``), at 95 % (z = 1.96):
+The interval of a run's value (``run_estimates``), at 95 %: the percentile interval of the
+run's bootstrap over its requests (``campaign_summary.run_replicates``: a latency statistic's,
+a request's ITL gaps drawn together); a throughput or a count has none (a run measures it
+once). The interval holds the value: its ends never leave the range of the values measured.
 
-- a percentile q of a latency with n samples: the order statistics of ranks
-  ``floor(n q - z sqrt(n q (1 - q)))`` and ``ceil(n q + z sqrt(n q (1 - q)))`` (1-based, kept
-  within 1..n), which holds the true q-quantile whatever the distribution (the binomial count of
-  samples below it, in its normal approximation); the median is q = 0.5;
-- a mean: ``mean ± z s / sqrt(n)``;
-- a throughput or a count: none (a run measures it once; repeats show its spread).
-
-Over k runs of one load (``pooled``): the mean of their values, each side of the interval
-``sqrt(sum side_i²) / k`` (the interval of a mean of k independent estimates); where a run has no
-interval, Student's t interval of the k values (k ≥ 2).
+Over k runs of one load (``pooled``): the mean of their values; with ``MIN_RUNS`` (3) runs or
+more, the two-level bootstrap over the runs and their requests (``intervals.point_interval``),
+or for a figure without replicates Student's t over the runs clipped at 0; with fewer runs the
+requests' noise only, the runs taken as they are (``intervals.runs_fixed_replicates``; for
+estimates without replicates, each side ``sqrt(sum side_i²) / k``, the interval of a mean of k
+independent estimates), and none for a figure without a per-run interval. This is what the
+search weighs ("near the line": the interval holds the threshold); summary.csv shows no
+interval with fewer than 3 runs.
 """
 
 from __future__ import annotations
@@ -30,34 +31,38 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 
 from loadgen.config.gates import Gate, format_number, parse_gate
-from loadgen.report.campaign_summary import (
-    PointRuns,
-    counted_requests,
-    mean_ci95,
-    metric_keys,
+from loadgen.report.campaign_summary import PointRuns, metric_keys, run_replicates
+from loadgen.report.intervals import (
+    MIN_RUNS,
+    finite_mean,
+    percentile_interval,
+    point_interval,
+    runs_fixed_replicates,
+    runs_interval,
 )
 from loadgen.report.run_summary import RunSummary
 
 CAMPAIGN_JSON = "campaign.json"  # the SLO's marks, and a search's account
-Z95 = 1.959964
 _LATENCY_STAT = re.compile(r"^(?P<stat>mean|median|p[0-9.]+)_(?P<latency>[a-z0-9_]+)_ms$")
 THROUGHPUT = "request_throughput"  # what "the highest-throughput point" ranks by
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A measured value and its 95 % interval (NaN ends: none)."""
+    """A measured value and its 95 % interval (NaN ends: none), and the bootstrap replicates it
+    came from (a run's over its requests; None: not bootstrapped)."""
 
     value: float
     low: float = math.nan
     high: float = math.nan
+    replicates: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def holds(self, threshold: float) -> bool:
         """Whether ``threshold`` lies within the interval: noise could put the value either side."""
@@ -140,7 +145,7 @@ def mark_points(points: Sequence[PointRuns], gates: Sequence[Gate]) -> SloMarks:
 
 
 def _throughput(point: PointRuns) -> float:
-    mean, _, _ = mean_ci95([m.get(THROUGHPUT, math.nan) for m in point.metrics])
+    mean = finite_mean([m.get(THROUGHPUT, math.nan) for m in point.metrics])
     return mean if math.isfinite(mean) else -math.inf
 
 
@@ -204,64 +209,49 @@ def read_campaign_json(folder: str) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def quantile_interval(values: np.ndarray, q: float, z: float = Z95) -> tuple[float, float]:
-    """The distribution-free interval of the q-quantile of ``values`` (the module's formula);
-    NaN for no values."""
-    n = len(values)
-    if n == 0:
-        return math.nan, math.nan
-    ordered = np.sort(values)
-    spread = z * math.sqrt(n * q * (1 - q))
-    low_rank = min(max(math.floor(n * q - spread), 1), n)
-    high_rank = min(max(math.ceil(n * q + spread), 1), n)
-    return float(ordered[low_rank - 1]), float(ordered[high_rank - 1])
-
-
-def sample_estimate(stat: str, values_ms: np.ndarray, value: float) -> Estimate:
-    """The interval of one statistic (mean, median, pNN) of a latency's samples around the
-    value summary.csv has for it."""
-    if len(values_ms) == 0 or not math.isfinite(value):
-        return Estimate(value)
-    if stat == "mean":
-        if len(values_ms) < 2:
-            return Estimate(value)
-        half = Z95 * float(values_ms.std(ddof=1)) / math.sqrt(len(values_ms))
-        return Estimate(value, value - half, value + half)
-    q = 0.5 if stat == "median" else float(stat[1:]) / 100.0
-    low, high = quantile_interval(values_ms, q)
-    return Estimate(value, min(low, value), max(high, value))
-
-
 def run_estimates(
     summary: RunSummary, metrics: dict[str, float], keys: Sequence[str], steady: bool = False
 ) -> dict[str, Estimate]:
     """Each key's value in a run's campaign ``metrics`` with its 95 % interval from the run's
-    requests (the module's formulas); a throughput or count has none."""
-    samples = counted_requests(summary, steady).samples
+    requests (the module's rule); a throughput or count has none."""
+    latencies = {m["latency"] for key in keys if (m := _LATENCY_STAT.match(key))}
+    replicates = run_replicates(summary, steady, latencies) if latencies else {}
     estimates = {}
     for key in keys:
         value = metrics.get(key, math.nan)
-        match = _LATENCY_STAT.match(key)
-        if match is None or match["latency"] not in samples:
+        drawn = replicates.get(key)
+        if drawn is None or not math.isfinite(value):
             estimates[key] = Estimate(value)
             continue
-        values_ms = samples[match["latency"]] * 1000.0
-        estimates[key] = sample_estimate(match["stat"], values_ms, value)
+        low, high = percentile_interval(drawn)
+        if not math.isfinite(low):
+            estimates[key] = Estimate(value)
+            continue
+        estimates[key] = Estimate(value, min(low, value), max(high, value), drawn)
     return estimates
 
 
 def pooled(estimates: Sequence[Estimate]) -> Estimate:
-    """k runs' estimates of one value as one (the module's formula)."""
+    """k runs' estimates of one value as one (the module's rule)."""
     values = [e.value for e in estimates]
     if not estimates or not all(math.isfinite(v) for v in values):
         return Estimate(math.nan)
     k = len(estimates)
     mean = sum(values) / k
+    drawn = [e.replicates for e in estimates]
+    if all(d is not None for d in drawn):
+        runs = [d for d in drawn if d is not None]
+        if k >= MIN_RUNS:
+            low, high = point_interval(mean, runs)
+        else:
+            low, high = percentile_interval(runs_fixed_replicates(runs))
+            low, high = min(low, mean), max(high, mean)
+        return Estimate(mean, low, high) if math.isfinite(low) else Estimate(mean)
     if all(math.isfinite(e.low) for e in estimates):
         below = math.sqrt(sum((e.value - e.low) ** 2 for e in estimates)) / k
         above = math.sqrt(sum((e.high - e.value) ** 2 for e in estimates)) / k
         return Estimate(mean, mean - below, mean + above)
-    _, low, high = mean_ci95(values)
+    low, high = runs_interval(values)
     return Estimate(mean, low, high)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.records.model import RunEnd, RunRecords
+from loadgen.records.server_series import MetricSeries
 from loadgen.report.conversations import conversation_figures
 from loadgen.report.decoding import (
     diffusion_stats,
@@ -60,9 +61,10 @@ from loadgen.report.run_summary import (
     TimeBound,
     Totals,
 )
+from loadgen.report.server_figures import figure_keys, server_figures, window_keys
 from loadgen.report.stats import sample_stats
 from loadgen.report.steady import sent_by_deadline, timed_window, window_metrics
-from loadgen.report.verdict import RunScale, not_judged, verdict
+from loadgen.report.verdict import RunScale, not_judged, server_note, verdict
 from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
 from workers.protocol import CANCELLED_AT_DEADLINE, ConnectionStats
@@ -100,7 +102,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
     totals = with_outcomes(totals_of(settings, metrics, duration_s), outcome)
     if hits is not None and not settings.pooling:
         totals = dataclasses.replace(totals, prefix_cache_hit_rate=hits.hit_rate)
-    return RunSummary(
+    summary = RunSummary(
         settings=settings,
         identity=Identity(
             model_id=run.start.model_id,
@@ -152,6 +154,45 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
         steady=_steady(settings, results, timings, ends / 1e9, outcome),
         time_bound=_time_bound(settings, prepared, run),
         prefix_cache=hits,
+    )
+    return with_server(summary, run.server_metrics)
+
+
+def with_server(summary: RunSummary, series: list[MetricSeries] | None) -> RunSummary:
+    """The summary with the server's figures from the series scraped during the run
+    (report/server_figures.py: the totals', and the steady window's over it), its sentence
+    after the client's verdict, and the series; the same summary when none was scraped."""
+    if not series:
+        return summary
+    keys = figure_keys(server_figures(series))
+    steady = summary.steady
+    if steady is not None:
+        window = steady.window
+        in_window = window_keys(series, window.start_s, window.end_s)
+        steady = dataclasses.replace(steady, metrics=steady.metrics | in_window)
+    client = summary.client
+    note = server_note(
+        keys["server_queued_pct"],
+        keys["server_waiting_peak"],
+        keys["server_kv_cache_peak_pct"],
+        keys["server_preemptions"],
+    )
+    if note is not None:
+        client = dataclasses.replace(client, verdict=f"{client.verdict} | {note}")
+    return dataclasses.replace(
+        summary,
+        totals=dataclasses.replace(
+            summary.totals,
+            server_kv_cache_mean_pct=keys["server_kv_cache_mean_pct"],
+            server_kv_cache_peak_pct=keys["server_kv_cache_peak_pct"],
+            server_waiting_peak=keys["server_waiting_peak"],
+            server_queued_pct=keys["server_queued_pct"],
+            server_preemptions=keys["server_preemptions"],
+            server_prefix_cache_hit_rate=keys["server_prefix_cache_hit_rate"],
+        ),
+        steady=steady,
+        client=client,
+        server_series=series,
     )
 
 
@@ -309,9 +350,17 @@ def _client(
             results, timings, run.scheduled_ns, pooling=settings.pooling, paced=rate is not None
         ),
         host=end.host,
+        first_token_s=first_tokens_s(results, timings),
     )
     judged = verdict(health) if run.end is not None else not_judged(health)
     return Client(health, sample_stats(send_lag_ms, [50, 99]), judged)
+
+
+def first_tokens_s(results: RequestResults, timings: Timings) -> np.ndarray:
+    """The successful requests' first-token instants (s from t0), for the verdict's closed loop."""
+    counts = np.diff(results.event_offsets)
+    ok = results.success & (counts > 0)
+    return (results.sent_s + timings.ttft_s)[ok]
 
 
 def run_end(run: RunRecords, pooling: bool) -> RunEnd:

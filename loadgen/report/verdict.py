@@ -7,6 +7,12 @@ The rule (docs/performance.md, "The verdict", gives the rationale):
   with its perf_counter_ns, and the delay until the worker's loop handles it is the delay an
   SSE chunk arriving then waits before it is stamped. At a finite rate, the send lag p99 (release
   instant - scheduled instant) is the delay inside every latency counted from the intended send.
+- **In a closed loop** (``--request-rate inf``: every request sent as soon as a slot frees, a
+  burst of them at t0) the requests do not fall at random moments of the run: a burst's first
+  tokens arrive while its sends and the previous streams' ends hold the loop, so a loop-lag p99
+  over time understates what they meet. There the client's delay is the larger of that p99 and
+  the loop lag that the first tokens meet at p99 if the longest stalls fell where the first
+  tokens were densest (``aligned_delay_ms``); in bursts that is the longest stall.
 - **It matters** when it is over ``DELAY_SHARE`` (10 %) of the smallest median it distorts:
   the loop lag against the median ITL and the median TTFT (E2EL for pooling), the send lag
   against the median TTFT. A 1 ms delay matters for a 5 ms ITL, not for a 2 s TTFT.
@@ -40,6 +46,10 @@ WORKER_BUSY_PCT = 90.0
 WORKER_RAN_SHARE = 0.25  # of a busy worker's demand, the part it must have run itself
 HOST_BUSY_PCT = 25.0
 RESOLUTION_MULTIPLE = 3.0
+PROBE_SLOT_S = 0.010  # the time one loop-lag sample stands for: the probes' interval
+# workers/loop_probe.py's tick: a chunk that came between two ticks waited at most the next
+# tick's lag plus this
+PROBE_TICK_MS = 1.0
 
 # How a verdict line starts: judged OK, judged client-bound, or a run that never ended.
 VERDICT_HEADS = ("client: OK: ", "client-bound: ", "client: not judged: ")
@@ -73,6 +83,13 @@ class ClientHealth:
     send_lag_p50_ms: float = 0.0
     scale: RunScale = field(default_factory=RunScale)
     host: HostUsage | None = None
+    burst_delay_p99_ms: float | None = None  # closed loop: aligned_delay_ms
+
+    @property
+    def client_delay_ms(self) -> float:
+        """The delay the verdict states for the client's stamps: the loop-lag p99, or in a
+        closed loop the larger aligned delay of its first tokens."""
+        return max(self.loop_lag_p99_ms, self.burst_delay_p99_ms or 0.0)
 
     def to_json(self) -> dict:
         """The figures, the judgement and the thresholds for the result JSON."""
@@ -86,6 +103,7 @@ class ClientHealth:
             "worker_cpu_pct": self.worker_cpu_pct,
             "loop_lag_p50_ms": self.loop_lag_p50_ms,
             "send_lag_p50_ms": self.send_lag_p50_ms,
+            "burst_delay_p99_ms": self.burst_delay_p99_ms,
             "judged_against_ms": {
                 "median_itl": self.scale.itl_ms,
                 f"median_{self.scale.ttft_name.lower()}": self.scale.ttft_ms,
@@ -114,10 +132,15 @@ def measure(
     *,
     scale: RunScale | None = None,
     host: HostUsage | None = None,
+    first_token_s: np.ndarray | None = None,
 ) -> ClientHealth:
-    """Reduce the raw samples (send lags of released requests, PING delays, worker CPU)."""
+    """Reduce the raw samples (send lags of released requests, loop-lag probe delays, worker
+    CPU; ``first_token_s``: the successful requests' first-token instants, for a closed loop)."""
     send = sample_stats(send_lag_ms, [50, 99])
     loop = sample_stats(np.asarray(loop_lag_ns, dtype=np.float64) / 1e6, [50, 99])
+    burst = None
+    if math.isinf(request_rate) and first_token_s is not None:
+        burst = aligned_delay_ms(np.asarray(loop_lag_ns), np.asarray(first_token_s))
     return ClientHealth(
         send_lag_p99_ms=send.at(99),
         send_lag_judged=not math.isinf(request_rate),
@@ -132,7 +155,30 @@ def measure(
         send_lag_p50_ms=send.at(50),
         scale=scale if scale is not None else RunScale(),
         host=host,
+        burst_delay_p99_ms=burst,
     )
+
+
+def aligned_delay_ms(
+    loop_lag_ns: np.ndarray,
+    first_token_s: np.ndarray,
+    share: float = 0.01,
+    slot_s: float = PROBE_SLOT_S,
+) -> float | None:
+    """The loop lag the first tokens meet at p99 (``share`` of them above it) if the loop's
+    longest stalls fell in the slots (``slot_s``, a probe's interval) where the first tokens
+    were densest: the requests of the k densest slots, together within ``share``, may meet
+    the k longest lags, and no more (ms; None without samples or first tokens).
+
+    It bounds what a closed loop's requests meet, since there the loop is held by them: a
+    burst puts most of them in one slot, and the bound is the longest lag measured."""
+    if not len(loop_lag_ns) or not len(first_token_s):
+        return None
+    slots = ((first_token_s - first_token_s.min()) / slot_s).astype(np.int64)
+    densest = np.sort(np.bincount(slots))[::-1]
+    excused = int(np.searchsorted(np.cumsum(densest), share * len(first_token_s), side="right"))
+    longest = np.sort(np.asarray(loop_lag_ns, dtype=np.float64))[::-1]
+    return float(longest[min(excused, len(longest) - 1)]) / 1e6 + PROBE_TICK_MS
 
 
 @dataclass
@@ -154,12 +200,11 @@ def judge(health: ClientHealth) -> Judgement:
     scale = health.scale
     pairs: list[tuple[str, float, str, float]] = []
     if health.loop_lag_samples:
+        delay = health.client_delay_ms
         if scale.itl_ms is not None:
-            pairs.append(("client delay", health.loop_lag_p99_ms, "median ITL", scale.itl_ms))
+            pairs.append(("client delay", delay, "median ITL", scale.itl_ms))
         if scale.ttft_ms is not None:
-            pairs.append(
-                ("client delay", health.loop_lag_p99_ms, f"median {scale.ttft_name}", scale.ttft_ms)
-            )
+            pairs.append(("client delay", delay, f"median {scale.ttft_name}", scale.ttft_ms))
     if health.send_lag_judged and scale.ttft_ms is not None:
         pairs.append(
             ("send lag", health.send_lag_p99_ms, f"median {scale.ttft_name}", scale.ttft_ms)
@@ -238,7 +283,7 @@ def verdict(health: ClientHealth) -> str:
     """One line: ``client: OK: ...`` or ``client-bound: ...``, the delay against what it
     distorts, the CPU figures, then each cause with its remedy."""
     judged = judge(health)
-    parts = [_delay_text(health, judged), _resources_text(health)]
+    parts = [_delay_text(health, judged), *_burst_text(health, judged), _resources_text(health)]
     parts += [_cause_text(cause, health, judged) for cause in judged.causes]
     head = VERDICT_HEADS[1] if judged.causes else VERDICT_HEADS[0]
     return head + "; ".join(parts)
@@ -258,6 +303,17 @@ def _delay_text(health: ClientHealth, judged: Judgement) -> str:
         return f"{said}, {judged.share:.0f}× the {quantity}"
     percent = f"{100 * judged.share:.1f}" if judged.share < 0.01 else f"{100 * judged.share:.0f}"
     return f"{said}, {percent} % of the {quantity}"
+
+
+def _burst_text(health: ClientHealth, judged: Judgement) -> list[str]:
+    """Why a closed loop's stated delay is over its loop-lag p99, where it is."""
+    burst = health.burst_delay_p99_ms
+    if judged.delay_kind != "client delay" or burst is None or burst <= health.loop_lag_p99_ms:
+        return []
+    return [
+        "a closed loop sends in bursts, whose first tokens meet the loop's longest stalls: "
+        f"its loop lag p99 over the run's time was {health.loop_lag_p99_ms:.2f} ms"
+    ]
 
 
 def _resources_text(health: ClientHealth) -> str:
@@ -350,3 +406,33 @@ def not_judged(health: ClientHealth) -> str:
         f"{VERDICT_HEADS[2]}the run did not end, so its workers' loop lag and CPU were never "
         f"reported; send lag p99 {send}"
     )
+
+
+# The server's side, from its /metrics during the run (report/server_figures.py): said only
+# where it matters for what the client measured.
+SERVER_QUEUED_PCT = 10.0  # of the run's scrapes finding requests waiting
+SERVER_KV_FULL_PCT = 90.0
+
+
+def server_note(
+    queued_pct: float | None,
+    waiting_peak: float | None,
+    kv_peak_pct: float | None,
+    preemptions: float | None,
+) -> str | None:
+    """One sentence on the server's queue and KV cache during the run, where they explain
+    latency the client measured (TTFT counts a queued request's wait, a preempted one's
+    recompute); None where nothing notable was seen or scraped."""
+    parts = []
+    if queued_pct is not None and queued_pct >= SERVER_QUEUED_PCT:
+        peak = f" (up to {waiting_peak:.0f} waiting)" if waiting_peak is not None else ""
+        parts.append(
+            f"it queued requests for {queued_pct:.0f} % of the run{peak}, and TTFT counts that wait"
+        )
+    preempted = f"it preempted {preemptions or 0:.0f} requests, which redo their prefill"
+    if kv_peak_pct is not None and kv_peak_pct >= SERVER_KV_FULL_PCT:
+        full = f"its KV cache peaked at {kv_peak_pct:.0f} %"
+        parts.append(f"{full} and {preempted}" if preemptions else full)
+    elif preemptions:
+        parts.append(preempted)
+    return "server: " + "; ".join(parts) if parts else None

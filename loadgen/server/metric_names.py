@@ -43,12 +43,16 @@ COMMON_NAMES: dict[str, str] = {
     "sglang:num_queue_reqs": "requests_waiting",
     "sglang:token_usage": "kv_cache_usage",
     "sglang:cache_hit_rate": "prefix_cache_hit_rate",
+    "sglang:cached_tokens_total": "prefix_cache_hits",  # of its prompt tokens: no queries
+    "sglang:num_retracted_requests_total": "preemptions",  # SGLang retracts, vLLM preempts
     "sglang:prompt_tokens_total": "prompt_tokens",
     "sglang:generation_tokens_total": "generation_tokens",
-    # llama.cpp's llama-server --metrics (tools/server/server.cpp)
+    # llama.cpp's llama-server --metrics (tools/server/server-task.cpp, to_metrics; measured on
+    # 0.5.0-dev 0c1e570: kv_cache_usage_ratio is older builds' only)
     "llamacpp:requests_processing": "requests_running",
     "llamacpp:requests_deferred": "requests_waiting",
     "llamacpp:kv_cache_usage_ratio": "kv_cache_usage",
+    "llamacpp:prompt_tokens_cached_total": "prefix_cache_hits",
     "llamacpp:prompt_tokens_total": "prompt_tokens",
     "llamacpp:tokens_predicted_total": "generation_tokens",
     # TGI (router/src/...): its token totals are histograms' sums, counted as requests end

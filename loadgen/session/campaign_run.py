@@ -10,14 +10,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 
 from loadgen.config import ConfigError, RunConfig
 from loadgen.config.gates import parse_gate
+from loadgen.console import TABLE
 from loadgen.fleet.fanout import FanoutError, UnreachableServer, WorkerPool
 from loadgen.fleet.placement import planned_workers, worker_pool
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import (
     run_problem,
+    run_replicates,
     summary_metrics,
     summary_rows,
     summary_table,
@@ -25,6 +28,7 @@ from loadgen.report.campaign_summary import (
 )
 from loadgen.report.gates import report_breaches
 from loadgen.report.html_campaign import campaign_report_line
+from loadgen.report.intervals import MIN_RUNS
 from loadgen.report.result_json import write_result
 from loadgen.report.run_report import Report
 from loadgen.report.slo import (
@@ -60,6 +64,7 @@ from loadgen.session.campaign import (
     with_schedule,
 )
 from loadgen.session.lifecycle import RunFailed, RunSession
+from loadgen.session.live_prometheus import LiveEndpoint
 from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, check_before_start, redraw
 from loadgen.session.records import records_writer, run_start
@@ -71,7 +76,7 @@ from loadgen.session.time_bound import (
     duration_line,
     planned_requests,
 )
-from loadgen.session.timed_run import active_workers, timed_run
+from loadgen.session.timed_run import active_workers, open_live_endpoint, timed_run
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +117,9 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
     reset: str | None = None  # the server's prefix-cache reset, once found
     sent: set[bytes] = set()  # every body sent so far, by digest
     warned = False  # of prompts shared between runs
+    endpoint = None  # --prometheus-port: one for every run
     try:
+        endpoint = open_live_endpoint(config)
         first = campaign_preparation(config, points)
         prepared = await get_ready(first, client, session.pool)
         session.ready()
@@ -139,7 +146,8 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
                 pool.next_run(planned_workers(one))
                 shared = shared_share(drawn.bodies, sent)
                 try:
-                    report, _ = await _campaign_run(one, client, pool, drawn)
+                    label = f"{point.name} run={run_number}"
+                    report, _ = await _campaign_run(one, client, pool, drawn, endpoint, label)
                 except UnreachableServer:
                     raise  # no later run would reach it either
                 except (RunFailed, FanoutError) as exc:  # failed fast, or the workers failed
@@ -164,6 +172,8 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
                 metrics, trimmed = summary_metrics(report.summary, config.steady_state)
                 runs.metrics.append(metrics)
                 runs.trimmed.append(trimmed)
+                if isinstance(plan, GridPlan) and config.num_runs >= MIN_RUNS:  # an interval
+                    runs.replicates.append(run_replicates(report.summary, config.steady_state))
                 breached += [f"{point.name} run={run_number}: {line}" for line in report.breaches]
                 trim = trimmed if config.steady_state else None
                 log.info(run_line(step, total, point, run_number, metrics, trim))
@@ -178,6 +188,8 @@ async def _campaign(session: RunSession, points: list[Point], plan: GridPlan | S
             await profile(client, "stop")
         ended = True
     finally:
+        if endpoint is not None:
+            endpoint.close()
         await session.end_workers(graceful=ended, dismiss=ended)
         if folder and step:
             if isinstance(plan, GridPlan):
@@ -205,9 +217,9 @@ def campaign_preparation(config: RunConfig, points: list[Point]) -> RunConfig:
     return dataclasses.replace(prepared, num_prompts=most)
 
 
-def _log_lines(lines: list[str]) -> None:
+def _log_lines(lines: list[str], extra: Mapping[str, object] | None = None) -> None:
     for line in lines:
-        log.info(line)
+        log.info(line, extra=extra)
 
 
 def _write_summary(config: RunConfig, folder: str, plan: GridPlan | SearchPlan) -> None:
@@ -227,29 +239,36 @@ def _write_summary(config: RunConfig, folder: str, plan: GridPlan | SearchPlan) 
     os.makedirs(folder, exist_ok=True)
     write_summary_csv(os.path.join(folder, "summary.csv"), rows)
     keys = [parse_gate(text).key for text in config.slo]
-    for line in summary_table(rows, num_runs, keys, pooling=config.pooling):
-        log.info(line)
+    # The table and the SLO's verdict: what -q shows (TABLE).
+    _log_lines(summary_table(rows, num_runs, keys, pooling=config.pooling), TABLE)
     if marks is not None:
         document: dict[str, object] = {"slo": slo_json(config.slo, results, marks)}
         if isinstance(plan, SearchPlan):
-            _log_lines(plan.lines())
+            _log_lines(plan.lines(), TABLE)
             document["search"] = plan.search_json()
         else:
-            log.info(best_line(config.slo, results, marks))
+            log.info(best_line(config.slo, results, marks), extra=TABLE)
         write_campaign_json(os.path.join(folder, CAMPAIGN_JSON), document)
     log.info(f"Campaign written to {folder} (summary.csv, and a folder per point)")
     log.info(campaign_report_line(folder))
 
 
 async def _campaign_run(
-    config: RunConfig, client: ServerClient, pool: WorkerPool, prepared: Prepared
+    config: RunConfig,
+    client: ServerClient,
+    pool: WorkerPool,
+    prepared: Prepared,
+    endpoint: LiveEndpoint | None,
+    point: str,
 ) -> tuple[Report, RunRecords]:
-    """One run of a campaign: its timed run, its report, its result JSON and records file."""
+    """One run of a campaign: its timed run, its report, its result JSON and records file;
+    --prometheus-port's figures to the campaign's ``endpoint``, labelled with its ``point``."""
     counters_before = await metrics_page(client)
     start = run_start(config, prepared, active_workers(pool, prepared), counters_before)
     writer = records_writer(config, prepared, start, now())
     try:
-        timed = await timed_run(config, client, pool, prepared, writer, counters_before is not None)
+        answered = counters_before is not None
+        timed = await timed_run(config, client, pool, prepared, writer, answered, endpoint, point)
     except BaseException:
         if writer is not None:
             writer.close()

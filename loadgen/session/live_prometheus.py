@@ -4,12 +4,17 @@
 records is folded into a few counters and three histograms with numpy (bucket counts by
 ``np.searchsorted``, no Python object per request), and prometheus_client's HTTP server,
 bound to ``--prometheus-host`` (127.0.0.1 by default), serves them from its own thread at
-``/metrics``. Every series carries the run's ``run`` label (``--label``, else the backend) and
-``model``:
+``/metrics``. Every series carries the run's ``run`` label (``--label``, else the backend),
+``model`` and ``point`` (a campaign's point and run, as ``rate=4 run=2``; empty for a single run).
+A campaign keeps one endpoint open from its first run to its last (``LiveEndpoint.show``):
 
-- ``loadgen_requests_total{outcome="success"|"failure"}``, ``loadgen_requests_in_flight``
+- ``loadgen_requests_total{outcome}``, with the report's outcomes (``completed``, ``failed``,
+  ``cancelled``, ``not_sent``: loadgen/report/failures.py), ``loadgen_requests_in_flight``
   (due by the schedule and not finished, capped by --max-concurrency), and
-  ``loadgen_output_tokens_total`` (as the live view counts them);
+  ``loadgen_output_tokens_total`` (of the finished requests, as the live view counts them);
+- ``loadgen_streamed_tokens_total``: token events received so far, of finished answers and of
+  those still streaming (the workers' PROGRESS), so a run of long answers shows its rate before
+  one has ended;
 - ``loadgen_ttft_seconds``, ``loadgen_itl_seconds`` and ``loadgen_e2el_seconds`` histograms
   of the successful requests;
 - ``loadgen_client_cpu_seconds_total``: CPU of the coordinator and its local workers.
@@ -36,12 +41,13 @@ from prometheus_client.metrics_core import (
 )
 
 from loadgen.fleet.collector import BatchObserver, RecordBatch
+from loadgen.report.failures import COMPLETED, OUTCOMES
 from loadgen.session.host_cpu import read_process
 from loadgen.session.live_figures import fold_batch, in_flight
 
 # Bucket bounds in seconds: 1 ms to about 65 s, doubling, as latencies spread over decades.
 BOUNDS = 0.001 * 2.0 ** np.arange(17)
-LABELS = ["run", "model"]
+LABELS = ["run", "model", "point"]  # point: a campaign's point and run, else ""
 
 
 class Histogram:
@@ -79,16 +85,20 @@ class LiveMetrics(BatchObserver):
         cap: int | None,
         worker_pids: list[int],
         pooling: bool = False,
+        point: str = "",
     ) -> None:
-        self.labels = [run, model]
+        self.labels = [run, model, point]
         self.scheduled_ns = np.sort(scheduled_ns)
         self.cap = cap or len(scheduled_ns)
         self.worker_pids = worker_pids
         self.pooling = pooling
         self.t0_ns: int | None = None
         self.completed = 0
-        self.failed = 0
+        self.outcomes = np.zeros(len(OUTCOMES), dtype=np.int64)  # by failures.OUTCOMES
         self.tokens = 0
+        self.finished_events = 0  # token events of the finished requests
+        self.streaming: dict[int, int] = {}  # each worker's events of answers still streaming
+        self.streamed = 0  # the streamed-tokens counter's last value: it never goes back
         self.ttft = Histogram()
         self.itl = Histogram()
         self.e2el = Histogram()
@@ -107,13 +117,25 @@ class LiveMetrics(BatchObserver):
     def _fold(self, rows: np.ndarray, events: np.ndarray, errors: dict[int, str]) -> None:
         folded = fold_batch(rows, events, errors, self.pooling)
         self.completed += folded.completed
-        self.failed += int(folded.outcomes.sum())  # every request that did not complete
+        self.outcomes += folded.outcomes
         self.tokens += folded.tokens
+        self.finished_events += int(rows["n_events"].sum())
         ok = rows["success"].astype(bool)
         self.e2el.observe((rows["end_ns"][ok] - rows["sent_ns"][ok]) / 1e9)
         if not self.pooling:  # a pooling answer's one instant is its E2EL, observed above
             self.ttft.observe(folded.ttft_s)
             self.itl.observe(folded.itl_s)
+
+    def progress(self, worker: int, events: int) -> None:
+        """A worker's token events of answers still streaming (its PROGRESS)."""
+        with self.lock:
+            self.streaming[worker] = events
+
+    def streamed_tokens(self) -> int:
+        """Token events so far, finished and streaming; never less than the last value read,
+        since a batch can arrive before the PROGRESS that stops counting its requests."""
+        self.streamed = max(self.streamed, self.finished_events + sum(self.streaming.values()))
+        return self.streamed
 
     def collect(self) -> Iterator[Metric]:
         """The metrics now (called from the HTTP server's thread)."""
@@ -125,14 +147,15 @@ class LiveMetrics(BatchObserver):
         requests = CounterMetricFamily(
             "loadgen_requests", "Requests finished, by outcome.", labels=[*LABELS, "outcome"]
         )
-        requests.add_metric([*labels, "success"], self.completed)
-        requests.add_metric([*labels, "failure"], self.failed)
+        for outcome, name in enumerate(OUTCOMES):
+            count = self.completed if outcome == COMPLETED else int(self.outcomes[outcome])
+            requests.add_metric([*labels, name], count)
         yield requests
         flying = GaugeMetricFamily(
             "loadgen_requests_in_flight", "Requests due and not finished.", labels=LABELS
         )
         now = 0 if self.t0_ns is None else time.perf_counter_ns() - self.t0_ns
-        finished = self.completed + self.failed
+        finished = self.completed + int(self.outcomes.sum())
         started = self.t0_ns is not None
         flying.add_metric(
             labels, in_flight(self.scheduled_ns, now, finished, self.cap) if started else 0
@@ -143,6 +166,13 @@ class LiveMetrics(BatchObserver):
         )
         tokens.add_metric(labels, self.tokens)
         yield tokens
+        streamed = CounterMetricFamily(
+            "loadgen_streamed_tokens",
+            "Token events received, of finished answers and of those still streaming.",
+            labels=LABELS,
+        )
+        streamed.add_metric(labels, self.streamed_tokens())
+        yield streamed
         yield self.ttft.family("loadgen_ttft_seconds", "Time to first token.", labels)
         yield self.itl.family("loadgen_itl_seconds", "Inter-token latency.", labels)
         yield self.e2el.family("loadgen_e2el_seconds", "End-to-end latency.", labels)
@@ -164,18 +194,29 @@ class LiveMetrics(BatchObserver):
 
 
 class LiveEndpoint:
-    """prometheus_client's HTTP server for one ``LiveMetrics``, from ``open`` to ``close``."""
+    """prometheus_client's HTTP server from ``open`` to ``close``, serving the ``LiveMetrics``
+    last shown: a run's, or each of a campaign's runs in turn, on one port that stays open
+    between them (the last run's figures stay on the page until the next starts)."""
 
-    def __init__(self, metrics: LiveMetrics, host: str, port: int) -> None:
-        self.metrics = metrics
+    def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
         self.server: Any = None
+        self.metrics: LiveMetrics | None = None
+
+    def show(self, metrics: LiveMetrics) -> None:
+        """Serve ``metrics`` from now on."""
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        """prometheus_client's hook: the metrics shown, if any."""
+        metrics = self.metrics
+        return metrics.collect() if metrics is not None else iter(())
 
     def open(self) -> None:
         """Listen; OSError (the port is taken, the host is not this machine's) names both."""
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(self.metrics)
+        registry.register(self)
         try:
             self.server, _ = start_http_server(self.port, addr=self.host, registry=registry)
         except OSError as exc:

@@ -9,8 +9,10 @@ goes and written to the campaign's JSON (``search_json``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen.config import RunConfig
 from loadgen.config.gates import format_number
@@ -113,24 +115,8 @@ class SearchPlan:
         return outcome(self.verdicts, self.bounds)
 
     def lines(self) -> list[str]:
-        """The search's account at the end: each probe in order with its verdict, then the
-        bracket and the answer."""
-        unit = " req/s" if self.bounds.kind == "rate" else ""
-        lines = [f"Search for the highest {self.bounds.kind} within the SLO "
-                 f"({', '.join(self.config.slo)}):"]  # fmt: skip
-        for probe in self.probes:
-            lines.append(f"  probe {probe.number}: {self.bounds.kind} "
-                         f"{format_number(probe.load)}{unit} run={probe.run}: "
-                         f"{probe.verdict.describe(self.gates)}")  # fmt: skip
-        end = self.outcome()
-        if end.best is None:
-            lines.append(f"No {self.bounds.kind} met the SLO ({end.reason})")
-        else:
-            lines.append(
-                f"Highest {self.bounds.kind} within the SLO: {format_number(end.best)}{unit} "
-                f"({end.reason})"
-            )
-        return lines
+        """The search's account at the end (``account_lines`` of its JSON)."""
+        return account_lines(self.search_json(), self.config.slo)
 
     def search_json(self) -> dict[str, object]:
         """The search's part of the campaign's JSON."""
@@ -161,3 +147,34 @@ class SearchPlan:
                 for p in self.probes
             ],
         }
+
+
+def account_lines(search: Mapping[str, Any], slo: Sequence[str]) -> list[str]:
+    """A search's account from its part of the campaign's JSON (``SearchPlan.search_json``):
+    each probe in order with its load's verdict, then the answer and why it stopped. The live
+    search prints it at its end, ``loadgen report CAMPAIGN`` again from campaign.json."""
+    kind = search["kind"]
+    unit = " req/s" if kind == "rate" else ""
+    gates = slo_gates(slo)
+    lines = [f"Search for the highest {kind} within the SLO ({', '.join(slo)}):"]
+    for probe in search["probes"]:
+        estimates = {key: _estimate(e) for key, e in probe["load_estimates"].items()}
+        verdict = Verdict(probe["load"], probe["load_runs"], probe["load_meets"],
+                          probe["load_near_line"], estimates)  # fmt: skip
+        lines.append(f"  probe {probe['probe']}: {kind} {format_number(probe['load'])}{unit} "
+                     f"run={probe['run']}: {verdict.describe(gates)}")  # fmt: skip
+    best, reason = search["best"], search["stopped"]
+    if best is None:
+        lines.append(f"No {kind} met the SLO ({reason})")
+    else:
+        lines.append(f"Highest {kind} within the SLO: {format_number(best)}{unit} ({reason})")
+    return lines
+
+
+def _estimate(value: Mapping[str, float | None]) -> Estimate:
+    """An estimate from its JSON (``Estimate.as_json``: null where there is none)."""
+    low, high = value.get("low"), value.get("high")
+    value_, low_, high_ = (
+        math.nan if v is None else float(v) for v in (value.get("value"), low, high)
+    )
+    return Estimate(value_, low_, high_)

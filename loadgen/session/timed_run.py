@@ -72,12 +72,21 @@ async def timed_run(
     prepared: Prepared,
     writer: RecordsWriter | None,
     metrics_answered: bool = False,
+    endpoint: LiveEndpoint | None = None,
+    point: str = "",
 ) -> TimedRun:
     """Plan the shards and run them from t0 with the live view, the probes and the scrapers
     (the server's /metrics when it answered before the run, ``metrics_answered``); every batch
-    of records also goes to the records file (``writer``) as it arrives."""
+    of records also goes to the records file (``writer``) as it arrives. --prometheus-port's
+    figures go to a campaign's ``endpoint`` labelled with its ``point``, else to the run's own."""
     plans = plan_shards(config, prepared, active_workers(pool, prepared))
-    live = live_endpoint(config, prepared, pool.local_pids[: len(plans)])  # first: may refuse
+    own_endpoint = endpoint is None
+    if endpoint is None:
+        endpoint = open_live_endpoint(config)  # first: may refuse
+    live = None
+    if endpoint is not None:
+        live = live_metrics(config, prepared, pool.local_pids[: len(plans)], point)
+        endpoint.show(live)
     records_file = ToRecordsFile(writer) if writer is not None else BatchObserver()
     # The records file (a temporary one when none is kept) holds the token events alone.
     fail_fast = FailFast(prepared.num_requests, records_file) if config.fail_fast else None
@@ -107,7 +116,7 @@ async def timed_run(
     if scraping is not None:
         observers.append(AtT0Ns(scraping.start))
     if live is not None:
-        observers.append(live.metrics)
+        observers.append(live)
     try:
         collected = await pool.run(
             plans,
@@ -123,29 +132,34 @@ async def timed_run(
             await probes.stop(interrupted=pool.stop_requested) if probes is not None else None
         )
         server_metrics = await scraping.stop() if scraping is not None else None
-        if live is not None:
-            live.close()
+        if own_endpoint and endpoint is not None:
+            endpoint.close()
     return TimedRun(collected, probe_results, fail_fast, host_usage, server_metrics)
 
 
-def live_endpoint(
-    config: RunConfig, prepared: Prepared, worker_pids: list[int]
-) -> LiveEndpoint | None:
+def open_live_endpoint(config: RunConfig) -> LiveEndpoint | None:
     """--prometheus-port's endpoint, listening (RunFailed in one line when it cannot), or None
     without the flag."""
     if config.prometheus_port is None:
         return None
-    metrics = LiveMetrics(
+    endpoint = LiveEndpoint(config.prometheus_host, config.prometheus_port)
+    try:
+        endpoint.open()
+    except OSError as exc:
+        raise RunFailed(str(exc)) from None
+    return endpoint
+
+
+def live_metrics(
+    config: RunConfig, prepared: Prepared, worker_pids: list[int], point: str = ""
+) -> LiveMetrics:
+    """The run's figures for --prometheus-port, labelled with the run, model and ``point``."""
+    return LiveMetrics(
         config.label or config.backend,
         prepared.model_name,
         prepared.scheduled_ns,
         config.concurrency,
         worker_pids,
         pooling=config.pooling,
+        point=point,
     )
-    endpoint = LiveEndpoint(metrics, config.prometheus_host, config.prometheus_port)
-    try:
-        endpoint.open()
-    except OSError as exc:
-        raise RunFailed(str(exc)) from None
-    return endpoint

@@ -16,7 +16,10 @@ measured just before each client: how late an idle process wakes for a timer and
 p99 (loadgen/wake_floor.py). Then the targets: below 1,024 streams loadgen `--workers 2`'s p99
 errors within the floor + 1 ms, from 1,024 streams at most a tenth of vllm's. With `--repeat N`
 every client runs N times per step (the clients in turn, so they share the machine's conditions)
-and the targets are judged on the medians.
+and the targets are judged on the medians. ``--burst`` steps run the same clients closed-loop
+(``--max-concurrency C`` at rate inf, C requests at t0) and, for every step, a shares table says
+how much of the TTFT error is the mock's accept/read/parse queue and how much the client's, and
+whether loadgen's verdict's stated delay covers the client's (accuracy_shares.py).
 
     flock /tmp/loadgen-bench.lock .venv/bin/python scripts/bench/accuracy.py
     .venv/bin/python scripts/bench/accuracy.py --concurrency 64 --skip-vllm   # a quick look
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -37,6 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from accuracy_shares import HEADER as SHARES_HEADER
+from accuracy_shares import LEGEND as SHARES_LEGEND
+from accuracy_shares import Shares, format_shares, median_shares, shares
 from common import REPO, machine_line, make_tokenizer_dir
 
 from loadgen.calibrate import CalibrationError, RecordingServer, parse_concurrencies, step_load
@@ -265,12 +272,17 @@ def measure_step(
     first_step: int,
     args: argparse.Namespace,
     work_dir: Path,
-) -> list[Row]:
-    """Every client once at ``concurrency``, each after a fresh measurement of the floor."""
+    burst: bool = False,
+) -> tuple[list[Row], list[Shares]]:
+    """Every client once at ``concurrency``, each after a fresh measurement of the floor
+    (``burst``: the closed loop most runs are, every stream sent at t0 at rate inf)."""
     num_prompts, request_rate, timeout_s = step_load(
         concurrency, args.rounds, 0.0, args.itl_ms, args.output_len
     )
-    rows = []
+    if burst:
+        request_rate = math.inf
+    mode = f"{'burst' if burst else 'paced'} C={concurrency}"
+    rows, split = [], []
     for offset, client in enumerate(clients):
         step = first_step + offset
         floor = measure_floor(args.floor_seconds)
@@ -292,9 +304,10 @@ def measure_step(
         comparison = compare(ClientRun.from_result(result), server.records(), prefix)
         verdict = str(result.get("loadgen", {}).get("verdict", "")) if client.workers else ""
         rows.append(make_row(concurrency, client.name, comparison, floor, verdict))
+        split.append(shares(mode, client.name, comparison, result))
         for line in notes(concurrency, comparison):
             print(f"{line} [{client.name}]", flush=True)
-    return rows
+    return rows, split
 
 
 HEADER = (
@@ -374,9 +387,16 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--concurrency",
-        type=parse_concurrencies,
+        type=_concurrencies_or_none,
         default=parse_concurrencies("64,256,1024"),
-        help="comma list of concurrent streams (default 64,256,1024)",
+        help="comma list of concurrent streams, paced (default 64,256,1024; 'none': no paced step)",
+    )
+    parser.add_argument(
+        "--burst",
+        type=_concurrencies_or_none,
+        default=parse_concurrencies("16,64"),
+        help="comma list of closed-loop bursts: --max-concurrency C at rate inf, C requests at "
+        "t0 (default 16,64; 'none': no burst step)",
     )
     parser.add_argument("--skip-vllm", action="store_true", help="no vllm bench serve")
     parser.add_argument(
@@ -395,6 +415,10 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--keep", type=Path, help="keep the records and results in this folder")
     return parser.parse_args()
+
+
+def _concurrencies_or_none(text: str) -> list[int]:
+    return [] if text.strip().lower() == "none" else parse_concurrencies(text)
 
 
 def main() -> None:
@@ -426,28 +450,35 @@ def main() -> None:
     )
     server = RecordingServer(work_dir, 0.0, args.itl_ms)
     rows: list[Row] = []
+    split: list[Shares] = []
+    verdicts: list[tuple[str, str, str]] = []
+    steps = [(c, False) for c in args.concurrency] + [(c, True) for c in args.burst]
     try:
         url = server.start()
         print(HEADER, flush=True)
         step = 0
-        for concurrency in args.concurrency:
+        for concurrency, burst in steps:
+            if burst:
+                print(f"burst: --max-concurrency {concurrency} at rate inf", flush=True)
             # Each repetition runs every client, so the clients of a step share the conditions.
             for _ in range(args.repeat):
-                runs = measure_step(
-                    concurrency, clients, server, url, tokenizer, step, args, work_dir
+                runs, parts = measure_step(
+                    concurrency, clients, server, url, tokenizer, step, args, work_dir, burst
                 )
                 step += len(clients)
                 print("\n".join(format_rows(runs)), flush=True)
-                rows += runs
+                rows += [run for run in runs if not burst]  # the targets are the paced steps'
+                split += parts
+                verdicts += [(parts[0].mode, run.client, run.verdict) for run in runs]
         server.stop()
     except (CalibrationError, FloorError) as exc:
         raise SystemExit(str(exc)) from None
     finally:
         server.kill()
     print("loadgen's verdicts:")
-    for row in rows:
-        if row.verdict:
-            print(f"  {row.concurrency} streams, {row.client}: {row.verdict}")
+    for mode, client, verdict in verdicts:
+        if verdict:
+            print(f"  {mode}, {client}: {verdict}")
     summary = medians(rows)
     if args.repeat > 1:
         print(f"medians of {args.repeat} runs:")
@@ -455,6 +486,11 @@ def main() -> None:
         print("\n".join(format_rows(summary)))
     print("Targets:")
     print("\n".join(target_lines(summary)))
+    print(f"Shares{f' (medians of {args.repeat} runs)' if args.repeat > 1 else ''}:")
+    print(SHARES_LEGEND)
+    print(
+        "\n".join(["  " + line for line in [SHARES_HEADER, *format_shares(median_shares(split))]])
+    )
     if args.keep is None:
         shutil.rmtree(work_dir, ignore_errors=True)
 

@@ -101,8 +101,9 @@ def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
         server.kill()
     assert (run.stopped, run.exit_code) == (None, 0)
     saved = TimingRecords.load(tmp_path / "server-timings.npz")
-    for name in ("request_ids", "arrival_ns", "event_offsets", "event_ns"):
+    for name in ("request_ids", "arrival_ns", "read_ns", "accepted_ns", "event_offsets"):
         np.testing.assert_array_equal(getattr(live, name), getattr(saved, name))
+    np.testing.assert_array_equal(live.event_ns, saved.event_ns)
 
     prefix = step.prefix
     ids = saved.request_ids.tolist()
@@ -111,6 +112,10 @@ def test_recorded_timings_against_a_real_run(tmp_path: Path) -> None:
     arrivals = saved.arrival_ns[:20]
     # One clock for all processes: the server's instants fall inside the client's run.
     assert ((before < arrivals) & (arrivals < after)).all()
+    # Each request's bytes were read before its handler, on a connection accepted before that.
+    assert saved.read_ns is not None and saved.accepted_ns is not None
+    reads, accepts = saved.read_ns[:20], saved.accepted_ns[:20]
+    assert ((accepts > 0) & (accepts <= reads) & (reads <= arrivals)).all()
     for row in range(20):
         events = saved.events_of(row)
         assert len(events) == 8

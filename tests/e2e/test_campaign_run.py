@@ -11,6 +11,9 @@ from pathlib import Path
 
 from helpers import hang_guard, refusal
 
+from loadgen.report.campaign_summary import write_summary_csv
+from loadgen.report.html_campaign import campaign_points, point_figures, read_reports
+
 # The real CLI, with the worker processes it starts counted (pids, on stderr at exit).
 COUNTING_CLI = """
 import atexit, sys
@@ -79,10 +82,12 @@ def test_a_grid_with_repeats_runs_on_workers_started_once(tmp_path: Path) -> Non
                     "request_throughput", "output_throughput"):  # fmt: skip
             expected = sum(r[key] for r in results) / 2  # the runs' own result JSONs
             assert abs(float(row[f"{key}_mean_of_runs"]) - expected) < 1e-3, key
-        mean = sum(r["mean_ttft_ms"] for r in results) / 2
-        low, high = float(row["mean_ttft_ms_ci95_t_low"]), float(row["mean_ttft_ms_ci95_t_high"])
-        assert low <= mean <= high
         assert float(row["completed_mean_of_runs"]) == 24
+        assert not [key for key in row if "ci95" in key]  # 2 runs: no interval
+    assert (
+        "means across runs; no interval: 2 run(s) at this point; intervals need >= 3 (--num-runs)"
+        in proc.stdout.splitlines()
+    )
     rates = [
         json.loads((folder / p / f"{p}-run=0.json").read_text())["request_rate"] for p in POINTS
     ]
@@ -155,3 +160,23 @@ def test_a_pool_that_lost_a_worker_is_replaced_for_the_next_runs(tmp_path: Path)
     (folder,) = tmp_path.iterdir()
     (row,) = csv.DictReader((folder / "summary.csv").open())
     assert row["runs_ok"] == "2" and "run=1: " in row["error"]
+
+
+def test_three_runs_give_intervals_that_the_records_give_again(tmp_path: Path) -> None:
+    proc = counted_run("--max-concurrency", "2", "--num-runs", "3", *SMALL,
+                       "--result-dir", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    (row,) = csv.DictReader((folder / "summary.csv").open())
+    for key in ("p99_ttft_ms", "median_itl_ms", "mean_e2el_ms", "request_throughput"):
+        mean = float(row[f"{key}_mean_of_runs"])
+        low, high = float(row[f"{key}_ci95_low"]), float(row[f"{key}_ci95_high"])
+        assert 0 <= low <= mean <= high, key
+    assert any("[95 % interval" in line for line in proc.stdout.splitlines())
+    # `loadgen report`'s reading of the folder gives summary.csv again, byte for byte
+    points = campaign_points(folder)
+    read_reports(points)
+    settings = points[0].reports[0].summary.settings
+    rows = point_figures(points, 3, settings.steady_state, settings.percentiles)
+    write_summary_csv(str(tmp_path / "again.csv"), rows)
+    assert (tmp_path / "again.csv").read_bytes() == (folder / "summary.csv").read_bytes()

@@ -88,12 +88,73 @@ def test_a_folder_pools_its_runs(tmp_path: Path, runs: dict[str, Path]) -> None:
     assert "(2 and 2 run(s);" in proc.stdout
 
 
-def test_a_run_without_records_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_a_json_that_is_not_a_result_is_one_line_and_exit_2(tmp_path: Path) -> None:
     lonely = tmp_path / "lonely.json"
     lonely.write_text("{}")
     proc = compare(str(lonely), str(lonely))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"error: {lonely}: no records file beside it (lonely.records.arrow); "
-        "runs save one with --save-result"
+        f"error: {lonely}: neither a loadgen nor a `vllm bench serve` result JSON (it lacks "
+        "completed, duration, request_throughput)"
+    ]
+
+
+def vllm_result(run: dict) -> dict:
+    """A `vllm bench serve` result of the same load, in upstream's keys only (the reference's
+    section 4.1: no "loadgen" object, no cancelled or not sent, E2EL left out as upstream does
+    unless asked), its TTFTs 30 ms slower than ``run``'s."""
+    keys = ["date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id",
+            "num_prompts", "request_rate", "burstiness", "max_concurrency", "duration",
+            "completed", "failed", "total_input_tokens", "total_output_tokens",
+            "request_throughput", "request_goodput", "output_throughput",
+            "total_token_throughput", "max_output_tokens_per_s",
+            "max_concurrent_requests"]  # fmt: skip
+    result = {key: run[key] for key in keys} | {"latencies": [], "queue_times": []}
+    for metric in ("ttft", "tpot", "itl"):
+        for stat in ("mean", "median", "std", "p99"):
+            result[f"{stat}_{metric}_ms"] = run[f"{stat}_{metric}_ms"]
+    for stat in ("mean", "median", "p99"):
+        result[f"{stat}_ttft_ms"] += 30.0
+    return result
+
+
+def test_a_vllm_result_is_compared_by_its_summary_figures(
+    tmp_path: Path, runs: dict[str, Path]
+) -> None:
+    fast = runs["fast"]  # a loadgen result JSON, its records beside it: read as its JSON here
+    ours = json.loads(fast.read_text())
+    upstream = tmp_path / "vllm.json"
+    upstream.write_text(json.dumps(vllm_result(ours)))
+    proc = compare(str(fast), str(upstream), "--json", str(tmp_path / "cmp.json"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == [
+        "summary figures only: no records, no intervals",
+        f"vllm (vllm bench serve) against {fast.stem} (loadgen); difference = vllm − {fast.stem}",
+    ]
+    ttft = next(line for line in lines if line.strip().startswith("median ttft (ms)"))
+    assert ttft.split()[5] == "+30.000" and ttft.split()[-1] == "-", ttft  # no interval
+    assert not any(line.endswith("*") for line in lines)  # and no mark
+    (compared,) = json.loads((tmp_path / "cmp.json").read_text())["comparisons"]
+    assert json.loads((tmp_path / "cmp.json").read_text())["summary_only"] is True
+    metrics = {m["metric"]: m for m in compared["metrics"]}
+    assert metrics["median ttft (ms)"]["delta"] == pytest.approx(30.0)
+    assert metrics["median ttft (ms)"]["interval"] is None
+    assert metrics["p99 e2el (ms)"]["other"] is None  # upstream wrote no E2EL
+    assert metrics["not sent"]["base"] == ours["loadgen"]["errors"]["not_sent"] == 0
+    assert metrics["not sent"]["other"] is None  # upstream counts no unsent requests
+    assert metrics["request throughput (req/s)"]["delta"] == 0
+
+
+def test_a_run_without_records_beside_a_records_side_is_one_line_and_exit_2(
+    tmp_path: Path, runs: dict[str, Path]
+) -> None:
+    upstream = tmp_path / "vllm.json"
+    upstream.write_text(json.dumps(vllm_result(json.loads(runs["fast"].read_text()))))
+    records = str(runs["slow"]).replace(".json", ".records.arrow")
+    proc = compare(str(upstream), records)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: {upstream} has no records, so every side is compared by its result JSON; "
+        f"{records} is not one"
     ]

@@ -79,7 +79,8 @@ def test_the_temperature_warning_stays_for_a_server() -> None:
     assert TEMPERATURE_WARNING.startswith("WARNING: loadgen sends no temperature")
 
 
-def test_quiet_refuses_a_campaign() -> None:
-    proc = refusal("--mock", "-q", "--max-concurrency", "1,2")
+def test_quiet_dry_run_is_refused_for_a_campaign_too() -> None:
+    # -q prints a campaign's table (tests/e2e/test_compare_campaigns.py); --dry-run plans one run
+    proc = refusal("--mock", "-q", "--max-concurrency", "1,2", "--dry-run")
     assert proc.returncode == 2
-    assert "-q/--quiet prints one run's report; a campaign" in proc.stderr
+    assert "--dry-run plans one run" in proc.stderr

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import asyncio_server, run_against_mock, run_in_process
+from helpers import asyncio_server, cli, run_against_mock, run_in_process
 
 import loadgen.server.scraper as scraper
 from loadgen.records.model import RunRecords
@@ -143,3 +143,33 @@ def test_a_bad_endpoint_costs_one_note_and_never_the_run(
     assert records.end is not None and (records.records["success"] == 1).all()
     assert not [s for s in records.server_metrics or [] if s.source == url]
     assert "requests_running" in series_names(records)  # the server's own, unharmed
+
+
+def test_the_servers_figures_reach_the_result_and_loadgen_report_rebuilds_them(
+    tmp_path: Path,
+) -> None:
+    """A closed loop of 8 against a vLLM mock running 2 at a time: the server queued, its KV
+    cache held tokens, it never preempted; the result JSON's loadgen.server says so, the
+    verdict names the queue, and `loadgen report` on the records writes the same."""
+    live = tmp_path / "live"
+    run = run_against_mock(
+        "--num-prompts", "40", "--request-rate", "inf", "--max-concurrency", "8",
+        "--random-input-len", "32", "--random-output-len", "8", "--ignore-eos", "--disable-tqdm",
+        "--server-metrics-interval", "0.05", "--save-result", "--result-dir", str(live),
+        mock_args=("--max-running", "2", "--kv-cache-tokens", "1024"), itl_ms=5,
+    )  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
+    (path,) = live.glob("*.json")
+    result = json.loads(path.read_text())
+    server = result["loadgen"]["server"]
+    assert server["server_waiting_peak"] > 0 and server["server_queued_pct"] > 10
+    assert 0 < server["server_kv_cache_mean_pct"] <= server["server_kv_cache_peak_pct"] <= 100
+    assert server["server_preemptions"] == 0
+    assert server["server_prefix_cache_hit_rate"] is None  # the mock keeps no cache here
+    assert "| server: it queued requests for" in result["loadgen"]["verdict"]
+    rebuilt = tmp_path / "rebuilt"
+    (records,) = live.glob("*.records.arrow")
+    proc = cli("report", str(records), "--save-result", "--result-dir", str(rebuilt))
+    assert proc.returncode == 0, proc.stderr
+    (again,) = rebuilt.glob("*.json")
+    assert {**json.loads(again.read_text()), "date": None} == {**result, "date": None}

@@ -60,6 +60,11 @@ def test_a_concurrency_search_finds_the_mocks_slot_count(tmp_path: Path) -> None
     page = (folder / "report.html").read_text()
     assert "<h2>Search</h2>" in page and "Highest concurrency within the SLO: 4" in page
     assert "SLO met" in page
+    # Printed again offline: the same table and the same account of the search.
+    printed = cli("report", str(folder), "-q")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.splitlines()[-1].startswith("Highest concurrency within the SLO: 4")
+    assert printed.stdout in out
     again = tmp_path / "again.html"  # drawn offline from the folder, as the campaign drew it
     assert cli("report", str(folder), "--format", "html", "--output", str(again)).returncode == 0
     redrawn = again.read_text()

@@ -72,7 +72,7 @@ class Audio:
         counts.prompt += prompt_tokens
         counts.generated += n
         counts.requests += 1
-        counts.running += 1
+        running = state.load.start(prompt_tokens, n, state.ttft_s, 0)
         try:
             model = fields.get("model") or state.config.model
             if not _flag(fields, "stream"):
@@ -87,7 +87,7 @@ class Audio:
             )  # fmt: skip
             return await self._stream(request, events, record)
         finally:
-            counts.running -= 1
+            state.load.end(running)
 
     def _tokens(self, n: int) -> list[str]:
         escaped = self.generation.escaped

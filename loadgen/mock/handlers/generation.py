@@ -209,7 +209,7 @@ class Generation:
         counts.prompt += prompt_tokens
         counts.generated += n
         counts.requests += 1
-        counts.running += 1
+        running = state.load.start(prompt_tokens, n, ttft_s, cached)
         try:
             if not body.get("stream"):
                 await asyncio.sleep(ttft_s + (n - 1) * state.itl_s)
@@ -218,7 +218,7 @@ class Generation:
             self._count_drafts(n)
             return await self._stream(request, self._events(answer, arrival_ns), record, ttft_s)
         finally:
-            counts.running -= 1
+            state.load.end(running)
             state.slots.release()
 
     def _events(self, answer: StreamRequest, arrival_ns: int) -> Events:

@@ -46,13 +46,14 @@ class Info:
         return web.Response(body=self.models_body, content_type=JSON_TYPE)
 
     async def metrics(self, request: web.Request) -> web.Response:
-        """GET /metrics: Prometheus text; with --spec-decode-draft-tokens, vLLM's spec-decode
-        counters."""
+        """GET /metrics: Prometheus text: the personality's load metrics (computed now, from
+        what the handlers noted: loadgen/mock/load.py); with --spec-decode-draft-tokens, vLLM's
+        spec-decode counters."""
         state = self.state
         model = state.config.model
         lines = ["# TYPE loadgen_mock_requests_total counter"]
         lines.append(f"loadgen_mock_requests_total {sum(state.requests_seen.values())}")
-        lines += state.personality.metric_lines(model, state.counts)
+        lines += state.personality.metric_lines(model, state.load_now())
         accepted = state.spec_accepted_per_pos
         if accepted:
             labels = f'engine="0",model_name="{model}"'
@@ -67,10 +68,6 @@ class Info:
                 f'{{{labels},position="{pos}"}} {count}'
                 for pos, count in enumerate(accepted)
             ]
-        if (cache := state.prefix_cache) is not None:
-            lines += state.personality.prefix_cache_lines(
-                model, cache.queried_tokens, cache.hit_tokens
-            )
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from loadgen.mock.load import LoadSnapshot
+
 TTFT_WIDTH = 12  # bytes reserved in a stream's tail for a TTFT measured when it is written
 _TTFT_PLACEHOLDER = b"0" * TTFT_WIDTH
 NO_IDLE_TIMEOUT_S = 86400.0  # servers that never close an idle keep-alive connection
@@ -61,7 +63,6 @@ class TokenCounts:
     prompt: int = 0
     generated: int = 0
     requests: int = 0  # generation requests answered with usage
-    running: int = 0  # generation requests being handled
 
 
 def fixed_width(value: float, width: int = TTFT_WIDTH) -> bytes:
@@ -207,27 +208,35 @@ class Personality:
 
     # --- /metrics ---
 
-    def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
-        """Prometheus text lines of the token counters and running requests."""
-        return prometheus_lines(
+    def metric_lines(self, model: str, load: LoadSnapshot) -> list[str]:
+        """Prometheus text lines of the server's load (loadgen/mock/load.py), as the server
+        names them: vLLM's scheduler gauges and token counters (vllm/v1/metrics/loggers.py)."""
+        labels = f'{{engine="0",model_name="{model}"}}'
+        lines = prometheus_lines(
             "vllm",
-            f'{{engine="0",model_name="{model}"}}',
+            labels,
             (
-                ("num_requests_running", "gauge", float(counts.running)),
-                ("prompt_tokens_total", "counter", float(counts.prompt)),
-                ("generation_tokens_total", "counter", float(counts.generated)),
+                ("num_requests_running", "gauge", load.running),
+                ("num_requests_waiting", "gauge", load.waiting),
+                ("kv_cache_usage_perc", "gauge", load.kv_usage),
+                ("num_preemptions_total", "counter", load.preemptions),
+                ("prompt_tokens_total", "counter", load.prompt_tokens),
+                ("generation_tokens_total", "counter", load.generation_tokens),
             ),
         )
+        if load.cache_queried is not None and load.cache_hits is not None:
+            lines += self.prefix_cache_lines(model, load.cache_queried, load.cache_hits)
+        return lines
 
     def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
-        """Prometheus lines of the prefix cache (--prefill-us-per-token), as the server names
-        them: vLLM's counters, in tokens; none for a server that exports none."""
+        """vLLM's prefix-cache counters, in tokens (the mock keeps a cache with
+        --prefill-us-per-token)."""
         return prometheus_lines(
             "vllm",
             f'{{engine="0",model_name="{model}"}}',
             (
-                ("prefix_cache_queries_total", "counter", float(queried_tokens)),
-                ("prefix_cache_hits_total", "counter", float(hit_tokens)),
+                ("prefix_cache_queries_total", "counter", queried_tokens),
+                ("prefix_cache_hits_total", "counter", hit_tokens),
             ),
         )
 
@@ -235,8 +244,10 @@ class Personality:
 def prometheus_lines(
     prefix: str, labels: str, samples: tuple[tuple[str, str, float], ...]
 ) -> list[str]:
-    """Prometheus text lines: a TYPE line and one sample for each (name, kind, value)."""
+    """Prometheus text lines: a TYPE line and one sample for each (name, kind, value); a
+    counter's TYPE line names it without ``_total``, as prometheus_client writes it."""
     lines = []
     for name, kind, value in samples:
-        lines += [f"# TYPE {prefix}:{name} {kind}", f"{prefix}:{name}{labels} {value}"]
+        family = name.removesuffix("_total") if kind == "counter" else name
+        lines += [f"# TYPE {prefix}:{family} {kind}", f"{prefix}:{name}{labels} {float(value)}"]
     return lines

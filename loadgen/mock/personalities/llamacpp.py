@@ -7,14 +7,13 @@ from typing import Any, ClassVar
 
 import orjson
 
+from loadgen.mock.load import LoadSnapshot
 from loadgen.mock.personalities.base import (
     JSON_TYPE,
     Answer,
     Personality,
     StreamRequest,
     StreamShape,
-    TokenCounts,
-    prometheus_lines,
 )
 
 _FINGERPRINT = b',"system_fingerprint":"b0-unknown"'  # llama.cpp's build info, unknown build
@@ -157,17 +156,17 @@ class LlamaCpp(Personality):
     def loading(self) -> Answer:
         return self.error(503, "Loading model")
 
-    def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
-        return []  # not reproduced: the mock plays only vLLM's prefix-cache counters
-
-    def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
-        return prometheus_lines(
-            "llamacpp",
-            "",
-            (
-                ("prompt_tokens_total", "counter", counts.prompt),
-                ("tokens_predicted_total", "counter", counts.generated),
-                ("requests_processing", "gauge", counts.running),
-                ("requests_deferred", "gauge", 0),
-            ),
-        )
+    def metric_lines(self, model: str, load: LoadSnapshot) -> list[str]:
+        """llama-server's ``--metrics`` page (tools/server/server-context.cpp): no labels,
+        integer values, counters typed under their own ``_total`` names; its prompt counter
+        counts the tokens evaluated (the prefix cache's hits left out). Today's builds export
+        no KV-cache gauge and no prefix-cache counter, so neither does the mock."""
+        lines = []
+        for kind, name, value in (
+            ("counter", "prompt_tokens_total", load.prompt_computed),
+            ("counter", "tokens_predicted_total", load.generation_tokens),
+            ("gauge", "requests_processing", load.running),
+            ("gauge", "requests_deferred", load.waiting),
+        ):
+            lines += [f"# TYPE llamacpp:{name} {kind}", f"llamacpp:{name} {value}"]
+        return lines

@@ -6,13 +6,13 @@ from typing import Any
 
 import orjson
 
+from loadgen.mock.load import LoadSnapshot
 from loadgen.mock.personalities.base import (
     JSON_TYPE,
     Answer,
     Personality,
     StreamRequest,
     StreamShape,
-    TokenCounts,
     prometheus_lines,
     usage_dict,
 )
@@ -91,17 +91,23 @@ class SGLang(Personality):
     def reset_answer(self) -> Answer:
         return 200, FLUSHED, "text/plain"
 
-    def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
-        return []  # not reproduced: the mock plays only vLLM's prefix-cache counters
-
-    def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
-        return prometheus_lines(
-            "sglang",
-            f'{{model_name="{model}"}}',
-            (
-                ("prompt_tokens_total", "counter", float(counts.prompt)),
-                ("generation_tokens_total", "counter", float(counts.generated)),
-                ("num_running_reqs", "gauge", float(counts.running)),
-                ("num_queue_reqs", "gauge", 0.0),
-            ),
-        )
+    def metric_lines(self, model: str, load: LoadSnapshot) -> list[str]:
+        """SGLang's scheduler and tokenizer metrics (python/sglang/srt/metrics/collector.py):
+        its KV cache as tokens used of the pool, retractions (its preemptions), and cached
+        prompt tokens (the prefix cache's hits) where the mock keeps a cache."""
+        samples: list[tuple[str, str, float]] = [
+            ("num_running_reqs", "gauge", load.running),
+            ("num_queue_reqs", "gauge", load.waiting),
+            ("num_used_tokens", "gauge", load.kv_tokens),
+            ("token_usage", "gauge", load.kv_usage),
+            ("max_total_num_tokens", "gauge", load.kv_capacity),
+            ("num_retracted_requests_total", "counter", load.preemptions),
+            ("prompt_tokens_total", "counter", load.prompt_tokens),
+            ("generation_tokens_total", "counter", load.generation_tokens),
+        ]
+        if load.cache_hits is not None:
+            samples += [
+                ("cache_hit_rate", "gauge", load.cache_hit_rate),
+                ("cached_tokens_total", "counter", load.cache_hits),
+            ]
+        return prometheus_lines("sglang", f'{{model_name="{model}"}}', tuple(samples))

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.mock.load import LoadSnapshot
 from loadgen.mock.personalities.base import (
     JSON_TYPE,
     NO_IDLE_TIMEOUT_S,
@@ -13,7 +14,6 @@ from loadgen.mock.personalities.base import (
     Personality,
     StreamRequest,
     StreamShape,
-    TokenCounts,
 )
 
 _TGI_FINGERPRINT = b',"system_fingerprint":"3.3.6-native"'
@@ -109,25 +109,26 @@ class TGI(Personality):
     def no_route(self, status: int, method: str, path: str) -> Answer:
         return status, b"", "text/plain"  # axum answers an empty body
 
-    def prefix_cache_lines(self, model: str, queried_tokens: int, hit_tokens: int) -> list[str]:
-        return []  # not reproduced: the mock plays only vLLM's prefix-cache counters
-
-    def metric_lines(self, model: str, counts: TokenCounts) -> list[str]:
+    def metric_lines(self, model: str, load: LoadSnapshot) -> list[str]:
+        """TGI's router metrics: per-request histograms observed as each request ends (only
+        their ``+Inf`` bucket here), the batch and queue gauges, and the batch's token budget
+        (prompt + max new tokens of each running request). No KV-cache or prefix-cache
+        metric: TGI exports none."""
         lines = []
         for name, total in (
-            ("tgi_request_input_length", counts.prompt),
-            ("tgi_request_generated_tokens", counts.generated),
+            ("tgi_request_input_length", load.finished_prompt_tokens),
+            ("tgi_request_generated_tokens", load.finished_generation_tokens),
         ):
             lines += [
                 f"# TYPE {name} histogram",
-                f'{name}_bucket{{le="+Inf"}} {counts.requests}',
+                f'{name}_bucket{{le="+Inf"}} {load.requests}',
                 f"{name}_sum {total}",
-                f"{name}_count {counts.requests}",
+                f"{name}_count {load.requests}",
             ]
-        lines += [
-            "# TYPE tgi_batch_current_size gauge",
-            f"tgi_batch_current_size {counts.running}",
-            "# TYPE tgi_queue_size gauge",
-            "tgi_queue_size 0",
-        ]
+        for name, value in (
+            ("tgi_batch_current_size", load.running),
+            ("tgi_queue_size", load.waiting),
+            ("tgi_batch_current_max_tokens", load.reserved_tokens),
+        ):
+            lines += [f"# TYPE {name} gauge", f"{name} {value}"]
         return lines

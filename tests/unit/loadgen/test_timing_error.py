@@ -222,3 +222,24 @@ def test_a_row_ends_with_its_verdict_or_stopped() -> None:
     stopped = format_row(4, comparison, floor, verdict, stopped=True)
     # The same figures, and in the verdict's column (as wide as the word) no verdict.
     assert stopped == row[: -len("stopped")] + "stopped"
+
+
+def test_compare_splits_the_ttft_error_into_the_servers_queue_and_the_clients_share() -> None:
+    recorder = TimingRecorder()
+    # Sent at 10 ms; read by the server at 12, its handler at 15, first token written at 16.
+    recorder.pending["p0"] = (12 * MS, 1 * MS)
+    recorder.add("p0", 15 * MS).extend([16 * MS, 26 * MS])
+    recorder.add("p1", 40 * MS).extend([41 * MS, 51 * MS])  # no read stamp: not split
+    server = TimingRecords.from_bytes(recorder.npz())
+    assert server.read_ns is not None and server.read_ns.tolist() == [12 * MS, 0]
+    assert server.accepted_ns is not None and server.accepted_ns.tolist() == [1 * MS, 0]
+    # The client read the first token at 19 ms (TTFT 9) and at 39 + 4 for p1.
+    run = client([9.0, 4.0], [[10.0], [10.0]], ["", ""], starts_ms=[10.0, 39.0])
+    c = compare(run, server, "p")
+    assert c.ttft_error_s * 1e3 == pytest.approx([9.0 - 1.0, 4.0 - 1.0])
+    assert c.send_leg_s * 1e3 == pytest.approx([5.0, 1.0])  # the server's queue
+    assert c.first_delivery_s is not None and c.first_delivery_s * 1e3 == pytest.approx([3.0, 2.0])
+    # The two legs are the error, request for request.
+    assert c.send_leg_s + c.first_delivery_s == pytest.approx(c.ttft_error_s)
+    assert c.read_wait_s is not None and c.read_wait_s * 1e3 == pytest.approx([2.0])
+    assert c.parse_queue_s is not None and c.parse_queue_s * 1e3 == pytest.approx([3.0])

@@ -49,6 +49,18 @@ def test_each_differing_traffic_flag_is_named_with_both_values() -> None:
     assert setting_differences([a, b], [a]) != []
 
 
+def test_repeats_pair_run_by_run_and_may_draw_from_seeds_of_their_own() -> None:
+    # A campaign's repeats: each run's seed derived from --seed, its point and its number.
+    a0, a1 = run_with(seed=11), run_with(seed=12)
+    assert setting_differences([a0, a1], [run_with(seed=11), run_with(seed=12)]) == []
+    assert setting_differences([a0, a1], [run_with(seed=11), run_with(seed=13)]) == [
+        "--seed 12 vs 13"
+    ]
+    assert setting_differences([a0], [run_with(seed=11), run_with(seed=12)]) == [
+        "--seed 11 vs 12"  # no base run of its own: against the last
+    ]
+
+
 def test_secrets_are_shown_as_stars() -> None:
     a = run_with(headers={"Authorization": "Bearer sk-one"}, base_url="http://u:pw1@h:1")
     b = run_with(headers={"Authorization": "Bearer sk-two", "x-extra": "sk-three"})

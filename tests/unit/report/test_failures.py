@@ -6,12 +6,11 @@ sockets, no files."""
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any
 
 import numpy as np
 import pytest
 from report_runs import CANCELLED_AT, NOT_SENT_AT, N, full_config, made_up_run, stopped_run
+from svg_charts import charts, details
 
 from loadgen.report.campaign_summary import (
     PointRuns,
@@ -245,34 +244,21 @@ def test_fail_on_gates_the_cancelled_and_the_not_sent() -> None:
     ]
 
 
-def plotly_arguments(page: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The traces and the layout a figure's ``Plotly.newPlot(id, data, layout, ...)`` draws."""
-    decoder = json.JSONDecoder()
-    at = page.index(",", page.index("Plotly.newPlot(")) + 1
-    data, end = decoder.raw_decode(page, len(page[at:]) - len(page[at:].lstrip()) + at)
-    at = page.index(",", end) + 1
-    layout, _ = decoder.raw_decode(page, len(page[at:]) - len(page[at:].lstrip()) + at)
-    return data, layout
-
-
-def test_the_over_time_menu_shows_each_run_s_own_failures() -> None:
-    """A campaign's over-time figure, one point at a time: each menu entry makes visible the
-    traces of its run alone, its failure kinds among them, with their legend entries."""
+def test_each_point_s_over_time_section_shows_its_own_failures() -> None:
+    """A campaign's over-time figure, one point at a time: each point's section (a
+    ``<details>``, the first open) stacks its own failure kinds, in its own legend."""
     cfg = full_config()
     stopped = run_over_time("stopped", summarize(settings_of(cfg), stopped_run(cfg)))
     plain = run_over_time("plain", summarize(settings_of(cfg), made_up_run(cfg)))
     page = over_time_figure([stopped, plain])
-    spec, layout = plotly_arguments(page)
-    names = [trace.get("name") for trace in spec]
-    assert FAILURES_TITLE in page
-    (menu,) = layout["updatemenus"]
-    visible = [button["args"][0]["visible"] for button in menu["buttons"]]
-    legends = [button["args"][0]["showlegend"] for button in menu["buttons"]]
-    assert len(visible[0]) == len(names)
-    shown = [[name for name, v in zip(names, vs, strict=True) if v] for vs in visible]
-    assert shown[0] == ["req/s", "tok/s", "mean in the bin", "peak in the bin", SERVER_ERROR,
-                        CANCELLED_LABEL]  # fmt: skip
-    assert shown[1] == ["req/s", "tok/s", "mean in the bin", "peak in the bin", SERVER_ERROR]
-    assert [n for n, legend in zip(names, legends[1], strict=True) if legend] == [
-        "mean in the bin", "peak in the bin", SERVER_ERROR,
-    ]  # fmt: skip
+    assert page.startswith("<details open><summary>stopped</summary>")
+    sections = details(page)
+    assert [summary for summary, _ in sections] == ["stopped", "plain"]
+    legends = []
+    for _, body in sections:
+        (failures,) = [chart for chart in charts(body) if chart.title == FAILURES_TITLE]
+        legends.append(failures.legend)
+    # the stack is drawn tallest first: the most frequent kind's band last, on top
+    assert legends == [[CANCELLED_LABEL, SERVER_ERROR], [SERVER_ERROR]]
+    flight = [chart for chart in charts(sections[1][1]) if chart.title == "Requests in flight"]
+    assert flight[0].legend == ["mean in the bin", "peak in the bin"]

@@ -12,13 +12,20 @@ from types import SimpleNamespace
 from report_runs import full_config, made_up_run
 
 from loadgen.config import RunConfig
-from loadgen.report.campaign_summary import PointRuns, run_problem, summary_metrics, summary_rows
+from loadgen.report.campaign_summary import (
+    PointRuns,
+    run_problem,
+    run_replicates,
+    summary_metrics,
+    summary_rows,
+)
 from loadgen.report.html_campaign import (
     CampaignPoint,
     campaign_columns,
     campaign_table,
     campaign_workers,
     gate_lines,
+    interval_keys,
     point_figures,
     run_verdicts,
     trade_off_planes,
@@ -79,18 +86,15 @@ def test_the_notes_are_the_consoles_after_the_blocks() -> None:
 
 
 def point(name: str, label: str, **values: str) -> tuple[CampaignPoint, dict[str, object]]:
-    """A point of two runs and its summary.csv row, every metric empty but ``values``."""
-    row = {"point": name, "max_concurrency": "", "request_rate": "inf", "runs": "2",
-           "runs_ok": "2", "steady_state_trimmed": "0", "error": "", **values}  # fmt: skip
+    """A point of three runs and its summary.csv row, every metric empty but ``values``."""
+    row = {"point": name, "max_concurrency": "", "request_rate": "inf", "runs": "3",
+           "runs_ok": "3", "steady_state_trimmed": "0", "error": "", **values}  # fmt: skip
     return CampaignPoint(row, label, []), dict(row)
 
 
 def with_ci(prefix: str, mean: float, low: float, high: float) -> dict[str, str]:
-    return {
-        f"{prefix}_mean_of_runs": str(mean),
-        f"{prefix}_ci95_t_low": str(low),
-        f"{prefix}_ci95_t_high": str(high),
-    }
+    low_key, high_key = interval_keys(prefix)  # summary.csv's names, read in one place
+    return {f"{prefix}_mean_of_runs": str(mean), low_key: str(low), high_key: str(high)}
 
 
 POINTS = [
@@ -109,7 +113,7 @@ def split(points: list[tuple[CampaignPoint, dict[str, object]]]) -> tuple[list, 
 
 
 def test_the_planes_hold_the_points_with_figures_their_intervals_and_front() -> None:
-    planes = trade_off_planes(*split(POINTS), num_runs=2)
+    planes = trade_off_planes(*split(POINTS), num_runs=3)
     assert planes is not None
     ttft, itl = planes
     assert ttft.labels == ["c=1", "c=4", "c=16"]
@@ -127,12 +131,12 @@ def test_an_interval_reaching_below_0_is_drawn_from_0() -> None:
         **with_ci("p99_ttft_ms", 30, -31, 91),
         **with_ci("p99_itl_ms", 20, 19, 21),
     )
-    (ttft, _) = trade_off_planes(*split([two]), num_runs=2)  # type: ignore[misc]
+    (ttft, _) = trade_off_planes(*split([two]), num_runs=3)  # type: ignore[misc]
     assert ttft.y_low == [0.0] and ttft.y_high == [91.0] and ttft.x_low == [39.0]
 
 
 def test_without_a_finished_point_there_is_no_plane() -> None:
-    assert trade_off_planes(*split([POINTS[3]]), num_runs=2) is None
+    assert trade_off_planes(*split([POINTS[3]]), num_runs=3) is None
 
 
 def test_one_run_per_point_has_no_interval() -> None:
@@ -142,21 +146,21 @@ def test_one_run_per_point_has_no_interval() -> None:
 
 
 def test_the_campaign_table_shows_each_mean_over_its_interval() -> None:
-    table = campaign_table(*split(POINTS[:1] + POINTS[3:]), num_runs=2, pooling=False)
+    table = campaign_table(*split(POINTS[:1] + POINTS[3:]), num_runs=3, pooling=False)
     assert table.header[:6] == ["point", "runs ok", "trimmed", "client OK", "req/s",
                                 "output tok/s"]  # fmt: skip
     assert "p99 TTFT (ms)" in table.header
     first, failed = table.rows
-    assert first[0] == "c=1\na" and first[1] == "2/2"
+    assert first[0] == "c=1\na" and first[1] == "3/3"
     assert first[table.header.index("output tok/s")] == "40\n[39, 41]"
     assert first[table.header.index("p99 TTFT (ms)")] == "100\n[99, 101]"
     assert failed[table.header.index("p99 TTFT (ms)")] == "-"
 
 
 def test_goodput_has_a_column_only_where_a_point_measured_it() -> None:
-    assert "goodput req/s" not in campaign_table(*split(POINTS), 2, pooling=False).header
+    assert "goodput req/s" not in campaign_table(*split(POINTS), 3, pooling=False).header
     measured = point("e", "c=2", **with_ci("request_goodput", 5, 4, 6))
-    table = campaign_table(*split([*POINTS, measured]), num_runs=2, pooling=False)
+    table = campaign_table(*split([*POINTS, measured]), num_runs=3, pooling=False)
     assert table.header[4:7] == ["req/s", "goodput req/s", "output tok/s"]
     assert table.rows[-1][table.header.index("goodput req/s")] == "5\n[4, 6]"
 
@@ -179,29 +183,33 @@ def made_up_point(cfg: RunConfig, runs: int = 2) -> CampaignPoint:
 
 def test_the_campaign_table_is_summary_csv_computed_again_from_the_summaries() -> None:
     cfg = full_config(metric_percentiles="50,99.9", fail_on=("completed<100",))
-    one = made_up_point(cfg)
-    rows = point_figures([one], 2, steady=False, percentiles=cfg.percentiles())
+    one = made_up_point(cfg, runs=3)
+    rows = point_figures([one], 3, steady=False, percentiles=cfg.percentiles())
+    summaries = [r.summary for r in one.reports]
     written = summary_rows(  # what the campaign wrote to summary.csv at its end
-        [PointRuns(one.name, 4, 100.0, [summary_metrics(r.summary)[0] for r in one.reports],
-                   [0, 0], error_kinds=[r.summary.errors.by_kind for r in one.reports])],
-        2, cfg.percentiles())  # fmt: skip
-    assert rows == written
-    table = campaign_table([one], rows, num_runs=2, pooling=False)
+        [PointRuns(one.name, 4, 100.0, [summary_metrics(s)[0] for s in summaries], [0, 0, 0],
+                   error_kinds=[s.errors.by_kind for s in summaries],
+                   replicates=[run_replicates(s) for s in summaries])],
+        3, cfg.percentiles())  # fmt: skip
+    assert rows == written  # the same records: the same intervals
+    assert rows[0]["p99_itl_ms_ci95_low"] != ""
+    table = campaign_table([one], rows, num_runs=3, pooling=False)
     header, cells = table.header, table.rows[0]
     assert header[3:5] == ["client OK", "gates breached"]
     ok = sum(r.verdict.startswith(VERDICT_OK) for r in one.reports)
-    assert cells[1:5] == ["2/2", "0", f"{ok}/2", "2/2"]  # 7 completed, each run breached
+    assert cells[1:5] == ["3/3", "0", f"{ok}/3", "3/3"]  # 7 completed, each run breached
     ttft = header.index("p50 TTFT (ms)")
     assert header[ttft + 1 : ttft + 3] == ["p99 TTFT (ms)", "p99.9 TTFT (ms)"]
     mean = one.reports[0].summary.latencies["ttft"].median_ms
-    assert cells[header.index("median TTFT (ms)")] == f"{mean:g}\n[{mean:g}, {mean:g}]"  # 2 alike
+    assert cells[header.index("median TTFT (ms)")] == f"{mean:g}\n[{mean:g}, {mean:g}]"  # 3 alike
     assert cells[header.index("completed")].startswith("7\n")
     assert gate_lines([one]) == [
         "c=4 run=0: breached: completed<100 (measured 7)",
         "c=4 run=1: breached: completed<100 (measured 7)",
+        "c=4 run=2: breached: completed<100 (measured 7)",
     ]
     verdicts = run_verdicts([one])
-    assert [text.split(": ", 1)[0] for text, _ in verdicts] == ["c=4 run=0", "c=4 run=1"]
+    assert [text.split(": ", 1)[0] for text, _ in verdicts] == [f"c=4 run={i}" for i in range(3)]
 
 
 def test_a_run_that_does_not_count_is_left_out_of_its_point_s_figures() -> None:
@@ -215,7 +223,7 @@ def test_a_run_that_does_not_count_is_left_out_of_its_point_s_figures() -> None:
     assert run_problem(lost) == "the run lost workers: w1 died"
     (row,) = point_figures([one], 2, steady=False, percentiles=cfg.percentiles())
     assert row["runs_ok"] == 1 and row["completed_mean_of_runs"] == 7.0
-    assert row["completed_ci95_t_low"] == ""  # one run: no interval
+    assert "completed_ci95_low" not in row  # two runs planned: no interval
 
 
 def test_column_titles_are_the_metric_table_s_and_the_verdict_count() -> None:
@@ -266,3 +274,16 @@ def test_an_interrupted_run_s_page_says_so_first() -> None:
     run.end = None  # its records stop short: reported as interrupted
     (first, *_) = run_notes(summarize(settings_of(cfg), run))
     assert first == "note: the run did not end: its records file stops before the end"
+
+
+def test_a_point_without_an_interval_gets_no_error_bar() -> None:
+    """Fewer than 3 runs: summary.csv may have no interval columns; the planes draw no bar."""
+    bare = [
+        point(p.name, p.label, **{k: str(v) for k, v in row.items() if "_ci95" not in k})
+        for p, row in POINTS[:2]
+    ]
+    planes = trade_off_planes(*split(bare), 2)
+    assert planes is not None
+    for plane in planes:
+        assert plane.x == [40.0, 150.0]
+        assert all(math.isnan(v) for v in (*plane.x_low, *plane.x_high, *plane.y_low))

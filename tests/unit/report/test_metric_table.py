@@ -27,6 +27,7 @@ from loadgen.report.metric_table import (
     FIGURES,
     JSON,
     LATENCIES,
+    LOADGEN_JSON,
     TABLE_STATISTIC,
     VIEWS,
     Figure,
@@ -53,7 +54,8 @@ def views_of_a_run(pooling: bool) -> dict[str, Any]:
     html summary table's text, the result JSON's keys, summary.csv's columns, the columns
     of report.html's campaign table and the titles of the campaign's console table."""
     cfg = full_config(backend=POOLING_BACKEND) if pooling else full_config()
-    report = build_report(settings_of(cfg), output_of(cfg), made_up_run(cfg), date="d")
+    run = made_up_run(cfg, server=True)
+    report = build_report(settings_of(cfg), output_of(cfg), run, date="d")
     summary = report.summary
     lines = console_lines(summary)
     html = html_summary_table(summary)
@@ -74,6 +76,11 @@ def views_of_a_run(pooling: bool) -> dict[str, Any]:
         CONSOLE: "\n".join(lines),
         "html": "\n".join(" ".join(cells) for cells in html.rows),
         JSON: set(result_json(summary, "d")),
+        LOADGEN_JSON: {
+            key
+            for key, value in result_json(summary, "d")["loadgen"]["server"].items()
+            if value is not None
+        },
         CAMPAIGN: {key for key, cell in rows[0].items() if cell != ""},  # measured
         "html campaign": {
             title: cell for title, cell in zip(table.header, table.rows[0], strict=True)
@@ -125,6 +132,7 @@ def test_every_latency_is_in_every_view_it_names(latency: Latency) -> None:
             for stat in ("mean", "median", "p50", "p99")
         ),
         CAMPAIGN_TABLE: latency.column(TABLE_STATISTIC) in views[CAMPAIGN_TABLE],
+        LOADGEN_JSON: False,  # the server's figures only
     }
     assert {view for view, shown in found.items() if shown} == set(latency.views)
 
@@ -147,7 +155,7 @@ def test_each_key_is_declared_once() -> None:
 def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
     keys = metric_keys()
     assert keys[:3] == ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms")
-    assert keys[-8:] == (
+    assert keys[-14:] == (
         "completed",
         "failed",
         "cancelled",
@@ -156,6 +164,12 @@ def test_the_campaign_keys_come_from_the_table_and_the_percentiles() -> None:
         "request_goodput",
         "output_throughput",
         "prefix_cache_hit_rate",
+        "server_kv_cache_mean_pct",
+        "server_kv_cache_peak_pct",
+        "server_waiting_peak",
+        "server_queued_pct",
+        "server_preemptions",
+        "server_prefix_cache_hit_rate",
     )
     assert metric_keys([99.9, 50])[:5] == (
         "mean_ttft_ms",

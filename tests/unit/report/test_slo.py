@@ -1,6 +1,6 @@
 """--slo's marks on a campaign (loadgen/report/slo.py): which runs and points meet it, the best
 point, the columns it adds to summary.csv, the keys it accepts, and the intervals the search
-weighs (their coverage measured on known distributions); no sockets."""
+weighs (a run's from a bootstrap over its requests, pooled over a load's runs); no sockets."""
 
 from __future__ import annotations
 
@@ -9,17 +9,19 @@ import random
 
 import numpy as np
 import pytest
+from report_runs import full_config, made_up_run
 
 from loadgen.config.gates import parse_slo
-from loadgen.report.campaign_summary import PointRuns, summary_rows
+from loadgen.report.campaign_summary import PointRuns, summary_metrics, summary_rows
+from loadgen.report.run_report import build_report
+from loadgen.report.settings import output_of, settings_of
 from loadgen.report.slo import (
     Estimate,
     best_line,
     mark_points,
     misses,
     pooled,
-    quantile_interval,
-    sample_estimate,
+    run_estimates,
     slo_gates,
     slo_problem,
     with_slo,
@@ -83,28 +85,20 @@ def test_a_key_summary_csv_lacks_is_refused_with_a_hint() -> None:
     assert "--metric-percentiles" in (slo_problem(("p50_ttft_ms<=5",), ()) or "")
 
 
-@pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
-def test_a_quantiles_interval_holds_the_true_quantile_about_95_percent_of_the_time(
-    q: float,
-) -> None:
-    rng = np.random.default_rng(7)
-    truth = -math.log(1 - q)  # the exponential distribution's q-quantile
-    trials = 400
-    held = 0
-    for _ in range(trials):
-        low, high = quantile_interval(rng.exponential(size=1000), q)
-        held += low <= truth <= high
-    assert 0.90 <= held / trials <= 0.995
-
-
-def test_a_means_interval_and_its_edges() -> None:
-    values = np.array([10.0, 12.0, 14.0])
-    e = sample_estimate("mean", values, 12.0)
-    assert (e.low, e.high) == (pytest.approx(12 - 1.96 * 2 / math.sqrt(3), rel=1e-4),
-                               pytest.approx(12 + 1.96 * 2 / math.sqrt(3), rel=1e-4))  # fmt: skip
-    assert math.isnan(sample_estimate("p99", np.array([]), math.nan).low)
-    few = sample_estimate("p99", np.array([1.0, 2.0, 3.0]), 2.98)
-    assert few.low <= 2.98 <= few.high  # the value is always inside
+def test_a_run_s_estimate_is_the_bootstrap_of_its_requests() -> None:
+    cfg = full_config()
+    summary = build_report(settings_of(cfg), output_of(cfg), made_up_run(cfg), date="d").summary
+    metrics, _ = summary_metrics(summary)
+    keys = ["p99_ttft_ms", "mean_e2el_ms", "request_throughput"]
+    estimates = run_estimates(summary, metrics, keys)
+    ttft = estimates["p99_ttft_ms"]
+    assert ttft.value == metrics["p99_ttft_ms"] and ttft.replicates is not None
+    assert 0 <= ttft.low <= ttft.value <= ttft.high
+    e2el = estimates["mean_e2el_ms"]
+    assert e2el.low <= metrics["mean_e2el_ms"] <= e2el.high
+    assert math.isnan(estimates["request_throughput"].low)  # measured once a run
+    again = run_estimates(summary, metrics, keys)["p99_ttft_ms"]
+    assert (again.low, again.high) == (ttft.low, ttft.high)  # seeded
 
 
 def test_pooled_runs_narrow_the_interval_or_fall_back_to_t() -> None:
@@ -113,8 +107,23 @@ def test_pooled_runs_narrow_the_interval_or_fall_back_to_t() -> None:
     one = pooled(runs)
     assert one.value == pytest.approx(sum(r.value for r in runs) / 4)
     assert one.high - one.low == pytest.approx(8 / 2)  # sqrt(4) narrower
-    bare = pooled([Estimate(10.0), Estimate(12.0)])
-    assert bare.low < 11 < bare.high  # Student's t over the two runs
+    assert math.isnan(pooled([Estimate(10.0), Estimate(12.0)]).low)  # 2 runs: no t interval
+    bare = pooled([Estimate(0.1), Estimate(0.2), Estimate(9.0)])
+    assert bare.low == 0.0 and bare.high > 3.1  # Student's t over 3 runs, clipped at 0
     assert math.isnan(pooled([Estimate(10.0)]).low)
     assert Estimate(98.0, 90.0, 106.0).holds(100.0)
     assert not Estimate(98.0, 90.0, 99.0).holds(100.0)
+
+
+def test_pooled_replicates_weigh_the_requests_and_from_three_runs_the_runs() -> None:
+    rng = np.random.default_rng(4)
+
+    def drawn(value: float) -> Estimate:
+        reps = value + rng.normal(0.0, 1.0, 1000)
+        return Estimate(value, float(np.percentile(reps, 2.5)), float(np.percentile(reps, 97.5)),
+                        reps)  # fmt: skip
+
+    two = pooled([drawn(100.0), drawn(120.0)])  # the runs as they are: the requests' noise
+    assert two.value == 110.0 and 108 < two.low < 110 < two.high < 112
+    three = pooled([drawn(100.0), drawn(120.0), drawn(110.0)])  # runs drawn too: wider
+    assert three.low < 105 and three.high > 115 and three.low <= 110 <= three.high

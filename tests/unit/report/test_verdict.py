@@ -13,10 +13,12 @@ import pytest
 from loadgen.records.model import HostUsage
 from loadgen.report.verdict import (
     HOST_BUSY,
+    PROBE_TICK_MS,
     SATURATED,
     TOO_FAST,
     ClientHealth,
     RunScale,
+    aligned_delay_ms,
     judge,
     measure,
     not_judged,
@@ -334,3 +336,53 @@ def test_a_run_that_did_not_end_is_not_judged() -> None:
         "client: not judged: the run did not end, so its workers' loop lag and CPU were never "
         "reported; send lag p99 0.50 ms at --request-rate inf"
     )
+
+
+def test_aligned_delay_is_the_longest_lag_when_a_burst_holds_the_first_tokens() -> None:
+    lags = (np.array([0.1] * 990 + [8.0] * 9 + [20.0]) * MS).astype(np.int64)
+    burst = np.concatenate([np.full(64, 0.003), np.full(64, 3.2), np.full(64, 6.4)])
+    # Each wave's 64 first tokens share a 10 ms slot: 1 % of 192 is under one slot's worth,
+    # so the longest stall may have met them all; plus the probe's tick.
+    assert aligned_delay_ms(lags, burst) == pytest.approx(20.0 + PROBE_TICK_MS)
+
+
+def test_aligned_delay_excuses_the_densest_slots_within_one_percent() -> None:
+    lags = (np.arange(1, 1001, dtype=np.float64) * 0.01 * MS).astype(np.int64)  # 0.01..10 ms
+    # One first token per slot, as paced runs are (mid-slot: no rounding moves one across).
+    spread = np.concatenate([[0.0], np.arange(1, 1000) * 0.01 + 0.005])
+    # 10 requests may lie above the p99: the 10 longest lags are excused, the 11th bounds.
+    assert aligned_delay_ms(lags, spread) == pytest.approx(9.9 + PROBE_TICK_MS)
+    assert aligned_delay_ms(np.zeros(0, np.int64), spread) is None
+    assert aligned_delay_ms(lags, np.zeros(0)) is None
+
+
+def burst_health(rate: float, lags_ms: list[float]) -> ClientHealth:
+    first = np.concatenate([np.full(64, 0.002), np.full(64, 3.2)])
+    return measure(
+        np.zeros(0),
+        (np.asarray(lags_ms) * MS).astype(np.int64),
+        [50 * MS],
+        [1000 * MS],
+        rate,
+        scale=RunScale(itl_ms=50.0, ttft_ms=15.0),
+        host=host(),
+        first_token_s=first,
+    )
+
+
+def test_a_closed_loop_states_the_delay_its_bursts_meet() -> None:
+    h = burst_health(math.inf, [0.1] * 995 + [12.0] * 5)
+    assert h.burst_delay_p99_ms == pytest.approx(12.0 + PROBE_TICK_MS)
+    assert h.client_delay_ms == h.burst_delay_p99_ms > h.loop_lag_p99_ms
+    text = verdict(h)
+    assert text.startswith("client-bound: timings carry ≤ 13.00 ms of client delay at p99, 87 %")
+    assert f"loop lag p99 over the run's time was {h.loop_lag_p99_ms:.2f} ms" in text
+    assert "\n" not in text and not re.search(r"[()\[\]]", text)
+    assert h.to_json()["burst_delay_p99_ms"] == h.burst_delay_p99_ms
+
+
+def test_a_paced_run_keeps_the_loop_lag_p99_over_time() -> None:
+    # Its arrivals follow the schedule, not the loop: a stall meets them as it meets time.
+    h = burst_health(10.0, [0.1] * 995 + [12.0] * 5)
+    assert h.burst_delay_p99_ms is None and h.client_delay_ms == h.loop_lag_p99_ms
+    assert "closed loop" not in verdict(h)

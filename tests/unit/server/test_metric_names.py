@@ -98,6 +98,29 @@ llamacpp:requests_processing 4
 llamacpp:requests_deferred 1
 """
 
+# As llama-server 0.5.0-dev (commit 0c1e570) wrote it with --metrics (some lines left out): no
+# KV-cache gauge, a counter of prompt tokens found in the cache, a counter without "_total".
+LLAMACPP_2026 = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 45140
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 20652
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 7104
+# HELP llamacpp:n_tokens_max Largest observed sequence length (prompt + generation)
+# TYPE llamacpp:n_tokens_max counter
+llamacpp:n_tokens_max 320
+# HELP llamacpp:requests_processing Number of requests processing
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 4
+# HELP llamacpp:requests_deferred Number of requests deferred
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 3
+"""
+
 TGI = """\
 # TYPE tgi_queue_size gauge
 tgi_queue_size 5
@@ -190,6 +213,18 @@ def test_llamacpp() -> None:
         ("kv_cache_usage", ()): 0.125,
         ("requests_running", ()): 4.0,
         ("requests_waiting", ()): 1.0,
+    }
+
+
+def test_llamacpp_2026_maps_its_cache_hits_and_keeps_the_rest() -> None:
+    assert parse_page(LLAMACPP_2026).samples == {
+        ("prompt_tokens", ()): 45140.0,
+        ("prefix_cache_hits", ()): 20652.0,
+        ("generation_tokens", ()): 7104.0,
+        ("requests_running", ()): 4.0,
+        ("requests_waiting", ()): 3.0,
+        # prometheus_client's parser names a counter's sample with "_total" when it lacks it
+        ("llamacpp:n_tokens_max_total", ()): 320.0,
     }
 
 

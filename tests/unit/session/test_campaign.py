@@ -12,10 +12,10 @@ from loadgen.config import RunConfig
 from loadgen.config.sweep_lists import parse_concurrency, parse_rate
 from loadgen.report.campaign_summary import (
     PointRuns,
-    mean_ci95,
+    interval_notes,
     steady_window,
     summary_rows,
-    t_quantile_975,
+    summary_table,
 )
 from loadgen.session.campaign import (
     Point,
@@ -93,32 +93,52 @@ def test_steady_state_keeps_what_ran_between_the_first_end_and_the_last_send() -
     assert nothing.trimmed == 0 and not nothing.kept.any()
 
 
-def test_the_interval_uses_students_t() -> None:
-    assert t_quantile_975(1) == 12.706
-    assert t_quantile_975(30) == 2.042
-    assert abs(t_quantile_975(60) - 2.000) < 0.001  # the expansion beyond the table
-    assert abs(t_quantile_975(120) - 1.980) < 0.001
-    mean, low, high = mean_ci95([10.0, 12.0])
-    # sd = sqrt(2), half width = 12.706 * sqrt(2) / sqrt(2)
-    assert mean == 11.0
-    assert high - mean == pytest.approx(12.706)
-    assert mean - low == pytest.approx(12.706)
-    assert mean_ci95([5.0])[0] == 5.0 and math.isnan(mean_ci95([5.0])[1])
-    assert math.isnan(mean_ci95([])[0])
-
-
-def test_summary_rows_name_the_interval_only_with_repeats() -> None:
+def test_summary_rows_name_the_interval_only_with_three_runs_or_more() -> None:
     metrics = {"mean_ttft_ms": 10.0, "completed": 5.0}
-    point = PointRuns("p", 4, math.inf, metrics=[metrics, {**metrics, "mean_ttft_ms": 12.0}])
-    (row,) = summary_rows([point], num_runs=2)
-    assert row["mean_ttft_ms_mean_of_runs"] == 11.0
-    assert row["mean_ttft_ms_ci95_t_low"] == pytest.approx(11.0 - 12.706, abs=1e-3)
-    assert row["completed_ci95_t_high"] == 5.0
-    assert row["p99_itl_ms_mean_of_runs"] == ""  # not measured: an empty cell
+    runs = [metrics, {**metrics, "mean_ttft_ms": 12.0}, {**metrics, "mean_ttft_ms": 14.0}]
+    drawn = [{"mean_ttft_ms": np.full(1000, m["mean_ttft_ms"])} for m in runs]
+    (two,) = summary_rows([PointRuns("p", 4, math.inf, metrics=runs[:2])], num_runs=2)
+    assert two["mean_ttft_ms_mean_of_runs"] == 11.0
+    assert not [key for key in two if "ci95" in key]  # 2 runs: no interval column at all
+    point = PointRuns("p", 4, math.inf, metrics=runs, replicates=drawn)
+    short = PointRuns("q", 4, 2.0, metrics=runs[:2], replicates=drawn[:2],
+                      errors=["run=2: every request failed"])  # fmt: skip
+    row, few = summary_rows([point, short], num_runs=3)
+    assert row["mean_ttft_ms_mean_of_runs"] == 12.0
+    assert 10.0 <= row["mean_ttft_ms_ci95_low"] < 12.0 < row["mean_ttft_ms_ci95_high"] <= 14.0
+    assert (row["completed_ci95_low"], row["completed_ci95_high"]) == (5.0, 5.0)
+    assert row["p99_itl_ms_mean_of_runs"] == row["p99_itl_ms_ci95_low"] == ""  # not measured
+    assert few["mean_ttft_ms_mean_of_runs"] == 11.0 and few["mean_ttft_ms_ci95_low"] == ""
+    without = PointRuns("p", 4, math.inf, metrics=runs)  # runs without their replicates
+    (bare,) = summary_rows([without], num_runs=3)
+    assert bare["mean_ttft_ms_ci95_low"] == "" and bare["completed_ci95_low"] == 5.0
     failed = PointRuns("q", None, 2.0, errors=["run=0: every request failed"])
     (single,) = summary_rows([failed], num_runs=1)
     assert single["mean_ttft_ms"] == "" and single["runs_ok"] == 0
     assert single["max_concurrency"] == "" and single["error"] == "run=0: every request failed"
+
+
+def test_the_table_shows_intervals_as_numbers_and_says_why_a_point_has_none() -> None:
+    runs = [{"p99_ttft_ms": v, "request_throughput": 5.0 + v / 100} for v in (80.0, 90.0, 130.0)]
+    drawn = [{"p99_ttft_ms": np.full(1000, m["p99_ttft_ms"])} for m in runs]
+    one, two = "max_concurrency=1-request_rate=inf", "max_concurrency=2-request_rate=inf"
+    points = [
+        PointRuns(one, 1, math.inf, metrics=runs, replicates=drawn),
+        PointRuns(two, 2, math.inf, metrics=runs[:2], replicates=drawn[:2], errors=["run=2: x"]),
+    ]
+    lines = summary_table(summary_rows(points, 3), 3)
+    three = next(line for line in lines if line.startswith(one))
+    assert "100 [80, 130]" in three and "±" not in three
+    short = next(line for line in lines if line.startswith(two))
+    assert "85.00" in short and "[" not in short
+    assert lines[-1] == (
+        "no interval at max_concurrency=2-request_rate=inf: as few as 2 run(s) at this point; "
+        "intervals need >= 3 (--num-runs)"
+    )
+    assert interval_notes(summary_rows(points[1:], 2), 2) == [
+        "means across runs; no interval: 2 run(s) at this point; intervals need >= 3 (--num-runs)"
+    ]
+    assert interval_notes(summary_rows(points[:1], 1), 1) == []
 
 
 def test_flags_a_campaign_cannot_honour_are_refused_in_one_line() -> None:
