@@ -21,6 +21,7 @@ import pyarrow.ipc as ipc
 
 from loadgen.records.arrow_file import MAGIC_LEN, SUFFIX
 from loadgen.records.collected import assemble_events
+from loadgen.records.event_source import CHUNK_EVENTS, chunk_ends
 
 # One batch of events: its requests' indices, their event counts and their events, the events
 # of each request one after the other in the order of the indices.
@@ -100,6 +101,7 @@ class RequestOrderEvents:
         self._positions: list[int] = []  # the byte where each batch with events starts
         self._cache: dict[int, np.ndarray] = {}
         self._cache_batches = cache_batches
+        self._gone = False
         self._schema: pa.Schema | None = None
         # No file, or one without a schema (a full disk at its start): no batch there.
         with contextlib.suppress(OSError, pa.ArrowException, ValueError):
@@ -143,18 +145,11 @@ class RequestOrderEvents:
         """Request i's events are at offsets[i]:offsets[i+1] of the request-major layout."""
         return np.concatenate(([0], np.cumsum(self.counts))).astype(np.int64)
 
-    def chunks(self, max_events: int = 1 << 20) -> Iterator[tuple[int, int, np.ndarray]]:
+    def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
         """(first request, end request, their events request-major) for consecutive runs of
         requests of at most ``max_events`` events (or one request, if it alone has more)."""
-        n = len(self.counts)
-        ends = np.cumsum(self.counts)
-        first = 0
-        while first < n:
-            base = int(ends[first - 1]) if first else 0
-            end = int(np.searchsorted(ends, base + max_events, side="right"))
-            end = min(max(end, first + 1), n)
+        for first, end in chunk_ends(self.counts, max_events):
             yield first, end, self._gather(first, end)
-            first = end
 
     def _gather(self, first: int, end: int) -> np.ndarray:
         counts = self.counts[first:end]
@@ -172,12 +167,23 @@ class RequestOrderEvents:
             ]
         return out
 
+    def moved_to(self, path: str | None) -> None:
+        """The file now lives at ``path`` (the run gave it the result's name); None: it is
+        gone (a temporary one, removed at the run's end), and reading its events says so."""
+        self.path = path or ""
+        self._gone = path is None
+
     def _batch_events(self, b: int) -> np.ndarray:
         """Batch ``b``'s events, flat (decoded again when it has left the cache)."""
         if b in self._kept:
             return self._kept[b]
         if b in self._cache:
             return self._cache[b]
+        if self._gone:
+            raise FileNotFoundError(
+                "the run's token events were in a temporary records file, removed at its end "
+                "(keep a records file to read them after the run: --save-result)"
+            )
         with pa.OSFile(self.path, "rb") as source:
             source.seek(self._positions[b])
             assert self._schema is not None  # a batch was read with it

@@ -32,12 +32,13 @@ from loadgen.records.arrow_file import (
 from loadgen.records.checks import (
     RecordsFileError,
     check_columns,
+    check_event_nulls,
     check_rows,
     checked_end,
     checked_start,
     parse_json,
 )
-from loadgen.records.collected import assemble_events
+from loadgen.records.events import RequestOrderEvents
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.server_series import MetricSeries, SeriesError, series_of
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
@@ -80,7 +81,15 @@ def _records_of(
     start = checked_start(meta, path)
     check_columns(file_schema, COLUMNS, path)
     try:
-        table = pa.Table.from_batches(batches, schema=file_schema).combine_chunks()
+        whole = pa.Table.from_batches(batches, schema=file_schema)
+        check_event_nulls(whole["events_ns"], path)
+        # The token events stay in the file (read back a chunk at a time: RequestOrderEvents);
+        # only their counts are laid out, one per row.
+        counts = pa.chunked_array(
+            [c.value_lengths() for c in whole["events_ns"].chunks], type=pa.int32()
+        )
+        at = whole.schema.get_field_index("events_ns")
+        table = whole.set_column(at, "events_ns", counts).combine_chunks()
     except (pa.ArrowException, ValueError) as exc:
         raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
     end = None
@@ -202,8 +211,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     scheduled = np.zeros(n, dtype=np.int64)
     input_tokens = np.zeros(n, dtype=np.int64)
     sequences = np.ones(n, dtype=np.int64)
-    events = table["events_ns"].combine_chunks()
-    counts = events.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = table["events_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
     records["n_events"][index] = counts
     for column in (*PLAIN_COLUMNS, *MINUS_ONE_IS_NULL):
         if column in table.column_names:  # "cached_tokens": absent from older files
@@ -217,8 +225,9 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     scheduled[index] = table["scheduled_ns"].to_numpy()
     input_tokens[index] = table["input_tokens"].to_numpy()
     sequences[index] = table["input_sequences"].to_numpy()
-    flat = events.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-    event_ns, event_offsets = assemble_events(records["n_events"], [(index, counts, flat)])
+    events = RequestOrderEvents(path, n)
+    if not np.array_equal(events.counts, records["n_events"]):
+        raise RecordsFileError(f"{path}: its token events do not read back as its rows count them")
     conversation = turn = None
     if "turn" in table.column_names and table["turn"].null_count < len(index):
         conversation = np.full(n, -1, dtype=np.int64)
@@ -241,13 +250,14 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
         scheduled_ns=scheduled,
         input_tokens=input_tokens,
         input_sequences=sequences,
-        event_ns=event_ns,
-        event_offsets=event_offsets,
+        event_ns=np.zeros(0, np.int64),
+        event_offsets=events.offsets,
         errors=errors,
         texts=_strings(index, table["text"]),
         conversation=conversation,
         turn=turn,
         input_audio_s=input_audio_s,
+        events=events,
     )
 
 

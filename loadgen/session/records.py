@@ -21,7 +21,8 @@ from loadgen.fleet.collector import BatchObserver, RecordBatch
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
 from loadgen.records.collected import Collected
 from loadgen.records.environment import environment
-from loadgen.records.events import file_events, temporary_records_path
+from loadgen.records.event_source import ArrayEvents, EventSource
+from loadgen.records.events import RequestOrderEvents, temporary_records_path
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.records.redact import redact_argv, redact_config
 from loadgen.records.server_series import MetricSeries
@@ -128,15 +129,14 @@ def run_records(
     writer: RecordsWriter | None = None,
 ) -> RunRecords:
     """The whole run as every report reads it (the records file holds the same); the series
-    scraped during it, ``server_metrics``, included. Token events the run did not keep are read
-    back from ``writer``'s file, before it is finished."""
-    event_ns, event_offsets = collected.event_ns, collected.event_offsets
+    scraped during it, ``server_metrics``, included. Token events the run did not keep stay
+    in ``writer``'s file, read back from it a chunk at a time (RequestOrderEvents) while it is
+    there: the report is built before the file is finished."""
+    events: EventSource = ArrayEvents(collected.event_ns, collected.event_offsets)
     if not collected.events_kept:
         if writer is None:
             raise ValueError("the run kept no token events and has no records file")
-        event_ns, event_offsets = file_events(
-            writer.path, collected.records["n_events"], writer.kept_events
-        )
+        events = RequestOrderEvents(writer.path, len(collected.records), kept=writer.kept_events)
     turns = prepared.turns
     scheduled_ns = prepared.scheduled_ns
     if turns is not None:
@@ -156,14 +156,15 @@ def run_records(
         scheduled_ns=scheduled_ns,
         input_tokens=prepared.dataset.prompt_lens,
         input_sequences=_input_sequences(config, prepared),
-        event_ns=event_ns,
-        event_offsets=event_offsets,
+        event_ns=np.zeros(0, np.int64),
+        event_offsets=np.concatenate(([0], np.cumsum(events.counts))).astype(np.int64),
         errors=collected.errors,
         texts=collected.texts,
         conversation=turns.conversation if turns is not None else None,
         turn=turns.turn if turns is not None else None,
         input_audio_s=audio_seconds(prepared.dataset.audios),
         server_metrics=server_metrics,
+        events=events,
     )
 
 
