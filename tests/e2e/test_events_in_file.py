@@ -49,12 +49,20 @@ def test_a_run_without_a_records_file_spills_its_events_to_a_temporary_one_and_r
 
 def test_a_runs_figures_are_those_its_records_file_rebuilds(tmp_path: Path) -> None:
     live, again = tmp_path / "live", tmp_path / "again"
-    proc = run_in_process(*RUN, "--result-dir", str(live))
+    proc = run_in_process(*RUN, "--save-detailed", "--result-dir", str(live))
     assert proc.returncode == 0, proc.stderr
     (records,) = live.glob("*.records.arrow")
     (result,) = live.glob("*.json")
-    rebuilt = cli("report", str(records), "--save-result", "--result-dir", str(again))
+    rebuilt = cli(
+        "report", str(records), "--save-result", "--save-detailed", "--result-dir", str(again)
+    )
     assert rebuilt.returncode == 0, rebuilt.stderr
     (other,) = again.glob("*.json")
     first, second = json.loads(result.read_text()), json.loads(other.read_text())
     assert {k: first[k] for k in FIGURES} == {k: second[k] for k in FIGURES}
+    # Every key (the date stamp aside) the same: the live run read its events back from the
+    # file as it was being written, the report from the finished file.
+    first.pop("date"), second.pop("date")
+    assert sorted(first) == sorted(second)
+    assert sum(len(gaps) for gaps in first["itls"]) == 60 * 23  # every ITL, per request
+    assert {k: v for k, v in first.items() if v != second[k]} == {}

@@ -1,38 +1,49 @@
-"""The figures a report reads from its token events, computed from the records file a bounded
-chunk of requests at a time (loadgen/records/events.py, loadgen/report/metrics.py), give a
-result JSON byte-identical to the one the in-memory report writes from the same file: several
-made-up runs, their batches written out of order as workers send them."""
+"""The report reads a run's token events from its records file a bounded chunk of requests at a
+time (loadgen/records/events.py); every view it renders is byte-identical to the one the
+in-memory computation (tests/report_reference.py: every event laid out whole, numpy over the
+whole arrays) renders from the same file: the result JSON (--save-detailed's per-request ITLs
+included), the console summary and the per-request rows. Several made-up runs, their batches
+written out of order as workers send them, read in chunks of a few dozen events."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from report_reference import reference_summary
 from report_runs import full_config, start_and_end
 
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
+from loadgen.records.event_source import EventSource, materialized
 from loadgen.records.events import RequestOrderEvents
 from loadgen.records.read import read_records
-from loadgen.report.metrics import (
-    event_bounds_s,
-    itl_stats_chunked,
-    latency_stats,
-    peak_output_tokens_per_s_chunked,
-    summarize,
-    timings_from_bounds,
-    tpot_of,
-)
+from loadgen.report.exports import request_rows
 from loadgen.report.result_json import result_json
 from loadgen.report.settings import settings_of
-from loadgen.report.summarize import request_results, run_end
-from loadgen.report.summarize import summarize as summarize_run
+from loadgen.report.summarize import summarize
+from loadgen.report.summary import console_lines
 from workers.protocol import RECORD_DTYPE
 
-CONFIG = full_config(metric_percentiles="25,50,90,99,99.9")
+CONFIG = full_config(metric_percentiles="25,50,90,99,99.9", save_detailed=True)
+STEADY = dataclasses.replace(CONFIG, warmup_s=0.3, cooldown_s=0.3)
+DATE = "20261206-000000"
+
+
+class SmallChunks:
+    """A source's events in chunks of at most ``size`` events (one request alone where it
+    has more), whatever size a reader asks for: many chunk boundaries in a small run."""
+
+    def __init__(self, source: EventSource, size: int) -> None:
+        self.source, self.size = source, size
+        self.counts = source.counts
+
+    def chunks(self, max_events: int = 0) -> Iterator[tuple[int, int, np.ndarray]]:
+        return self.source.chunks(self.size)
 
 
 def write_made_up_run(path: Path, seed: int) -> int:
@@ -89,39 +100,29 @@ def write_made_up_run(path: Path, seed: int) -> int:
     return n
 
 
+@pytest.mark.parametrize("config", [CONFIG, STEADY], ids=["paced", "steady-window"])
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
-def test_the_result_json_from_chunks_is_byte_identical(tmp_path: Path, seed: int) -> None:
+def test_every_view_from_chunks_is_byte_identical_to_the_in_memory_one(
+    tmp_path: Path, seed: int, config: object
+) -> None:
     path = tmp_path / "run.records.arrow"
-    n = write_made_up_run(path, seed)
-    settings = settings_of(CONFIG)
+    write_made_up_run(path, seed)
+    settings = settings_of(config)
     run = read_records(str(path))
-    summary = summarize_run(settings, run)
-    in_memory = json.dumps(result_json(summary, "20261206-000000"))
-
-    # From the file, a few requests' events at a time (chunks far smaller than the run).
-    events = RequestOrderEvents(str(path), n, cache_batches=2)
-    first_s, last_s = event_bounds_s(events)
-    results = request_results(run, run_end(run, pooling=False))
-    timings = timings_from_bounds(results, first_s, last_s)
-    ok, percentiles = results.success, list(settings.percentiles)
-    ttft, latency = timings.ttft_s[ok], timings.latency_s[ok]
-    stats = {
-        "ttft": summarize(ttft, percentiles),
-        "tpot": summarize(tpot_of(ttft, latency, results.output_lens[ok]), percentiles),
-        "itl": itl_stats_chunked(events, ok, percentiles),
-        **latency_stats(latency, timings.queue_s[ok], percentiles),
-    }
-    send_ok = results.sent_s[ok]
-    chunked = dataclasses.replace(
-        summary,
-        latencies={name: stats[name] for name in summary.latencies},
-        totals=dataclasses.replace(
-            summary.totals,
-            max_output_tokens_per_s=peak_output_tokens_per_s_chunked(events, ok, send_ok, latency),
-        ),
-    )
-    assert json.dumps(result_json(chunked, "20261206-000000")) == in_memory
-    assert summary.latencies["itl"].percentiles_ms[0][1] > 0  # real ITLs, not empty samples
+    assert isinstance(run.events, RequestOrderEvents)  # the events stay in the file
+    assert len(run.event_ns) == 0
+    run = dataclasses.replace(run, events=SmallChunks(run.event_source, 37))
+    chunked = summarize(settings, run)
+    reference = reference_summary(settings, run)
+    chunked_json = json.dumps(result_json(chunked, DATE))
+    assert chunked_json == json.dumps(result_json(reference, DATE))
+    assert console_lines(chunked) == console_lines(reference)
+    assert request_rows(chunked, "r-") == request_rows(reference, "r-")
+    # The figures are real: ITLs were read, and a steady window counted some of them.
+    assert chunked.latencies["itl"].percentiles_ms[0][1] > 0
+    assert len(json.loads(chunked_json)["itls"]) == run.num_requests
+    if chunked.steady is not None:
+        assert chunked.steady.metrics["median_itl_ms"] > 0
 
 
 def test_chunks_hold_each_requests_events_in_request_order(tmp_path: Path) -> None:
@@ -132,4 +133,5 @@ def test_chunks_hold_each_requests_events_in_request_order(tmp_path: Path) -> No
     assert events.offsets.tolist() == run.event_offsets.tolist()
     pieces = list(events.chunks(max_events=100))
     assert len(pieces) > 10 and pieces[-1][1] == n
-    assert np.concatenate([p[2] for p in pieces]).tolist() == run.event_ns.tolist()
+    whole, _ = materialized(run.event_source)
+    assert np.concatenate([p[2] for p in pieces]).tolist() == whole.tolist()
