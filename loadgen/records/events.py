@@ -14,6 +14,7 @@ import itertools
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
@@ -85,6 +86,12 @@ class RequestOrderEvents:
     batch's place in the file. ``chunks`` then reads the events of consecutive requests from
     the few batches that hold them (a small cache of decoded batches), never the whole file;
     ``kept``: the batches a full disk kept out of the file (``RecordsWriter.kept_events``).
+
+    A report reads the events many times over (exact percentiles take several passes), so the
+    first whole pass also writes them, request-major, to an unnamed temporary file (8 bytes an
+    event, on disk: ``spill_dir``, else the system's temporary directory); later passes of the
+    same chunking read that file sequentially instead of decoding the batches again. Where it
+    cannot be written (a full disk), every pass decodes the batches.
     """
 
     def __init__(
@@ -93,8 +100,11 @@ class RequestOrderEvents:
         num_requests: int,
         cache_batches: int = 8,
         kept: Sequence[EventChunk] = (),
+        spill_dir: str | None = None,
     ) -> None:
         self.path = path
+        self.spill_dir = spill_dir
+        self._spilled: tuple[int, IO[bytes]] | None = None  # (max_events, the file)
         self.counts = np.zeros(num_requests, np.int64)
         self.batch_of = np.full(num_requests, -1, np.int32)
         self.start_in_batch = np.zeros(num_requests, np.int64)
@@ -148,8 +158,40 @@ class RequestOrderEvents:
     def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
         """(first request, end request, their events request-major) for consecutive runs of
         requests of at most ``max_events`` events (or one request, if it alone has more)."""
+        if self._spilled is not None and self._spilled[0] == max_events:
+            yield from self._read_spilled(self._spilled[1], max_events)
+            return
+        spill = self._spill_file() if self._spilled is None else None
         for first, end in chunk_ends(self.counts, max_events):
-            yield first, end, self._gather(first, end)
+            values = self._gather(first, end)
+            if spill is not None:
+                try:
+                    values.tofile(spill)
+                except OSError:  # a full disk: this pass, and later ones, decode the batches
+                    spill.close()
+                    spill = None
+            yield first, end, values
+        if spill is not None:  # a whole pass: later ones read it
+            self._spilled = (max_events, spill)
+
+    def _spill_file(self) -> IO[bytes] | None:
+        """A fresh unnamed temporary file for a pass's events; None where none can be made."""
+        try:
+            return tempfile.TemporaryFile(prefix="loadgen-events-", dir=self.spill_dir)
+        except OSError:
+            return None
+
+    def _read_spilled(
+        self, spill: IO[bytes], max_events: int
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """A pass over the spilled events, chunk by chunk, in the order they were written."""
+        spill.seek(0)
+        for first, end in chunk_ends(self.counts, max_events):
+            size = int(self.counts[first:end].sum())
+            values = np.fromfile(spill, dtype=np.int64, count=size)
+            if len(values) != size:
+                raise OSError(f"the spilled token events stop short ({len(values)} of {size})")
+            yield first, end, values
 
     def _gather(self, first: int, end: int) -> np.ndarray:
         counts = self.counts[first:end]

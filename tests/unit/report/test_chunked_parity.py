@@ -135,3 +135,26 @@ def test_chunks_hold_each_requests_events_in_request_order(tmp_path: Path) -> No
     assert len(pieces) > 10 and pieces[-1][1] == n
     whole, _ = materialized(run.event_source)
     assert np.concatenate([p[2] for p in pieces]).tolist() == whole.tolist()
+
+
+def test_a_second_pass_reads_the_spilled_events_and_a_failed_spill_decodes_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 4)
+    events = RequestOrderEvents(str(path), n, cache_batches=2, spill_dir=str(tmp_path))
+    first = [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)]
+    assert events._spilled is not None  # the whole pass was written out
+    monkeypatch.setattr(events, "_gather", None)  # a second pass no longer decodes batches
+    assert [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)] == first
+    monkeypatch.undo()
+
+    # A spill that cannot be written (read-only here, as a full disk refuses it), or made.
+    (tmp_path / "ro").write_bytes(b"")
+    other = RequestOrderEvents(str(path), n)
+    monkeypatch.setattr(other, "_spill_file", lambda: open(tmp_path / "ro", "rb"))  # noqa: SIM115
+    assert [(a, b, v.tolist()) for a, b, v in other.chunks(max_events=50)] == first
+    assert other._spilled is None
+    nowhere = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path / "missing"))
+    assert [(a, b, v.tolist()) for a, b, v in nowhere.chunks(max_events=50)] == first
+    assert nowhere._spilled is None
