@@ -47,20 +47,21 @@ from workers.protocol import RECORD_DTYPE, UNSENT_ROW
 def read_records(path: str) -> RunRecords:
     """A run's records file, whole or cut short by a crash (then ``end`` is None): every
     complete batch up to where it stops. A file that is not one loadgen wrote, or is damaged
-    where a crash cannot damage it, is a RecordsFileError (loadgen/records/checks.py)."""
+    where a crash cannot damage it, is a RecordsFileError (loadgen/records/checks.py). Its
+    token events stay in the file: each batch is read, checked and left with their counts
+    alone, and the report reads them back a chunk at a time (``RequestOrderEvents``)."""
     if not os.path.isfile(path):
         raise RecordsFileError(f"records file {path}: No such file")
     try:
-        data = pa.memory_map(path, "r").read_buffer()
-    except (OSError, pa.ArrowException) as exc:
-        raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
-    file_schema, batches, end_meta, series = _read_batches(data, path)
-    try:
+        with pa.OSFile(path, "rb") as source:
+            file_schema, batches, end_meta, series = _read_batches(source, path)
         records = _records_of(file_schema, batches, end_meta, path)
         records.server_metrics = _server_metrics(series, path)
         return records
     except UnicodeDecodeError:  # a column's name, or a metadata key
         raise RecordsFileError(f"{path}: a name in its schema is not UTF-8") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
 
 
 def _records_of(
@@ -81,15 +82,11 @@ def _records_of(
     start = checked_start(meta, path)
     check_columns(file_schema, COLUMNS, path)
     try:
-        whole = pa.Table.from_batches(batches, schema=file_schema)
-        check_event_nulls(whole["events_ns"], path)
-        # The token events stay in the file (read back a chunk at a time: RequestOrderEvents);
-        # only their counts are laid out, one per row.
-        counts = pa.chunked_array(
-            [c.value_lengths() for c in whole["events_ns"].chunks], type=pa.int32()
+        # Each batch's events_ns is its counts already (_without_events).
+        counted = file_schema.set(
+            file_schema.get_field_index("events_ns"), pa.field("events_ns", pa.int32())
         )
-        at = whole.schema.get_field_index("events_ns")
-        table = whole.set_column(at, "events_ns", counts).combine_chunks()
+        table = pa.Table.from_batches(batches, schema=counted).combine_chunks()
     except (pa.ArrowException, ValueError) as exc:
         raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
     end = None
@@ -109,56 +106,50 @@ def _server_metrics(chunks: list[bytes], path: str) -> list[MetricSeries] | None
 
 
 def _read_batches(
-    data: pa.Buffer, path: str
+    source: pa.NativeFile, path: str
 ) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None, list[bytes]]:
-    """The schema, the row batches and the end's metadata, read as the stream the file starts
-    with, up to its last complete batch: a file the run did not close (a crash, a full disk)
-    has no footer. A closed file's footer must name the same batches. Also the chunks of
-    scraped server metrics, in file order."""
-    if data.size < MAGIC_LEN or data[: len(MAGIC)].to_pybytes() != MAGIC:
+    """The schema, the row batches (their events left out: ``_without_events``) and the end's
+    metadata, read as the stream the file starts with, up to its last complete batch: a file
+    the run did not close (a crash, a full disk) has no footer. A closed file's footer must
+    name the same batches. Also the chunks of scraped server metrics, in file order."""
+    size = source.size()
+    head = source.read(len(MAGIC)) if size >= MAGIC_LEN else b""
+    if head != MAGIC:
         raise RecordsFileError(f"{path} is not a loadgen records file (not an Arrow file)")
-    file_schema, batches, ended = _stream_batches(data, path)
-    if data.size > 2 * MAGIC_LEN and data[-len(MAGIC) :].to_pybytes() == MAGIC:
+    closed = False
+    if size > 2 * MAGIC_LEN:
+        source.seek(size - len(MAGIC))
+        closed = source.read(len(MAGIC)) == MAGIC
+    footer = _footer(path) if closed else None
+    source.seek(MAGIC_LEN)
+    file_schema, batches, ended = _stream_batches(source, path, footer)
+    if closed:
         if not ended:  # closed, yet a batch does not read: damaged, not cut by a crash
             raise RecordsFileError(f"{path}: batch {len(batches) + 1} is damaged")
-        _check_footer(data, file_schema, batches, path)
+        if footer is None or footer.num_record_batches != len(batches):
+            raise RecordsFileError(f"{path}: its footer is damaged")
+        if not footer.schema.equals(file_schema, check_metadata=True):
+            raise RecordsFileError(f"{path}: its footer is damaged")
     return _split_end(file_schema, batches)
 
 
-def _check_footer(
-    data: pa.Buffer, file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]], path: str
-) -> None:
-    """The footer names the stream's schema and batches, at the same bytes (each buffer is a
-    slice of ``data``, so their addresses say where a batch was read)."""
+def _footer(path: str) -> ipc.RecordBatchFileReader | None:
+    """The file's footer as a reader of the batches it names; None where it does not read."""
     try:
-        reader = ipc.open_file(data)
-        same = reader.num_record_batches == len(batches) and reader.schema.equals(
-            file_schema, check_metadata=True
-        )
-        for i, (batch, _) in enumerate(batches):
-            same = same and _addresses(reader.get_batch(i)) == _addresses(batch)
+        return ipc.open_file(pa.OSFile(path, "rb"))
     except (pa.ArrowException, OSError, ValueError, IndexError):
-        same = False
-    if not same:
-        raise RecordsFileError(f"{path}: its footer is damaged")
-
-
-def _addresses(batch: pa.RecordBatch) -> list[int]:
-    """Where each of a batch's buffers starts."""
-    return [
-        buffer.address if buffer is not None else 0
-        for column in batch.columns
-        for buffer in column.buffers()
-    ]
+        return None
 
 
 def _stream_batches(
-    data: pa.Buffer, path: str
+    source: pa.NativeFile, path: str, footer: ipc.RecordBatchFileReader | None
 ) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool]:
     """The batches of the stream after the magic, up to the first one that is cut short or
-    does not read; and whether the stream reached its end-of-stream marker."""
+    does not read, each checked whole (and against the batch the footer names at its place,
+    for a closed file) then kept without its events; and whether the stream reached its
+    end-of-stream marker."""
     try:
-        stream = ipc.open_stream(pa.BufferReader(data.slice(MAGIC_LEN)))
+        stream = ipc.open_stream(source)
         file_schema = stream.schema
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise RecordsFileError(
@@ -167,11 +158,38 @@ def _stream_batches(
     batches = []
     while True:
         try:
-            batches.append(_checked(*stream.read_next_batch_with_custom_metadata()))
+            batch, custom = _checked(*stream.read_next_batch_with_custom_metadata())
         except StopIteration:
             return file_schema, batches, True
         except (pa.ArrowException, OSError, ValueError, IndexError):
             return file_schema, batches, False  # cut short here (or damaged): the rest is lost
+        if footer is not None and not _same_as_footer(footer, len(batches), batch):
+            raise RecordsFileError(f"{path}: its footer is damaged")
+        batches.append((_without_events(batch, path), custom))
+
+
+def _same_as_footer(footer: ipc.RecordBatchFileReader, i: int, batch: pa.RecordBatch) -> bool:
+    """The footer's batch ``i`` holds what the stream's does."""
+    try:
+        return i < footer.num_record_batches and footer.get_batch(i).equals(batch)
+    except (pa.ArrowException, OSError, ValueError, IndexError):
+        return False
+
+
+def _without_events(batch: pa.RecordBatch, path: str) -> pa.RecordBatch:
+    """The batch with its events_ns lists replaced by their lengths (int32): the events stay
+    in the file. A batch without that column is left as it is (check_columns refuses it)."""
+    if "events_ns" not in batch.schema.names:
+        return batch
+    at = batch.schema.get_field_index("events_ns")
+    events = batch.column(at)
+    if not pa.types.is_list(events.type):
+        return batch
+    check_event_nulls(pa.chunked_array([events]), path)
+    rows = batch.set_column(at, "events_ns", events.value_lengths())
+    # The other columns are slices of the batch's one body buffer, events included: a copy of
+    # the rows lets it go.
+    return rows.take(pa.array(np.arange(rows.num_rows)))
 
 
 def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:

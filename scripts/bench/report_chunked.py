@@ -5,7 +5,7 @@ sequential read of the same file, the floor, at one or more sizes.
 For each size a records file of made-up requests is written first (``--events`` token events
 in requests of ``--events-per-request``, in batches of 64 requests out of request order, as
 workers send them; a finished run, its end included). Each measure runs in its own process, so
-its peak RSS (ru_maxrss) is its own:
+its peak RSS (VmHWM) is its own:
 
 - **read, cold**: the file's bytes, 16 MiB at a time, after its pages are dropped from the page
   cache (posix_fadvise DONTNEED on this file alone): what a report of a file that is not in
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -138,8 +137,16 @@ def measure(mode: str, path: str) -> dict:
             assert report.result is not None
             figures = {k: report.result[k] for k in ("completed", "p99_itl_ms", "median_ttft_ms")}
     seconds = time.perf_counter() - started
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"seconds": seconds, "peak_rss": peak_rss, "figures": figures}
+    return {"seconds": seconds, "peak_rss": vm_hwm(), "figures": figures}
+
+
+def vm_hwm() -> int:
+    """This process's peak resident set (bytes): VmHWM, its own since its exec (ru_maxrss
+    would count the parent's peak at the fork)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def one_size(events: int, per_request: int, directory: str | None) -> None:
