@@ -155,7 +155,7 @@ def _stream_batches(
         raise RecordsFileError(
             f"{path} is not a loadgen records file, or stops before its schema ({exc})"
         ) from None
-    batches = []
+    batches: list[tuple[pa.RecordBatch, Any]] = []
     while True:
         try:
             batch, custom = _checked(*stream.read_next_batch_with_custom_metadata())
