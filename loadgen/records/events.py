@@ -211,9 +211,14 @@ class RequestOrderEvents:
 
     def moved_to(self, path: str | None) -> None:
         """The file now lives at ``path`` (the run gave it the result's name); None: it is
-        gone (a temporary one, removed at the run's end), and reading its events says so."""
+        gone (a temporary one, removed at the run's end), and reading its events says so. The
+        report is built: its spilled events are let go (a campaign keeps many runs' records;
+        a later reader decodes the batches again)."""
         self.path = path or ""
         self._gone = path is None
+        if self._spilled is not None:
+            self._spilled[1].close()
+            self._spilled = None
 
     def _batch_events(self, b: int) -> np.ndarray:
         """Batch ``b``'s events, flat (decoded again when it has left the cache)."""

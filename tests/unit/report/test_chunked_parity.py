@@ -158,3 +158,19 @@ def test_a_second_pass_reads_the_spilled_events_and_a_failed_spill_decodes_again
     nowhere = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path / "missing"))
     assert [(a, b, v.tolist()) for a, b, v in nowhere.chunks(max_events=50)] == first
     assert nowhere._spilled is None
+
+
+def test_events_follow_their_file_and_say_when_it_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 6)
+    events = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path))
+    whole = [v.tolist() for _, _, v in events.chunks()]
+    moved = tmp_path / "final.records.arrow"
+    path.rename(moved)
+    events.moved_to(str(moved))  # the run gave the file the result's name
+    assert events._spilled is None  # let go: this pass decodes the file at its new name
+    assert [v.tolist() for _, _, v in events.chunks()] == whole
+    events = RequestOrderEvents(str(moved), n, cache_batches=1)
+    events.moved_to(None)  # a temporary file, removed at the run's end
+    with pytest.raises(FileNotFoundError, match="temporary records file"):
+        list(events.chunks(max_events=10))
