@@ -1,10 +1,12 @@
 """A run's token events where they live: in its records file, read back one batch at a time.
 
 The coordinator keeps no token event of a run in memory: each worker batch goes to the records
-file as it arrives (a temporary one where none is kept: ``temporary_records_path``), and what
-needs the events reads them back from the file, batch by batch (``event_chunks``), or laid out
-request-major (``file_events``). A batch the file could not take (a full disk) is kept in memory
-by the writer's observer instead, and joins the file's batches here.
+file as it arrives (a temporary one where none is kept: ``temporary_records_path``), and the
+report reads them back from the file in request order, a bounded chunk of requests at a time
+(``RequestOrderEvents``, an ``EventSource``). ``event_chunks`` (batch by batch, in file order)
+and ``file_events`` (every event laid out request-major: tests' in-memory reference) read them
+whole. A batch the file could not take (a full disk) is kept in memory by the writer's
+observer instead, and joins the file's batches here.
 """
 
 from __future__ import annotations
