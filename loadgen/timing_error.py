@@ -56,7 +56,7 @@ class ClientRun:
         results, timings = summary.requests.results, summary.requests.timings
         return cls(
             ttft_s=timings.ttft_s.astype(np.float64),
-            itls_s=[timings.itls_of(i) for i in range(results.num_requests)],
+            itls_s=timings.itl_lists(),
             failed=np.array([bool(error) for error in summary.errors.per_request], dtype=bool),
             start_s=results.sent_s + summary.identity.t0_s,
         )

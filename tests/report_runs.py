@@ -108,7 +108,8 @@ def stopped_run(cfg: RunConfig) -> RunRecords:
     """``made_up_run`` stopped as Ctrl-C stops a run: request CANCELLED_AT was cut after 2 of
     its token events, request NOT_SENT_AT never left its worker, the last one failed (HTTP
     500), the rest completed; the errors are the workers' own texts."""
-    from workers.worker import CANCELLED, NOT_SENT
+    from workers.protocol import NOT_SENT_AT_STOP as NOT_SENT
+    from workers.worker import CANCELLED
 
     run = made_up_run(cfg)
     records = run.records

@@ -40,7 +40,9 @@ and dropped by whoever received it, never acted on.
 | DONE    | w -> c | cpu_ns, wall_ns (of the run),           | loop_lag_ns (int64)            |
 |         |        | connections (``ConnectionStats``),      |                                |
 |         |        | block_waits, block_wait_ns (--duration: |                                |
-|         |        | its dispatcher waited for a TOPUP)      |                                |
+|         |        | its dispatcher waited for a TOPUP),     |                                |
+|         |        | topups (TOPUPs it took: each one's      |                                |
+|         |        | requests are in its RECORDS)            |                                |
 | STOP    | c -> w | reason                                  | -                              |
 | FATAL   | w -> c | message                                 | -                              |
 
@@ -187,6 +189,7 @@ UNSENT_ROW = record(index=-1)
 # records files, so older files are counted alike.
 NOT_SENT_PREFIX = "not sent:"
 CANCELLED_PREFIX = "cancelled:"
+NOT_SENT_AT_STOP = f"{NOT_SENT_PREFIX} the run was stopped before this request's turn"
 # The errors of --duration's deadline (workers/worker.py records them; the report reads them).
 NOT_SENT_AT_DEADLINE = "not sent: --duration was up before this request's turn"
 CANCELLED_AT_DEADLINE = "cancelled: still in flight when --duration-grace-s ran out"
@@ -287,6 +290,7 @@ SCHEMA: dict[Kind, tuple[dict[str, type | tuple[type, ...]], int]] = {
             "connections": dict,
             "block_waits": int,
             "block_wait_ns": int,
+            "topups": int,
         },
         1,
     ),

@@ -68,6 +68,7 @@ from workers.protocol import (
     CANCELLED_PREFIX,
     LOADGEN_VERSION,
     NOT_SENT_AT_DEADLINE,
+    NOT_SENT_AT_STOP,
     NOT_SENT_PREFIX,
     PROTOCOL_VERSION,
     Codec,
@@ -89,7 +90,6 @@ from workers.sse import NEVER_RECEIVED, SSEStream
 from workers.stream_text import kept_text, text_cap
 from workers.timeouts import OpenRequest, sweep_timeouts
 
-NOT_SENT = f"{NOT_SENT_PREFIX} the run was stopped before this request's turn"
 NOT_SENT_AFTER_FAILED_TURN = f"{NOT_SENT_PREFIX} an earlier turn of this conversation failed"
 CANCELLED = f"{CANCELLED_PREFIX} the run was stopped while this request was in flight"
 MAX_ERROR_BODY = 512
@@ -165,6 +165,7 @@ class Worker:
         self.more = asyncio.Event()  # a TOPUP came, or a stop or the deadline: look again
         self.progress_released = 0  # the releases PROGRESS last said
         self.block_waits = 0  # times the dispatcher had nothing to release but a block to come
+        self.topups = 0  # TOPUPs taken: DONE says how many, the rest are the coordinator's to count
         self.block_wait_ns = 0  # and how long it waited for them
         self.t0_ns = 0
         self.connections = ConnectionStats()
@@ -315,7 +316,7 @@ class Worker:
             if kind is not Kind.START:
                 # The run ended before t0 (a STOP), or the coordinator is done with this worker.
                 self.dismissed = kind is Kind.STOP and fields["reason"] == DISMISSED
-                self._account_unsent(shard, range(len(shard.indices)), NOT_SENT)
+                self._account_unsent(shard, range(len(shard.indices)), NOT_SENT_AT_STOP)
                 await self._flush()
                 await self._send(
                     self.codec.encode(
@@ -326,6 +327,7 @@ class Worker:
                         connections=asdict(self.connections),
                         block_waits=0,
                         block_wait_ns=0,
+                        topups=0,
                     )
                 )
                 return
@@ -345,6 +347,7 @@ class Worker:
                     connections=asdict(self.connections),
                     block_waits=self.block_waits,
                     block_wait_ns=self.block_wait_ns,
+                    topups=self.topups,
                 )
             )
         finally:
@@ -473,9 +476,10 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await closer
         if self.conversations is not None:
-            self._account_unsent(shard, self.conversations.never_released(), NOT_SENT)
+            self._account_unsent(shard, self.conversations.never_released(), NOT_SENT_AT_STOP)
         else:
-            why = NOT_SENT_AT_DEADLINE if self.past_deadline and not self.stopping else NOT_SENT
+            at_deadline = self.past_deadline and not self.stopping
+            why = NOT_SENT_AT_DEADLINE if at_deadline else NOT_SENT_AT_STOP
             self._account_unsent_indices(self.blocks.indices_from(released), why)
 
     async def _close_at(self, deadline_ns: int, grace_ns: int, slots: CreditGate | None) -> None:
@@ -725,7 +729,7 @@ class Worker:
         dropped = conversations.ended(k, shard.body(k), ok, text, end_ns)
         turn = int(shard.turns[k, 1]) if shard.turns is not None else 0
         why = (
-            NOT_SENT
+            NOT_SENT_AT_STOP
             if self.stopping
             else f"{NOT_SENT_AFTER_FAILED_TURN} (turn {turn}: {error or 'failed'})"
         )
@@ -848,6 +852,7 @@ class Worker:
                 self.gate.grant(fields["grant"])
             elif kind is Kind.TOPUP and self.blocks is not None and self.shard is not None:
                 self.blocks.append(decode_requests(self.shard.config, frames), fields["last"])
+                self.topups += 1
                 self.more.set()
             elif kind is Kind.STOP:
                 self.stopping = True

@@ -6,7 +6,8 @@ each batch (True asks the run to stop: a stop rule, as fail fast's), ``end`` whe
 records are all in. The session chooses the others (the records file, the live view, fail
 fast); the ``Collector`` is the fan-out's own and always first: it keeps one record per
 request, with what the workers said at DONE or FATAL and what was lost, and assembles the
-run's ``Collected``.
+run's ``Collected``; the token events too, unless the records file keeps them alone
+(``keep_events``).
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ class Collector(BatchObserver):
     lost, or failed, or never said.
     """
 
-    def __init__(self, workers: Iterable[int], owner: np.ndarray) -> None:
+    def __init__(self, workers: Iterable[int], owner: np.ndarray, keep_events: bool = True) -> None:
         self.workers = sorted(workers)
+        # False: the token events are the records file's alone (loadgen/records/events.py)
+        # and the run's Collected has none: the coordinator's memory does not grow with them.
+        self.keep_events = keep_events
         self.owner = owner  # which worker sends each request (-1 past ``size``)
         num_requests = self.size = len(owner)
         self.records = np.zeros(num_requests, dtype=RECORD_DTYPE)
@@ -99,7 +103,10 @@ class Collector(BatchObserver):
         self.records[rows["index"]] = rows
         self.received[rows["index"]] = True
         self.reported_by[rows["index"]] = batch.worker
-        self.batches.append((rows["index"].copy(), rows["n_events"].copy(), batch.events.copy()))
+        if self.keep_events:
+            self.batches.append(
+                (rows["index"].copy(), rows["n_events"].copy(), batch.events.copy())
+            )
         self.errors.update(batch.errors)
         self.texts.update(batch.texts)
         return False
@@ -138,12 +145,17 @@ class Collector(BatchObserver):
             records["index"][missing] = missing
             for i in missing:
                 errors[int(i)] = f"lost: {self.lost_workers.get(int(self.owner[i]), reason)}"
-        event_ns, event_offsets = assemble_events(records["n_events"], self.batches)
+        event_ns, event_offsets = (
+            assemble_events(records["n_events"], self.batches)
+            if self.keep_events
+            else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        )
         stats = self.stats
         return Collected(
             records=records,
             event_ns=event_ns,
             event_offsets=event_offsets,
+            events_kept=self.keep_events,
             errors=errors,
             texts=self.texts,
             t0_ns=t0_ns,

@@ -49,6 +49,8 @@ from loadgen.server.retry import READY_CHECK_HINT
 from loadgen.terminal import printable
 from workers.keys import new_keys
 from workers.protocol import (
+    NOT_SENT_AT_DEADLINE,
+    NOT_SENT_AT_STOP,
     NOT_SENT_PREFIX,
     RECORD_DTYPE,
     UNSENT_ROW,
@@ -103,6 +105,9 @@ class _Collecting:
     probe_ports: dict[int, int]
     credit_pool: CreditPool | None = None
     topups: TopUps | None = None  # --duration: the blocks that follow the shards
+    # each worker's TOPUPs sent, by their block's first request: those its DONE does not count
+    # reached it after it had accounted for its requests, and are the coordinator's to count
+    topup_bases: dict[int, list[int]] = field(default_factory=dict)
     stop_deadline: float | None = None  # set when STOP goes out
     next_ping_ns: int = field(default_factory=perf_counter_ns)
 
@@ -290,6 +295,7 @@ class WorkerPool:
         max_concurrency: int | None = None,
         observers: Sequence[BatchObserver] = (),
         topups: TopUps | None = None,
+        keep_events: bool = True,
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record;
         with ``topups`` (--duration), the blocks that follow them (loadgen/fleet/topups.py).
@@ -297,7 +303,9 @@ class WorkerPool:
         With ``max_concurrency`` the cap is lent out as credits (loadgen/fleet/credit_pool.py).
         Every batch of records goes to the collector and then to ``observers`` in order as it
         arrives (loadgen/fleet/collector.py), each told t0 once START is sent; an observer
-        that asks to stop (fail fast's rule) stops the run as ``request_stop`` does.
+        that asks to stop (fail fast's rule) stops the run as ``request_stop`` does. Without
+        ``keep_events`` the collected records have no token events: an observer (the records
+        file) keeps them.
         """
         workers = set(range(len(plans)))
         credit_pool = (
@@ -340,7 +348,7 @@ class WorkerPool:
             credits = credit_pool.initial[w] if credit_pool is not None else 0
             t0_worker = t0_ns + self.channel.offset_ns(w)
             await self._send(w, self.codec.encode(Kind.START, t0_ns=t0_worker, credits=credits))
-        collector = Collector(workers, owner)
+        collector = Collector(workers, owner, keep_events)
         run = _Collecting(set(workers), owner, collector, [collector, *observers], probe_ports)
         run.credit_pool = credit_pool
         run.topups = topups
@@ -478,15 +486,30 @@ class WorkerPool:
         for w, part in enumerate(block.parts):
             if w in run.pending and (len(part.indices) or block.last):
                 await self._send(w, _topup(self.codec, part, block.last))
+                run.topup_bases.setdefault(w, []).append(block.base)
             elif len(part.indices):  # its worker is gone: never sent, not failed
-                self._not_sent(run, w, part.indices)
+                why = f"{NOT_SENT_PREFIX} worker {w} was gone when its block came"
+                self._not_sent(run, w, part.indices, why)
 
-    def _not_sent(self, run: _Collecting, worker: int, indices: np.ndarray) -> None:
-        """Requests of a block dealt to a worker that is gone: reported as never sent, as
-        its own batch would (to the collector and every observer)."""
+    def _not_taken(self, run: _Collecting, worker: int, taken: int) -> None:
+        """The requests of the TOPUPs ``worker`` had not taken when it said DONE (they came
+        after its deadline, or its stop): never sent, as its own batch would say."""
+        bases = run.topup_bases.get(worker, [])[taken:]
+        if not bases:
+            return
+        collector = run.collector
+        mine = np.flatnonzero(collector.owner[bases[0] : collector.size] == worker) + bases[0]
+        mine = mine[~collector.received[mine]]
+        if len(mine):
+            why = NOT_SENT_AT_STOP if self.stop_requested else NOT_SENT_AT_DEADLINE
+            self._not_sent(run, worker, mine, why)
+
+    def _not_sent(self, run: _Collecting, worker: int, indices: np.ndarray, why: str) -> None:
+        """Requests of a block that ``worker`` never sent (it was gone, or done, when the block
+        came): reported as never sent, as its own batch would (to the collector and every
+        observer)."""
         rows = np.full(len(indices), np.array(UNSENT_ROW, dtype=RECORD_DTYPE))
         rows["index"] = indices
-        why = f"{NOT_SENT_PREFIX} worker {worker} was gone when its block came"
         batch = RecordBatch(
             worker, rows, np.zeros(0, np.int64), dict.fromkeys(indices.tolist(), why), {}
         )
@@ -508,6 +531,7 @@ class WorkerPool:
             self._drop(f"worker {worker}'s DONE: {exc}")
             return
         run.pending.discard(worker)
+        self._not_taken(run, worker, fields["topups"])
         for observer in run.observers:
             observer.progress(worker, 0)  # nothing of its own is streaming any more
         await self._credits_back(run, worker)  # a finished worker's, for those still busy

@@ -25,7 +25,6 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 AHEAD = 2  # blocks prepared ahead of the one the workers will need next
-LAST_TOPUP_NS = 200_000_000  # no block goes this close to the deadline
 
 
 @dataclass
@@ -135,9 +134,9 @@ class TopUps:
         if self.finished:
             return False
         now = perf_counter_ns() - self.t0_ns
-        if self.deadline_ns and now >= self.deadline_ns - LAST_TOPUP_NS:
-            # The run is ending; a block that reached a worker after its deadline (and after
-            # its last request ended) would find no one to account for its requests.
+        if self.deadline_ns and now >= self.deadline_ns:
+            # The run is ending. (A block that reaches a worker after its deadline, once it has
+            # accounted for its requests, is counted by its DONE's ``topups``: not sent.)
             return False
         for w in workers:
             if self.given[w] - self.released[w] <= self.margin:

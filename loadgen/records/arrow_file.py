@@ -16,6 +16,7 @@ read.py reads it up to its last complete batch.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
@@ -113,8 +114,14 @@ class RecordsWriter:
         request_id_prefix: str | None,
         turns: np.ndarray | None = None,
         input_audio_s: np.ndarray | None = None,
+        temporary: bool = False,
     ) -> None:
         self.path = path
+        # Removed when closed: the run keeps no records file, this one holds its token events
+        # while it runs (loadgen/records/events.py).
+        self.temporary = temporary
+        # The batches' events the file could not take (a full disk): (indices, counts, events)
+        self.kept_events: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.input_audio_s = input_audio_s
         # --multi-turn: [N, 3] conversation, turn, think ns; a later turn's scheduled_ns is
         # written as its intended instant, from the end of the turn before (records/turns.py).
@@ -155,6 +162,10 @@ class RecordsWriter:
         """One batch of a worker's records, as it arrived."""
         workers = np.full(len(rows), worker, dtype=np.int16)
         self._write(lambda: self._batch(rows, workers, event_ns, errors, texts))
+        if self.failure is not None and len(event_ns):  # kept, so the report still has them
+            self.kept_events.append(
+                (rows["index"].copy(), rows["n_events"].copy(), event_ns.copy())
+            )
 
     def write_series(self, chunk: dict[str, Any]) -> None:
         """A chunk of scraped server metrics (server_series.chunk_json), as it comes."""
@@ -165,7 +176,11 @@ class RecordsWriter:
         return self._batch(no_rows, np.zeros(0, np.int16), np.zeros(0, np.int64), {}, {})
 
     def finish(self, collected: Collected, end: RunEnd) -> None:
-        """The requests no worker reported, then the run's end; the file is then complete."""
+        """The requests no worker reported, then the run's end; the file is then complete
+        (a temporary one is removed)."""
+        if self.temporary:
+            self.close()
+            return
         lost = np.flatnonzero(collected.worker < 0)
         if len(lost):
             rows = collected.records[lost]
@@ -184,6 +199,9 @@ class RecordsWriter:
         file, self._file = self._file, None
         if file is not None:
             self._guard(file.close)  # flushes: a full disk fails here too
+        if self.temporary:
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
 
     def _write(self, batch: Any, custom_metadata: dict[bytes, bytes] | None = None) -> None:
         """Write the batch ``batch()`` builds, unless the file is closed or has failed."""
@@ -197,7 +215,8 @@ class RecordsWriter:
         except (OSError, pa.ArrowException) as exc:
             if self.failure is None:
                 self.failure = f"records file {self.path}: {exc}"
-                log.warning(f"warning: {self.failure}; the records stop here")
+                then = "token events stay in memory" if self.temporary else "the records stop here"
+                log.warning(f"warning: {self.failure}; {then}")
             self._writer = None
 
     def _batch(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,10 +32,13 @@ class Collected:
     connection_stats: ConnectionStats = field(default_factory=ConnectionStats)
     # Each worker's placement, host and clock offset (WorkerPool.hosts), in worker order.
     hosts: list[dict] = field(default_factory=list)
+    # False: the run kept no token event (both arrays empty); they are in its records file
+    # (loadgen/records/events.py), read back from there
+    events_kept: bool = True
 
 
 def assemble_events(
-    n_events: np.ndarray, batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    n_events: np.ndarray, batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lay batches of events out request-major: request i at offsets[i]:offsets[i+1].
 
@@ -44,10 +48,18 @@ def assemble_events(
     counts = n_events.astype(np.int64)
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     out = np.empty(offsets[-1], dtype=np.int64)
-    for indices, batch_counts, events in batches:
-        if len(events) == 0:
-            continue
-        batch_starts = np.concatenate(([0], np.cumsum(batch_counts)[:-1]))
-        shift = np.repeat(offsets[indices] - batch_starts, batch_counts)
-        out[np.arange(len(events)) + shift] = events
+    for batch in batches:
+        place_events(out, offsets, batch)
     return out, offsets
+
+
+def place_events(
+    out: np.ndarray, offsets: np.ndarray, batch: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> None:
+    """Write one batch's events into ``out`` at their requests' ``offsets``."""
+    indices, batch_counts, events = batch
+    if len(events) == 0:
+        return
+    batch_starts = np.concatenate(([0], np.cumsum(batch_counts)[:-1]))
+    shift = np.repeat(offsets[indices] - batch_starts, batch_counts)
+    out[np.arange(len(events)) + shift] = events

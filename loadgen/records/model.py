@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.records.event_source import ArrayEvents, EventSource
 from loadgen.records.server_series import MetricSeries
 from workers.protocol import ConnectionStats
 
@@ -101,8 +102,11 @@ class RunRecords:
     scheduled_ns: np.ndarray  # each request's scheduled instant, ns after t0
     input_tokens: np.ndarray  # the dataset's input token count of each request
     input_sequences: np.ndarray  # inputs each request embeds (pooling); 1 for generation
-    event_ns: np.ndarray  # request-major token-event instants, ns after t0
-    event_offsets: np.ndarray  # [N+1]: request i's events are event_ns[offsets[i]:offsets[i+1]]
+    # The token events where the run holds none (``events`` given): empty, and the offsets
+    # of request i's events in the request-major layout, [N+1]. Built from arrays (tests),
+    # they are ``events``' (request i's are event_ns[offsets[i]:offsets[i+1]], ns after t0).
+    event_ns: np.ndarray
+    event_offsets: np.ndarray
     errors: dict[int, str]
     texts: dict[int, str]  # generated text, kept when the server reported no usage
     # --multi-turn: each request's conversation and its turn in it (None without); a later
@@ -114,6 +118,19 @@ class RunRecords:
     # The series scraped from the server's /metrics and --telemetry-url during the run
     # (loadgen/records/server_series.py); None when none was (and in older records)
     server_metrics: list[MetricSeries] | None = None
+    # Where every report reads the token events from, a bounded chunk at a time: the records
+    # file (loadgen/records/events.py), or ``event_ns`` when none is given
+    events: EventSource | None = None
+
+    def __post_init__(self) -> None:
+        if self.events is None:
+            self.events = ArrayEvents(self.event_ns, self.event_offsets)
+
+    @property
+    def event_source(self) -> EventSource:
+        """The run's token events, ns after t0, in request order a chunk at a time."""
+        assert self.events is not None  # __post_init__ sets it
+        return self.events
 
     @property
     def num_requests(self) -> int:

@@ -33,12 +33,13 @@ from loadgen.records.arrow_file import (
 from loadgen.records.checks import (
     RecordsFileError,
     check_columns,
+    check_event_nulls,
     check_rows,
     checked_end,
     checked_start,
     parse_json,
 )
-from loadgen.records.collected import assemble_events
+from loadgen.records.events import RequestOrderEvents
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.server_series import MetricSeries, SeriesError, series_of
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
@@ -47,20 +48,21 @@ from workers.protocol import RECORD_DTYPE, UNSENT_ROW
 def read_records(path: str) -> RunRecords:
     """A run's records file, whole or cut short by a crash (then ``end`` is None): every
     complete batch up to where it stops. A file that is not one loadgen wrote, or is damaged
-    where a crash cannot damage it, is a RecordsFileError (loadgen/records/checks.py)."""
+    where a crash cannot damage it, is a RecordsFileError (loadgen/records/checks.py). Its
+    token events stay in the file: each batch is read, checked and left with their counts
+    alone, and the report reads them back a chunk at a time (``RequestOrderEvents``)."""
     if not os.path.isfile(path):
         raise RecordsFileError(f"records file {path}: No such file")
     try:
-        data = pa.memory_map(path, "r").read_buffer()
-    except (OSError, pa.ArrowException) as exc:
-        raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
-    file_schema, batches, end_meta, series = _read_batches(data, path)
-    try:
+        with pa.OSFile(path, "rb") as source:
+            file_schema, batches, end_meta, series = _read_batches(source, path)
         records = _records_of(file_schema, batches, end_meta, path)
         records.server_metrics = _server_metrics(series, path)
         return records
     except UnicodeDecodeError:  # a column's name, or a metadata key
         raise RecordsFileError(f"{path}: a name in its schema is not UTF-8") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
 
 
 def _records_of(
@@ -81,7 +83,11 @@ def _records_of(
     start = checked_start(meta, path)
     check_columns(file_schema, COLUMNS, path)
     try:
-        table = pa.Table.from_batches(batches, schema=file_schema).combine_chunks()
+        # Each batch's events_ns is its counts already (_without_events).
+        counted = file_schema.set(
+            file_schema.get_field_index("events_ns"), pa.field("events_ns", pa.int32())
+        )
+        table = pa.Table.from_batches(batches, schema=counted).combine_chunks()
     except (pa.ArrowException, ValueError) as exc:
         raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
     end = None
@@ -107,69 +113,90 @@ def _server_metrics(chunks: list[bytes], path: str) -> list[MetricSeries] | None
 
 
 def _read_batches(
-    data: pa.Buffer, path: str
+    source: pa.NativeFile, path: str
 ) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None, list[bytes]]:
-    """The schema, the row batches and the end's metadata, read as the stream the file starts
-    with, up to its last complete batch: a file the run did not close (a crash, a full disk)
-    has no footer. A closed file's footer must name the same batches. Also the chunks of
-    scraped server metrics, in file order."""
-    if data.size < MAGIC_LEN or data[: len(MAGIC)].to_pybytes() != MAGIC:
+    """The schema, the row batches (their events left out: ``_without_events``) and the end's
+    metadata, read as the stream the file starts with, up to its last complete batch: a file
+    the run did not close (a crash, a full disk) has no footer. A closed file's footer must
+    name the same batches. Also the chunks of scraped server metrics, in file order."""
+    size = source.size()
+    head = source.read(len(MAGIC)) if size >= MAGIC_LEN else b""
+    if head != MAGIC:
         raise RecordsFileError(f"{path} is not a loadgen records file (not an Arrow file)")
-    file_schema, batches, ended = _stream_batches(data, path)
-    if data.size > 2 * MAGIC_LEN and data[-len(MAGIC) :].to_pybytes() == MAGIC:
+    closed = False
+    if size > 2 * MAGIC_LEN:
+        source.seek(size - len(MAGIC))
+        closed = source.read(len(MAGIC)) == MAGIC
+    footer = _footer(path) if closed else None
+    source.seek(MAGIC_LEN)
+    file_schema, batches, ended = _stream_batches(source, path, footer)
+    if closed:
         if not ended:  # closed, yet a batch does not read: damaged, not cut by a crash
             raise RecordsFileError(f"{path}: batch {len(batches) + 1} is damaged")
-        _check_footer(data, file_schema, batches, path)
+        if footer is None or footer.num_record_batches != len(batches):
+            raise RecordsFileError(f"{path}: its footer is damaged")
+        if not footer.schema.equals(file_schema, check_metadata=True):
+            raise RecordsFileError(f"{path}: its footer is damaged")
     return _split_end(file_schema, batches)
 
 
-def _check_footer(
-    data: pa.Buffer, file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]], path: str
-) -> None:
-    """The footer names the stream's schema and batches, at the same bytes (each buffer is a
-    slice of ``data``, so their addresses say where a batch was read)."""
+def _footer(path: str) -> ipc.RecordBatchFileReader | None:
+    """The file's footer as a reader of the batches it names; None where it does not read."""
     try:
-        reader = ipc.open_file(data)
-        same = reader.num_record_batches == len(batches) and reader.schema.equals(
-            file_schema, check_metadata=True
-        )
-        for i, (batch, _) in enumerate(batches):
-            same = same and _addresses(reader.get_batch(i)) == _addresses(batch)
+        return ipc.open_file(pa.OSFile(path, "rb"))
     except (pa.ArrowException, OSError, ValueError, IndexError):
-        same = False
-    if not same:
-        raise RecordsFileError(f"{path}: its footer is damaged")
-
-
-def _addresses(batch: pa.RecordBatch) -> list[int]:
-    """Where each of a batch's buffers starts."""
-    return [
-        buffer.address if buffer is not None else 0
-        for column in batch.columns
-        for buffer in column.buffers()
-    ]
+        return None
 
 
 def _stream_batches(
-    data: pa.Buffer, path: str
+    source: pa.NativeFile, path: str, footer: ipc.RecordBatchFileReader | None
 ) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool]:
     """The batches of the stream after the magic, up to the first one that is cut short or
-    does not read; and whether the stream reached its end-of-stream marker."""
+    does not read, each checked whole (and against the batch the footer names at its place,
+    for a closed file) then kept without its events; and whether the stream reached its
+    end-of-stream marker."""
     try:
-        stream = ipc.open_stream(pa.BufferReader(data.slice(MAGIC_LEN)))
+        stream = ipc.open_stream(source)
         file_schema = stream.schema
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise RecordsFileError(
             f"{path} is not a loadgen records file, or stops before its schema ({exc})"
         ) from None
-    batches = []
+    batches: list[tuple[pa.RecordBatch, Any]] = []
     while True:
         try:
-            batches.append(_checked(*stream.read_next_batch_with_custom_metadata()))
+            batch, custom = _checked(*stream.read_next_batch_with_custom_metadata())
         except StopIteration:
             return file_schema, batches, True
         except (pa.ArrowException, OSError, ValueError, IndexError):
             return file_schema, batches, False  # cut short here (or damaged): the rest is lost
+        if footer is not None and not _same_as_footer(footer, len(batches), batch):
+            raise RecordsFileError(f"{path}: its footer is damaged")
+        batches.append((_without_events(batch, path), custom))
+
+
+def _same_as_footer(footer: ipc.RecordBatchFileReader, i: int, batch: pa.RecordBatch) -> bool:
+    """The footer's batch ``i`` holds what the stream's does."""
+    try:
+        return i < footer.num_record_batches and footer.get_batch(i).equals(batch)
+    except (pa.ArrowException, OSError, ValueError, IndexError):
+        return False
+
+
+def _without_events(batch: pa.RecordBatch, path: str) -> pa.RecordBatch:
+    """The batch with its events_ns lists replaced by their lengths (int32): the events stay
+    in the file. A batch without that column is left as it is (check_columns refuses it)."""
+    if "events_ns" not in batch.schema.names:
+        return batch
+    at = batch.schema.get_field_index("events_ns")
+    events = batch.column(at)
+    if not pa.types.is_list(events.type):
+        return batch
+    check_event_nulls(pa.chunked_array([events]), path)
+    rows = batch.set_column(at, "events_ns", events.value_lengths())
+    # The other columns are slices of the batch's one body buffer, events included: a copy of
+    # the rows lets it go.
+    return rows.take(pa.array(np.arange(rows.num_rows)))
 
 
 def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
@@ -209,8 +236,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     scheduled = np.zeros(n, dtype=np.int64)
     input_tokens = np.zeros(n, dtype=np.int64)
     sequences = np.ones(n, dtype=np.int64)
-    events = table["events_ns"].combine_chunks()
-    counts = events.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = table["events_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
     records["n_events"][index] = counts
     for column in (*PLAIN_COLUMNS, *MINUS_ONE_IS_NULL):
         if column in table.column_names:  # "cached_tokens": absent from older files
@@ -224,8 +250,9 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     scheduled[index] = table["scheduled_ns"].to_numpy()
     input_tokens[index] = table["input_tokens"].to_numpy()
     sequences[index] = table["input_sequences"].to_numpy()
-    flat = events.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-    event_ns, event_offsets = assemble_events(records["n_events"], [(index, counts, flat)])
+    events = RequestOrderEvents(path, n)
+    if not np.array_equal(events.counts, records["n_events"]):
+        raise RecordsFileError(f"{path}: its token events do not read back as its rows count them")
     conversation = turn = None
     if "turn" in table.column_names and table["turn"].null_count < len(index):
         conversation = np.full(n, -1, dtype=np.int64)
@@ -248,13 +275,14 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
         scheduled_ns=scheduled,
         input_tokens=input_tokens,
         input_sequences=sequences,
-        event_ns=event_ns,
-        event_offsets=event_offsets,
+        event_ns=np.zeros(0, np.int64),
+        event_offsets=events.offsets,
         errors=errors,
         texts=_strings(index, table["text"]),
         conversation=conversation,
         turn=turn,
         input_audio_s=input_audio_s,
+        events=events,
     )
 
 

@@ -151,7 +151,7 @@ def run_replicates(
     for latency in latencies_in(CAMPAIGN):
         if latencies is not None and latency.key not in latencies:
             continue
-        values = requests.samples[latency.key] * 1000.0
+        values = requests.sample(latency.key) * 1000.0
         owned = shapes.get(latency.key)
         samples[latency.key] = (
             Clusters.singletons(values) if owned is None else Clusters(values, owned.astype(int))

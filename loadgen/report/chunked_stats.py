@@ -83,15 +83,36 @@ def _float_chunks(chunks: Chunks) -> Iterator[np.ndarray]:
 # --- the pairwise sum ------------------------------------------------------------------------
 
 
-def leaf_lengths(n: int) -> Iterator[int]:
-    """The lengths of the pairwise sum's leaves over ``n`` values, in order."""
-    if n <= BLOCK:
-        yield n
-        return
-    half = n // 2
-    half -= half % UNROLL
-    yield from leaf_lengths(half)
-    yield from leaf_lengths(n - half)
+def tree_levels(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The pairwise sum's tree over ``n`` values, level by level from the root: each level's
+    node lengths in order and which of them split in two (longer than a leaf; the others are
+    carried down unchanged), the last level's nodes the leaves."""
+    levels = []
+    lengths = np.array([n], np.int64)
+    while True:
+        split = lengths > BLOCK
+        levels.append((lengths, split))
+        if not split.any():
+            return levels
+        half = lengths // 2
+        half -= half % UNROLL
+        width = np.where(split, 2, 1)
+        at = np.cumsum(width) - width
+        children = np.empty(int(width.sum()), np.int64)
+        children[at] = np.where(split, half, lengths)
+        children[at[split] + 1] = (lengths - half)[split]
+        lengths = children
+
+
+def combine_leaves(levels: list[tuple[np.ndarray, np.ndarray]], sums: np.ndarray) -> float:
+    """The root's sum from the leaves' (``sums``, in order): each split node the sum of its
+    left and right child, as numpy adds them, level by level up."""
+    for _, split in reversed(levels[:-1]):
+        width = np.where(split, 2, 1)
+        at = np.cumsum(width) - width
+        right = np.minimum(at + 1, len(sums) - 1)
+        sums = np.where(split, sums[at] + sums[right], sums[at])
+    return float(sums[0])
 
 
 def leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
@@ -115,52 +136,41 @@ def leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray
     return total
 
 
-def _leaf_stream(chunks: Iterable[np.ndarray], n: int) -> Iterator[float]:
-    """Every leaf's sum, in order, each chunk's whole leaves summed together."""
-    lengths = leaf_lengths(n)
-    pending_length = next(lengths)
-    carry = np.zeros(0)
-    for chunk in chunks:
-        values = np.concatenate((carry, chunk)) if len(carry) else chunk
-        starts, sizes, at = [], [], 0
-        while pending_length and at + pending_length <= len(values):
-            starts.append(at)
-            sizes.append(pending_length)
-            at += pending_length
-            pending_length = next(lengths, 0)
-        yield from _sums_in_order(values, np.array(starts, np.int64), np.array(sizes, np.int64))
-        carry = values[at:]
-    if pending_length:
-        raise ValueError(f"the chunks hold fewer values than the {n} counted")
-    if len(carry):
-        raise ValueError(f"the chunks hold more values than the {n} counted")
-
-
-def _sums_in_order(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> list[float]:
+def _sums_in_order(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """The sums of the leaves at ``starts`` of ``sizes``, in their order."""
     out = np.empty(len(starts))
     for length in np.unique(sizes).tolist():
         picked = sizes == length
         out[picked] = leaf_sums(values, starts[picked], length)
-    return out.tolist()
+    return out
 
 
 def pairwise_sum(chunks: Iterable[np.ndarray], n: int) -> float:
     """numpy's ``np.add.reduce`` of the ``n`` float64 values the chunks hold, in their order,
-    bit for bit."""
-    leaves = _leaf_stream(chunks, n)
-
-    def tree(m: int) -> float:
-        if m <= BLOCK:
-            return next(leaves)
-        half = m // 2
-        half -= half % UNROLL
-        return tree(half) + tree(m - half)
-
-    total = tree(n)
-    if next(leaves, None) is not None:
+    bit for bit: each chunk's whole leaves summed together (numpy's leaf loop, vectorized over
+    leaves), then the tree (``tree_levels``) combined level by level. Memory: one float per
+    leaf (at least 64 values each), a chunk, and a leaf's worth of values carried over."""
+    levels = tree_levels(n)
+    lengths = levels[-1][0]
+    ends = np.cumsum(lengths)
+    sums = np.empty(len(lengths))
+    done = seen = 0  # leaves summed, values they hold
+    carry = np.zeros(0)
+    for chunk in chunks:
+        values = np.concatenate((carry, chunk)) if len(carry) else chunk
+        last = int(np.searchsorted(ends, seen + len(values), side="right"))
+        if last > done:
+            sizes = lengths[done:last]
+            sums[done:last] = _sums_in_order(values, ends[done:last] - sizes - seen, sizes)
+            used = int(ends[last - 1]) - seen
+            carry, seen, done = values[used:], seen + used, last
+        else:
+            carry = values
+    if done < len(lengths):
+        raise ValueError(f"the chunks hold fewer values than the {n} counted")
+    if len(carry):
         raise ValueError(f"the chunks hold more values than the {n} counted")
-    return total
+    return combine_leaves(levels, sums)
 
 
 # --- ranks -----------------------------------------------------------------------------------

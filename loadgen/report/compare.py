@@ -108,9 +108,17 @@ def samples_of(name: str, runs: Sequence[RunRecords]) -> Samples:
     return pooled_samples(name, [summarize(stored_settings(run, name), run) for run in runs])
 
 
-def pooled_samples(name: str, summaries: Sequence[RunSummary], steady: bool = False) -> Samples:
+def pooled_samples(
+    name: str,
+    summaries: Sequence[RunSummary],
+    steady: bool = False,
+    itl_sample: int | None = None,
+) -> Samples:
     """The figures of one side from its runs' summaries: the successful requests pooled
-    (``steady``: only those of each run's --steady-state window, as a campaign counts them)."""
+    (``steady``: only those of each run's --steady-state window, as a campaign counts them).
+    Every ITL is read into memory (a comparison's bootstrap draws from them all), unless
+    ``itl_sample``: then at most that many of each run (``Timings.itl_sample``), one cluster,
+    for a drawing."""
     ttft, tpot, e2el, itls, counts = [], [], [], [], []
     completed = output = 0
     duration = 0.0
@@ -124,9 +132,12 @@ def pooled_samples(name: str, summaries: Sequence[RunSummary], steady: bool = Fa
         e2el.append(timings.latency_s[ok])
         out = results.output_lens[ok]
         tpot.append(tpot_of(timings.ttft_s[ok], timings.latency_s[ok], out))
-        picked = np.flatnonzero(ok)
-        itls.append(gather(timings.itl_s, timings.itl_offsets, picked))
-        counts.append(np.diff(timings.itl_offsets)[picked])
+        if itl_sample is None:
+            itls.append(timings.itl_values(ok))
+            counts.append(np.diff(timings.itl_offsets)[ok])
+        else:
+            itls.append(timings.itl_sample(ok, itl_sample))
+            counts.append(np.array([len(itls[-1])], np.int64))
         output += int(out.sum())
         if window is not None:
             completed += int(ok.sum())

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from loadgen.records.event_source import EventSource
 from loadgen.report.failures import OUTCOMES, error_kind
 from loadgen.report.run_summary import RunSummary
 
@@ -76,6 +77,26 @@ def itl_stats_ns(event_ns: np.ndarray, event_offsets: np.ndarray) -> dict[str, n
     return out
 
 
+def event_figures_ns(events: EventSource) -> dict[str, np.ndarray]:
+    """Each request's first and last token event (ns; 0 without one) and ``itl_stats_ns``'
+    figures, from the events a chunk of requests at a time (each request's figures are its
+    own: the same as over the whole array)."""
+    counts_all = np.asarray(events.counts, dtype=np.int64)
+    n = len(counts_all)
+    out = {name: np.full(n, np.nan) for name in ("mean", "p50", "p99", "max")}
+    out["first"] = np.zeros(n, np.int64)
+    out["last"] = np.zeros(n, np.int64)
+    for start, end, values in events.chunks():
+        counts = counts_all[start:end]
+        offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        has = counts > 0
+        out["first"][start:end][has] = values[offsets[:-1][has]]
+        out["last"][start:end][has] = values[offsets[1:][has] - 1]
+        for name, figures in itl_stats_ns(values, offsets).items():
+            out[name][start:end] = figures
+    return out
+
+
 def _ms(ns: np.ndarray) -> list[float | None]:
     """Nanoseconds as milliseconds to the microsecond; None where NaN (no such value)."""
     values = np.round(np.asarray(ns, dtype=np.float64) / 1e6, 3)
@@ -96,12 +117,8 @@ def request_rows(summary: RunSummary, request_id_prefix: str | None) -> list[dic
     sent, released = sent_ns >= 0, released_ns >= 0
     ok = records["success"].astype(bool)
     timed = sent & (counts > 0)
-    event_ns = requests.event_ns
-    last_event = len(event_ns) - 1
-    events = event_ns if len(event_ns) else np.zeros(1, np.int64)
-    first_ns = events[np.clip(offsets[:-1], 0, max(last_event, 0))]
-    last_ns = events[np.clip(offsets[1:] - 1, 0, max(last_event, 0))]
-    itl = itl_stats_ns(event_ns, offsets)
+    itl = event_figures_ns(requests.events)
+    first_ns, last_ns = itl["first"], itl["last"]
     columns: dict[str, list[Any]] = {
         "index": list(range(n)),
         "request_id": [

@@ -2,22 +2,28 @@
 latency percentiles per time bin, the Pareto front of a campaign's points, and how a point is
 labelled (the server's series: html_server.py).
 
-Pure functions of numpy arrays (seconds in, the figures' units out); loadgen/report/html_charts.py
-draws them. Each output is bounded (a CDF has at most ``max_points`` points, a time series
-``TARGET_BINS`` bins), so a run of a million requests makes a page of the same size as a
-run of a hundred.
+Pure functions of numpy arrays (seconds in, the figures' units out), and of the token events
+read a chunk of requests at a time (``EventSource``: tokens and ITL percentiles per bin);
+loadgen/report/html_charts.py draws them. Each output is bounded (a CDF has at most
+``max_points`` points, a time series ``TARGET_BINS`` bins), so a run of a million requests
+makes a page of the same size as a run of a hundred.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from loadgen.records.event_source import EventSource
+from loadgen.report.binned_percentiles import binned_percentiles
+from loadgen.report.metrics import gaps_of_chunk
+
 CDF_POINTS = 1000
+CDF_ITL_SAMPLE = 1 << 20  # the ITL CDF draws at most this many gaps of a run (every k-th)
 TARGET_BINS = 100
 TAIL_SHARE = 0.01  # the top 1 % of a CDF's ranks get their own, log-spaced points
 MIN_WIDTH_S = 1e-3
@@ -90,17 +96,25 @@ def completions_per_s(end_s: np.ndarray, ok: np.ndarray, bins: TimeBins) -> np.n
     return counts / bins.width_s
 
 
-def event_tokens(event_offsets: np.ndarray, output_lens: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Each token event's share of its request's output tokens (the request's count spread
-    evenly over its events; 0 for a failed request's), so the bins add up to the run's total."""
+def token_shares(event_offsets: np.ndarray, output_lens: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Each request's output tokens spread evenly over its token events: each event's share
+    (0 for a failed request's, and for one without an event), so the bins add up to the run's
+    total."""
     counts = np.diff(event_offsets)
     share = np.divide(output_lens, counts, out=np.zeros(len(counts)), where=counts > 0)
-    return np.repeat(np.where(ok, share, 0.0), counts)
+    return np.where(ok, share, 0.0)
 
 
-def tokens_per_s(event_s: np.ndarray, tokens: np.ndarray, bins: TimeBins) -> np.ndarray:
-    """Output tokens per second of each bin, each event's tokens counted at its arrival."""
-    totals, _ = np.histogram(event_s, bins=bins.edges, weights=tokens)
+def tokens_per_s_chunked(events: EventSource, shares: np.ndarray, bins: TimeBins) -> np.ndarray:
+    """Output tokens per second of each bin, each event's share of its request's tokens
+    (``token_shares``) counted at its arrival; the events (s) read a chunk of requests at a
+    time, the bins' sums added chunk by chunk (a chart's line: no printed figure reads it)."""
+    totals = np.zeros(len(bins.edges) - 1)
+    counts_all = np.asarray(events.counts, dtype=np.int64)
+    for first, end, values in events.chunks():
+        weights = np.repeat(shares[first:end], counts_all[first:end])
+        part, _ = np.histogram(values, bins=bins.edges, weights=weights)
+        totals += part
     return totals / bins.width_s
 
 
@@ -227,16 +241,26 @@ def percentile_bands(
     return out
 
 
-def gap_instants(
-    event_s: np.ndarray, event_offsets: np.ndarray, itl_offsets: np.ndarray
+def itl_bands(
+    events: EventSource, ok: np.ndarray, bins: TimeBins, quantiles: Sequence[float] = BANDS
 ) -> np.ndarray:
-    """The instant of each inter-token gap (request-major, as the ITLs are): the later of
-    its two token events, so that a request's k gaps end at its last k events."""
-    offsets = np.asarray(itl_offsets, dtype=np.int64)
-    gaps: np.ndarray = offsets[1:] - offsets[:-1]
-    ends = np.asarray(event_offsets, dtype=np.int64)[1:]
-    if gaps.sum() == 0:
-        return np.zeros(0)
-    first = np.repeat(ends - gaps, gaps)
-    within = np.arange(int(gaps.sum())) - np.repeat(offsets[:-1], gaps)
-    return np.asarray(event_s, dtype=float)[first + within]
+    """``percentile_bands`` of the ``ok`` requests' ITLs (ms), each at the instant of its later
+    token event, from the events (s) a chunk of requests at a time: each bin's percentiles
+    exact (loadgen/report/binned_percentiles.py)."""
+    count = len(bins.edges) - 1
+    counts_all = np.asarray(events.counts, dtype=np.int64)
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for first, end, values in events.chunks():
+            counts = counts_all[first:end]
+            owner_ok = np.repeat(ok[first:end], np.maximum(counts - 1, 0))
+            at = gaps_of_chunk(values, counts, later=True)[owner_ok]
+            value = 1e3 * gaps_of_chunk(values, counts)[owner_ok]
+            kept = np.isfinite(at) & np.isfinite(value)
+            at, value = at[kept], value[kept]
+            index = np.searchsorted(bins.edges, at, side="right") - 1
+            index[at == bins.edges[-1]] = count - 1
+            inside = (index >= 0) & (index < count)
+            yield index[inside], value[inside]
+
+    return binned_percentiles(chunks, count, quantiles)

@@ -37,16 +37,17 @@ from loadgen.report.html_charts import (
     over_time_figure,
 )
 from loadgen.report.html_figures import (
+    CDF_ITL_SAMPLE,
     TimeBins,
     bin_count,
     completions_per_s,
-    event_tokens,
     failures_per_s,
-    gap_instants,
     in_flight,
+    itl_bands,
     percentile_bands,
     time_bins,
-    tokens_per_s,
+    token_shares,
+    tokens_per_s_chunked,
 )
 from loadgen.report.html_server import server_panels, why_no_panels
 from loadgen.report.html_svg import shared_css
@@ -183,8 +184,10 @@ def failures_table(summary: RunSummary) -> Table | None:
 
 def run_latencies(label: str, summaries: list[RunSummary]) -> Latencies:
     """The CDFs' line of a run, or of a point's runs pooled: every successful request's TTFT
-    and E2EL and every gap between its token events, in ms."""
-    return latencies_of(pooled_samples(label, summaries))
+    and E2EL, and its gaps between token events, in ms. The ITL line draws a fixed-size
+    sample of the gaps (every k-th: ``CDF_ITL_SAMPLE`` at most per run), a drawing only: no
+    figure is read from it."""
+    return latencies_of(pooled_samples(label, summaries, itl_sample=CDF_ITL_SAMPLE))
 
 
 def latencies_of(samples: Samples) -> Latencies:
@@ -201,7 +204,7 @@ def run_over_time(label: str, summary: RunSummary, server: ServerRecord | None =
     bins = time_bins(length_s, bin_count(int(results.success.sum())))
     sent = (results.sent_s >= 0) & (ends_s >= results.sent_s)
     mean, peak = in_flight(results.sent_s[sent], ends_s[sent], bins)
-    tokens = event_tokens(results.event_offsets, results.output_lens, results.success)
+    tokens = token_shares(results.event_offsets, results.output_lens, results.success)
     names = POOLING_CDFS if summary.settings.pooling else GENERATION_CDFS
     panels = server_panels(server.series or []) if server is not None else []
     return OverTime(
@@ -209,7 +212,7 @@ def run_over_time(label: str, summary: RunSummary, server: ServerRecord | None =
         centers_s=bins.centers,
         width_s=bins.width_s,
         requests_per_s=completions_per_s(ends_s, results.success, bins),
-        tokens_per_s=tokens_per_s(results.event_s, tokens, bins),
+        tokens_per_s=tokens_per_s_chunked(results.event_source, tokens, bins),
         in_flight_mean=mean,
         in_flight_peak=peak,
         failures_per_s=failures_per_s(ends_s, failure_labels(summary), bins),
@@ -232,22 +235,22 @@ def latency_bands(
     summary: RunSummary, bins: TimeBins, names: Sequence[str]
 ) -> dict[str, np.ndarray]:
     """Each latency of ``names``' p50/p90/p99 per bin (ms), every successful request's value
-    at the instant it was measured: its TTFT at its first token, each ITL at the later token,
-    its E2EL at its last token."""
+    at the instant it was measured: its TTFT at its first token, each ITL at the later token
+    (read in chunks, each bin's percentiles exact: ``itl_bands``), its E2EL at its last."""
     results, timings = summary.requests.results, summary.requests.timings
     ok = results.success
     sent = results.sent_s
-    gap_ok = np.repeat(ok, np.diff(timings.itl_offsets))
     measured = {
         "ttft": ((sent + timings.ttft_s)[ok], timings.ttft_s[ok]),
-        "itl": (
-            gap_instants(results.event_s, results.event_offsets, timings.itl_offsets)[gap_ok],
-            timings.itl_s[gap_ok],
-        ),
         "e2el": ((sent + timings.latency_s)[ok], timings.latency_s[ok]),
     }
     return {
-        name: percentile_bands(measured[name][0], 1e3 * measured[name][1], bins) for name in names
+        name: (
+            itl_bands(results.event_source, ok, bins)
+            if name == "itl"
+            else percentile_bands(measured[name][0], 1e3 * measured[name][1], bins)
+        )
+        for name in names
     }
 
 

@@ -12,16 +12,24 @@ s_i, with token-event instants e_i[0..m_i-1] (SSE events whose ``choices`` list 
 Aggregates use successful requests only: ITL is pooled over all of them; mean/median/std
 (population, ddof=0) and percentiles (linear interpolation) are taken in seconds and
 reported in ms; an empty sample gives 0 for every statistic.
+
+The token events are read a bounded chunk of requests at a time (``EventSource``: the run's
+records file), never laid out whole: per request only its first and last instant are kept;
+the ITLs are statistics of chunks (loadgen/report/chunked_stats.py), to the last bit numpy's
+on the whole array.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.report.stats import sample_stats
+from loadgen.records.event_source import CHUNK_EVENTS, ArrayEvents, EventSource
+from loadgen.report.chunked_stats import Chunks, chunked_stats
+from loadgen.report.stats import SampleStats, sample_stats
 
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
@@ -33,11 +41,24 @@ class RequestResults:
     success: np.ndarray  # bool [N]
     released_s: np.ndarray  # float64 [N], when its worker released it to be sent
     sent_s: np.ndarray  # float64 [N], when it was written to the connection
-    event_s: np.ndarray  # float64 [E], token-event instants, request-major
-    event_offsets: np.ndarray  # int64 [N+1]; request i owns event_s[off[i]:off[i+1]]
+    # Token-event instants (s), request-major, when held in memory (tests); empty when
+    # ``events`` is given. Read them through ``event_source`` only.
+    event_s: np.ndarray
+    event_offsets: np.ndarray  # int64 [N+1]; request i's events are [off[i], off[i+1])
     prompt_lens: np.ndarray  # int64 [N]
     output_lens: np.ndarray  # int64 [N], after the usage/re-tokenization fallback; 0 if failed
     input_audio_s: np.ndarray | None = None  # float64 [N]: openai-audio's input_audio_duration
+    events: EventSource | None = None  # the token-event instants (s) a chunk at a time
+
+    def __post_init__(self) -> None:
+        if self.events is None:
+            self.events = ArrayEvents(self.event_s, self.event_offsets)
+
+    @property
+    def event_source(self) -> EventSource:
+        """The token-event instants in seconds after t0, a chunk of requests at a time."""
+        assert self.events is not None  # __post_init__ sets it
+        return self.events
 
     @property
     def num_requests(self) -> int:
@@ -52,12 +73,46 @@ class Timings:
     ttft_s: np.ndarray  # [N]
     latency_s: np.ndarray  # [N]
     queue_s: np.ndarray  # [N]
-    itl_s: np.ndarray  # [E - N'] all inter-event gaps, request-major
-    itl_offsets: np.ndarray  # [N+1]; request i owns itl_s[off[i]:off[i+1]]
+    itl_offsets: np.ndarray  # [N+1]; request i's ITLs are [off[i], off[i+1]) request-major
+    events: EventSource  # the token-event instants (s) the ITLs are read from, chunk by chunk
+    # Each request's first and last token-event instant (s; NaN without one), when known
+    bounds_s: tuple[np.ndarray, np.ndarray] | None = None
+
+    def itl_chunks(self, kept: np.ndarray | None = None, max_events: int = CHUNK_EVENTS) -> Chunks:
+        """The ITLs of the ``kept`` requests (all without it), request-major, a chunk of
+        requests at a time: each the difference of two instants in seconds."""
+        return itl_chunks(self.events, kept, max_events)
+
+    def itl_values(self, kept: np.ndarray | None = None) -> np.ndarray:
+        """The ITLs of the ``kept`` requests laid out whole: only for the views whose figures
+        need every value at once (a campaign's bootstrap, ``loadgen compare``) and tests."""
+        parts = list(self.itl_chunks(kept)())
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def itl_sample(self, kept: np.ndarray, limit: int) -> np.ndarray:
+        """Every k-th ITL of the ``kept`` requests (request-major), k the least that keeps at
+        most ``limit``: a fixed-size sample for a drawing (a CDF's line), never a figure."""
+        total = int(np.diff(self.itl_offsets)[kept].sum())
+        step = max(1, -(-total // limit))
+        parts, seen = [], 0
+        for chunk in self.itl_chunks(kept)():
+            parts.append(chunk[(-seen) % step :: step])
+            seen += len(chunk)
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def itl_lists(self) -> list[np.ndarray]:
+        """Each request's ITLs, in request order: every value held, for --save-detailed's
+        ``itls``, --plot-timeline and calibrate, whose output lists them all."""
+        values = self.itl_values()
+        return [
+            values[a:b] for a, b in zip(self.itl_offsets[:-1], self.itl_offsets[1:], strict=True)
+        ]
 
     def itls_of(self, i: int) -> np.ndarray:
-        """The inter-token latencies of request i."""
-        return self.itl_s[self.itl_offsets[i] : self.itl_offsets[i + 1]]
+        """The inter-token latencies of request i (reads its events)."""
+        kept = np.zeros(len(self.ttft_s), bool)
+        kept[i] = True
+        return self.itl_values(kept)
 
 
 @dataclass
@@ -103,37 +158,30 @@ class PoolingMetrics:
 
 
 def derive_timings(results: RequestResults) -> Timings:
-    """TTFT, E2EL, queue time and ITLs of every request from its instants."""
-    counts = np.diff(results.event_offsets)
-    has_events = counts > 0
-    first_idx = np.minimum(results.event_offsets[:-1], max(len(results.event_s) - 1, 0))
-    last_idx = np.maximum(results.event_offsets[1:] - 1, 0)
-    events = results.event_s if len(results.event_s) else np.zeros(1)
-    ttft = np.where(has_events, events[first_idx] - results.sent_s, 0.0)
-    latency = np.where(results.success & has_events, events[last_idx] - results.sent_s, 0.0)
+    """TTFT, E2EL, queue time of every request from its instants (one pass over the events
+    for each request's first and last), and where its ITLs are read from."""
+    first_s, last_s = event_bounds_s(results.event_source)
+    has_events = ~np.isnan(first_s)
+    ttft = np.where(has_events, first_s - results.sent_s, 0.0)
+    latency = np.where(results.success & has_events, last_s - results.sent_s, 0.0)
     queue = results.sent_s - results.released_s
-
-    # Gaps between consecutive events, dropping the ones that straddle two requests.
-    gaps = np.diff(results.event_s)
-    within = np.ones(len(gaps), dtype=bool)
-    boundaries = results.event_offsets[1:-1]
-    boundaries = boundaries[(boundaries > 0) & (boundaries < len(results.event_s))]
-    within[boundaries - 1] = False
-    itl_counts = np.maximum(counts - 1, 0)
-    itl_offsets = np.concatenate(([0], np.cumsum(itl_counts))).astype(np.int64)
-    return Timings(ttft, latency, queue, gaps[within], itl_offsets)
+    counts = np.asarray(results.event_source.counts, dtype=np.int64)
+    itl_offsets = np.concatenate(([0], np.cumsum(np.maximum(counts - 1, 0)))).astype(np.int64)
+    return Timings(ttft, latency, queue, itl_offsets, results.event_source, (first_s, last_s))
 
 
 def latency_from_intended(
-    results: RequestResults, scheduled_s: np.ndarray
+    results: RequestResults,
+    scheduled_s: np.ndarray,
+    bounds_s: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """TTFT and E2EL of the successful requests counted from their scheduled (intended) send
     instant rather than the actual one, so client queueing and late sends are inside them: the
-    coordinated-omission-free view of a paced run (wrk2's corrected latency)."""
+    coordinated-omission-free view of a paced run (wrk2's corrected latency). ``bounds_s``:
+    each request's first and last event (``Timings.bounds_s``), else read from the events."""
     ok = results.success & (np.diff(results.event_offsets) > 0)
-    first = results.event_s[results.event_offsets[:-1][ok]]
-    last = results.event_s[results.event_offsets[1:][ok] - 1]
-    return first - scheduled_s[ok], last - scheduled_s[ok]
+    first, last = bounds_s if bounds_s is not None else event_bounds_s(results.event_source)
+    return first[ok] - scheduled_s[ok], last[ok] - scheduled_s[ok]
 
 
 def summarize(values_s: np.ndarray, percentiles: list[float]) -> MetricStats:
@@ -226,10 +274,6 @@ def calculate_metrics(
     tpot_for_goodput = np.zeros(len(out))
     tpot_for_goodput[multi] = tpot
 
-    counts = np.diff(results.event_offsets)
-    event_owner_ok = np.repeat(ok, counts)
-    itl_owner_ok = np.repeat(ok, np.maximum(counts - 1, 0))
-
     total_input = int(results.prompt_lens[ok].sum())
     total_output = int(results.output_lens.sum())
     completed = int(ok.sum())
@@ -239,7 +283,7 @@ def calculate_metrics(
     stats = {
         "ttft": summarize(ttft, percentiles),
         "tpot": summarize(tpot, percentiles),
-        "itl": summarize(timings.itl_s[itl_owner_ok], percentiles),
+        "itl": itl_summary(timings, ok, percentiles),
         **latency_stats(latency, queue_ok, percentiles),
     }
     return BenchmarkMetrics(
@@ -251,8 +295,8 @@ def calculate_metrics(
         request_goodput=good / duration_s,
         output_throughput=total_output / duration_s,
         total_token_throughput=(total_input + total_output) / duration_s,
-        max_output_tokens_per_s=peak_output_tokens_per_s(
-            send_ok, latency, results.event_s[event_owner_ok]
+        max_output_tokens_per_s=peak_output_tokens_per_s_chunked(
+            results.event_source, ok, send_ok, latency
         ),
         max_concurrent_requests=peak_concurrency(send_ok, send_ok + latency),
         stats=stats,
@@ -289,3 +333,93 @@ def calculate_pooling_metrics(
         total_token_throughput=total_input / duration_s,
         stats=latency_stats(latency, queue_ok, percentiles),
     )
+
+
+# --- the figures of the token events, read a bounded chunk of requests at a time ------------
+
+
+def event_bounds_s(events: EventSource) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's first and last token-event instant (NaN without one), the two
+    per-request figures TTFT and E2EL read, from the events in chunks."""
+    counts_all = np.asarray(events.counts, dtype=np.int64)
+    first = np.full(len(counts_all), np.nan)
+    last = np.full(len(counts_all), np.nan)
+    for start, end, values in events.chunks():
+        counts = counts_all[start:end]
+        has = counts > 0
+        ends = np.cumsum(counts)
+        first[start:end][has] = values[(ends - counts)[has]]
+        last[start:end][has] = values[ends[has] - 1]
+    return first, last
+
+
+def gaps_of_chunk(values: np.ndarray, counts: np.ndarray, later: bool = False) -> np.ndarray:
+    """The gaps between consecutive events of each request of a chunk (``counts`` events
+    each, request-major), those that straddle two requests left out; ``later``: instead of
+    each gap, the later of its two events (the instant it was measured)."""
+    gaps = values[1:] if later else np.diff(values)
+    within = np.ones(len(gaps), dtype=bool)
+    boundaries = np.cumsum(counts)[:-1]
+    boundaries = boundaries[(boundaries > 0) & (boundaries < len(values))]
+    within[boundaries - 1] = False
+    return gaps[within]
+
+
+def itl_chunks(
+    events: EventSource, kept: np.ndarray | None = None, max_events: int = CHUNK_EVENTS
+) -> Chunks:
+    """The ITLs of the ``kept`` requests (all without it), request-major as ``Timings`` lays
+    them out, a chunk of requests at a time."""
+    counts_all = np.asarray(events.counts, dtype=np.int64)
+
+    def chunks() -> Iterator[np.ndarray]:
+        for start, end, values in events.chunks(max_events):
+            counts = counts_all[start:end]
+            gaps = gaps_of_chunk(values, counts)
+            if kept is None:
+                yield gaps
+            else:
+                yield gaps[np.repeat(kept[start:end], np.maximum(counts - 1, 0))]
+
+    return chunks
+
+
+def itl_summary(timings: Timings, kept: np.ndarray, percentiles: list[float]) -> MetricStats:
+    """``summarize`` of the ``kept`` requests' ITLs, from chunks, equal to the in-memory
+    figure to the last bit (loadgen/report/chunked_stats.py)."""
+    s = itl_stats(timings, kept, percentiles)
+    return MetricStats(
+        mean_ms=s.mean, median_ms=s.median, std_ms=s.std, percentiles_ms=s.percentiles
+    )
+
+
+def itl_stats(timings: Timings, kept: np.ndarray, percentiles: list[float]) -> SampleStats:
+    """``sample_stats`` of the ``kept`` requests' ITLs in ms, from chunks."""
+    return chunked_stats(timings.itl_chunks(kept), percentiles, scale=1000)
+
+
+def tokens_per_second_chunked(
+    events: EventSource, ok: np.ndarray, send_ok: np.ndarray, latency_ok: np.ndarray
+) -> np.ndarray:
+    """``tokens_per_second`` of the successful requests, their token events counted per whole
+    second a chunk of requests at a time (integer counts: equal to the whole array's)."""
+    if len(send_ok) == 0:
+        return np.zeros(0, dtype=np.int64)
+    origin = send_ok.min()
+    num_buckets = math.ceil((send_ok + latency_ok).max() - origin) + 1
+    counts = np.zeros(num_buckets, np.int64)
+    counts_all = np.asarray(events.counts, dtype=np.int64)
+    for start, end, values in events.chunks():
+        owner_ok = np.repeat(ok[start:end], counts_all[start:end])
+        buckets = (values[owner_ok] - origin).astype(np.int64)
+        buckets = buckets[(buckets >= 0) & (buckets < num_buckets)]
+        counts += np.bincount(buckets, minlength=num_buckets)
+    return counts
+
+
+def peak_output_tokens_per_s_chunked(
+    events: EventSource, ok: np.ndarray, send_ok: np.ndarray, latency_ok: np.ndarray
+) -> float:
+    """``peak_output_tokens_per_s`` of the successful requests, from the events in chunks."""
+    counts = tokens_per_second_chunked(events, ok, send_ok, latency_ok)
+    return float(counts.max()) if len(counts) else 0.0

@@ -68,7 +68,7 @@ def result_json(summary: RunSummary, date: str) -> dict[str, Any]:
     }
     figures = figures_in(JSON, settings.pooling)
     result |= {f.key: getattr(summary.totals, f.key) for f in figures if not f.after_detail}
-    result |= _per_request(summary)
+    result |= _per_request(summary, detailed=settings.save_detailed)
     result |= {f.key: getattr(summary.totals, f.key) for f in figures if f.after_detail}
     requests = summary.requests
     result |= server_metric_keys(requests.server_queue_s, requests.server_ttft_s)
@@ -90,8 +90,9 @@ def result_json(summary: RunSummary, date: str) -> dict[str, Any]:
     return result
 
 
-def _per_request(summary: RunSummary) -> dict[str, Any]:
-    """Upstream's per-request lists, in its order (a pooling run's are fewer)."""
+def _per_request(summary: RunSummary, detailed: bool) -> dict[str, Any]:
+    """Upstream's per-request lists, in its order (a pooling run's are fewer); ``itls``, one
+    value per token event, only when ``detailed`` keeps it (else the events are not read)."""
     results, timings = summary.requests.results, summary.requests.timings
     errors = summary.errors.per_request
     if summary.settings.pooling:
@@ -105,7 +106,7 @@ def _per_request(summary: RunSummary) -> dict[str, Any]:
         "input_lens": results.prompt_lens.tolist(),
         "output_lens": results.output_lens.tolist(),
         "ttfts": timings.ttft_s.tolist(),
-        "itls": [timings.itls_of(i).tolist() for i in range(results.num_requests)],
+        "itls": [gaps.tolist() for gaps in timings.itl_lists()] if detailed else [],
         "latencies": timings.latency_s.tolist(),
         "start_times": (results.sent_s + summary.identity.t0_s).tolist(),
         "queue_times": timings.queue_s.tolist(),

@@ -43,6 +43,9 @@ class Report:
     result: dict[str, Any] | None
     path: str  # the result file's path (upstream's name, or --result-filename)
     output: ReportOutput  # what write_report writes
+    # --plot-timeline's per-request ITLs (s), read while the records file is there (a
+    # temporary one is removed before write_report); None when no timeline is drawn
+    timeline_itls: list[list[float]] | None = None
 
     @property
     def results(self) -> RequestResults:
@@ -97,6 +100,11 @@ def build_report(settings: Settings, output: ReportOutput, run: RunRecords, *, d
         result=result if output.writes_result else None,
         path=result_path(settings, output, summary.identity.model_id, date),
         output=output,
+        timeline_itls=(
+            [gaps.tolist() for gaps in summary.requests.timings.itl_lists()]
+            if output.plot_timeline and not settings.pooling
+            else None
+        ),
     )
 
 
@@ -127,7 +135,7 @@ def _plot(output: ReportOutput, pooling: bool, path: Path, report: Report) -> No
                 segments = timeline_segments(
                     results.sent_s,
                     timings.ttft_s,
-                    [timings.itls_of(i).tolist() for i in range(results.num_requests)],
+                    report.timeline_itls or [[] for _ in range(results.num_requests)],
                     results.prompt_lens,
                     results.output_lens,
                     output.itl_thresholds_s,

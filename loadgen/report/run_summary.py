@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.records.event_source import EventSource
 from loadgen.records.server_series import MetricSeries
 from loadgen.report.metrics import MetricStats, RequestResults, Timings
 from loadgen.report.prefix_cache import PrefixCacheHits
@@ -183,7 +184,7 @@ class Requests:
     rows: np.ndarray  # the run's records as the workers reported them (RECORD_DTYPE)
     worker: np.ndarray  # the worker that reported each request; -1 when none did
     scheduled_ns: np.ndarray  # each request's scheduled instant after t0
-    event_ns: np.ndarray  # the token events' instants after t0, request-major
+    events: EventSource  # the token events' instants (ns after t0), a chunk at a time
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from loadgen.records.event_source import PickedEvents
 from loadgen.records.model import RunRecords
+from loadgen.report.chunked_stats import Chunks, chunked_stats
 from loadgen.report.failures import CANCELLED, FAILED
 from loadgen.report.metric_table import CAMPAIGN, figures_in, latencies_in
 from loadgen.report.metrics import RequestResults, Timings, good_requests
@@ -81,13 +83,23 @@ def campaign_statistics(percentiles: Sequence[float] = ()) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class CountedRequests:
     """The requests a window counts of one run and the samples of each latency of the metric
-    table, in seconds."""
+    table, in seconds: one value per request each, but ITL's, whose values (one per token
+    event) are read in chunks (``itl``) or laid out by ``sample``."""
 
     kept: np.ndarray  # bool [N]: in the window
     ok: np.ndarray  # bool [N]: kept, succeeded, streamed a token event
     output_lens: np.ndarray  # of the ok requests
     tpot_s: np.ndarray  # of the ok requests (0 for an answer of one token), as goodput counts it
-    samples: dict[str, np.ndarray]  # latency key -> seconds
+    samples: dict[str, np.ndarray]  # latency key -> seconds (ITL left out)
+    itl: Chunks  # the ok requests' ITLs (s), request-major, a chunk at a time
+
+    def sample(self, key: str) -> np.ndarray:
+        """One latency's values (s), laid out whole: ITL's read from its chunks (for the views
+        that need every value at once: a campaign's bootstrap)."""
+        if key != "itl":
+            return self.samples[key]
+        parts = list(self.itl())
+        return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def counted(results: RequestResults, timings: Timings, kept: np.ndarray) -> CountedRequests:
@@ -103,11 +115,10 @@ def counted(results: RequestResults, timings: Timings, kept: np.ndarray) -> Coun
         "ttft": ttft,
         "e2el": e2el,
         "tpot": tpot[many],
-        "itl": timings.itl_s[np.repeat(ok, np.diff(timings.itl_offsets))],
         "client_queue_time": queue,
         "e2el_including_client_queue": e2el + queue,
     }
-    return CountedRequests(kept, ok, out, tpot, samples)
+    return CountedRequests(kept, ok, out, tpot, samples, timings.itl_chunks(ok))
 
 
 def window_metrics(
@@ -131,8 +142,12 @@ def window_metrics(
     ttft, tpot, e2el = samples["ttft"], requests.tpot_s, samples["e2el"]
     metrics: dict[str, float] = {}
     for latency in latencies_in(CAMPAIGN):
+        statistics = campaign_statistics(percentiles)
+        if latency.key == "itl":  # one value per token event: read in chunks
+            metrics |= _chunked_statistics(requests.itl, statistics)
+            continue
         values_ms = samples[latency.key] * 1000.0
-        for stat in campaign_statistics(percentiles):
+        for stat in statistics:
             metrics[f"{stat}_{latency.key}_ms"] = _statistic(stat, values_ms)
     figures = {
         "completed": float(ok.sum()),
@@ -152,6 +167,21 @@ def window_metrics(
     for figure in figures_in(CAMPAIGN, pooling):
         metrics[figure.key] = figures.get(figure.key, math.nan)
     return metrics
+
+
+def _chunked_statistics(itl: Chunks, statistics: Sequence[str]) -> dict[str, float]:
+    """``_statistic`` of each of ``statistics`` over the ITLs in ms, from chunks (the same
+    values to the last bit: loadgen/report/chunked_stats.py)."""
+
+    def in_ms() -> Iterator[np.ndarray]:
+        for chunk in itl():
+            yield chunk * 1000.0
+
+    named = [stat for stat in statistics if stat not in ("mean", "median")]
+    s = chunked_stats(in_ms, [float(stat[1:]) for stat in named], empty=math.nan)
+    by_stat = {"mean": s.mean, "median": s.median}
+    by_stat |= {stat: value for stat, (_, value) in zip(named, s.percentiles, strict=True)}
+    return {f"{stat}_itl_ms": by_stat[stat] for stat in statistics}
 
 
 def _statistic(stat: str, values: np.ndarray) -> float:
@@ -192,8 +222,9 @@ def sent_by_deadline(run: RunRecords) -> RunRecords:
         scheduled_ns=run.scheduled_ns[keep],
         input_tokens=run.input_tokens[keep],
         input_sequences=run.input_sequences[keep],
-        event_ns=run.event_ns[np.repeat(keep, counts)],
+        event_ns=np.zeros(0, np.int64),
         event_offsets=np.concatenate(([0], np.cumsum(kept_counts))).astype(np.int64),
+        events=PickedEvents(run.event_source, keep),
         errors=renumbered(run.errors),
         texts=renumbered(run.texts),
         conversation=cut(run.conversation),

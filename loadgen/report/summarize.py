@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.records.event_source import ScaledEvents
 from loadgen.records.model import RunEnd, RunRecords
 from loadgen.records.server_series import MetricSeries
 from loadgen.report.conversations import conversation_figures
@@ -40,6 +41,7 @@ from loadgen.report.metrics import (
     calculate_metrics,
     calculate_pooling_metrics,
     derive_timings,
+    itl_stats,
     latency_from_intended,
 )
 from loadgen.report.metrics import summarize as sample_summary
@@ -82,7 +84,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
     results = request_results(run, end)
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
-    timings = derive_timings(results)
+    timings = derive_timings(results)  # one pass over the events; ITLs are read in chunks
     metrics: BenchmarkMetrics | PoolingMetrics
     percentiles = list(settings.percentiles)
     if settings.pooling:
@@ -96,7 +98,12 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
     rate = paced_rate(settings, run.scheduled_ns)
     errors = [run.errors.get(i, "") for i in range(run.num_requests)]
     outcome = outcomes(records["success"].astype(bool), errors)
-    health = _client(settings, run, end, results, timings, rate)
+    itl_median_ms = (
+        metrics.stats["itl"].median_ms
+        if isinstance(metrics, BenchmarkMetrics) and _itl_count(results, timings)
+        else None
+    )
+    health = _client(settings, run, end, results, timings, rate, itl_median_ms)
     hits = prefix_cache_hits(
         records["cached_tokens"], results.prompt_lens, run.start.counters_before, end.counters_after
     )
@@ -117,7 +124,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
         ),
         totals=totals,
         latencies={name: metrics.stats[name] for name in reported_metrics(settings)},
-        intended=_intended(settings, results, run.scheduled_ns, rate),
+        intended=_intended(settings, results, timings, run.scheduled_ns, rate),
         connections=Connections(
             stats=end.connection_stats,
             new_during_run=sample_stats(
@@ -149,7 +156,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
             rows=records,
             worker=run.worker,
             scheduled_ns=run.scheduled_ns,
-            event_ns=run.event_ns,
+            events=run.event_source,
         ),
         gates=[],
         steady=_steady(settings, results, timings, ends / 1e9, outcome),
@@ -306,13 +313,17 @@ def with_outcomes(totals: Totals, outcome: np.ndarray) -> Totals:
 
 
 def _intended(
-    settings: Settings, results: RequestResults, scheduled_ns: np.ndarray, rate: float | None
+    settings: Settings,
+    results: RequestResults,
+    timings: Timings,
+    scheduled_ns: np.ndarray,
+    rate: float | None,
 ) -> dict[str, Any] | None:
     """TTFT and E2EL from the scheduled send instant of a paced run (E2EL only for pooling,
     whose answer has one instant: its TTFT is its E2EL); None for an unpaced run."""
     if rate is None:
         return None
-    ttft_s, e2el_s = latency_from_intended(results, scheduled_ns / 1e9)
+    ttft_s, e2el_s = latency_from_intended(results, scheduled_ns / 1e9, timings.bounds_s)
     samples = {"e2el": e2el_s} if settings.pooling else {"ttft": ttft_s, "e2el": e2el_s}
     return {k: sample_summary(x, list(settings.percentiles)) for k, x in samples.items()}
 
@@ -338,9 +349,10 @@ def _client(
     results: RequestResults,
     timings: Timings,
     rate: float | None,
+    itl_median_ms: float | None = None,
 ) -> Client:
     """The client's health over the run and its verdict (not judged for a run that never
-    ended)."""
+    ended); ``itl_median_ms``: the successful requests' median ITL (None without one)."""
     records = run.records
     released = records["released_ns"] >= 0
     send_lag_ms = (records["released_ns"][released] - run.scheduled_ns[released]) / 1e6
@@ -351,7 +363,12 @@ def _client(
         end.worker_wall_ns,
         rate or math.inf,
         scale=run_scale(
-            results, timings, run.scheduled_ns, pooling=settings.pooling, paced=rate is not None
+            results,
+            timings,
+            run.scheduled_ns,
+            pooling=settings.pooling,
+            paced=rate is not None,
+            itl_median_ms=itl_median_ms,
         ),
         host=end.host,
         first_token_s=first_tokens_s(results, timings),
@@ -384,11 +401,12 @@ def request_results(run: RunRecords, end: RunEnd) -> RequestResults:
         success=records["success"].astype(bool),
         released_s=records["released_ns"] / 1e9,
         sent_s=records["sent_ns"] / 1e9,
-        event_s=run.event_ns / 1e9,
+        event_s=np.zeros(0),
         event_offsets=run.event_offsets,
         prompt_lens=prompt_lens,
         output_lens=end.output_lens,
         input_audio_s=run.input_audio_s,
+        events=ScaledEvents(run.event_source, 1e9),  # each chunk as event_ns / 1e9 gives it
     )
 
 
@@ -448,21 +466,29 @@ def run_scale(
     *,
     pooling: bool,
     paced: bool,
+    itl_median_ms: float | None = None,
 ) -> RunScale:
     """The medians the verdict weighs the client's delay against, in ms: ITL and TTFT of the
     successful requests (E2EL for pooling, whose answer has one instant), and a paced run's
-    median gap between scheduled arrivals."""
+    median gap between scheduled arrivals. ``itl_median_ms``: the ITL's, when the metrics
+    have it (the events are read once more, in chunks, when they do not)."""
     ok = results.success
     counts = np.diff(results.event_offsets)
-    itl_s = timings.itl_s[np.repeat(ok, np.maximum(counts - 1, 0))]
+    if itl_median_ms is None and not pooling and _itl_count(results, timings):
+        itl_median_ms = itl_stats(timings, ok, []).median
     first_s = (timings.latency_s if pooling else timings.ttft_s)[ok & (counts > 0)]
     gaps_s = np.diff(np.sort(scheduled_ns)) / 1e9 if paced else np.zeros(0)
     return RunScale(
-        itl_ms=_median_ms(itl_s) if not pooling else None,
+        itl_ms=itl_median_ms if not pooling else None,
         ttft_ms=_median_ms(first_s),
         ttft_name="E2EL" if pooling else "TTFT",
         arrival_gap_ms=_median_ms(gaps_s),
     )
+
+
+def _itl_count(results: RequestResults, timings: Timings) -> int:
+    """How many ITLs the successful requests have."""
+    return int(np.diff(timings.itl_offsets)[results.success].sum())
 
 
 def _median_ms(values_s: np.ndarray) -> float | None:

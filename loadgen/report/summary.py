@@ -15,7 +15,12 @@ from loadgen.report.decoding import decoding_blocks
 from loadgen.report.failures import FAILED, failure_lines
 from loadgen.report.hosts import host_lines
 from loadgen.report.metric_table import LATENCY_BY_KEY, Figure, console_figures
-from loadgen.report.metrics import MetricStats, RequestResults, Timings, tokens_per_second
+from loadgen.report.metrics import (
+    MetricStats,
+    RequestResults,
+    Timings,
+    tokens_per_second_chunked,
+)
 from loadgen.report.probes import probe_block
 from loadgen.report.rows import RULE, Block, Row, block_lines, section_title
 from loadgen.report.run_summary import RunSummary
@@ -183,8 +188,7 @@ def plot_lines(results: RequestResults, timings: Timings) -> list[str]:
     start = results.sent_s[ok]
     end = start + timings.latency_s[ok]
     origin = start.min()
-    owner_ok = np.repeat(ok, np.diff(results.event_offsets))
-    tokens = tokens_per_second(start, timings.latency_s[ok], results.event_s[owner_ok])
+    tokens = tokens_per_second_chunked(results.event_source, ok, start, timings.latency_s[ok])
     seconds = len(tokens)
     first = (start - origin).astype(np.int64)
     last = np.minimum(np.ceil(end - origin).astype(np.int64), seconds)

@@ -21,6 +21,8 @@ from loadgen.fleet.collector import BatchObserver, RecordBatch
 from loadgen.records.arrow_file import RecordsWriter, move, records_path
 from loadgen.records.collected import Collected
 from loadgen.records.environment import environment
+from loadgen.records.event_source import ArrayEvents, EventSource
+from loadgen.records.events import RequestOrderEvents, temporary_records_path
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.records.redact import redact_argv, redact_config
 from loadgen.records.server_series import MetricSeries
@@ -65,12 +67,23 @@ def run_start(
 def records_writer(
     config: RunConfig, prepared: Prepared, start: RunStart, date: str
 ) -> RecordsWriter | None:
-    """The records file's writer, when records are saved; named as the result file would be
-    now (``finish_records`` renames it to the result file's name after the run)."""
-    if not saves_records(config):
-        return None
+    """The records file's writer: named as the result file would be now when records are
+    saved (``finish_records`` renames it to the result file's name after the run), else a
+    temporary file that holds the token events while the run goes and is removed at its end
+    (None when no temporary file can be made: the run keeps its events in memory then)."""
+    saved = saves_records(config)
+    if saved:
+        path = records_path(
+            result_path(settings_of(config), output_of(config), prepared.model_id, date)
+        )
+    else:
+        try:
+            path = temporary_records_path()
+        except OSError as exc:
+            log.warning(f"warning: no temporary records file ({exc}): token events stay in memory")
+            return None
     return RecordsWriter(
-        records_path(result_path(settings_of(config), output_of(config), prepared.model_id, date)),
+        path,
         start,
         prepared.scheduled_ns,
         prepared.dataset.prompt_lens,
@@ -78,6 +91,7 @@ def records_writer(
         config.request_id_prefix,
         prepared.turns.frame(np.arange(prepared.num_requests)) if prepared.turns else None,
         audio_seconds(prepared.dataset.audios),
+        temporary=not saved,
     )
 
 
@@ -112,9 +126,17 @@ def run_records(
     collected: Collected,
     end: RunEnd,
     server_metrics: list[MetricSeries] | None = None,
+    writer: RecordsWriter | None = None,
 ) -> RunRecords:
     """The whole run as every report reads it (the records file holds the same); the series
-    scraped during it, ``server_metrics``, included."""
+    scraped during it, ``server_metrics``, included. Token events the run did not keep stay
+    in ``writer``'s file, read back from it a chunk at a time (RequestOrderEvents) while it is
+    there: the report is built before the file is finished."""
+    events: EventSource = ArrayEvents(collected.event_ns, collected.event_offsets)
+    if not collected.events_kept:
+        if writer is None:
+            raise ValueError("the run kept no token events and has no records file")
+        events = RequestOrderEvents(writer.path, len(collected.records), kept=writer.kept_events)
     turns = prepared.turns
     scheduled_ns = prepared.scheduled_ns
     if turns is not None:
@@ -134,14 +156,15 @@ def run_records(
         scheduled_ns=scheduled_ns,
         input_tokens=prepared.dataset.prompt_lens,
         input_sequences=_input_sequences(config, prepared),
-        event_ns=collected.event_ns,
-        event_offsets=collected.event_offsets,
+        event_ns=np.zeros(0, np.int64),
+        event_offsets=np.concatenate(([0], np.cumsum(events.counts))).astype(np.int64),
         errors=collected.errors,
         texts=collected.texts,
         conversation=turns.conversation if turns is not None else None,
         turn=turns.turn if turns is not None else None,
         input_audio_s=audio_seconds(prepared.dataset.audios),
         server_metrics=server_metrics,
+        events=events,
     )
 
 
@@ -159,9 +182,9 @@ def finish_records(
     writer: RecordsWriter, collected: Collected, end: RunEnd, result_file: str
 ) -> str | None:
     """Complete the records file and give it the result file's name; its path, or None when
-    it could not be written (the writer has warned)."""
+    it could not be written (the writer has warned), or when it was a temporary one (removed)."""
     writer.finish(collected, end)
-    if writer.failure is not None:
+    if writer.failure is not None or writer.temporary:
         return None
     try:
         return move(writer.path, records_path(result_file))

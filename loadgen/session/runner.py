@@ -24,6 +24,7 @@ from loadgen.fleet.fanout import WorkerPool
 from loadgen.fleet.placement import worker_pool
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
+from loadgen.records.events import RequestOrderEvents
 from loadgen.records.model import RunRecords, RunStart
 from loadgen.report.gates import report_breaches
 from loadgen.report.run_report import Report, build_report, write_report
@@ -233,9 +234,14 @@ async def finish(
         end = dataclasses.replace(
             end, num_requests=start.num_requests, schedule_sha256=start.schedule_sha256
         )
-    records = run_records(config, prepared, start, collected, end, timed.server_metrics)
+    records = run_records(config, prepared, start, collected, end, timed.server_metrics, writer)
     report = build_report(settings_of(config), output_of(config), records, date=now())
     records_file = finish_records(writer, collected, end, report.path) if writer else None
+    events = records.events
+    if isinstance(events, RequestOrderEvents) and writer is not None:
+        # Later readers (a campaign's summaries, the Python API's records) follow the file.
+        gone = records_file is None and not os.path.exists(events.path)
+        events.moved_to(None if gone else records_file or events.path)
     return report, records, records_file
 
 

@@ -91,6 +91,7 @@ async def timed_run(
         live = live_metrics(config, prepared, pool.local_pids[: len(plans)], point)
         endpoint.show(live)
     records_file = ToRecordsFile(writer) if writer is not None else BatchObserver()
+    # The records file (a temporary one when none is kept) holds the token events alone.
     fail_fast = FailFast(prepared.num_requests, records_file) if config.fail_fast else None
     probes = probe_loop(config, client, prepared.model_name, response_form(config))
     host = HostSampler(pool.local_pids[: len(plans)], local_server_port(config.server_url))
@@ -126,6 +127,7 @@ async def timed_run(
             config.concurrency,
             observers=observers,
             topups=blocks.topups(plans) if blocks is not None else None,
+            keep_events=writer is None,
         )
     finally:
         host_usage = await host.stop()

@@ -127,6 +127,7 @@ def synthetic_worker(endpoint: str, keys: WorkerKeys | None, token: str, load: L
             connections=asdict(ConnectionStats()),
             block_waits=0,
             block_wait_ns=0,
+            topups=0,
         )
     )
     if sock.poll(10_000):  # the coordinator's dismissal (a STOP), or it is gone

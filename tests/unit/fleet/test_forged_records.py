@@ -111,6 +111,7 @@ def done(pool: WorkerPool) -> list:
         connections=asdict(ConnectionStats()),
         block_waits=0,
         block_wait_ns=0,
+        topups=0,
     )
 
 

@@ -115,11 +115,11 @@ def test_the_source_running_out_sends_an_empty_last_block_and_the_deadline_stops
         await asyncio.sleep(0)
         assert ended.poll({0, 1}) is None
         await ended.close()
-        # nor in the last 0.2 s before it: the block could reach a worker after its deadline
+        # but up to the deadline itself: a worker that took no more is counted by its DONE
         closing = TopUps(Source(4, None), [2, 2], [0, 0], 2, None, deadline_ns=10**9)
         closing.start(perf_counter_ns() - 900_000_000)
         await asyncio.sleep(0)
-        assert closing.queue and closing.poll({0, 1}) is None
+        assert closing.queue and closing.poll({0, 1}) is not None
         await closing.close()
 
     asyncio.run(scenario())
@@ -200,3 +200,42 @@ def test_a_block_dealt_to_a_worker_that_is_gone_is_never_sent_not_failed(monkeyp
     gone = "not sent: worker 1 was gone when its block came"
     lost = "lost: no record arrived for this request"  # nothing came from worker 0 here
     assert collected.errors == {0: lost, 1: lost, 2: lost, 3: gone, 4: lost, 5: gone}
+
+
+def test_a_block_a_worker_took_no_more_when_it_said_done_is_not_sent_at_the_deadline(
+    monkeypatch,
+) -> None:
+    from loadgen.fleet.fanout import WorkerPool, _Collecting
+
+    pool = WorkerPool(0)
+
+    async def send(worker: int, parts: list) -> bool:
+        return True
+
+    monkeypatch.setattr(pool, "_send", send)
+    done = {"cpu_ns": 0, "wall_ns": 0, "block_waits": 0, "block_wait_ns": 0,
+            "connections": {"preopened_at_t0": 0, "closed_before_use": 0, "resent": 0,
+                            "reuse_stopped": False}}  # fmt: skip
+    try:
+
+        async def scenario() -> Collector:
+            owner = np.array([0, 1], dtype=np.int16)
+            collector = Collector([0, 1], owner)
+            run = _Collecting({0, 1}, owner, collector, [collector], {})
+            run.topups = TopUps(Source(4, None), [1, 1], [0, 0], 2, None, deadline_ns=0)
+            run.topups.start(perf_counter_ns())
+            await asyncio.sleep(0)
+            await pool._top_up(run)  # requests 2..5: 2 and 4 to worker 0, 3 and 5 to worker 1
+            await run.topups.close()
+            lag = [np.zeros(0, np.int64).tobytes()]
+            await pool._on_done(run, 0, done | {"topups": 1}, lag)  # took its TOPUP
+            await pool._on_done(run, 1, done | {"topups": 0}, lag)  # done before it came
+            return collector
+
+        collector = asyncio.run(scenario())
+    finally:
+        pool.close()
+    collected = collector.collected(0, 0, interrupted=False)
+    lost = "lost: no record arrived for this request"  # nothing came from the workers here
+    late = "not sent: --duration was up before this request's turn"
+    assert collected.errors == {0: lost, 1: lost, 2: lost, 3: late, 4: lost, 5: late}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.collected import Collected
+from loadgen.records.event_source import materialized
 from loadgen.records.model import RunEnd, RunStart
 from loadgen.records.read import read_records
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
@@ -97,7 +98,9 @@ def outcome(tmp_path: Path, data: bytes) -> str:
         assert "\n" not in str(exc)
         return "refused"
     assert run.num_requests == N
-    assert len(run.event_offsets) == N + 1 and run.event_offsets[-1] == len(run.event_ns)
+    values, offsets = materialized(run.event_source)  # its events read back from the file
+    assert len(offsets) == N + 1 and offsets[-1] == len(values)
+    assert offsets.tolist() == run.event_offsets.tolist()
     return "whole" if run.end is not None else "cut"
 
 

@@ -23,6 +23,7 @@ from loadgen.records.arrow_file import (
 )
 from loadgen.records.checks import RecordsFileError
 from loadgen.records.collected import Collected
+from loadgen.records.event_source import materialized
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.read import read_records
 from loadgen.records.redact import redact_argv, redact_config, redact_url
@@ -146,12 +147,13 @@ def test_a_run_reads_back_exactly(tmp_path: Path) -> None:
     assert run.scheduled_ns.tolist() == [i * 1_000_000 for i in range(N)]
     assert run.errors == collected.errors
     assert run.texts == {1: "some text"}
+    event_ns, offsets = materialized(run.event_source)  # read from the file, request-major
+    assert offsets.tolist() == run.event_offsets.tolist()
     for batch in batches:
         split = np.split(events(batch), np.cumsum(batch["n_events"])[:-1])
         for row, got in zip(batch, split, strict=True):
             i = row["index"]
-            offsets = run.event_offsets
-            assert run.event_ns[offsets[i] : offsets[i + 1]].tolist() == got.tolist()
+            assert event_ns[offsets[i] : offsets[i + 1]].tolist() == got.tolist()
 
 
 def test_pandas_reads_it_in_one_call_with_nulls_for_none(tmp_path: Path) -> None:
@@ -291,6 +293,6 @@ def test_a_record_field_has_one_name_from_the_worker_to_the_report():
     assert set(RECORD_DTYPE.names) - {"n_events"} <= columns
     # So is every per-request array of a run (the flat events, errors and texts aside, and the
     # scraped server metrics, a series of their own).
-    aside = {"start", "end", "records", "event_ns", "event_offsets", "errors", "texts"}
+    aside = {"start", "end", "records", "event_ns", "event_offsets", "events", "errors", "texts"}
     aside.add("server_metrics")
     assert {field.name for field in dataclasses.fields(RunRecords)} - aside <= columns

@@ -51,7 +51,7 @@ SERVER_ERROR = "HTTP 500"  # the made-up runs' failure: "HTTP 500: boom"
 def test_a_request_s_error_says_whether_it_failed_was_cancelled_or_never_sent() -> None:
     errors = [
         "",
-        worker.NOT_SENT,
+        worker.NOT_SENT_AT_STOP,
         f"{worker.NOT_SENT_AFTER_FAILED_TURN} (turn 1: HTTP 500)",
         worker.CANCELLED,
         "HTTP 500 Internal Server Error: boom",
@@ -76,7 +76,7 @@ def test_an_error_s_kind_is_its_first_words_printable_and_capped() -> None:
 
 
 def test_the_kinds_count_the_failed_alone() -> None:
-    errors = ["", "HTTP 500 Internal Server Error: a", worker.CANCELLED, worker.NOT_SENT,
+    errors = ["", "HTTP 500 Internal Server Error: a", worker.CANCELLED, worker.NOT_SENT_AT_STOP,
               "HTTP 500 Internal Server Error: b", "HTTP 503 Service Unavailable: c"]  # fmt: skip
     outcome = outcomes(np.array([True] + [False] * 5), errors)
     by_kind = kinds_of_failed(outcome, errors)

@@ -8,17 +8,18 @@ import math
 import numpy as np
 import pytest
 
+from loadgen.records.event_source import ArrayEvents
 from loadgen.report.html_figures import (
     bin_count,
     cdf_points,
     completions_per_s,
-    event_tokens,
     in_flight,
     pareto_front,
     point_label,
     spans_decades,
     time_bins,
-    tokens_per_s,
+    token_shares,
+    tokens_per_s_chunked,
 )
 
 
@@ -81,11 +82,11 @@ def test_output_tokens_are_spread_over_their_events_and_add_up() -> None:
     offsets = np.array([0, 2, 3, 3, 5])  # 2 events, 1 event, none, 2 events
     output_lens = np.array([10, 4, 0, 6])
     ok = np.array([True, True, True, False])
-    tokens = event_tokens(offsets, output_lens, ok)
-    assert tokens.tolist() == [5.0, 5.0, 4.0, 0.0, 0.0]
+    shares = token_shares(offsets, output_lens, ok)
+    assert shares.tolist() == [5.0, 4.0, 0.0, 0.0]
     bins = time_bins(2.0, 4)
-    events = np.array([0.2, 1.5, 1.6, 0.1, 0.2])
-    assert tokens_per_s(events, tokens, bins).tolist() == [10.0, 0.0, 0.0, 18.0]
+    events = ArrayEvents(np.array([0.2, 1.5, 1.6, 0.1, 0.2]), offsets)
+    assert tokens_per_s_chunked(events, shares, bins).tolist() == [10.0, 0.0, 0.0, 18.0]
 
 
 def test_in_flight_is_the_time_weighted_mean_and_the_peak_of_each_bin() -> None:

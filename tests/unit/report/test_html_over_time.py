@@ -9,12 +9,14 @@ import dataclasses
 import html
 import math
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from report_runs import EVENTS, N, full_config, made_up_run
 from svg_charts import charts
 
+from loadgen.records.event_source import ArrayEvents
 from loadgen.records.server_series import MetricSeries
 from loadgen.report.html_campaign import slo_limit
 from loadgen.report.html_charts import (
@@ -27,10 +29,11 @@ from loadgen.report.html_charts import (
     over_time_figure,
     trade_off_figure,
 )
-from loadgen.report.html_figures import gap_instants, percentile_bands, time_bins
+from loadgen.report.html_figures import itl_bands, percentile_bands, time_bins
 from loadgen.report.html_report import ServerRecord, run_over_time, run_page
 from loadgen.report.html_server import counter_rate, server_panels, why_no_panels
 from loadgen.report.html_svg import Line, Panel, log_ticks, nice_ticks, number, svg
+from loadgen.report.metrics import gaps_of_chunk
 from loadgen.report.run_report import build_report
 from loadgen.report.settings import output_of, settings_of
 from loadgen.report.summarize import summarize
@@ -58,10 +61,31 @@ def test_percentile_bands_are_each_bin_s_own_percentiles() -> None:
 
 def test_each_gap_is_placed_at_its_later_token() -> None:
     event_s = np.array([0.0, 1.0, 3.0, 5.0, 6.0])
-    event_offsets = np.array([0, 3, 3, 5])  # 3 events, none (failed), 2 events
-    itl_offsets = np.array([0, 2, 2, 3])
-    np.testing.assert_array_equal(gap_instants(event_s, event_offsets, itl_offsets), [1, 3, 6])
-    assert len(gap_instants(np.zeros(1), np.array([0, 1]), np.array([0, 0]))) == 0
+    counts = np.array([3, 0, 2])  # 3 events, none (failed), 2 events
+    np.testing.assert_array_equal(gaps_of_chunk(event_s, counts, later=True), [1, 3, 6])
+    np.testing.assert_array_equal(gaps_of_chunk(event_s, counts), [1, 2, 1])
+    assert len(gaps_of_chunk(np.zeros(1), np.array([1]), later=True)) == 0
+
+
+def test_itl_bands_read_in_chunks_are_each_bin_s_percentiles() -> None:
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 30, 200)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    values = np.concatenate([np.sort(rng.random(c) * 10) for c in counts])
+    ok = rng.random(200) > 0.2
+    bins = time_bins(10.0, 7)
+    # The reference: every gap laid out, np.percentile of each bin's (percentile_bands).
+    owner_ok = np.repeat(ok, np.maximum(counts - 1, 0))
+    gaps = gaps_of_chunk(values, counts)[owner_ok]
+    at = gaps_of_chunk(values, counts, later=True)[owner_ok]
+    want = percentile_bands(at, 1e3 * gaps, bins)
+
+    class Small(ArrayEvents):  # chunks of a few events: many chunk boundaries
+        def chunks(self, max_events: int = 0) -> Iterator[tuple[int, int, np.ndarray]]:
+            return super().chunks(max_events=17)
+
+    got = itl_bands(Small(values, offsets), ok, bins)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_a_run_s_latency_bands_hold_its_latencies_in_the_bins_they_were_measured() -> None:

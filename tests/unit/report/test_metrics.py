@@ -71,7 +71,7 @@ def test_derive_timings_by_hand(hand):
     assert t.queue_s.tolist() == approx([0.0, 0.15, 0.2, 0.2])
     # gaps within each request only; the straddling gaps 0.50-0.25, 0.45-0.50 and 0.90-0.55
     # are dropped
-    assert t.itl_s.tolist() == approx([0.05, 0.10, 0.10, 0.40, 0.05, 0.25])
+    assert t.itl_values().tolist() == approx([0.05, 0.10, 0.10, 0.40, 0.05, 0.25])
     assert t.itl_offsets.tolist() == [0, 2, 2, 3, 6]
     assert t.itls_of(0).tolist() == approx([0.05, 0.10])
     assert t.itls_of(1).tolist() == []
@@ -91,7 +91,7 @@ def test_derive_timings_empty_requests_at_edges():
     t = derive_timings(r)
     assert t.ttft_s.tolist() == approx([0.0, 0.5, 0.0])
     assert t.latency_s.tolist() == approx([0.0, 1.0, 0.0])
-    assert t.itl_s.tolist() == approx([0.5])
+    assert t.itl_values().tolist() == approx([0.5])
     assert t.itl_offsets.tolist() == [0, 0, 1, 1]
 
 
@@ -101,7 +101,7 @@ def test_derive_timings_without_any_event():
     assert t.ttft_s.tolist() == [0.0, 0.0]
     assert t.latency_s.tolist() == [0.0, 0.0]
     assert t.queue_s.tolist() == approx([0.5, 0.5])
-    assert len(t.itl_s) == 0
+    assert len(t.itl_values()) == 0
     assert t.itl_offsets.tolist() == [0, 0, 0]
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from report_runs import N, full_config, made_up_run
 
+from loadgen.records.event_source import materialized
 from loadgen.records.model import RunRecords
 from loadgen.report.campaign_summary import summary_metrics
 from loadgen.report.exports import COLUMNS, STEADY_COLUMN, request_rows, write_csv
@@ -82,10 +83,14 @@ def test_requests_the_deadline_left_unsent_are_no_part_of_the_run() -> None:
     assert kept.records["index"].tolist() == list(range(N - 2))
     assert kept.records["sent_ns"].tolist() == np.delete(run.records["sent_ns"], [3, 7]).tolist()
     assert kept.errors == {}
-    # request 4 is now request 3, its events with it
-    assert kept.event_ns[kept.event_offsets[3] : kept.event_offsets[4]].tolist() == (
+    # request 4 is now request 3, its events with it (read in chunks of a few events)
+    kept_ns, kept_offsets = materialized(kept.event_source)
+    assert kept_offsets.tolist() == kept.event_offsets.tolist()
+    assert kept_ns[kept_offsets[3] : kept_offsets[4]].tolist() == (
         run.event_ns[run.event_offsets[4] : run.event_offsets[5]].tolist()
     )
+    small = [values.tolist() for _, _, values in kept.event_source.chunks(max_events=3)]
+    assert [t for chunk in small for t in chunk] == kept_ns.tolist()
     summary = summarize(settings_of(config), cut)
     assert (summary.totals.completed, summary.totals.failed) == (N - 2, 0)
     bound = summary.time_bound

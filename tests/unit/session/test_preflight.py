@@ -393,6 +393,7 @@ def test_records_that_cannot_be_renamed_keep_their_name(terminal, monkeypatch, c
     class Finished:
         path = "/results/run-date1.records.arrow"
         failure = None
+        temporary = False
 
         def finish(self, collected, end) -> None:
             pass

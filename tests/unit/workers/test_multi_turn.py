@@ -16,6 +16,7 @@ from loadgen.datasets.conversations import (
     turn_counts,
 )
 from loadgen.payloads import turn_bodies
+from loadgen.records.event_source import ArrayEvents
 from loadgen.records.turns import intended_ns
 from loadgen.report.conversations import conversation_figures, conversation_lines
 from loadgen.report.metrics import Timings
@@ -137,7 +138,7 @@ def test_each_turn_index_and_each_conversation_has_its_figures() -> None:
     run.turn = np.array([0, 1, 0, 1, 0])
     timings = Timings(
         np.array([0.001, 0.002, 0.001, 0.0, 0.003]), np.array([0.05, 0.08, 0.06, 0, 0.04]),
-        np.zeros(5), np.zeros(0), np.zeros(6, np.int64),
+        np.zeros(5), np.zeros(6, np.int64), ArrayEvents(np.zeros(0), np.zeros(6, np.int64)),
     )  # fmt: skip
     figures = conversation_figures(run, timings)
     assert figures is not None
@@ -164,8 +165,8 @@ def test_a_turn_that_no_conversation_completed_has_no_figures() -> None:
     run.records, run.conversation, run.turn = records, np.array([0, 0]), np.array([0, 1])
     run.errors = {1: "HTTP 500 Internal Server Error: x"}
     timings = Timings(
-        np.array([0.001, 0.0]), np.array([0.05, 0.0]), np.zeros(2), np.zeros(0),
-        np.zeros(3, np.int64),
+        np.array([0.001, 0.0]), np.array([0.05, 0.0]), np.zeros(2), np.zeros(3, np.int64),
+        ArrayEvents(np.zeros(0), np.zeros(3, np.int64)),
     )  # fmt: skip
     figures = conversation_figures(run, timings)
     assert figures is not None and (figures["completed"], figures["failed"]) == (0, 1)

@@ -89,7 +89,14 @@ VALID = [  # one conforming message of every kind, and who sends it
     (Kind.PROGRESS, {"events": 12, "released": 3}, 0, True),
     (
         Kind.DONE,
-        {"cpu_ns": 1, "wall_ns": 2, "connections": {}, "block_waits": 0, "block_wait_ns": 0},
+        {
+            "cpu_ns": 1,
+            "wall_ns": 2,
+            "connections": {},
+            "block_waits": 0,
+            "block_wait_ns": 0,
+            "topups": 0,
+        },
         1,
         True,
     ),

@@ -1,0 +1,106 @@
+"""A run's token events as every report reads them: in request order, a bounded chunk of
+requests at a time (``EventSource``), wherever they are held.
+
+The run's records file holds them (loadgen/records/events.py's ``RequestOrderEvents``); a test
+or a benchmark may hold them in arrays (``ArrayEvents``). ``ScaledEvents`` turns ns into s a
+chunk at a time and ``PickedEvents`` keeps some requests, so no view lays them all out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+import numpy as np
+
+CHUNK_EVENTS = 1 << 20  # the events a chunk of requests holds at most (one request may hold more)
+
+
+class EventSource(Protocol):
+    """A run's token events, read in request order a bounded chunk of requests at a time: the
+    one way the report reads them (the run's records file, or arrays a test holds)."""
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Each request's number of events (int64 [N])."""
+        ...
+
+    def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(first request, end request, their events request-major) for consecutive runs of
+        requests of at most ``max_events`` events (or one request, if it alone has more)."""
+        ...
+
+
+def chunk_ends(counts: np.ndarray, max_events: int) -> Iterator[tuple[int, int]]:
+    """(first, end) of consecutive runs of requests of at most ``max_events`` events each (one
+    request alone where it has more)."""
+    n = len(counts)
+    ends = np.cumsum(counts)
+    first = 0
+    while first < n:
+        base = int(ends[first - 1]) if first else 0
+        end = int(np.searchsorted(ends, base + max_events, side="right"))
+        end = min(max(end, first + 1), n)
+        yield first, end
+        first = end
+
+
+class ArrayEvents:
+    """Events held in memory, request-major (request i's at values[offsets[i]:offsets[i+1]]):
+    runs made up by tests and benchmarks, and a run whose coordinator kept its events."""
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray) -> None:
+        self.values = values
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.counts = np.diff(self.offsets) if len(self.offsets) else np.zeros(0, np.int64)
+
+    def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
+        """As ``EventSource.chunks``: slices of the arrays."""
+        for first, end in chunk_ends(self.counts, max_events):
+            yield first, end, self.values[self.offsets[first] : self.offsets[end]]
+
+
+class ScaledEvents:
+    """Another source's events divided by ``divisor`` (ns to s: 1e9), a chunk at a time: each
+    value is the one ``values / divisor`` gives on the whole array."""
+
+    def __init__(self, source: EventSource, divisor: float) -> None:
+        self.source = source
+        self.divisor = divisor
+        self.counts = source.counts
+
+    def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
+        """As ``EventSource.chunks``, each chunk divided."""
+        for first, end, values in self.source.chunks(max_events):
+            yield first, end, values / self.divisor
+
+
+class PickedEvents:
+    """The events of the requests ``keep`` picks of another source, renumbered in order (the
+    kept requests are 0, 1, ...)."""
+
+    def __init__(self, source: EventSource, keep: np.ndarray) -> None:
+        self.source = source
+        self.keep = np.asarray(keep, dtype=bool)
+        self.counts = source.counts[self.keep]
+        self._before = np.concatenate(([0], np.cumsum(self.keep))).astype(np.int64)
+
+    def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
+        """As ``EventSource.chunks``: each of the source's chunks, its unkept requests left out
+        (a chunk holds at most as many events as the source's)."""
+        for first, end, values in self.source.chunks(max_events):
+            new_first, new_end = int(self._before[first]), int(self._before[end])
+            if new_end > new_first:
+                keep = self.keep[first:end]
+                yield new_first, new_end, values[np.repeat(keep, self.source.counts[first:end])]
+
+
+def materialized(source: EventSource) -> tuple[np.ndarray, np.ndarray]:
+    """The source's events and offsets laid out whole in memory (request i's at
+    values[offsets[i]:offsets[i+1]]): for the views that hold every event by definition
+    (--save-detailed's per-request ITL lists, --plot-timeline) and for tests."""
+    counts = np.asarray(source.counts, dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    parts = [values for _, _, values in source.chunks()]
+    values = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return values, offsets

@@ -1,0 +1,176 @@
+"""The report reads a run's token events from its records file a bounded chunk of requests at a
+time (loadgen/records/events.py); every view it renders is byte-identical to the one the
+in-memory computation (tests/report_reference.py: every event laid out whole, numpy over the
+whole arrays) renders from the same file: the result JSON (--save-detailed's per-request ITLs
+included), the console summary and the per-request rows. Several made-up runs, their batches
+written out of order as workers send them, read in chunks of a few dozen events."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from report_reference import reference_summary
+from report_runs import full_config, start_and_end
+
+from loadgen.records.arrow_file import RecordsWriter
+from loadgen.records.collected import Collected
+from loadgen.records.event_source import EventSource, materialized
+from loadgen.records.events import RequestOrderEvents
+from loadgen.records.read import read_records
+from loadgen.report.exports import request_rows
+from loadgen.report.result_json import result_json
+from loadgen.report.settings import settings_of
+from loadgen.report.summarize import summarize
+from loadgen.report.summary import console_lines
+from workers.protocol import RECORD_DTYPE
+
+CONFIG = full_config(metric_percentiles="25,50,90,99,99.9", save_detailed=True)
+STEADY = dataclasses.replace(CONFIG, warmup_s=0.3, cooldown_s=0.3)
+DATE = "20261206-000000"
+
+
+class SmallChunks:
+    """A source's events in chunks of at most ``size`` events (one request alone where it
+    has more), whatever size a reader asks for: many chunk boundaries in a small run."""
+
+    def __init__(self, source: EventSource, size: int) -> None:
+        self.source, self.size = source, size
+        self.counts = source.counts
+
+    def chunks(self, max_events: int = 0) -> Iterator[tuple[int, int, np.ndarray]]:
+        return self.source.chunks(self.size)
+
+
+def write_made_up_run(path: Path, seed: int) -> int:
+    """A run of a few hundred requests, 0 to 80 token events each (gaps of 0 to 30 ms, ties
+    included), one in ten failed after some events, in batches of 1 to 40 requests sent by
+    two workers in random order; its number of requests."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 400))
+    records = np.zeros(n, dtype=RECORD_DTYPE)
+    records["index"] = np.arange(n)
+    records["released_ns"] = np.sort(rng.integers(0, 2_000_000_000, n))
+    records["sent_ns"] = records["released_ns"] + rng.integers(0, 5_000_000, n)
+    records["n_events"] = rng.integers(0, 80, n)
+    records["status"] = 200
+    records["success"] = rng.random(n) > 0.1
+    records["prompt_tokens"] = 30
+    records["completion_tokens"] = records["n_events"]
+    records["server_queue_s"] = np.nan
+    records["server_ttft_s"] = np.nan
+    events = []
+    for i in range(n):
+        gaps = rng.choice([0, 1_000, 999_999, 30_000_000], records["n_events"][i]) + rng.integers(
+            0, 20_000_000, records["n_events"][i]
+        )
+        events.append(records["sent_ns"][i] + 5_000_000 + np.cumsum(gaps))
+    records["end_ns"] = [
+        e[-1] + 1000 if len(e) else s for e, s in zip(events, records["sent_ns"], strict=True)
+    ]
+    start, end = start_and_end(CONFIG, records)
+    start = dataclasses.replace(start, num_requests=n)
+    end = dataclasses.replace(end, output_lens=np.where(records["success"], records["n_events"], 0))
+    writer = RecordsWriter(
+        str(path), start, np.arange(n, dtype=np.int64), np.full(n, 29), np.ones(n), None
+    )
+    writer.start(start.t0_ns, start.t0_wall, start.connections)
+    order = rng.permutation(n)
+    cuts = np.cumsum(rng.integers(1, 40, n))
+    for w, batch in enumerate(np.split(order, cuts[cuts < n])):
+        rows = records[batch]
+        flat = np.concatenate([events[i] for i in batch]).astype(np.int64)
+        writer.write(w % 2, rows, flat, {}, {})
+    collected = Collected(
+        records=records,
+        event_ns=np.zeros(0, np.int64),
+        event_offsets=np.zeros(0, np.int64),
+        errors={},
+        texts={},
+        t0_ns=start.t0_ns,
+        connections=start.connections,
+        worker=np.zeros(n, np.int16),
+    )
+    writer.finish(collected, end)
+    assert writer.failure is None
+    return n
+
+
+@pytest.mark.parametrize("config", [CONFIG, STEADY], ids=["paced", "steady-window"])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_every_view_from_chunks_is_byte_identical_to_the_in_memory_one(
+    tmp_path: Path, seed: int, config: object
+) -> None:
+    path = tmp_path / "run.records.arrow"
+    write_made_up_run(path, seed)
+    settings = settings_of(config)
+    run = read_records(str(path))
+    assert isinstance(run.events, RequestOrderEvents)  # the events stay in the file
+    assert len(run.event_ns) == 0
+    run = dataclasses.replace(run, events=SmallChunks(run.event_source, 37))
+    chunked = summarize(settings, run)
+    reference = reference_summary(settings, run)
+    chunked_json = json.dumps(result_json(chunked, DATE))
+    assert chunked_json == json.dumps(result_json(reference, DATE))
+    assert console_lines(chunked) == console_lines(reference)
+    assert request_rows(chunked, "r-") == request_rows(reference, "r-")
+    # The figures are real: ITLs were read, and a steady window counted some of them.
+    assert chunked.latencies["itl"].percentiles_ms[0][1] > 0
+    assert len(json.loads(chunked_json)["itls"]) == run.num_requests
+    if chunked.steady is not None:
+        assert chunked.steady.metrics["median_itl_ms"] > 0
+
+
+def test_chunks_hold_each_requests_events_in_request_order(tmp_path: Path) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 9)
+    run = read_records(str(path))
+    events = RequestOrderEvents(str(path), n, cache_batches=1)
+    assert events.offsets.tolist() == run.event_offsets.tolist()
+    pieces = list(events.chunks(max_events=100))
+    assert len(pieces) > 10 and pieces[-1][1] == n
+    whole, _ = materialized(run.event_source)
+    assert np.concatenate([p[2] for p in pieces]).tolist() == whole.tolist()
+
+
+def test_a_second_pass_reads_the_spilled_events_and_a_failed_spill_decodes_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 4)
+    events = RequestOrderEvents(str(path), n, cache_batches=2, spill_dir=str(tmp_path))
+    first = [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)]
+    assert events._spilled is not None  # the whole pass was written out
+    monkeypatch.setattr(events, "_gather", None)  # a second pass no longer decodes batches
+    assert [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)] == first
+    monkeypatch.undo()
+
+    # A spill that cannot be written (read-only here, as a full disk refuses it), or made.
+    (tmp_path / "ro").write_bytes(b"")
+    other = RequestOrderEvents(str(path), n)
+    monkeypatch.setattr(other, "_spill_file", lambda: open(tmp_path / "ro", "rb"))  # noqa: SIM115
+    assert [(a, b, v.tolist()) for a, b, v in other.chunks(max_events=50)] == first
+    assert other._spilled is None
+    nowhere = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path / "missing"))
+    assert [(a, b, v.tolist()) for a, b, v in nowhere.chunks(max_events=50)] == first
+    assert nowhere._spilled is None
+
+
+def test_events_follow_their_file_and_say_when_it_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 6)
+    events = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path))
+    whole = [v.tolist() for _, _, v in events.chunks()]
+    moved = tmp_path / "final.records.arrow"
+    path.rename(moved)
+    events.moved_to(str(moved))  # the run gave the file the result's name
+    assert events._spilled is None  # let go: this pass decodes the file at its new name
+    assert [v.tolist() for _, _, v in events.chunks()] == whole
+    events = RequestOrderEvents(str(moved), n, cache_batches=1)
+    events.moved_to(None)  # a temporary file, removed at the run's end
+    with pytest.raises(FileNotFoundError, match="temporary records file"):
+        list(events.chunks(max_events=10))
