@@ -137,6 +137,17 @@ def test_an_endpoint_that_hangs_at_the_end_costs_a_note_and_the_bound(
     assert mocks and all(len(s.t_ns) == 2 for s in mocks)  # the mock's own, its final included
 
 
+def test_a_server_without_metrics_is_not_scraped_nor_noted(tmp_path: Path) -> None:
+    # The mock's last personality: an OpenAI-like API (a key required) with no /metrics (404).
+    run = run_against_mock(
+        *SHORT, "--save-result", "--result-dir", str(tmp_path),
+        "--header", "Authorization=Bearer sk-test", mock_args=("--personality", "openai"),
+    )  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
+    assert "server metrics" not in (run.proc.stdout + run.proc.stderr).lower()
+    assert records_of(tmp_path).server_metrics is None
+
+
 def test_no_server_metrics_scrapes_nothing(tmp_path: Path) -> None:
     run = run_against_mock(
         *SHORT, "--no-server-metrics", "--save-result", "--result-dir", str(tmp_path)
