@@ -91,7 +91,7 @@ class Scraper:
         except asyncio.TimeoutError:
             problem = f"{self.url}: no page within {FINAL_TIMEOUT_S:g} s at the run's end"
         if problem:
-            self._note(problem)
+            self._note(problem, "its series end at the scrape before")
         self.flush()
 
     async def scrape_once(self, t0_ns: int, timeout_s: float | None = None) -> str | None:
@@ -134,10 +134,10 @@ class Scraper:
         if self.sink is not None:
             self.sink(chunk)
 
-    def _note(self, problem: str) -> None:
+    def _note(self, problem: str, then: str = "the run goes on, scraping less often") -> None:
         if not self.noted:
             self.noted = True
-            log.warning(f"warning: server metrics: {problem}; the run goes on, scraping less often")
+            log.warning(f"warning: server metrics: {problem}; {then}")
 
 
 class Scrapers:
