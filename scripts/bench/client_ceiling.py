@@ -640,7 +640,11 @@ def measure(args: argparse.Namespace, clients: list[Client]) -> None:
         with nginx_server(args.nginx, prefix, port) as nginx:
             print(f"nginx on 127.0.0.1:{port}, tokenizer {tokenizer}\n{HEADER}", flush=True)
             for rep in range(args.repeat):  # repetitions outermost: noise spreads over all
-                for shape, concurrency, client in product(args.shape, args.concurrency, clients):
+                # Every other repetition runs the clients in reverse order (AB BA ...): a drift
+                # along a repetition (the last run's files written back meanwhile, the rest
+                # of a shared machine) falls on each client alike.
+                order = clients if rep % 2 == 0 else clients[::-1]
+                for shape, concurrency, client in product(args.shape, args.concurrency, order):
                     m = run_client(
                         client, shape, concurrency, rep, args, port, tokenizer, nginx, out_dir
                     )
