@@ -75,7 +75,7 @@ class Scraper:
                     break  # the note said so
             ahead_s = max(t0_ns - time.perf_counter_ns(), 0) / 1e9  # the next one is from t0
             wait_s = ahead_s + self.interval_s * min(2**failures, MAX_BACKOFF)
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait_s)
         self.flush()
 
