@@ -84,9 +84,9 @@ class Scraper:
         within FINAL_TIMEOUT_S: a page that does not come by then costs the note, not the run."""
         if self.gave_up:
             return
-        try:
+        try:  # the client's deadline comes later: this one bounds it, and says why
             problem = await asyncio.wait_for(
-                self.scrape_once(t0_ns, FINAL_TIMEOUT_S), FINAL_TIMEOUT_S
+                self.scrape_once(t0_ns, 2 * FINAL_TIMEOUT_S), FINAL_TIMEOUT_S
             )
         except asyncio.TimeoutError:
             problem = f"{self.url}: no page within {FINAL_TIMEOUT_S:g} s at the run's end"

@@ -133,7 +133,7 @@ def test_first_scrape_before_t0_and_a_final_one_after_the_stop() -> None:
     (generated,) = series
     assert generated.name == "generation_tokens" and list(generated.values) == [0.0, 10.0]
     _, kwargs = client.sent[1]
-    assert kwargs["timeout_s"] == scraping.FINAL_TIMEOUT_S
+    assert kwargs["timeout_s"] > scraping.FINAL_TIMEOUT_S  # the wait's bound says why
 
 
 def test_the_scrape_after_the_first_is_an_interval_after_t0() -> None:
