@@ -5,11 +5,11 @@ first scrape at once, when t0 is set (just before it: the fleet sets t0 a little
 every ``interval_s`` from t0 it GETs the page (bounded in time by ``timeout_s``, shorter than
 the interval, and in size by ``MAX_PAGE_BYTES``), parses it in a thread
 (``metric_names.parse_page``) and keeps the samples, stamped with the middle of the request on
-the run's clock (ns after t0). When the run's last request has ended, ``Scrapers.stop`` takes
-one last scrape of each URL (all at once, bounded by ``FINAL_TIMEOUT_S``), so that a counter's
-growth from the first sample to the last covers the whole run. Every ``CHUNK_SCRAPES``
-scrapes, and at the end, the samples go to the records file as a chunk
-(loadgen/records/server_series.py).
+the run's clock (ns after t0; the first, read before t0, at 0). When the run's last request has
+ended, ``Scrapers.stop`` takes one last scrape of each URL (all at once, bounded by
+``FINAL_TIMEOUT_S``), so that a counter's growth from the first sample to the last covers the
+whole run. Every ``CHUNK_SCRAPES`` scrapes, and at the end, the samples go to the records file
+as a chunk (loadgen/records/server_series.py).
 
 Never in the way: a page that is slow, missing, too big or not Prometheus text costs one note
 per URL, then the interval doubles (up to ``MAX_BACKOFF`` times); after ``MAX_FAILURES``
@@ -103,7 +103,10 @@ class Scraper:
             )
         except ServerError as exc:
             return str(exc)
-        mid_ns = (answer.sent_ns + answer.ended_ns) // 2 - t0_ns
+        # The first scrape, read before t0 while nothing of the run has been sent, holds at
+        # t0: stamped 0, it is inside the run's span (a run shorter than the interval keeps
+        # one sample on the report's server panels).
+        mid_ns = max((answer.sent_ns + answer.ended_ns) // 2 - t0_ns, 0)
         text = answer.body.decode("utf-8", "replace")
         try:
             page = await asyncio.to_thread(parse_page, text)

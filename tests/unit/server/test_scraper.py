@@ -24,9 +24,11 @@ class FakeClient:
     def __init__(self, pages: list[Any]) -> None:
         self.pages = pages
         self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.sent_ns: list[int] = []
 
     async def send(self, method: str, url: str, **kwargs: Any) -> Answer:
         self.sent.append((url, kwargs))
+        self.sent_ns.append(time.perf_counter_ns())
         page = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
         if isinstance(page, Exception):
             raise page
@@ -129,7 +131,7 @@ def test_first_scrape_before_t0_and_a_final_one_after_the_stop() -> None:
     # Two scrapes in a run shorter than the interval: at once (before t0) and at the stop.
     assert len(client.sent) == 2
     first, last = scraper.t_ns
-    assert first < 0 and last >= stopped - t0
+    assert first == 0 and last >= stopped - t0  # read before t0, it holds at t0
     (generated,) = series
     assert generated.name == "generation_tokens" and list(generated.values) == [0.0, 10.0]
     _, kwargs = client.sent[1]
@@ -139,8 +141,10 @@ def test_first_scrape_before_t0_and_a_final_one_after_the_stop() -> None:
 def test_the_scrape_after_the_first_is_an_interval_after_t0() -> None:
     client = CountingClient()
     scraper = Scraper(client, URL, interval_s=0.1, sink=None)  # type: ignore[arg-type]
-    run_then_stop(Scrapers([scraper]), t0_ahead_s=0.05, seconds=0.15)
-    assert scraper.t_ns[0] < 0 and scraper.t_ns[1] >= 100_000_000
+    t0, _, _ = run_then_stop(Scrapers([scraper]), t0_ahead_s=0.05, seconds=0.15)
+    # The first sent before t0 (stamped 0), the next an interval after t0, not after the first.
+    assert client.sent_ns[0] < t0 and client.sent_ns[1] >= t0 + 100_000_000
+    assert scraper.t_ns[0] == 0 and scraper.t_ns[1] >= 100_000_000
 
 
 def test_final_scrapes_that_hang_add_at_most_the_bound(
