@@ -9,7 +9,8 @@ prometheus_client's parser (``text_string_to_metric_families``); a page it refus
   labels kept (a DCGM series keeps only ``gpu``);
 - every other sample keeps its own name and labels, except histogram buckets and the
   ``_created`` timestamps prometheus_client's servers add (the ``_sum`` and ``_count`` stay;
-  any sample named ``*_bucket`` or ``*_created`` is left out before the page is parsed);
+  any sample named ``*_bucket`` or ``*_created`` is left out before the page is parsed, and so
+  are the ``# HELP`` lines);
 - at most ``max_series`` samples per page (the common ones first); ``dropped`` says how many
   were left out.
 
@@ -112,11 +113,15 @@ def parse_page(text: str, max_series: int = MAX_SERIES) -> Page:
 
 
 def _unparsed_left_out(text: str) -> str:
-    """The page less its ``_bucket`` and ``_created`` sample lines, which are not kept: two
-    thirds of a vLLM page, and the parser costs about 10 us a line."""
+    """The page less what is not kept: its ``_bucket`` and ``_created`` sample lines (two
+    thirds of a vLLM page; the parser costs about 10 us a line) and its ``# HELP`` lines (the
+    parser reads their text a character at a time: a quarter of the rest's cost)."""
     kept = []
     for line in text.split("\n"):
-        if not line.startswith("#"):
+        if line.startswith("#"):
+            if line.startswith("# HELP"):
+                continue
+        else:
             name = line.split("{", 1)[0].split(" ", 1)[0]
             if name.endswith(("_bucket", "_created")):
                 continue

@@ -114,7 +114,7 @@ async def run_probes(
             results.failures += 1
         else:
             results.latencies_s.append(latency_s)
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_s)
     return results
 

@@ -120,6 +120,7 @@ class Measurement:
     total_us_per_event: float  # getrusage(RUSAGE_CHILDREN) over the whole client process
     steady_us_per_event: float  # psutil, client tree, measured phase only
     steady_cpu_pct: float  # client tree CPU in the measured phase, % of one core
+    coordinator_cpu_pct: float  # of it, the client's main process (loadgen's coordinator)
     nginx_cpu_pct: float  # nginx worker CPU in the measured phase, % of one core
     nginx_us_per_event: float
     other_cpu_pct: float  # the rest of the machine in the measured phase (steal included)
@@ -134,6 +135,7 @@ class Sample(NamedTuple):
     requests: int  # nginx's request counter, this script's own status polls excluded
     nginx: float  # nginx worker CPU seconds
     client: float  # client tree CPU seconds (exited processes at their last sampled value)
+    coordinator: float  # the client's main process's CPU seconds (loadgen's coordinator)
     other: float  # the rest of the machine (this script excluded) plus hypervisor steal
 
 
@@ -167,14 +169,19 @@ class Sampler(PeriodicSampler):
         self.status = status
         self.nginx = nginx
         self.client = ProcessTreeCpu(client_pid)
+        self.coordinator = psutil.Process(client_pid)
+        self.coordinator_s = 0.0  # its last value, kept once it has exited
         self.samples: list[Sample] = []
         super().__init__(SAMPLE_S, self._sample)
 
     def _sample(self) -> None:
         requests = self.status.requests()
         nginx, client = cpu_seconds(self.nginx), self.client.seconds()
+        with suppress(psutil.Error):
+            self.coordinator_s = cpu_seconds(self.coordinator)
         other = other_cpu_seconds(nginx, client)
-        self.samples.append(Sample(time.monotonic(), requests, nginx, client, other))
+        sample = Sample(time.monotonic(), requests, nginx, client, self.coordinator_s, other)
+        self.samples.append(sample)
 
     def measured_phase(self) -> tuple[Sample, Sample] | None:
         """First and last sample around the longest stretch of periods with client traffic.
@@ -336,6 +343,7 @@ def run_client(
         total_us_per_event=1e6 * total_cpu / events,
         steady_us_per_event=1e6 * (last.client - first.client) / phase_events,
         steady_cpu_pct=100 * (last.client - first.client) / span,
+        coordinator_cpu_pct=100 * (last.coordinator - first.coordinator) / span,
         nginx_cpu_pct=100 * (last.nginx - first.nginx) / span,
         nginx_us_per_event=1e6 * (last.nginx - first.nginx) / phase_events,
         other_cpu_pct=max(100 * (last.other - first.other) / span, 0.0),  # tick rounding
@@ -353,7 +361,7 @@ def median(runs: list[Measurement]) -> Measurement:
 HEADER = (
     f"{'client':<17}{'shape':>17}{'conc':>5}{'wall s':>7}{'dur s':>6}{'ok':>6}{'fail':>5}"
     f"{'req/s':>8}{'events/s':>10}{'cli µs/ev':>10}{'steady µs/ev':>13}{'cli CPU%':>9}"
-    f"{'nginx CPU%':>11}{'nginx µs/ev':>12}{'other%':>7}{'TTFT ms':>9}{'tok/req':>8}"
+    f"{'coord%':>7}{'nginx CPU%':>11}{'nginx µs/ev':>12}{'other%':>7}{'TTFT ms':>9}{'tok/req':>8}"
 )
 
 
@@ -363,7 +371,7 @@ def row(client: Client, shape: str, concurrency: int, m: Measurement) -> str:
         f"{client.name:<17}{shape:>17}{concurrency:>5}{m.wall_s:>7.1f}{m.duration_s:>6.2f}"
         f"{m.completed:>6.0f}{m.failed:>5.0f}{m.req_per_s:>8.0f}{m.events_per_s:>10.0f}"
         f"{m.total_us_per_event:>10.2f}{m.steady_us_per_event:>13.2f}{m.steady_cpu_pct:>9.0f}"
-        f"{m.nginx_cpu_pct:>11.0f}{m.nginx_us_per_event:>12.3f}{m.other_cpu_pct:>7.0f}"
+        f"{m.coordinator_cpu_pct:>7.1f}{m.nginx_cpu_pct:>11.0f}{m.nginx_us_per_event:>12.3f}{m.other_cpu_pct:>7.0f}"
         f"{m.mean_ttft_ms:>9.2f}{m.tokens_per_request:>8.1f}"
     )
 
@@ -379,6 +387,7 @@ steady µs/ev: the measured phase only. This script polls nginx's request counte
   sample before the first to the sample after the last period with >= {busy} requests at nginx
   (readiness probes and test requests excluded). Client CPU in that phase / (requests nginx
   served in it x {events} events). cli CPU% and nginx CPU% are over the same phase.
+coord%: of cli CPU%, loadgen's coordinator (the client's main process) alone, same phase.
 tok/req: output tokens the client counted per completed request ({events} by upstream's rule on
   every shape: usage where upstream reads it, else the re-tokenised text).
 nginx CPU%: its one worker process; near 100 % would mean the server, not the client, was the limit.
@@ -482,6 +491,12 @@ def parse_args() -> argparse.Namespace:
         "--scrape-interval", type=float, default=0.1, help="--scrape-cost's interval (s)"
     )
     parser.add_argument(
+        "--aa",
+        action="store_true",
+        help="also run each loadgen configuration a second time in each repetition (an A/A "
+        "pair) and print its ratios: the noise the other ratios are read against",
+    )
+    parser.add_argument(
         "--records-cost",
         action="store_true",
         help="also run each loadgen configuration with --no-save-records, and print the ratio",
@@ -505,6 +520,8 @@ def main() -> None:
     """Measure every client configuration against nginx and print the medians."""
     args = parse_args()
     clients = [Client(f"loadgen-w{w}", w) for w in args.workers]
+    if args.aa:  # the same configuration again, as a noise floor for the other ratios
+        clients += [Client(f"loadgen-w{w}-again", w) for w in args.workers]
     if args.records_cost:  # the same runs without the records file --save-result writes
         clients += [Client(f"loadgen-w{w}-norec", w, ("--no-save-records",)) for w in args.workers]
     if args.scrape_cost:  # the same runs scraping a vLLM-sized page (nginx's /metrics)
@@ -517,25 +534,63 @@ def main() -> None:
         if source is not None:
             ref = args.baseline
             clients += [Client(f"loadgen-w{w}@{ref}", w, source=source) for w in args.workers]
+            if args.scrape_cost:
+                clients += [
+                    Client(f"loadgen-w{w}-scrape@{ref}", w, scrape, source=source)
+                    for w in args.workers
+                ]
         measure(args, clients)
 
 
 def ratios(
-    medians: dict[Key, Measurement], args: argparse.Namespace, other: str, title: str
+    runs: dict[Key, list[Measurement]],
+    args: argparse.Namespace,
+    other: str,
+    title: str,
+    ours_suffix: str = "",
 ) -> list[str]:
-    """Each loadgen configuration over its variant named with the suffix ``other``: requests/s
-    and steady client CPU per event."""
+    """Each loadgen configuration (named with the suffix ``ours_suffix``) over its variant
+    named with the suffix ``other``: requests/s and steady client CPU per event, the ratio of
+    the medians and, run for run (repetition i of each, run one after the other), the median
+    ratio and its range: the spread an A/A pair (--aa) shows is this machine's noise."""
     lines = []
     for shape in args.shape:
         for concurrency in args.concurrency:
             for w in args.workers:
-                ours = medians[(f"loadgen-w{w}", shape, concurrency)]
-                theirs = medians[(f"loadgen-w{w}{other}", shape, concurrency)]
-                lines.append(
-                    f"{title}, {shape}, workers={w} c{concurrency}: req/s "
-                    f"{ours.req_per_s / theirs.req_per_s:.3f}, steady client CPU per event "
-                    f"{ours.steady_us_per_event / theirs.steady_us_per_event:.3f}"
-                )
+                ours = runs[(f"loadgen-w{w}{ours_suffix}", shape, concurrency)]
+                theirs = runs[(f"loadgen-w{w}{other}", shape, concurrency)]
+                parts = []
+                for field, label in (("req_per_s", "req/s"), ("steady_us_per_event", "CPU/ev")):
+                    mine = [getattr(m, field) for m in ours]
+                    their = [getattr(m, field) for m in theirs]
+                    pairs = sorted(a / b for a, b in zip(mine, their, strict=True))
+                    parts.append(
+                        f"{label} {statistics.median(mine) / statistics.median(their):.3f} "
+                        f"(run for run: median {statistics.median(pairs):.3f}, "
+                        f"{pairs[0]:.2f}-{pairs[-1]:.2f})"
+                    )
+                lines.append(f"{title}, {shape}, workers={w} c{concurrency}: {'; '.join(parts)}")
+    return lines
+
+
+def coordinator_per_scrape(
+    runs: dict[Key, list[Measurement]], args: argparse.Namespace
+) -> list[str]:
+    """The coordinator's CPU with and without scraping, and the difference per scrape: the
+    median of the run-for-run differences in its CPU (% of a core) times the interval."""
+    lines = []
+    for shape, concurrency, w in product(args.shape, args.concurrency, args.workers):
+        without = [m.coordinator_cpu_pct for m in runs[(f"loadgen-w{w}", shape, concurrency)]]
+        scraping = runs[(f"loadgen-w{w}-scrape", shape, concurrency)]
+        with_ = [m.coordinator_cpu_pct for m in scraping]
+        extra = statistics.median(b - a for a, b in zip(without, with_, strict=True))
+        alone, scraped = statistics.median(without), statistics.median(with_)
+        lines.append(
+            f"coordinator CPU, {shape}, workers={w} c{concurrency}: {alone:.1f} % of a core "
+            f"without scraping, {scraped:.1f} % scraping every "
+            f"{args.scrape_interval:g} s: {10 * extra * args.scrape_interval:+.2f} ms a scrape "
+            "(median of the run-for-run differences; scrape_cost.py measures one alone)"
+        )
     return lines
 
 
@@ -585,7 +640,11 @@ def measure(args: argparse.Namespace, clients: list[Client]) -> None:
         with nginx_server(args.nginx, prefix, port) as nginx:
             print(f"nginx on 127.0.0.1:{port}, tokenizer {tokenizer}\n{HEADER}", flush=True)
             for rep in range(args.repeat):  # repetitions outermost: noise spreads over all
-                for shape, concurrency, client in product(args.shape, args.concurrency, clients):
+                # Every other repetition runs the clients in reverse order (AB BA ...): a drift
+                # along a repetition (the last run's files written back meanwhile, the rest
+                # of a shared machine) falls on each client alike.
+                order = clients if rep % 2 == 0 else clients[::-1]
+                for shape, concurrency, client in product(args.shape, args.concurrency, order):
                     m = run_client(
                         client, shape, concurrency, rep, args, port, tokenizer, nginx, out_dir
                     )
@@ -601,12 +660,19 @@ def measure(args: argparse.Namespace, clients: list[Client]) -> None:
     notes = {"cpus": cpus, "sample_ms": 1000 * SAMPLE_S, "busy": MIN_BUSY_REQUESTS}
     print(NOTES.format(**notes, events=EVENTS, full=100 * cpus))
     print("\n".join(summary(medians, args, have_vllm)))
+    if args.aa:
+        print("\n".join(ratios(runs, args, "-again", "A/A (the same configuration twice)")))
     if args.records_cost:
-        print("\n".join(ratios(medians, args, "-norec", "with/without the records file")))
+        print("\n".join(ratios(runs, args, "-norec", "with/without the records file")))
     if args.scrape_cost:
-        print("\n".join(ratios(medians, args, "-scrape", "without/with scraping")))
+        print("\n".join(ratios(runs, args, "-scrape", "without/with scraping")))
+        print("\n".join(coordinator_per_scrape(runs, args)))
     if args.baseline:
-        print("\n".join(ratios(medians, args, f"@{args.baseline}", f"tree/{args.baseline}")))
+        ref = args.baseline
+        print("\n".join(ratios(runs, args, f"@{ref}", f"tree/{ref}")))
+        if args.scrape_cost:
+            title = f"tree/{ref}, both scraping"
+            print("\n".join(ratios(runs, args, f"-scrape@{ref}", title, "-scrape")))
     if args.json:
         dump = {
             f"{name} {shape} c{c}": [asdict(m) for m in ms] for (name, shape, c), ms in runs.items()

@@ -237,6 +237,19 @@ def series_run(
         )
     if not records.server_metrics:
         lines.append("  none (the records file has no server series)")
+    generated = [s for s in records.server_metrics or [] if s.name == "generation_tokens"]
+    if generated and records.end is not None:
+        # --ignore-eos: the server predicts exactly max_tokens per request (loadgen's own count
+        # re-tokenises the text, so it may differ by a token or two a request).
+        requests = len(records.records)
+        asked = requests * 4 * args.output_len
+        series = generated[0]
+        first_ms, last_ms = series.t_ns[0] / 1e6, series.t_ns[-1] / 1e6
+        lines.append(
+            f"generation_tokens grew by {series.values[-1] - series.values[0]:g} from the "
+            f"first scrape ({first_ms:+.1f} ms from t0) to the last ({last_ms:+.1f} ms); the "
+            f"run's {requests} requests asked {asked} (--ignore-eos)"
+        )
     names = sorted({n for n in port_metrics if n.startswith("llamacpp:")})
     unmapped = [n for n in names if n not in COMMON_NAMES]
     lines.append(f"llama.cpp's /metrics exports: {', '.join(names)}")

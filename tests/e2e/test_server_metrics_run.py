@@ -15,6 +15,7 @@ import pytest
 from helpers import asyncio_server, cli, run_against_mock, run_in_process
 
 import loadgen.server.scraper as scraper
+from loadgen.fleet.fanout import START_LEAD_NS
 from loadgen.records.model import RunRecords
 from loadgen.records.read import read_records
 
@@ -33,17 +34,21 @@ HUGE_BYTES = 200_000  # over the cap the tests set (scraper.MAX_PAGE_BYTES)
 @contextmanager
 def exporter(mode: str, seen: list[bytes] | None = None) -> Iterator[str]:
     """A Prometheus exporter on 127.0.0.1 that answers as ``mode`` says: a DCGM page, never
-    (slow), 404 (missing), a body over the cap (huge) or bytes that are no Prometheus text
-    (garbage); its /metrics URL. ``seen``: each request's head, as it came."""
+    (slow), the page once and then never (hangs-later), 404 (missing), a body over the cap
+    (huge) or bytes that are no Prometheus text (garbage); its /metrics URL. ``seen``: each
+    request's head, as it came."""
+    asked: list[bytes] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while head := await reader.readuntil(b"\r\n\r\n"):
+            asked.append(head)
             if seen is not None:
                 seen.append(head)
-            if mode == "slow":
+            if mode == "slow" or (mode == "hangs-later" and len(asked) > 1):
                 await asyncio.sleep(3600)
             status, body = {
                 "dcgm": (b"200 OK", DCGM_PAGE),
+                "hangs-later": (b"200 OK", DCGM_PAGE),
                 "missing": (b"404 Not Found", b"404 page not found\n"),
                 "huge": (b"200 OK", b"a_metric 1\n" * (HUGE_BYTES // 11 + 1)),
                 "garbage": (b"200 OK", b"\x00\xff{{{ not prometheus <html>\n" * 4),
@@ -88,6 +93,61 @@ def test_the_servers_series_are_in_the_records(tmp_path: Path, personality: str)
     # A counter only grows; the server counted the run's tokens (and the warm-up's) by its end.
     assert (generated.values[1:] >= generated.values[:-1]).all()
     assert generated.values[-1] <= records.end.output_lens.sum() + 8
+
+
+@pytest.mark.parametrize("personality", ["vllm", "sglang", "llamacpp", "tgi"])
+def test_the_counters_growth_over_the_series_is_the_whole_run(
+    tmp_path: Path, personality: str
+) -> None:
+    """A run shorter than one scrape interval has two scrapes, just before t0 (stamped 0) and
+    after its last request: the server's generation-token counter grew by the run's output
+    tokens. The mock's first tokens come 300 ms after t0, as a server's after its prefill: a
+    loaded machine may delay the first scrape past t0, not past them."""
+    run = run_against_mock(
+        "--num-prompts", "24", "--request-rate", "inf", "--max-concurrency", "8",
+        "--random-input-len", "16", "--random-output-len", "12", "--ignore-eos",
+        "--disable-tqdm", "--server-metrics-interval", "600", "--save-result", "--result-dir",
+        str(tmp_path), mock_args=("--personality", personality, "--ttft-ms", "300"), itl_ms=2,
+    )  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
+    records = records_of(tmp_path)
+    assert records.end is not None and (records.records["success"] == 1).all()
+    (generated,) = [s for s in records.server_metrics or [] if s.name == "generation_tokens"]
+    first, last = generated.t_ns
+    assert 0 <= first < START_LEAD_NS + 300_000_000
+    assert last >= int(records.records["end_ns"].max())
+    assert generated.values[-1] - generated.values[0] == records.end.output_lens.sum() == 24 * 12
+
+
+def test_an_endpoint_that_hangs_at_the_end_costs_a_note_and_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scraper, "FINAL_TIMEOUT_S", 0.3)
+    with exporter("hangs-later") as url:
+        proc = run_in_process(
+            "--mock", *SHORT[:-1], "600", "--telemetry-url", url, "--save-result",
+            "--result-dir", str(tmp_path),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notes = [line for line in (proc.stdout + proc.stderr).splitlines() if url in line]
+    assert len(notes) == 1 and "no page within 0.3 s at the run's end" in notes[0], notes
+    records = records_of(tmp_path)
+    gpu = [s for s in records.server_metrics or [] if s.source == url]
+    assert gpu and all(len(s.t_ns) == 1 for s in gpu)  # the scrape before t0, kept
+    # The mock's own series are there (whether its final scrape made the bound on a loaded
+    # machine is the unit tests' to check, with clients that answer when told).
+    assert [s for s in records.server_metrics or [] if s.source != url]
+
+
+def test_a_server_without_metrics_is_not_scraped_nor_noted(tmp_path: Path) -> None:
+    # The mock's last personality: an OpenAI-like API (a key required) with no /metrics (404).
+    run = run_against_mock(
+        *SHORT, "--save-result", "--result-dir", str(tmp_path),
+        "--header", "Authorization=Bearer sk-test", mock_args=("--personality", "openai"),
+    )  # fmt: skip
+    assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
+    assert "server metrics" not in (run.proc.stdout + run.proc.stderr).lower()
+    assert records_of(tmp_path).server_metrics is None
 
 
 def test_no_server_metrics_scrapes_nothing(tmp_path: Path) -> None:

@@ -185,6 +185,15 @@ def test_vllm_v1_maps_every_known_series_and_drops_buckets_and_created() -> None
     }
 
 
+def test_help_lines_are_not_parsed_whatever_they_say() -> None:
+    # Left out before the parse: the same samples with or without them, even with a HELP
+    # the parser would stumble on (an escape it does not know, a line that is not a name).
+    without_help = "\n".join(line for line in VLLM_V1.split("\n") if not line.startswith("# HELP"))
+    odd = VLLM_V1.replace("# HELP vllm:num_requests_running", '# HELP \\q {x="\n# HELP')
+    expected = parse_page(without_help).samples
+    assert expected and parse_page(VLLM_V1).samples == expected == parse_page(odd).samples
+
+
 def test_vllm_v0_names_map_to_the_same_common_names() -> None:
     labels = (("model_name", "m"),)
     assert parse_page(VLLM_V0).samples == {
