@@ -8,7 +8,11 @@
 - **prefix-cache hit rate**: the growth of the hits counter over that of the lookups (vLLM's
   queries), or, where the server counts no lookups, of its prompt tokens (SGLang's).
 
-A series the server did not export gives no figure (None), never 0. Several label sets of one
+The gauges' figures (KV cache, waiting) count the scrapes taken while the run went (after t0,
+up to its last request's end): the scrape at t0 and the final one after the run find an idle
+server, and would dilute a short run's means. The counters' growth counts every scrape, those
+two included: their difference is the whole run's. A series the server did not export gives
+no figure (None), never 0. Several label sets of one
 name (a server with several engines) are one series: summed per scrape for counts and
 counters, averaged for the KV cache. Pure functions of the series.
 """
@@ -42,17 +46,21 @@ class ServerFigures:
 
 
 def server_figures(
-    series: Sequence[MetricSeries] | None, window_s: tuple[float, float] | None = None
+    series: Sequence[MetricSeries] | None,
+    window_s: tuple[float, float] | None = None,
+    run_s: float | None = None,
 ) -> ServerFigures | None:
     """The figures of a run's scraped series (None when none was scraped or none of them is a
     known server series); ``window_s``: only the scrapes from its start to its end (s after
-    t0), a campaign's steady window."""
+    t0), a campaign's steady window; ``run_s``: the run's length, the gauges' scrapes those
+    after t0 up to it (module docstring)."""
     if not series:
         return None
     if window_s is not None:
         series = [_within(s, *window_s) for s in series]
-    kv = _per_scrape(series, "kv_cache_usage", mean=True)
-    waiting = _per_scrape(series, "requests_waiting", mean=False)
+    during = series if run_s is None else [_within(s, 1e-9, run_s) for s in series]
+    kv = _per_scrape(during, "kv_cache_usage", mean=True)
+    waiting = _per_scrape(during, "requests_waiting", mean=False)
     figures = ServerFigures(
         kv_cache_usage_mean=None if kv is None else 100.0 * float(kv.mean()),
         kv_cache_usage_peak=None if kv is None else 100.0 * float(kv.max()),

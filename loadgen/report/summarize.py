@@ -172,7 +172,7 @@ def with_server(summary: RunSummary, series: list[MetricSeries] | None) -> RunSu
     after the client's verdict, and the series; the same summary when none was scraped."""
     if not series:
         return summary
-    keys = figure_keys(server_figures(series))
+    keys = figure_keys(server_figures(series, run_s=summary.totals.duration))
     steady = summary.steady
     if steady is not None:
         window = steady.window

@@ -85,13 +85,16 @@ def test_the_summary_carries_them_to_the_json_and_the_verdict() -> None:
     summary = summarize(settings_of(cfg), made_up_run(cfg, server=True))
     totals = summary.totals
     assert (totals.server_kv_cache_peak_pct, totals.server_waiting_peak) == (95.0, 3.0)
-    assert (totals.server_queued_pct, totals.server_preemptions) == (40.0, 2.0)
+    # the gauges count the scrapes during the run (40, 80 and 120 ms: not the one at t0 nor the
+    # one after its end at 160 ms), the counters every scrape
+    assert totals.server_queued_pct == pytest.approx(200 / 3) and totals.server_preemptions == 2.0
+    assert totals.server_kv_cache_mean_pct == pytest.approx((50 + 95 + 60) / 3)
     server = result_json(summary, "d")["loadgen"]["server"]
     assert server["server_prefix_cache_hit_rate"] == pytest.approx(25.0)
     assert "server_kv_cache_peak_pct" not in result_json(summary, "d")  # not upstream's keys
     verdict = summary.client.verdict
     assert verdict.endswith(
-        " | server: it queued requests for 40 % of the run (up to 3 waiting), and TTFT counts "
+        " | server: it queued requests for 67 % of the run (up to 3 waiting), and TTFT counts "
         "that wait; its KV cache peaked at 95 % and it preempted 2 requests, which redo "
         "their prefill"
     )
