@@ -289,7 +289,7 @@ def test_ctrl_c_under_tee_still_writes_the_result(tmp_path: Path) -> None:
 
 
 def test_a_run_whose_first_requests_all_fail_alike_stops_with_the_fix(tmp_path: Path) -> None:
-    common = ["--model", "no-such-model", "--tokenizer", "loadgen-mock", "--num-prompts", "300",
+    common = ["--model", "no-such-model", "--tokenizer", "loadgen-mock", "--num-prompts", "2000",
               "--workers", "2", "--random-input-len", "16", "--random-output-len", "4",
               "--max-concurrency", "4", "--disable-tqdm"]  # fmt: skip
     with mock_server() as url:
@@ -299,9 +299,11 @@ def test_a_run_whose_first_requests_all_fail_alike_stops_with_the_fix(tmp_path: 
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: the first 20 requests all failed with 'HTTP 404")
     assert "Is --model no-such-model served?" in line
-    assert sent < 100  # it stopped within milliseconds of the 20th failure
+    # It stopped soon after the 20th failure: under 100 sent on a quiet machine, 157 on one
+    # running a full suite beside other work (404s come back at once), never all 2,000.
+    assert sent < 1000
     with mock_server() as url:
         proc = loadgen("--base-url", url, *common, "--no-fail-fast")
         sent = mock_stats(url)["requests"]["POST /v1/completions"]
     assert proc.returncode == 1 and "every request failed" in proc.stderr
-    assert sent == 300
+    assert sent == 2000
