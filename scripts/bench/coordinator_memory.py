@@ -71,6 +71,23 @@ def vm_hwm(pid: int) -> int:
     return 0
 
 
+def sampled_peak(proc: subprocess.Popen) -> tuple[int, bytes]:
+    """Wait for ``proc``, its VmHWM sampled every 20 ms: the peak seen (bytes) and its stderr."""
+    sampled = 0
+
+    def sample() -> None:
+        nonlocal sampled
+        while proc.poll() is None:
+            sampled = max(sampled, vm_hwm(proc.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, stderr = proc.communicate()
+    sampler.join()
+    return sampled, stderr
+
+
 def count_events(path: Path) -> int:
     """The token events a records file holds."""
     with ipc.open_file(str(path)) as reader:
@@ -96,18 +113,7 @@ def run_once(args: argparse.Namespace, requests: int, workdir: Path) -> Run:
         command.append("--no-save-records")
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    sampled = 0
-
-    def sample() -> None:
-        nonlocal sampled
-        while proc.poll() is None:
-            sampled = max(sampled, vm_hwm(proc.pid))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, stderr = proc.communicate()
-    sampler.join()
+    sampled, stderr = sampled_peak(proc)
     wall_s = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"loadgen run exited {proc.returncode}: {stderr.decode()[-2000:]}")

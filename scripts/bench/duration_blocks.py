@@ -34,7 +34,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 from common import machine_line
-from coordinator_memory import RUNNER, vm_hwm
+from coordinator_memory import RUNNER, sampled_peak
 
 HERE = Path(__file__).resolve().parents[2]
 MOCK = ["--mock", "--mock-ttft-ms", "20", "--mock-itl-ms", "5", "-q", "--save-result"]
@@ -69,18 +68,7 @@ def run(tree: Path, args: list[str], out: Path) -> Ran:
     proc = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tree
     )
-    sampled = 0
-
-    def sample() -> None:
-        nonlocal sampled
-        while proc.poll() is None:
-            sampled = max(sampled, vm_hwm(proc.pid))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, stderr = proc.communicate()
-    sampler.join()
+    sampled, stderr = sampled_peak(proc)
     wall_s = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"loadgen run exited {proc.returncode}: {stderr.decode()[-2000:]}")
