@@ -52,6 +52,9 @@ from workers.protocol import (
 log = logging.getLogger(__name__)
 
 LOST_AFTER_S = 5.0  # a remote worker silent this long, while the coordinator listens, is lost
+# A worker process that exited cleanly sent DONE just before: its last messages may still be on
+# their way through the socket when the coordinator sees the process gone. So long, it is not lost.
+CLEAN_EXIT_GRACE_S = 2.0
 MAX_REFUSED_KEYS = 64  # refused keys (and identities) remembered to quiet their repeats
 ANY_ADDRESS = ("0.0.0.0", "::", "*", "")  # a bind address that no worker can connect to
 LOCAL, RAY, REMOTE = "local", "ray", "remote"
@@ -198,6 +201,7 @@ class WorkerChannel:
         self.listening_since = time.monotonic()
         self.warnings = CappedWarnings()
         self.unreachable: dict[int, str] = {}  # workers a send failed to: why
+        self.exited_at: dict[int, float] = {}  # when a worker's process was first seen gone
 
     def add(self, member: Member) -> None:
         """A worker placed by this run (local or Ray), known before it says HELLO."""
@@ -349,6 +353,9 @@ class WorkerChannel:
         if member.process is not None:
             if member.process.is_alive():
                 return None
+            exited = self.exited_at.setdefault(worker, time.monotonic())
+            if member.process.exitcode == 0 and time.monotonic() - exited < CLEAN_EXIT_GRACE_S:
+                return None  # its DONE may still be in the socket
             return f"{member.where()} died (exit code {member.process.exitcode})"
         if member.ray_lost is not None and (why := member.ray_lost()):
             return f"{member.where()} was lost: {why}"
