@@ -326,7 +326,8 @@ class WorkerPool:
                 elif self.channel.members[w].placement == REMOTE:
                     self.channel.forget(w)
                 else:
-                    raise FanoutError(f"before the run: {self.channel.lost(w)}")
+                    why = self.channel.lost(w) or f"worker {w} could not be sent its shard"
+                    raise FanoutError(f"before the run: {why}")
         probe_ports = {w: hello["probe_port"] for w, hello in self.hellos.items()}
         ready = await self._await_all(Kind.READY, workers, timeout_s=600, early=early)
         connections = sum(r["connections"] for r in ready.values())
