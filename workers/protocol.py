@@ -76,6 +76,11 @@ loop lag against a timer of its own instead (workers/loop_probe.py).
 Every time in a record is ``perf_counter_ns() - t0_ns`` in the worker's own clock
 (CLOCK_MONOTONIC), where START's ``t0_ns`` is the coordinator's t0 moved into that clock by the
 worker's estimated offset: every figure is a duration on one clock.
+
+Over 500 lines because it is the wire format, which the coordinator and the workers both import
+and which the project keeps in one module: the message table above, the record's dtype, the
+schema each message is checked against and its codec. Split, a change to a message would have
+to be made in step across files that no import contract ties together.
 """
 
 from __future__ import annotations

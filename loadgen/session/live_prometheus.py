@@ -159,38 +159,22 @@ class LiveMetrics(BatchObserver):
             count = self.completed if outcome == COMPLETED else int(self.outcomes[outcome])
             requests.add_metric([*labels, name], count)
         yield requests
-        flying = GaugeMetricFamily(
-            "loadgen_requests_in_flight", "Requests due and not finished.", labels=LABELS
-        )
         now = 0 if self.t0_ns is None else time.perf_counter_ns() - self.t0_ns
         finished = self.completed + int(self.outcomes.sum())
-        started = self.t0_ns is not None
-        flying.add_metric(
-            labels, in_flight(self.schedule, now, finished, self.cap) if started else 0
-        )
-        yield flying
-        tokens = CounterMetricFamily(
-            "loadgen_output_tokens", "Output tokens of the successful requests.", labels=LABELS
-        )
-        tokens.add_metric(labels, self.tokens)
-        yield tokens
-        streamed = CounterMetricFamily(
-            "loadgen_streamed_tokens",
-            "Token events received, of finished answers and of those still streaming.",
-            labels=LABELS,
-        )
-        streamed.add_metric(labels, self.streamed_tokens())
-        yield streamed
+        flying = in_flight(self.schedule, now, finished, self.cap) if self.t0_ns is not None else 0
+        yield _one(GaugeMetricFamily, "loadgen_requests_in_flight",
+                   "Requests due and not finished.", labels, flying)  # fmt: skip
+        yield _one(CounterMetricFamily, "loadgen_output_tokens",
+                   "Output tokens of the successful requests.", labels, self.tokens)  # fmt: skip
+        yield _one(CounterMetricFamily, "loadgen_streamed_tokens",
+                   "Token events received, of finished answers and of those still streaming.",
+                   labels, self.streamed_tokens())  # fmt: skip
         yield self.ttft.family("loadgen_ttft_seconds", "Time to first token.", labels)
         yield self.itl.family("loadgen_itl_seconds", "Inter-token latency.", labels)
         yield self.e2el.family("loadgen_e2el_seconds", "End-to-end latency.", labels)
-        cpu = CounterMetricFamily(
-            "loadgen_client_cpu_seconds",
-            "CPU time of the coordinator and its local workers.",
-            labels=LABELS,
-        )
-        cpu.add_metric(labels, self.client_cpu_s())
-        yield cpu
+        yield _one(CounterMetricFamily, "loadgen_client_cpu_seconds",
+                   "CPU time of the coordinator and its local workers.", labels,
+                   self.client_cpu_s())  # fmt: skip
 
     def client_cpu_s(self) -> float:
         """CPU seconds of this process and the local workers (read from /proc where it is)."""
@@ -239,3 +223,16 @@ class LiveEndpoint:
         if server is not None:
             server.shutdown()
             server.server_close()
+
+
+def _one(
+    kind: type[CounterMetricFamily] | type[GaugeMetricFamily],
+    name: str,
+    documentation: str,
+    labels: list[str],
+    value: float,
+) -> Metric:
+    """A metric family of one sample, under the run's ``labels``."""
+    family = kind(name, documentation, labels=LABELS)
+    family.add_metric(labels, value)
+    return family
