@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute
 import pyarrow.ipc as ipc
 
 from loadgen.records.arrow_file import (
@@ -99,6 +100,11 @@ def _records_of(
                 num_requests=end.num_requests,
                 schedule_sha256=end.schedule_sha256 or start.schedule_sha256,
             )
+    elif start.config.get("duration") is not None and table.num_rows:
+        # Torn (no end) in a --duration run: its blocks after the first, which the start did
+        # not know, count as far as its rows reach (check_rows bounds what they may claim).
+        reached = int(pa.compute.max(table["index"]).as_py()) + 1
+        start = dataclasses.replace(start, num_requests=max(start.num_requests, reached))
     return _run_records(start, table, end, path)
 
 

@@ -213,7 +213,9 @@ def _time_bound(settings: Settings, prepared: int, run: RunRecords) -> TimeBound
     not_sent = prepared - run.num_requests
     sent_s = run.records["sent_ns"] / 1e9
     unpaced = math.isinf(settings.request_rate) or settings.self_timed
-    ran_out = not_sent == 0 and unpaced and bool((sent_s >= 0).any())
+    # (a run that did not end, its records file torn, ran out of nothing it can tell of)
+    ended = run.end is not None
+    ran_out = not_sent == 0 and unpaced and ended and bool((sent_s >= 0).any())
     return TimeBound(
         settings.duration,
         settings.duration_grace_s,

@@ -118,3 +118,23 @@ def test_a_disk_too_full_for_the_result_leaves_no_empty_result_file(tmp_path: Pa
     assert error.startswith("error: cannot write the result file") and "File too large" in error
     assert "Traceback" not in proc.stderr
     assert not list(out.glob("*.json"))
+
+
+def test_a_torn_file_of_a_duration_run_reads_past_its_first_block(tmp_path: Path) -> None:
+    # Blocks of 8 over 2 s: most rows belong to blocks the file's start did not know of.
+    live = tmp_path / "live"
+    proc = run_in_process(*RUN, "--duration", "2s", "--max-concurrency", "4",
+                          "--duration-block", "8", "--result-dir", str(live))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (whole,) = live.glob("*.records.arrow")
+    data = whole.read_bytes()
+    ends = batch_ends(data)
+    offset, complete = ends[-1]  # every batch, no end: as a kill -9 leaves it
+    assert complete > 8
+    cut = tmp_path / "cut.records.arrow"
+    cut.write_bytes(data[:offset])
+    report = CliRunner().invoke(report_command, [str(cut)])
+    assert report.exit_code == 0, report.output
+    assert successful(report.stdout) == complete
+    assert "the run did not end" in report.stderr
+    assert "ran out of requests" not in report.output
