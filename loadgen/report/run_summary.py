@@ -211,6 +211,8 @@ class TimeBound:
     ran_out_s: float | None = None
     block_size: int | None = None  # requests per block, prepared as the run went (None: one)
     block_seeds: list[int] | None = None  # the seed each block drew its prompts with
+    # not sent for another reason than the deadline (a stop, a worker gone): part of the run
+    not_sent_otherwise: int = 0
 
 
 @dataclass(frozen=True)

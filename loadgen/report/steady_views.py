@@ -59,9 +59,13 @@ def time_bound_line(bound: TimeBound) -> str:
             f"sent, the last {bound.ran_out_s:.2f} s after t0: the run ran out of requests "
             f"before the deadline (give --num-prompts more){cancelled}"
         )
+    otherwise = bound.not_sent_otherwise
+    unsent = (
+        f" ({otherwise} more never left the client: a stop, or a worker gone)" if otherwise else ""
+    )
     return (
-        f"--duration {bound.duration_s:g} s: {bound.prepared - bound.not_sent} of the "
-        f"{bound.prepared} requests prepared were sent before the deadline{cancelled}"
+        f"--duration {bound.duration_s:g} s: {bound.prepared - bound.not_sent - otherwise} of "
+        f"the {bound.prepared} requests prepared were sent before the deadline{unsent}{cancelled}"
     )
 
 

@@ -70,7 +70,7 @@ from loadgen.report.verdict import RunScale, not_judged, server_note, verdict
 from loadgen.report.verdict import measure as client_health
 from loadgen.schedule import rps_change_events
 from loadgen.schedule_blocks import block_seeds
-from workers.protocol import CANCELLED_AT_DEADLINE, ConnectionStats
+from workers.protocol import CANCELLED_AT_DEADLINE, NOT_SENT_PREFIX, ConnectionStats
 
 
 def summarize(settings: Settings, run: RunRecords) -> RunSummary:
@@ -216,6 +216,7 @@ def _time_bound(settings: Settings, prepared: int, run: RunRecords) -> TimeBound
     # (a run that did not end, its records file torn, ran out of nothing it can tell of)
     ended = run.end is not None
     ran_out = not_sent == 0 and unpaced and ended and bool((sent_s >= 0).any())
+    otherwise = sum(error.startswith(NOT_SENT_PREFIX) for error in run.errors.values())
     return TimeBound(
         settings.duration,
         settings.duration_grace_s,
@@ -225,6 +226,7 @@ def _time_bound(settings: Settings, prepared: int, run: RunRecords) -> TimeBound
         float(sent_s.max()) if ran_out else None,
         block,
         None if block is None else block_seeds(settings.seed, prepared, block),
+        otherwise,
     )
 
 

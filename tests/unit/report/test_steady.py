@@ -230,3 +230,17 @@ def test_report_html_says_what_the_deadline_did() -> None:
     assert "--duration 0.06 s: 6 of the 8 requests prepared were sent before the deadline" in (
         run_notes(summary)
     )
+
+
+def test_requests_never_sent_for_another_reason_are_not_counted_as_sent() -> None:
+    config = full_config(duration=0.06)
+    run = made_up_run(config)
+    gone = "not sent: worker 1 was gone when its block came"
+    cut = unsent(unsent(run, [3]), [1, 5], gone)  # 3 left by the deadline, 1 and 5 by a worker
+    summary = summarize(settings_of(config), cut)
+    bound = summary.time_bound
+    assert bound is not None and (bound.not_sent, bound.not_sent_otherwise) == (1, 2)
+    assert (
+        "--duration 0.06 s: 5 of the 8 requests prepared were sent before the deadline (2 more "
+        "never left the client: a stop, or a worker gone)"
+    ) in console_lines(summary)
