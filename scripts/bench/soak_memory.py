@@ -1,13 +1,19 @@
-"""A soak: does the coordinator's memory stay flat over a long run bounded by time?
+"""A soak: does the coordinator's memory stay flat over a long run bounded by time, and do the
+live view, the failures and the timeouts behave at its end as at its start?
 
-One real ``loadgen run --mock --duration D`` at a paced rate (``--request-rate``, requests of
-``--output-len`` tokens streamed every ``--itl-ms``: rate x output-len token events a second),
-``--save-result`` into a temporary directory, and every ``--every`` seconds a row: the
-coordinator's RSS (the ``loadgen run`` process alone), its workers' RSS (its children but the
-mock), and the coordinator's CPU over the interval. At the end: the least-squares slope of the
-coordinator's RSS over the run's second half (MB per hour; flat: near 0, whatever the level),
-its last sample over the one at the end of the first interval, the run's own figures (requests,
-events, the records file's size) and the coordinator's peak.
+One real ``loadgen run --duration D`` at a paced rate (``--request-rate``, requests of about
+``--output-len`` tokens streamed every ``--itl-ms``: rate x output-len token events a second)
+against a ``loadgen mock-server`` that answers ``--error-rate`` of the requests with a 500, with
+``--random-range-ratio`` spreading the answers' lengths so that the longest pass
+``--request-timeout`` and fail with 'request timeout'. ``--save-result`` goes into a temporary
+directory. Every ``--every`` seconds a row: the coordinator's RSS (the ``loadgen run`` process
+alone), its workers' RSS, and the coordinator's CPU over the interval. At the end: the
+least-squares slope of the coordinator's RSS over the run's second half (MB per hour; flat: near
+0, whatever the level), the run's own figures, the live view's plain line (the run's stderr is
+a log, not a terminal) at the first minute and its last one, and a table per minute read from
+the records file: requests sent, completed, timed out and answered 500, the median E2EL of the
+completed and the p99 of how late requests were sent after their scheduled instant. Timeouts
+and 500s at the same share in the last minute as in the first say that neither went stale.
 
     flock -o /tmp/bench.lock .venv/bin/python scripts/bench/soak_memory.py --duration 3600
     .venv/bin/python scripts/bench/soak_memory.py --duration 300 --every 10   # a short one
@@ -25,9 +31,12 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-from common import loadgen_command, machine_line
+from common import loadgen_command, machine_line, mock_server
+
+from loadgen.records.read import read_records
 
 MB = 1e6
+MINUTE_NS = 60 * 10**9
 
 
 def rss(proc: psutil.Process) -> int:
@@ -64,6 +73,40 @@ def worker_rss(proc: psutil.Process) -> int:
     return total
 
 
+def minute_table(path: Path) -> list[str]:
+    """Per minute of the run (by send instant): sent, completed, timeouts, 500s, median E2EL of
+    the completed, p99 lateness of the send after its scheduled instant."""
+    run = read_records(str(path))
+    rows, scheduled = run.records, run.scheduled_ns
+    sent = rows["sent_ns"] >= 0
+    timeout = np.array([run.errors.get(int(i), "").startswith("request timeout")
+                        for i in rows["index"]])  # fmt: skip
+    lines = [f"{'minute':>6} {'sent':>7} {'ok':>7} {'timeouts':>9} {'500s':>6} "
+             f"{'E2EL p50 ms':>12} {'late p99 ms':>12}"]  # fmt: skip
+    minute = np.where(sent, rows["sent_ns"] // MINUTE_NS, -1)
+    for m in range(int(minute.max()) + 1 if sent.any() else 0):
+        here = minute == m
+        ok = here & rows["success"].astype(bool)  # u1 on the wire: a mask only as bool
+        e2el = (rows["end_ns"][ok] - rows["sent_ns"][ok]) / 1e6
+        late = (rows["sent_ns"][here] - scheduled[here]) / 1e6
+        lines.append(
+            f"{m + 1:6d} {here.sum():7,d} {ok.sum():7,d} {(here & timeout).sum():9,d} "
+            f"{(here & (rows['status'] == 500)).sum():6,d} "
+            f"{np.median(e2el) if e2el.size else float('nan'):12.1f} "
+            f"{np.percentile(late, 99) if late.size else float('nan'):12.2f}"
+        )
+    return lines
+
+
+def live_lines(output: str) -> tuple[str, str]:
+    """The live view's plain line nearest the end of the first minute, and its last one."""
+    lines = [line for line in output.splitlines() if "%|" in line and line.startswith("[")]
+    if not lines:
+        return "(no live view line)", "(no live view line)"
+    first = min(lines, key=lambda line: abs(float(line[1:].split(" s]")[0]) - 60))
+    return first, lines[-1]
+
+
 def main() -> None:
     """Run the soak and print its table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -73,22 +116,34 @@ def main() -> None:
     parser.add_argument("--output-len", type=int, default=200)
     parser.add_argument("--itl-ms", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--error-rate", type=float, default=0.01, help="the mock's 500s")
+    parser.add_argument("--random-range-ratio", type=float, default=0.5)
+    parser.add_argument("--request-timeout", type=float, default=1.3, help="seconds")
     args = parser.parse_args()
     events_s = args.request_rate * args.output_len
     print(machine_line("soak_memory.py: the coordinator's memory over a --duration run"))
     print(f"--duration {args.duration:g} s at {args.request_rate:g} req/s x {args.output_len} "
           f"tokens: {events_s:,.0f} token events/s planned")  # fmt: skip
-    with tempfile.TemporaryDirectory() as workdir:
+    print(f"mock server: --error-rate {args.error_rate:g}; --random-range-ratio "
+          f"{args.random_range_ratio:g}, --request-timeout {args.request_timeout:g} s")  # fmt: skip
+    mock_args = ("--error-rate", str(args.error_rate), "--seed", "1")
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        mock_server(Path(workdir) / "mock.log", args.itl_ms, mock_args) as (url, _),
+    ):
         command = [
-            *loadgen_command(), "run", "--mock", "--mock-itl-ms", str(args.itl_ms),
+            *loadgen_command(), "run", "--base-url", url, "--model", "loadgen-mock",
             "--random-input-len", "64", "--random-output-len", str(args.output_len),
+            "--random-range-ratio", str(args.random_range_ratio),
+            "--request-timeout", str(args.request_timeout),
             "--request-rate", str(args.request_rate), "--duration", f"{args.duration:g}s",
             "--workers", str(args.workers), "--save-result", "--result-dir", workdir,
-            "--disable-tqdm", "-q",
         ]  # fmt: skip
         started = time.monotonic()
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)  # fmt: skip
+        # A file, not a pipe: an hour of live-view lines would fill a pipe read only at the end.
+        log = Path(workdir) / "run.log"
+        with log.open("w") as log_file:
+            proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
         coordinator = psutil.Process(proc.pid)
         print(f"{'t (s)':>8} {'coord RSS MB':>13} {'workers RSS MB':>15} {'coord CPU %':>12}")
         samples: list[tuple[float, int]] = []
@@ -108,13 +163,14 @@ def main() -> None:
             last_cpu, last_t = used, now
             print(f"{now - started:8.0f} {here / MB:13.1f} {worker_rss(coordinator) / MB:15.1f} "
                   f"{share:12.1f}", flush=True)  # fmt: skip
-        output = proc.stdout.read() if proc.stdout else ""
+        output = log.read_text()
         if proc.returncode != 0:
             sys.exit(f"loadgen run exited {proc.returncode}:\n{output[-2000:]}")
         (result_path,) = Path(workdir).glob("*.json")
         result = json.loads(result_path.read_text())
         (records,) = Path(workdir).glob("*.records.arrow")
         records_mb = records.stat().st_size / MB
+        minutes = minute_table(records)
     print(f"run: {result['completed']:,} completed, {result['total_output_tokens']:,} output "
           f"tokens in {result['duration']:.0f} s; records file {records_mb:.1f} MB; coordinator "
           f"peak RSS {peak / MB:.1f} MB (the report included)")  # fmt: skip
@@ -125,6 +181,9 @@ def main() -> None:
         slope = np.polyfit(t[half], mb[half], 1)[0] * 3600 if half.sum() >= 2 else float("nan")
         print(f"coordinator RSS: first sample {mb[0]:.1f} MB, last {mb[-1]:.1f} MB "
               f"({mb[-1] / mb[0]:.2f}x); second half {slope:+.1f} MB per hour")  # fmt: skip
+    first, last = live_lines(output)
+    print(f"live view near minute 1: {first}\nlive view at the end:    {last}")
+    print("\n".join(minutes))
 
 
 if __name__ == "__main__":
