@@ -17,10 +17,11 @@ import pytest
 from report_reference import reference_summary
 from report_runs import full_config, start_and_end
 
+from loadgen.records import mapped
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
-from loadgen.records.event_source import EventSource, materialized
-from loadgen.records.events import RequestOrderEvents
+from loadgen.records.event_source import EventSource
+from loadgen.records.events import RequestOrderEvents, file_events
 from loadgen.records.read import read_records
 from loadgen.report.exports import request_rows
 from loadgen.report.result_json import result_json
@@ -129,48 +130,62 @@ def test_chunks_hold_each_requests_events_in_request_order(tmp_path: Path) -> No
     path = tmp_path / "run.records.arrow"
     n = write_made_up_run(path, 9)
     run = read_records(str(path))
-    events = RequestOrderEvents(str(path), n, cache_batches=1)
+    events = RequestOrderEvents(str(path), n)  # its own scan, as a run's report has it
     assert events.offsets.tolist() == run.event_offsets.tolist()
     pieces = list(events.chunks(max_events=100))
     assert len(pieces) > 10 and pieces[-1][1] == n
-    whole, _ = materialized(run.event_source)
+    whole, offsets = file_events(str(path), events.counts)  # batch by batch, in memory
     assert np.concatenate([p[2] for p in pieces]).tolist() == whole.tolist()
+    assert [v.tolist() for _, _, v in run.event_source.chunks(100)] == [
+        v.tolist() for _, _, v in pieces
+    ]
+    has = events.counts > 0
+    for source in (events, run.event_source):
+        first, last = source.ends()
+        assert first[has].tolist() == whole[offsets[:-1][has]].tolist()
+        assert last[has].tolist() == whole[offsets[1:][has] - 1].tolist()
 
 
-def test_a_second_pass_reads_the_spilled_events_and_a_failed_spill_decodes_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_pass_lets_the_pages_it_read_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run.records.arrow"
     n = write_made_up_run(path, 4)
-    events = RequestOrderEvents(str(path), n, cache_batches=2, spill_dir=str(tmp_path))
-    first = [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)]
-    assert events._spilled is not None  # the whole pass was written out
-    monkeypatch.setattr(events, "_gather", None)  # a second pass no longer decodes batches
-    assert [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)] == first
-    monkeypatch.undo()
+    events = RequestOrderEvents(str(path), n)
+    want = [v.tolist() for _, _, v in events.chunks(max_events=50)]
+    released: list[int] = []
 
-    # A spill that cannot be written (read-only here, as a full disk refuses it), or made.
-    (tmp_path / "ro").write_bytes(b"")
-    other = RequestOrderEvents(str(path), n)
-    monkeypatch.setattr(other, "_spill_file", lambda: open(tmp_path / "ro", "rb"))  # noqa: SIM115
-    assert [(a, b, v.tolist()) for a, b, v in other.chunks(max_events=50)] == first
-    assert other._spilled is None
-    nowhere = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path / "missing"))
-    assert [(a, b, v.tolist()) for a, b, v in nowhere.chunks(max_events=50)] == first
-    assert nowhere._spilled is None
+    def release(self: mapped.MappedFile) -> None:
+        released.append(self._read)
+        self._read = 0
+
+    monkeypatch.setattr(mapped, "RELEASE_BYTES", 4096)
+    monkeypatch.setattr(mapped.MappedFile, "release", release)
+    assert [v.tolist() for _, _, v in events.chunks(max_events=50)] == want
+    total = int(events.counts.sum()) * 8
+    # every 4 KiB read (once the last chunk passed it), then once more as the pass ends
+    assert len(released) >= total // (4096 + 50 * 8) and all(r >= 4096 for r in released[:-1])
+
+
+def test_a_file_shorter_than_when_it_was_read_is_refused_before_it_is_mapped(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 5)
+    events = RequestOrderEvents(str(path), n)
+    with open(path, "r+b") as f:
+        f.truncate(events.places.size - 8)  # a read past the new end would fault (SIGBUS)
+    with pytest.raises(OSError, match="shorter than when it was read"):
+        list(events.chunks())
 
 
 def test_events_follow_their_file_and_say_when_it_is_gone(tmp_path: Path) -> None:
     path = tmp_path / "run.records.arrow"
     n = write_made_up_run(path, 6)
-    events = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path))
+    events = RequestOrderEvents(str(path), n)
     whole = [v.tolist() for _, _, v in events.chunks()]
     moved = tmp_path / "final.records.arrow"
     path.rename(moved)
     events.moved_to(str(moved))  # the run gave the file the result's name
-    assert events._spilled is None  # let go: this pass decodes the file at its new name
     assert [v.tolist() for _, _, v in events.chunks()] == whole
-    events = RequestOrderEvents(str(moved), n, cache_batches=1)
     events.moved_to(None)  # a temporary file, removed at the run's end
     with pytest.raises(FileNotFoundError, match="temporary records file"):
         list(events.chunks(max_events=10))
