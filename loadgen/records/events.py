@@ -3,10 +3,11 @@
 The coordinator keeps no token event of a run in memory: each worker batch goes to the records
 file as it arrives (a temporary one where none is kept: ``temporary_records_path``), and the
 report reads them back from a memory map of the file in request order, a bounded chunk of
-requests at a time (``RequestOrderEvents``, an ``EventSource``; loadgen/records/mapped.py). ``event_chunks`` (batch by batch, in file order)
-and ``file_events`` (every event laid out request-major: tests' in-memory reference) read them
-whole. A batch the file could not take (a full disk) is kept in memory by the writer's
-observer instead, and joins the file's batches here.
+requests at a time (``RequestOrderEvents``, an ``EventSource``; loadgen/records/mapped.py).
+``event_chunks`` (batch by batch, in file order) and ``file_events`` (every event laid out
+request-major: tests' in-memory reference) read them whole. A batch the file could not take
+(a full disk) is kept in memory by the writer's observer instead, and joins the file's batches
+here.
 """
 
 from __future__ import annotations
