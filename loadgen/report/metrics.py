@@ -14,7 +14,7 @@ Aggregates use successful requests only: ITL is pooled over all of them; mean/me
 reported in ms; an empty sample gives 0 for every statistic.
 
 The token events are read a bounded chunk of requests at a time (``EventSource``: the run's
-records file), never laid out whole: per request only its first and last instant are kept;
+records file), never laid out whole: per request only its first and last instant are read;
 the ITLs are statistics of chunks (loadgen/report/chunked_stats.py), to the last bit numpy's
 on the whole array.
 """
@@ -158,8 +158,8 @@ class PoolingMetrics:
 
 
 def derive_timings(results: RequestResults) -> Timings:
-    """TTFT, E2EL, queue time of every request from its instants (one pass over the events
-    for each request's first and last), and where its ITLs are read from."""
+    """TTFT, E2EL, queue time of every request from its instants (each request's first and
+    last, ``EventSource.ends``), and where its ITLs are read from."""
     first_s, last_s = event_bounds_s(results.event_source)
     has_events = ~np.isnan(first_s)
     ttft = np.where(has_events, first_s - results.sent_s, 0.0)
@@ -340,17 +340,10 @@ def calculate_pooling_metrics(
 
 def event_bounds_s(events: EventSource) -> tuple[np.ndarray, np.ndarray]:
     """Each request's first and last token-event instant (NaN without one), the two
-    per-request figures TTFT and E2EL read, from the events in chunks."""
-    counts_all = np.asarray(events.counts, dtype=np.int64)
-    first = np.full(len(counts_all), np.nan)
-    last = np.full(len(counts_all), np.nan)
-    for start, end, values in events.chunks():
-        counts = counts_all[start:end]
-        has = counts > 0
-        ends = np.cumsum(counts)
-        first[start:end][has] = values[(ends - counts)[has]]
-        last[start:end][has] = values[ends[has] - 1]
-    return first, last
+    per-request figures TTFT and E2EL read (``EventSource.ends``: no pass over the events)."""
+    has = np.asarray(events.counts) > 0
+    first, last = events.ends()
+    return np.where(has, first, np.nan), np.where(has, last, np.nan)
 
 
 def gaps_of_chunk(values: np.ndarray, counts: np.ndarray, later: bool = False) -> np.ndarray:

@@ -20,7 +20,7 @@ from report_runs import full_config, start_and_end
 from loadgen.records import mapped
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
-from loadgen.records.event_source import EventSource
+from loadgen.records.event_source import ArrayEvents, EventSource, PickedEvents, ScaledEvents
 from loadgen.records.events import RequestOrderEvents, file_events
 from loadgen.records.read import read_records
 from loadgen.report.exports import request_rows
@@ -45,6 +45,9 @@ class SmallChunks:
 
     def chunks(self, max_events: int = 0) -> Iterator[tuple[int, int, np.ndarray]]:
         return self.source.chunks(self.size)
+
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.source.ends()
 
 
 def write_made_up_run(path: Path, seed: int) -> int:
@@ -189,3 +192,25 @@ def test_events_follow_their_file_and_say_when_it_is_gone(tmp_path: Path) -> Non
     events.moved_to(None)  # a temporary file, removed at the run's end
     with pytest.raises(FileNotFoundError, match="temporary records file"):
         list(events.chunks(max_events=10))
+
+
+def test_every_sources_ends_are_the_first_and_last_event_its_chunks_hold(tmp_path: Path) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 8)
+    run = read_records(str(path))
+    keep = np.arange(n) % 3 != 1
+    for source in (
+        run.event_source,
+        ArrayEvents(*file_events(str(path), run.event_source.counts)),
+        ScaledEvents(run.event_source, 1e9),
+        PickedEvents(ScaledEvents(run.event_source, 1e9), keep),
+    ):
+        counts = np.asarray(source.counts)
+        whole = np.concatenate([v for _, _, v in source.chunks(max_events=30)])
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        has = counts > 0
+        assert 0 < has.sum() < len(counts)  # requests without events too
+        first, last = source.ends()
+        assert first[has].tobytes() == whole[offsets[:-1][has]].tobytes()
+        assert last[has].tobytes() == whole[offsets[1:][has] - 1].tobytes()
+    assert ArrayEvents(np.zeros(0, np.int64), np.zeros(3, np.int64)).ends()[0].tolist() == [0, 0]
