@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-CHUNK_EVENTS = 1 << 20  # the events a chunk of requests holds at most (one request may hold more)
+CHUNK_EVENTS = 1 << 18  # the events a chunk of requests holds at most (one request may hold more)
 
 
 class EventSource(Protocol):

@@ -8,6 +8,7 @@ written out of order as workers send them, read in chunks of a few dozen events.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +25,10 @@ from loadgen.records.event_source import ArrayEvents, EventSource, PickedEvents,
 from loadgen.records.events import RequestOrderEvents, file_events
 from loadgen.records.read import read_records
 from loadgen.report.exports import request_rows
+from loadgen.report.metrics import Timings, TokensPerSecond, itl_stats, tokens_per_second
 from loadgen.report.result_json import result_json
 from loadgen.report.settings import settings_of
+from loadgen.report.stats import sample_stats
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
 from workers.protocol import RECORD_DTYPE
@@ -214,3 +217,36 @@ def test_every_sources_ends_are_the_first_and_last_event_its_chunks_hold(tmp_pat
         assert first[has].tobytes() == whole[offsets[:-1][has]].tobytes()
         assert last[has].tobytes() == whole[offsets[1:][has] - 1].tobytes()
     assert ArrayEvents(np.zeros(0, np.int64), np.zeros(3, np.int64)).ends()[0].tolist() == [0, 0]
+
+
+def test_the_itls_and_tokens_per_second_take_two_passes_over_the_events() -> None:
+    rng = np.random.default_rng(11)
+    counts = rng.integers(0, 60, 3000)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    sent = np.sort(rng.random(len(counts)) * 50)
+    values = np.concatenate(
+        [s + np.cumsum(rng.integers(1, 30, c) / 1e3) for s, c in zip(sent, counts, strict=True)]
+    )
+    ok = rng.random(len(counts)) > 0.1
+    passes = 0
+
+    class Counted(ArrayEvents):
+        def chunks(self, max_events: int = 0) -> Iterator[tuple[int, int, np.ndarray]]:
+            nonlocal passes
+            passes += 1
+            return super().chunks(max_events=1000)
+
+    events = Counted(values, offsets)
+    itl_offsets = np.concatenate(([0], np.cumsum(np.maximum(counts - 1, 0))))
+    timings = Timings(np.zeros(len(counts)), np.zeros(len(counts)), sent, itl_offsets, events)
+    has = ok & (counts > 0)
+    latency = np.where(has, values[np.maximum(offsets[1:] - 1, 0)] - sent, 0.0)[ok]
+    tokens = TokensPerSecond(counts, ok, sent[ok], latency)
+    got = itl_stats(timings, ok, [50, 90, 99], first_pass=tokens)
+    assert passes == 2
+    gaps = np.concatenate([np.diff(values[a:b]) for a, b in itertools.pairwise(offsets) if b > a])
+    owner = np.repeat(ok, np.maximum(counts - 1, 0))
+    assert got == sample_stats(gaps[owner], [50, 90, 99], scale=1000)
+    owned = np.repeat(ok, counts)
+    want = tokens_per_second(sent[ok], latency, values[owned])
+    assert tokens.counts.tolist() == want.tolist() and tokens.peak() == want.max() > 0
