@@ -25,7 +25,7 @@ import pyarrow.ipc as ipc
 from loadgen.records.arrow_file import MAGIC_LEN, SUFFIX
 from loadgen.records.collected import assemble_events
 from loadgen.records.event_source import CHUNK_EVENTS, chunk_ends
-from loadgen.records.mapped import EventPlaces, MappedFile, PlacesBuilder, gather
+from loadgen.records.mapped import EventPlaces, MappedFile, PlacesBuilder, gather, windows
 
 # One batch of events: its requests' indices, their event counts and their events, the events
 # of each request one after the other in the order of the indices.
@@ -166,12 +166,19 @@ def _scan_mapped(mapped: MappedFile, builder: PlacesBuilder) -> int:
     source.seek(MAGIC_LEN)
     stream = ipc.open_stream(source)
     done = source.tell()
+    batches = []
     while True:
         try:
             batch = stream.read_next_batch()
         except (StopIteration, pa.ArrowException, OSError, ValueError):
-            return done  # the end, or a batch cut short
+            break  # the end, or a batch cut short
         if batch.num_rows:
-            builder.note_batch(batch, mapped)
+            batches.append(batch)
         mapped.read(source.tell() - done)
         done = source.tell()
+    for window in windows(batches):
+        rows = pa.Table.from_batches(window)
+        index = rows["index"].to_numpy().astype(np.int64)
+        builder.note_column(index, rows["events_ns"], mapped)
+        mapped.release()
+    return done

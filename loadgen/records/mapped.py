@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,47 +98,39 @@ class PlacesBuilder:
         self._kept: list[np.ndarray] = []
         self._kept_size = 0
 
-    def note_batch(self, batch: pa.RecordBatch, mapped: MappedFile) -> np.ndarray:
-        """A batch of rows read from ``mapped``: where its requests' events lie in it (or a
-        copy of them, where Arrow decoded them elsewhere); their counts."""
-        events = batch.column("events_ns")
-        index = batch.column("index").to_numpy(zero_copy_only=False).astype(np.int64)
-        offsets = events.offsets.to_numpy().astype(np.int64)
-        counts = np.diff(offsets)
-        child = events.values
-        data = child.buffers()[1]
-        at = mapped.offset_of(data) if data is not None else None
-        if at is None or at % 8 or child.type != pa.int64():
-            flat = child.to_numpy(zero_copy_only=False).astype(np.int64)
-            self.note(index, counts, flat[offsets[0] : offsets[-1]])
-            return counts
-        starts = at // 8 + child.offset + offsets[:-1]
-        self._note(index, counts, starts, mapped.words, 0, False)
-        return counts
+    def note_column(self, index: np.ndarray, events: pa.ChunkedArray, mapped: MappedFile) -> None:
+        """The rows of a table read from ``mapped`` (``index``: each row's request; ``events``:
+        its events_ns lists, chunk by chunk as the file's batches lie in it): where each row's
+        events lie (copied where Arrow decoded them elsewhere), and its first and last event."""
+        parts, row = [], 0
+        for chunk in events.chunks:
+            rows = index[row : row + len(chunk)]
+            row += len(chunk)
+            offsets = chunk.offsets.to_numpy().astype(np.int64)
+            counts = np.diff(offsets)
+            child = chunk.values
+            data = child.buffers()[1] if child.type == pa.int64() else None
+            at = mapped.offset_of(data) if data is not None else None
+            if at is None or at % 8:  # not the file's bytes: held in memory
+                flat = child.to_numpy(zero_copy_only=False).astype(np.int64)
+                self.note(rows, counts, flat[offsets[0] : offsets[-1]])
+            else:
+                parts.append((rows, counts, at // 8 + child.offset + offsets[:-1]))
+        if parts:
+            rows, counts, starts = (np.concatenate(part) for part in zip(*parts, strict=True))
+            first, last = _ends_in_windows(mapped, starts, counts)
+            self._pieces.append((rows, counts, starts, first, last, np.zeros(len(rows), bool)))
 
     def note(self, index: np.ndarray, counts: np.ndarray, events: np.ndarray) -> None:
         """Requests ``index`` with ``counts`` events each, ``events`` held in memory (one
         after the other in the order of ``index``)."""
+        events = np.asarray(events, np.int64)
         starts = np.cumsum(counts) - counts
-        self._note(index, counts, starts + self._kept_size, events, self._kept_size, True)
-        self._kept.append(np.asarray(events, np.int64))
+        first, last = _ends(events, starts, counts)
+        kept = np.ones(len(index), bool)
+        self._pieces.append((index, counts, starts + self._kept_size, first, last, kept))
+        self._kept.append(events)
         self._kept_size += len(events)
-
-    def _note(
-        self,
-        index: np.ndarray,
-        counts: np.ndarray,
-        starts: np.ndarray,
-        source: np.ndarray,
-        base: int,
-        kept: bool,
-    ) -> None:
-        has = counts > 0
-        first = np.zeros(len(index), np.int64)
-        last = np.zeros(len(index), np.int64)
-        first[has] = source[starts[has] - base]
-        last[has] = source[starts[has] - base + counts[has] - 1]
-        self._pieces.append((index, counts, starts, first, last, np.full(len(index), kept)))
 
     def places(self, num_requests: int, size: int) -> EventPlaces:
         """The places noted, of requests 0..num_requests - 1 (each noted once), in a file of
@@ -158,6 +151,51 @@ class PlacesBuilder:
             last[index] = b
         events = np.concatenate(self._kept) if self._kept else np.zeros(0, np.int64)
         return EventPlaces(counts, words, first, last, events, kept_at, size)
+
+
+def windows(batches: list[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+    """Consecutive batches read in place from a mapping, about RELEASE_BYTES of it at a time
+    (one batch at least): a reader that touches each window's pages lets them go after it
+    (a page fault maps the pages around it too, so even a batch's rows touch most of it)."""
+    window: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        window.append(batch)
+        size += batch.get_total_buffer_size()
+        if size >= RELEASE_BYTES:
+            yield window
+            window, size = [], 0
+    if window:
+        yield window
+
+
+def _ends(source: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The first and last of each run of ``counts`` values from ``starts`` (0 for none)."""
+    has = counts > 0
+    first = np.zeros(len(starts), np.int64)
+    last = np.zeros(len(starts), np.int64)
+    first[has] = source[starts[has]]
+    last[has] = source[starts[has] + counts[has] - 1]
+    return first, last
+
+
+def _ends_in_windows(
+    mapped: MappedFile, starts: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """``_ends`` of runs that lie in the mapped file in file order, a window of RELEASE_BYTES
+    at a time, its pages let go after each: the memory it holds is a window's."""
+    first = np.zeros(len(starts), np.int64)
+    last = np.zeros(len(starts), np.int64)
+    window = RELEASE_BYTES // 8
+    cuts = np.searchsorted(starts, np.arange(window, int(starts.max()) + window, window))
+    begin = 0
+    for end in [*cuts.tolist(), len(starts)]:
+        if end > begin:
+            part = slice(begin, end)
+            first[part], last[part] = _ends(mapped.words, starts[part], counts[part])
+            mapped.release()
+            begin = end
+    return first, last
 
 
 def gather(places: EventPlaces, words: np.ndarray, first: int, end: int) -> np.ndarray:

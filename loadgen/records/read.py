@@ -41,7 +41,7 @@ from loadgen.records.checks import (
     parse_json,
 )
 from loadgen.records.events import RequestOrderEvents
-from loadgen.records.mapped import MappedFile, PlacesBuilder
+from loadgen.records.mapped import MappedFile, PlacesBuilder, windows
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.server_series import MetricSeries, SeriesError, series_of
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
@@ -112,7 +112,7 @@ def _records_of(
         counted = file_schema.set(
             file_schema.get_field_index("events_ns"), pa.field("events_ns", pa.int32())
         )
-        table, places = _rows_of(batches, counted, scan)
+        table, places = _rows_of(batches, file_schema, counted, scan)
     except (pa.ArrowException, ValueError) as exc:
         raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
     end = None
@@ -207,41 +207,35 @@ def _stream_batches(
 
 
 def _same_as_footer(footer: ipc.RecordBatchFileReader, i: int, batch: pa.RecordBatch) -> bool:
-    """The footer's batch ``i`` holds what the stream's does: the same bytes of the file (both
-    are read in place from the mapping), else equal values."""
+    """The footer's batch ``i`` holds what the stream's does."""
     try:
-        if i >= footer.num_record_batches:
-            return False
-        named = footer.get_batch(i)
-        return _buffers(named) == _buffers(batch) or named.equals(batch)
+        return i < footer.num_record_batches and footer.get_batch(i).equals(batch)
     except (pa.ArrowException, OSError, ValueError, IndexError):
         return False
 
 
-def _buffers(batch: pa.RecordBatch) -> list[tuple[int, int] | None]:
-    """Where each buffer of the batch lies (address, size), its schema's order."""
-    return [
-        (buffer.address, buffer.size) if buffer is not None else None
-        for column in batch.columns
-        for buffer in column.buffers()
-    ]
-
-
 def _rows_of(
-    batches: list[pa.RecordBatch], counted: pa.Schema, scan: _Scan
+    batches: list[pa.RecordBatch], file_schema: pa.Schema, counted: pa.Schema, scan: _Scan
 ) -> tuple[pa.Table, PlacesBuilder]:
-    """The rows of the batches, each one's events_ns lists replaced by their lengths (int32),
-    and where their events lie in the file."""
-    places = PlacesBuilder()
-    rows = []
+    """The rows of the batches, their events_ns lists replaced by their lengths (int32), and
+    where their events lie in the file: a window of the mapping at a time, its pages let go
+    after it."""
     at = counted.get_field_index("events_ns")
-    for batch in batches:
-        events = batch.column(at)
-        check_event_nulls(pa.chunked_array([events]), scan.path)
-        places.note_batch(batch, scan.mapped)
-        scan.mapped.read(events.values.nbytes)
-        rows.append(batch.set_column(at, "events_ns", events.value_lengths()))
-    return pa.Table.from_batches(rows, schema=counted).combine_chunks(), places
+    places = PlacesBuilder()
+    parts = []
+    for window in windows(batches):
+        table = pa.Table.from_batches(window, schema=file_schema)
+        events = table.column(at)
+        check_event_nulls(events, scan.path)
+        rows = table.set_column(at, counted.field(at), pa.compute.list_value_length(events))
+        rows = rows.combine_chunks()
+        index = rows["index"].to_numpy(zero_copy_only=False).astype(np.int64)
+        places.note_column(index, events, scan.mapped)
+        parts.append(rows)
+        scan.mapped.release()
+    if len(parts) == 1:
+        return parts[0], places
+    return pa.concat_tables(parts or [counted.empty_table()]).combine_chunks(), places
 
 
 def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
@@ -309,7 +303,9 @@ def _run_records(
         input_audio_s = np.zeros(n, dtype=np.float64)
         input_audio_s[index] = table["input_audio_s"].fill_null(0.0).to_numpy()
     errors = _strings(index, table["error"])
-    lost = np.setdiff1d(np.arange(n), index)
+    seen = np.zeros(n, bool)
+    seen[index] = True
+    lost = np.flatnonzero(~seen)
     for i in lost:
         errors[int(i)] = "lost: the records file has no row for this request"
     return RunRecords(

@@ -22,7 +22,7 @@ from loadgen.records import mapped
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
 from loadgen.records.event_source import ArrayEvents, EventSource, PickedEvents, ScaledEvents
-from loadgen.records.events import RequestOrderEvents, file_events
+from loadgen.records.events import RequestOrderEvents, event_chunks, file_events
 from loadgen.records.read import read_records
 from loadgen.report.exports import request_rows
 from loadgen.report.metrics import Timings, TokensPerSecond, itl_stats, tokens_per_second
@@ -250,3 +250,27 @@ def test_the_itls_and_tokens_per_second_take_two_passes_over_the_events() -> Non
     owned = np.repeat(ok, counts)
     want = tokens_per_second(sent[ok], latency, values[owned])
     assert tokens.counts.tolist() == want.tolist() and tokens.peak() == want.max() > 0
+
+
+def test_reading_a_file_lets_its_pages_go_a_window_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.records.arrow"
+    write_made_up_run(path, 3)
+    want = read_records(str(path))
+    released = 0
+
+    def release(self: mapped.MappedFile) -> None:
+        nonlocal released
+        released += 1
+
+    monkeypatch.setattr(mapped, "RELEASE_BYTES", 4096)
+    monkeypatch.setattr(mapped.MappedFile, "release", release)
+    got = read_records(str(path))
+    batches = len(list(event_chunks(str(path))))
+    assert released > batches  # each window of ~4 KiB, and while the stream was read
+    assert got.records.tobytes() == want.records.tobytes()
+    assert got.event_offsets.tolist() == want.event_offsets.tolist()
+    assert [v.tolist() for _, _, v in got.event_source.chunks(64)] == [
+        v.tolist() for _, _, v in want.event_source.chunks(64)
+    ]
