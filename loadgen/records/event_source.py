@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-CHUNK_EVENTS = 1 << 20  # the events a chunk of requests holds at most (one request may hold more)
+CHUNK_EVENTS = 1 << 18  # the events a chunk of requests holds at most (one request may hold more)
 
 
 class EventSource(Protocol):
@@ -28,6 +28,11 @@ class EventSource(Protocol):
     def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
         """(first request, end request, their events request-major) for consecutive runs of
         requests of at most ``max_events`` events (or one request, if it alone has more)."""
+        ...
+
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each request's first and last event ([N] each; any value where it has none), the
+        two that TTFT and E2EL read, without a pass over the events."""
         ...
 
 
@@ -59,6 +64,16 @@ class ArrayEvents:
         for first, end in chunk_ends(self.counts, max_events):
             yield first, end, self.values[self.offsets[first] : self.offsets[end]]
 
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """As ``EventSource.ends``: the values at each request's first and last offset."""
+        if not len(self.values):
+            return np.zeros(len(self.counts), self.values.dtype), np.zeros(
+                len(self.counts), self.values.dtype
+            )
+        first = np.minimum(self.offsets[:-1], len(self.values) - 1)
+        last = np.maximum(self.offsets[1:] - 1, 0)
+        return self.values[first], self.values[last]
+
 
 class ScaledEvents:
     """Another source's events divided by ``divisor`` (ns to s: 1e9), a chunk at a time: each
@@ -73,6 +88,11 @@ class ScaledEvents:
         """As ``EventSource.chunks``, each chunk divided."""
         for first, end, values in self.source.chunks(max_events):
             yield first, end, values / self.divisor
+
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """As ``EventSource.ends``, divided (each the value its chunk's division gives)."""
+        first, last = self.source.ends()
+        return first / self.divisor, last / self.divisor
 
 
 class PickedEvents:
@@ -93,6 +113,11 @@ class PickedEvents:
             if new_end > new_first:
                 keep = self.keep[first:end]
                 yield new_first, new_end, values[np.repeat(keep, self.source.counts[first:end])]
+
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """As ``EventSource.ends``: the kept requests'."""
+        first, last = self.source.ends()
+        return first[self.keep], last[self.keep]
 
 
 def materialized(source: EventSource) -> tuple[np.ndarray, np.ndarray]:

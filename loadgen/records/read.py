@@ -41,6 +41,7 @@ from loadgen.records.checks import (
     parse_json,
 )
 from loadgen.records.events import RequestOrderEvents
+from loadgen.records.mapped import MappedFile, PlacesBuilder, windows
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.server_series import MetricSeries, SeriesError, series_of
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
@@ -50,26 +51,49 @@ def read_records(path: str) -> RunRecords:
     """A run's records file, whole or cut short by a crash (then ``end`` is None): every
     complete batch up to where it stops. A file that is not one loadgen wrote, or is damaged
     where a crash cannot damage it, is a RecordsFileError (loadgen/records/checks.py). Its
-    token events stay in the file: each batch is read, checked and left with their counts
-    alone, and the report reads them back a chunk at a time (``RequestOrderEvents``)."""
+    token events stay in the file: the file is read once, through a memory map, each batch
+    checked and noted (its rows, and where its requests' events lie), and the report reads the
+    events back from the file a chunk at a time (``RequestOrderEvents``)."""
     if not os.path.isfile(path):
         raise RecordsFileError(f"records file {path}: No such file")
     try:
-        with pa.OSFile(path, "rb") as source:
-            file_schema, batches, end_meta, series = _read_batches(source, path)
-        records = _records_of(file_schema, batches, end_meta, path)
-        records.server_metrics = _server_metrics(series, path)
-        return records
+        mapped = MappedFile(path)
+    except (OSError, ValueError) as exc:
+        raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
+    try:
+        return _read(_Scan(path, mapped))
     except UnicodeDecodeError:  # a column's name, or a metadata key
         raise RecordsFileError(f"{path}: a name in its schema is not UTF-8") from None
     except (OSError, pa.ArrowException) as exc:
         raise RecordsFileError(f"cannot read records file {path}: {exc}") from None
+    finally:
+        mapped.close()
+        pa.default_memory_pool().release_unused()  # the rows' tables, gone
+
+
+def _read(scan: _Scan) -> RunRecords:
+    """The run of a mapped records file; nothing it returns holds a buffer of the mapping."""
+    file_schema, batches, end_meta, series = _read_batches(scan)
+    records = _records_of(file_schema, batches, end_meta, scan)
+    records.server_metrics = _server_metrics(series, scan.path)
+    return records
+
+
+class _Scan:
+    """One read of a mapped records file: where it is, and where its requests' events lie."""
+
+    def __init__(self, path: str, mapped: MappedFile) -> None:
+        self.path = path
+        self.mapped = mapped
+        self.places: PlacesBuilder | None = None  # once the file's start is read
+        self.read_to = 0  # the end of its last complete batch
 
 
 def _records_of(
-    file_schema: pa.Schema, batches: list[pa.RecordBatch], end_meta: bytes | None, path: str
+    file_schema: pa.Schema, batches: list[pa.RecordBatch], end_meta: bytes | None, scan: _Scan
 ) -> RunRecords:
     """The run of a file's schema, row batches and end, every part checked."""
+    path = scan.path
     raw_meta = (file_schema.metadata or {}).get(START_KEY)
     meta = parse_json(raw_meta, "metadata", path) if raw_meta is not None else {}
     if meta.get("format") != FORMAT:
@@ -84,11 +108,11 @@ def _records_of(
     start = checked_start(meta, path)
     check_columns(file_schema, COLUMNS, path)
     try:
-        # Each batch's events_ns is its counts already (_without_events).
+        # Each batch's events_ns lists as their counts: the events stay in the file.
         counted = file_schema.set(
             file_schema.get_field_index("events_ns"), pa.field("events_ns", pa.int32())
         )
-        table = pa.Table.from_batches(batches, schema=counted).combine_chunks()
+        table, places = _rows_of(batches, file_schema, counted, scan)
     except (pa.ArrowException, ValueError) as exc:
         raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
     end = None
@@ -105,7 +129,7 @@ def _records_of(
         # not know, count as far as its rows reach (check_rows bounds what they may claim).
         reached = int(pa.compute.max(table["index"]).as_py()) + 1
         start = dataclasses.replace(start, num_requests=max(start.num_requests, reached))
-    return _run_records(start, table, end, path)
+    return _run_records(start, table, end, scan, places)
 
 
 def _server_metrics(chunks: list[bytes], path: str) -> list[MetricSeries] | None:
@@ -119,23 +143,23 @@ def _server_metrics(chunks: list[bytes], path: str) -> list[MetricSeries] | None
 
 
 def _read_batches(
-    source: pa.NativeFile, path: str
+    scan: _Scan,
 ) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None, list[bytes]]:
-    """The schema, the row batches (their events left out: ``_without_events``) and the end's
-    metadata, read as the stream the file starts with, up to its last complete batch: a file
-    the run did not close (a crash, a full disk) has no footer. A closed file's footer must
-    name the same batches. Also the chunks of scraped server metrics, in file order."""
-    size = source.size()
+    """The schema, the row batches (as they lie in the mapped file, events included) and the
+    end's metadata, read as the stream the file starts with, up to its last complete batch: a
+    file the run did not close (a crash, a full disk) has no footer. A closed file's footer
+    must name the same batches. Also the chunks of scraped server metrics, in file order."""
+    path, size = scan.path, scan.mapped.size
+    source = pa.BufferReader(scan.mapped.buffer)
     head = source.read(len(MAGIC)) if size >= MAGIC_LEN else b""
     if head != MAGIC:
         raise RecordsFileError(f"{path} is not a loadgen records file (not an Arrow file)")
-    closed = False
-    if size > 2 * MAGIC_LEN:
-        source.seek(size - len(MAGIC))
-        closed = source.read(len(MAGIC)) == MAGIC
-    footer = _footer(path) if closed else None
+    closed = (
+        size > 2 * MAGIC_LEN and scan.mapped.buffer.slice(size - len(MAGIC)).to_pybytes() == MAGIC
+    )
+    footer = _footer(scan.mapped.buffer) if closed else None
     source.seek(MAGIC_LEN)
-    file_schema, batches, ended = _stream_batches(source, path, footer)
+    file_schema, batches, ended = _stream_batches(source, scan, footer)
     if closed:
         if not ended:  # closed, yet a batch does not read: damaged, not cut by a crash
             raise RecordsFileError(f"{path}: batch {len(batches) + 1} is damaged")
@@ -146,27 +170,26 @@ def _read_batches(
     return _split_end(file_schema, batches)
 
 
-def _footer(path: str) -> ipc.RecordBatchFileReader | None:
+def _footer(buffer: pa.Buffer) -> ipc.RecordBatchFileReader | None:
     """The file's footer as a reader of the batches it names; None where it does not read."""
     try:
-        return ipc.open_file(pa.OSFile(path, "rb"))
+        return ipc.open_file(pa.BufferReader(buffer))
     except (pa.ArrowException, OSError, ValueError, IndexError):
         return None
 
 
 def _stream_batches(
-    source: pa.NativeFile, path: str, footer: ipc.RecordBatchFileReader | None
+    source: pa.BufferReader, scan: _Scan, footer: ipc.RecordBatchFileReader | None
 ) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool]:
     """The batches of the stream after the magic, up to the first one that is cut short or
     does not read, each checked whole (and against the batch the footer names at its place,
-    for a closed file) then kept without its events; and whether the stream reached its
-    end-of-stream marker."""
+    for a closed file); and whether the stream reached its end-of-stream marker."""
     try:
         stream = ipc.open_stream(source)
         file_schema = stream.schema
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise RecordsFileError(
-            f"{path} is not a loadgen records file, or stops before its schema ({exc})"
+            f"{scan.path} is not a loadgen records file, or stops before its schema ({exc})"
         ) from None
     batches: list[tuple[pa.RecordBatch, Any]] = []
     while True:
@@ -177,8 +200,10 @@ def _stream_batches(
         except (pa.ArrowException, OSError, ValueError, IndexError):
             return file_schema, batches, False  # cut short here (or damaged): the rest is lost
         if footer is not None and not _same_as_footer(footer, len(batches), batch):
-            raise RecordsFileError(f"{path}: its footer is damaged")
-        batches.append((_without_events(batch, path), custom))
+            raise RecordsFileError(f"{scan.path}: its footer is damaged")
+        batches.append((batch, custom))
+        scan.mapped.read(source.tell() - scan.read_to)
+        scan.read_to = source.tell()
 
 
 def _same_as_footer(footer: ipc.RecordBatchFileReader, i: int, batch: pa.RecordBatch) -> bool:
@@ -189,20 +214,28 @@ def _same_as_footer(footer: ipc.RecordBatchFileReader, i: int, batch: pa.RecordB
         return False
 
 
-def _without_events(batch: pa.RecordBatch, path: str) -> pa.RecordBatch:
-    """The batch with its events_ns lists replaced by their lengths (int32): the events stay
-    in the file. A batch without that column is left as it is (check_columns refuses it)."""
-    if "events_ns" not in batch.schema.names:
-        return batch
-    at = batch.schema.get_field_index("events_ns")
-    events = batch.column(at)
-    if not pa.types.is_list(events.type):
-        return batch
-    check_event_nulls(pa.chunked_array([events]), path)
-    rows = batch.set_column(at, "events_ns", events.value_lengths())
-    # The other columns are slices of the batch's one body buffer, events included: a copy of
-    # the rows lets it go.
-    return rows.take(pa.array(np.arange(rows.num_rows)))
+def _rows_of(
+    batches: list[pa.RecordBatch], file_schema: pa.Schema, counted: pa.Schema, scan: _Scan
+) -> tuple[pa.Table, PlacesBuilder]:
+    """The rows of the batches, their events_ns lists replaced by their lengths (int32), and
+    where their events lie in the file: a window of the mapping at a time, its pages let go
+    after it."""
+    at = counted.get_field_index("events_ns")
+    places = PlacesBuilder()
+    parts = []
+    for window in windows(batches):
+        table = pa.Table.from_batches(window, schema=file_schema)
+        events = table.column(at)
+        check_event_nulls(events, scan.path)
+        rows = table.set_column(at, counted.field(at), pa.compute.list_value_length(events))
+        rows = rows.combine_chunks()
+        index = rows["index"].to_numpy(zero_copy_only=False).astype(np.int64)
+        places.note_column(index, events, scan.mapped)
+        parts.append(rows)
+        scan.mapped.release()
+    if len(parts) == 1:
+        return parts[0], places
+    return pa.concat_tables(parts or [counted.empty_table()]).combine_chunks(), places
 
 
 def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
@@ -230,9 +263,11 @@ def _split_end(
     return file_schema, rows, end_meta, series
 
 
-def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str) -> RunRecords:
+def _run_records(
+    start: RunStart, table: pa.Table, end: RunEnd | None, scan: _Scan, places: PlacesBuilder
+) -> RunRecords:
     """Rows in arrival order -> request-major arrays; requests with no row are lost."""
-    n = start.num_requests
+    n, path = start.num_requests, scan.path
     index = table["index"].to_numpy()
     check_rows(table, index, n, path)
     records = np.zeros(n, dtype=RECORD_DTYPE)
@@ -256,9 +291,7 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
     scheduled[index] = table["scheduled_ns"].to_numpy()
     input_tokens[index] = table["input_tokens"].to_numpy()
     sequences[index] = table["input_sequences"].to_numpy()
-    events = RequestOrderEvents(path, n)
-    if not np.array_equal(events.counts, records["n_events"]):
-        raise RecordsFileError(f"{path}: its token events do not read back as its rows count them")
+    events = RequestOrderEvents(path, n, places=places.places(n, scan.read_to))
     conversation = turn = None
     if "turn" in table.column_names and table["turn"].null_count < len(index):
         conversation = np.full(n, -1, dtype=np.int64)
@@ -270,7 +303,9 @@ def _run_records(start: RunStart, table: pa.Table, end: RunEnd | None, path: str
         input_audio_s = np.zeros(n, dtype=np.float64)
         input_audio_s[index] = table["input_audio_s"].fill_null(0.0).to_numpy()
     errors = _strings(index, table["error"])
-    lost = np.setdiff1d(np.arange(n), index)
+    seen = np.zeros(n, bool)
+    seen[index] = True
+    lost = np.flatnonzero(~seen)
     for i in lost:
         errors[int(i)] = "lost: the records file has no row for this request"
     return RunRecords(

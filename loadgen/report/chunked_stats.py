@@ -1,26 +1,30 @@
 """``sample_stats`` of a sample too large to hold: the same figures, to the last bit, from chunks.
 
-The sample is read as chunks of float64 values, again for each pass (``chunks()`` returns a
-fresh iterable each call), in one fixed order. Memory is bounded by a chunk, a table of
-counts and the values of the few buckets that hold the ranks asked for; never the sample.
+The sample is read as chunks of float64 values, once per pass, in one fixed order
+(``ChunkedSample``: a pass is ``begin``, ``add`` of each chunk, ``end``; ``chunked_stats`` runs
+the passes over a ``chunks()`` that returns a fresh iterable each call). Memory is bounded by a
+chunk, a table of counts and the values of the few buckets that hold the ranks asked for;
+never the sample. Two passes where the count is known (a first one counts it otherwise):
+the sum, the max and a first table of counts; then the squares and the ranks' values.
 
 Each figure is the one numpy computes on the whole array (loadgen/report/stats.py):
 
 - **mean and std**: numpy's sum of a contiguous float64 array is a pairwise sum whose tree
   depends only on the count (blocks of at most 128 summed with 8 accumulators, split in two
   with the left half a multiple of 8 above that: ``pairwise_sum``), so with the count known
-  from a first pass the same tree is summed over the chunks; std sums the squares of the
-  deviations from that mean with the same tree, as ``np.std`` does.
+  the same tree is summed over the chunks; std sums the squares of the deviations from that
+  mean with the same tree, as ``np.std`` does.
 - **median and percentiles**: the values at the ranks numpy's linear interpolation reads
   (``np.percentile``'s virtual index, its floor and its neighbour) are found by counting the
-  values per bucket of their sortable bit pattern, then counting again inside the bucket that
-  holds a rank, until the values left are few enough to load; the interpolation is numpy's
+  values per bucket of their sortable bit pattern (the top ``ROOT_BITS`` bits first), then
+  counting again inside the bucket that holds a rank, until the values left are few enough to
+  load (loaded in the same pass as other buckets are counted); the interpolation is numpy's
   own formula on them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -30,7 +34,8 @@ Chunks = Callable[[], Iterable[np.ndarray]]
 
 BLOCK = 128  # numpy's PW_BLOCKSIZE: a leaf of the pairwise sum
 UNROLL = 8
-BUCKET_BITS = 16  # each counting pass splits a key range 65,536 ways
+ROOT_BITS = 20  # the first table of counts splits the keys 1,048,576 ways (8 MiB)
+BUCKET_BITS = 16  # each later counting pass splits a bucket 65,536 ways
 LOAD_LIMIT = 1 << 20  # at most this many values are loaded to find a rank
 
 
@@ -41,43 +46,115 @@ def chunked_stats(
     scale: float = 1.0,
     empty: float = 0.0,
     load_limit: int = LOAD_LIMIT,
+    count: int | None = None,
 ) -> SampleStats:
     """``sample_stats(np.concatenate(list(chunks())), percentiles, scale=..., empty=...)``,
-    computed a chunk at a time (the sample is never in memory at once)."""
-    count, largest = 0, -np.inf
-    for chunk in _float_chunks(chunks):
-        count += len(chunk)
-        if len(chunk):
-            largest = max(largest, float(np.max(chunk)))
-    if count == 0:
-        return SampleStats(0, empty, empty, empty, empty, [(p, empty) for p in percentiles])
-    mean = float(np.float64(pairwise_sum(_float_chunks(chunks), count)) / count)
-    squares = ((chunk - mean) * (chunk - mean) for chunk in _float_chunks(chunks))
-    std = float(np.sqrt(np.float64(pairwise_sum(squares, count)) / count))
-    previous, following, gamma = percentile_ranks(count, percentiles)
-    middle = [(count - 1) // 2, count // 2]
-    ranks = sorted({*previous.tolist(), *following.tolist(), *middle})
-    values = values_at_ranks(chunks, count, ranks, load_limit)
-    at = lerp(
-        np.array([values[r] for r in previous.tolist()], dtype=np.float64),
-        np.array([values[r] for r in following.tolist()], dtype=np.float64),
-        gamma,
-    )
-    pair = [values[middle[0]]] if count % 2 else [values[middle[0]], values[middle[1]]]
-    median = float(np.mean(np.array(pair, dtype=np.float64)))
-    return SampleStats(
-        count=count,
-        mean=mean * scale,
-        median=median * scale,
-        std=std * scale,
-        max=largest * scale,
-        percentiles=[(p, float(v) * scale) for p, v in zip(percentiles, at, strict=True)],
-    )
+    computed a chunk at a time (the sample is never in memory at once); ``count``: the
+    sample's size where it is known (saves the pass that counts it)."""
+    sample = ChunkedSample(percentiles, count, load_limit)
+    while sample.wants_pass():
+        sample.begin()
+        for chunk in chunks():
+            sample.add(np.ascontiguousarray(chunk, dtype=np.float64))
+        sample.end()
+    return sample.stats(scale, empty)
 
 
-def _float_chunks(chunks: Chunks) -> Iterator[np.ndarray]:
-    for chunk in chunks():
-        yield np.ascontiguousarray(chunk, dtype=np.float64)
+class ChunkedSample:
+    """The figures of one sample read in passes over its chunks: ``wants_pass``, then
+    ``begin``, ``add`` of every chunk in the same order each pass, ``end``; then ``stats``."""
+
+    def __init__(
+        self, percentiles: Sequence[float], count: int | None = None, load_limit: int = LOAD_LIMIT
+    ) -> None:
+        self.percentiles = list(percentiles)
+        self.count = count
+        self.largest = -np.inf
+        self.mean: float | None = None
+        self.std: float | None = None
+        self.ranks = RankSearch(load_limit)
+        self._counting = 0
+        self._sum: PairwiseSum | None = None
+        self._squares: PairwiseSum | None = None
+        self._first = True
+
+    def wants_pass(self) -> bool:
+        """Whether a figure still needs a pass over the chunks."""
+        if self.count == 0:
+            return False
+        return self.count is None or self.std is None or not self.ranks.done
+
+    def begin(self) -> None:
+        """Start a pass: what it computes follows from what the passes before found."""
+        self._counting = 0
+        if self.count is not None and self.mean is None:
+            self._sum = PairwiseSum(self.count)
+        elif self.mean is not None and self.std is None:
+            self._squares = PairwiseSum(self.count or 0)
+        self.ranks.begin()
+
+    def add(self, chunk: np.ndarray) -> None:
+        """A chunk of the pass (contiguous float64)."""
+        if self._first:
+            self._counting += len(chunk)
+            if len(chunk):
+                self.largest = max(self.largest, float(np.max(chunk)))
+        if self._sum is not None:
+            self._sum.add(chunk)
+        if self._squares is not None:
+            deviations = chunk - self.mean
+            self._squares.add(deviations * deviations)
+        if self.ranks.reading:
+            self.ranks.add(sortable_keys(chunk), chunk)
+
+    def end(self) -> None:
+        """The pass's figures."""
+        if self._first and self.count is None:
+            self.count = self._counting
+        self._first = False
+        count = self.count or 0
+        if self._sum is not None:
+            self.mean = float(np.float64(self._sum.total()) / count)
+            self._sum = None
+        if self._squares is not None:
+            self.std = float(np.sqrt(np.float64(self._squares.total()) / count))
+            self._squares = None
+        self.ranks.end()
+        if count and not self.ranks.searching:
+            self.ranks.find(self._wanted_ranks())
+
+    def _wanted_ranks(self) -> list[int]:
+        count = self.count or 0
+        previous, following, _ = percentile_ranks(count, self.percentiles)
+        middle = [(count - 1) // 2, count // 2]
+        return sorted({*previous.tolist(), *following.tolist(), *middle})
+
+    def stats(self, scale: float, empty: float) -> SampleStats:
+        """The sample's figures, each scaled (``empty`` for all of an empty sample)."""
+        count = self.count or 0
+        if count == 0:
+            return SampleStats(
+                0, empty, empty, empty, empty, [(p, empty) for p in self.percentiles]
+            )
+        assert self.mean is not None and self.std is not None  # wants_pass was followed
+        values = self.ranks.values
+        previous, following, gamma = percentile_ranks(count, self.percentiles)
+        at = lerp(
+            np.array([values[r] for r in previous.tolist()], dtype=np.float64),
+            np.array([values[r] for r in following.tolist()], dtype=np.float64),
+            gamma,
+        )
+        middle = [(count - 1) // 2, count // 2]
+        pair = [values[middle[0]]] if count % 2 else [values[middle[0]], values[middle[1]]]
+        median = float(np.mean(np.array(pair, dtype=np.float64)))
+        return SampleStats(
+            count=count,
+            mean=self.mean * scale,
+            median=median * scale,
+            std=self.std * scale,
+            max=self.largest * scale,
+            percentiles=[(p, float(v) * scale) for p, v in zip(self.percentiles, at, strict=True)],
+        )
 
 
 # --- the pairwise sum ------------------------------------------------------------------------
@@ -118,6 +195,8 @@ def combine_leaves(levels: list[tuple[np.ndarray, np.ndarray]], sums: np.ndarray
 def leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """The sums numpy takes of the leaves ``values[s:s + length]`` for each s in ``starts``:
     one accumulator below 8 values, else 8 accumulators then the rest one by one."""
+    if length >= UNROLL and length % UNROLL == 0 and not (starts % UNROLL).any():
+        return _aligned_leaf_sums(values, starts, length)
     block = values[starts[:, None] + np.arange(length)]
     if length < UNROLL:
         total = np.zeros(len(starts))
@@ -136,6 +215,19 @@ def leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray
     return total
 
 
+def _aligned_leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """``leaf_sums`` of leaves that start on a multiple of 8 and hold one: the 8 accumulators
+    are a row of 8 values each, read a row at a time (the same additions, in the same order)."""
+    rows = values[: len(values) - len(values) % UNROLL].reshape(-1, UNROLL)
+    at = starts // UNROLL
+    acc = rows[at]
+    for i in range(1, length // UNROLL):
+        acc += rows[at + i]
+    return ((acc[:, 0] + acc[:, 1]) + (acc[:, 2] + acc[:, 3])) + (
+        (acc[:, 4] + acc[:, 5]) + (acc[:, 6] + acc[:, 7])
+    )
+
+
 def _sums_in_order(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """The sums of the leaves at ``starts`` of ``sizes``, in their order."""
     out = np.empty(len(starts))
@@ -145,32 +237,49 @@ def _sums_in_order(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) ->
     return out
 
 
-def pairwise_sum(chunks: Iterable[np.ndarray], n: int) -> float:
-    """numpy's ``np.add.reduce`` of the ``n`` float64 values the chunks hold, in their order,
-    bit for bit: each chunk's whole leaves summed together (numpy's leaf loop, vectorized over
+class PairwiseSum:
+    """numpy's ``np.add.reduce`` of ``n`` float64 values given as chunks, in their order, bit
+    for bit: each chunk's whole leaves summed together (numpy's leaf loop, vectorized over
     leaves), then the tree (``tree_levels``) combined level by level. Memory: one float per
     leaf (at least 64 values each), a chunk, and a leaf's worth of values carried over."""
-    levels = tree_levels(n)
-    lengths = levels[-1][0]
-    ends = np.cumsum(lengths)
-    sums = np.empty(len(lengths))
-    done = seen = 0  # leaves summed, values they hold
-    carry = np.zeros(0)
-    for chunk in chunks:
-        values = np.concatenate((carry, chunk)) if len(carry) else chunk
-        last = int(np.searchsorted(ends, seen + len(values), side="right"))
-        if last > done:
-            sizes = lengths[done:last]
-            sums[done:last] = _sums_in_order(values, ends[done:last] - sizes - seen, sizes)
-            used = int(ends[last - 1]) - seen
-            carry, seen, done = values[used:], seen + used, last
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.levels = tree_levels(n)
+        self.lengths = self.levels[-1][0]
+        self.ends = np.cumsum(self.lengths)
+        self.sums = np.empty(len(self.lengths))
+        self.done = self.seen = 0  # leaves summed, values they hold
+        self.carry = np.zeros(0)
+
+    def add(self, chunk: np.ndarray) -> None:
+        """The next values."""
+        values = np.concatenate((self.carry, chunk)) if len(self.carry) else chunk
+        last = int(np.searchsorted(self.ends, self.seen + len(values), side="right"))
+        if last > self.done:
+            sizes = self.lengths[self.done : last]
+            starts = self.ends[self.done : last] - sizes - self.seen
+            self.sums[self.done : last] = _sums_in_order(values, starts, sizes)
+            used = int(self.ends[last - 1]) - self.seen
+            self.carry, self.seen, self.done = values[used:], self.seen + used, last
         else:
-            carry = values
-    if done < len(lengths):
-        raise ValueError(f"the chunks hold fewer values than the {n} counted")
-    if len(carry):
-        raise ValueError(f"the chunks hold more values than the {n} counted")
-    return combine_leaves(levels, sums)
+            self.carry = values
+
+    def total(self) -> float:
+        """The sum, once every value was added."""
+        if self.done < len(self.lengths):
+            raise ValueError(f"the chunks hold fewer values than the {self.n} counted")
+        if len(self.carry):
+            raise ValueError(f"the chunks hold more values than the {self.n} counted")
+        return combine_leaves(self.levels, self.sums)
+
+
+def pairwise_sum(chunks: Iterable[np.ndarray], n: int) -> float:
+    """numpy's ``np.add.reduce`` of the ``n`` float64 values the chunks hold (``PairwiseSum``)."""
+    total = PairwiseSum(n)
+    for chunk in chunks:
+        total.add(chunk)
+    return total.total()
 
 
 # --- ranks -----------------------------------------------------------------------------------
@@ -207,12 +316,14 @@ def lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     return out
 
 
+SIGN = np.uint64(1 << 63)
+
+
 def sortable_keys(values: np.ndarray) -> np.ndarray:
-    """uint64 keys in the order of the float64 values (negatives flipped, the sign bit set on
-    the rest); -0.0 and 0.0 get different keys but sort next to each other."""
-    bits = values.view(np.uint64)
-    negative = (bits >> np.uint64(63)).astype(bool)
-    return np.where(negative, ~bits, bits | np.uint64(1 << 63))
+    """uint64 keys in the order of the float64 values (negatives' bits flipped, the sign bit
+    set on the rest); -0.0 and 0.0 get different keys but sort next to each other."""
+    flip = values.view(np.int64) >> np.int64(63)  # all ones for a negative, else 0
+    return values.view(np.uint64) ^ (flip.view(np.uint64) | SIGN)
 
 
 def key_value(key: int) -> float:
@@ -221,73 +332,146 @@ def key_value(key: int) -> float:
     return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
 
 
+def count_into(counts: np.ndarray, buckets: np.ndarray) -> None:
+    """``counts[b] += 1`` for each b in ``buckets`` (int64): a bincount over the span the
+    buckets cover, or over the distinct ones where that span is sparse."""
+    if not len(buckets):
+        return
+    low, high = int(buckets.min()), int(buckets.max())
+    if high - low < 4 * len(buckets) + 4096:
+        counts[low : high + 1] += np.bincount(buckets - low, minlength=high - low + 1)
+    else:
+        distinct, times = np.unique(buckets, return_counts=True)
+        counts[distinct] += times
+
+
 # A rank's search: the key prefix its value is known to have (``shift``: the bits below the
 # prefix; 64 for no prefix yet), its rank among the values with that prefix, and their count.
 Search = tuple[int, int, int, int]
 
 
+class RankSearch:
+    """The values at ranks of a sample (0-based, ascending), over passes: the first counts
+    every value's top ROOT_BITS key bits (before the ranks are known: the sample's size may
+    not be); each later one narrows each rank's bucket BUCKET_BITS further by counting its
+    values, or loads them where they are at most ``load_limit`` (or read its value off its key
+    where one key is left)."""
+
+    def __init__(self, load_limit: int) -> None:
+        self.load_limit = load_limit
+        self.values: dict[int, float] = {}
+        self.root: np.ndarray | None = None  # the first pass's counts, until the ranks come
+        self.searching = False  # ``find`` was given the ranks
+        self.reading = False  # this pass reads the chunks
+        self._searches: dict[int, Search] = {}
+        self._narrowing: dict[tuple[int, int], np.ndarray] = {}
+        self._loading: dict[tuple[int, int], list[np.ndarray]] = {}
+
+    @property
+    def done(self) -> bool:
+        """Whether every rank's value is known."""
+        return self.searching and not self._searches
+
+    def find(self, ranks: Sequence[int]) -> None:
+        """The ranks to find, once the first pass counted the root buckets."""
+        assert self.root is not None  # the first pass ran
+        self.searching = True
+        total = int(self.root.sum())
+        self._searches = {r: (0, 64, r, total) for r in ranks}
+        self._searches = self._narrowed({(0, 64): self.root})
+        self.root = None
+        self._read_off_keys()
+
+    def begin(self) -> None:
+        """Plan a pass: the first counts the root buckets; later ones narrow or load."""
+        self._narrowing, self._loading = {}, {}
+        if not self.searching:
+            if self.root is None:
+                self.root = np.zeros(1 << ROOT_BITS, np.int64)
+                self.reading = True
+            return
+        for prefix, shift, _, size in self._searches.values():
+            if size <= self.load_limit:
+                self._loading[prefix, shift] = []
+            else:
+                self._narrowing[prefix, shift] = np.zeros(1 << min(BUCKET_BITS, shift), np.int64)
+        self.reading = bool(self._narrowing or self._loading)
+
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """A chunk's values and their sortable keys."""
+        if self.root is not None and not self.searching:
+            count_into(self.root, (keys >> np.uint64(64 - ROOT_BITS)).astype(np.int64))
+            return
+        tops: dict[int, np.ndarray] = {}
+        for (prefix, shift), counts in self._narrowing.items():
+            inside = keys[_in_prefix(keys, prefix, shift, tops)]
+            step = min(BUCKET_BITS, shift)
+            bucket = (inside >> np.uint64(shift - step)) & np.uint64((1 << step) - 1)
+            count_into(counts, bucket.astype(np.int64))
+        for (prefix, shift), kept in self._loading.items():
+            kept.append(values[_in_prefix(keys, prefix, shift, tops)])
+
+    def end(self) -> None:
+        """The pass's narrowed buckets and loaded values."""
+        self.reading = False
+        if not self.searching:
+            return
+        for rank, (prefix, shift, within, _) in list(self._searches.items()):
+            if (prefix, shift) in self._loading:
+                values = np.concatenate(self._loading[prefix, shift])
+                self.values[rank] = float(np.partition(values, within)[within])
+                del self._searches[rank]
+        self._searches.update(self._narrowed(self._narrowing))
+        self._narrowing, self._loading = {}, {}
+        self._read_off_keys()
+
+    def _narrowed(self, counted: dict[tuple[int, int], np.ndarray]) -> dict[int, Search]:
+        """Each search whose prefix was counted, extended to the bucket that holds its rank."""
+        out = {}
+        for rank, (prefix, shift, within, _) in self._searches.items():
+            if (prefix, shift) not in counted:
+                continue
+            counts = counted[prefix, shift]
+            step = len(counts).bit_length() - 1
+            cumulative = np.cumsum(counts)
+            bucket = int(np.searchsorted(cumulative, within, side="right"))
+            before = int(cumulative[bucket - 1]) if bucket else 0
+            size = int(cumulative[bucket]) - before
+            out[rank] = ((prefix << step) | bucket, shift - step, within - before, size)
+        return out
+
+    def _read_off_keys(self) -> None:
+        """The ranks whose bucket is down to one key: its value, with no pass."""
+        for rank, (prefix, shift, _, _) in list(self._searches.items()):
+            if shift == 0:
+                self.values[rank] = key_value(prefix)
+                del self._searches[rank]
+
+
+def _in_prefix(
+    keys: np.ndarray, prefix: int, shift: int, tops: dict[int, np.ndarray]
+) -> np.ndarray:
+    """Which keys have ``prefix`` above their ``shift`` low bits (``tops``: each shift's
+    ``keys >> shift`` of this chunk, computed once)."""
+    if shift >= 64:
+        return np.ones(len(keys), dtype=bool)
+    if shift not in tops:
+        tops[shift] = keys >> np.uint64(shift)
+    return tops[shift] == np.uint64(prefix)
+
+
 def values_at_ranks(
     chunks: Chunks, n: int, ranks: Sequence[int], load_limit: int
 ) -> dict[int, float]:
-    """The value at each rank (0-based, ascending) of the sample of ``n`` values: counting
-    passes over buckets of the values' sortable keys narrow each rank to the bucket that holds
-    it, until its bucket has at most ``load_limit`` values (or one key); one last pass loads
-    those values."""
-    searches: dict[int, Search] = {rank: (0, 64, rank, n) for rank in ranks}
-    while True:
-        wide = {r: s for r, s in searches.items() if s[3] > load_limit and s[1] > 0}
-        if not wide:
-            break
-        searches.update(_narrow(chunks, wide))
-    return _load(chunks, searches)
-
-
-def _in_prefix(keys: np.ndarray, prefix: int, shift: int) -> np.ndarray:
-    """Which keys have ``prefix`` above their ``shift`` low bits."""
-    if shift >= 64:
-        return np.ones(len(keys), dtype=bool)
-    return (keys >> np.uint64(shift)) == np.uint64(prefix)
-
-
-def _narrow(chunks: Chunks, searches: dict[int, Search]) -> dict[int, Search]:
-    """One counting pass: each search's prefix extended by up to BUCKET_BITS bits, to the
-    bucket that holds its rank."""
-    prefixes = {(prefix, shift) for prefix, shift, _, _ in searches.values()}
-    counts = {key: np.zeros(1 << min(BUCKET_BITS, key[1]), np.int64) for key in prefixes}
-    for chunk in _float_chunks(chunks):
-        keys = sortable_keys(chunk)
-        for prefix, shift in prefixes:
-            step = min(BUCKET_BITS, shift)
-            inside = keys[_in_prefix(keys, prefix, shift)]
-            bucket = (inside >> np.uint64(shift - step)) & np.uint64((1 << step) - 1)
-            counts[prefix, shift] += np.bincount(bucket.astype(np.int64), minlength=1 << step)
-    out = {}
-    for rank, (prefix, shift, within, _) in searches.items():
-        step = min(BUCKET_BITS, shift)
-        cumulative = np.cumsum(counts[prefix, shift])
-        bucket = int(np.searchsorted(cumulative, within, side="right"))
-        before = int(cumulative[bucket - 1]) if bucket else 0
-        size = int(cumulative[bucket]) - before
-        out[rank] = ((prefix << step) | bucket, shift - step, within - before, size)
-    return out
-
-
-def _load(chunks: Chunks, searches: dict[int, Search]) -> dict[int, float]:
-    """The value at each search's rank: read off its key where that is down to one key, else
-    by one pass that keeps the values with its prefix."""
-    out = {
-        rank: key_value(prefix) for rank, (prefix, shift, _, _) in searches.items() if shift == 0
-    }
-    loading = {(p, s) for r, (p, s, _, _) in searches.items() if r not in out}
-    if not loading:
-        return out
-    kept: dict[tuple[int, int], list[np.ndarray]] = {key: [] for key in loading}
-    for chunk in _float_chunks(chunks):
-        keys = sortable_keys(chunk)
-        for prefix, shift in loading:
-            kept[prefix, shift].append(chunk[_in_prefix(keys, prefix, shift)])
-    for rank, (prefix, shift, within, _) in searches.items():
-        if rank not in out:
-            values = np.concatenate(kept[prefix, shift])
-            out[rank] = float(np.partition(values, within)[within])
-    return out
+    """The value at each rank (0-based, ascending) of the sample of ``n`` values the chunks
+    hold (``RankSearch``, a pass over the chunks at a time)."""
+    search = RankSearch(load_limit)
+    while not search.done:
+        search.begin()
+        for chunk in chunks():
+            values = np.ascontiguousarray(chunk, dtype=np.float64)
+            search.add(sortable_keys(values), values)
+        search.end()
+        if not search.searching:
+            search.find(ranks)
+    return search.values

@@ -14,7 +14,7 @@ Aggregates use successful requests only: ITL is pooled over all of them; mean/me
 reported in ms; an empty sample gives 0 for every statistic.
 
 The token events are read a bounded chunk of requests at a time (``EventSource``: the run's
-records file), never laid out whole: per request only its first and last instant are kept;
+records file), never laid out whole: per request only its first and last instant are read;
 the ITLs are statistics of chunks (loadgen/report/chunked_stats.py), to the last bit numpy's
 on the whole array.
 """
@@ -22,13 +22,13 @@ on the whole array.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from loadgen.records.event_source import CHUNK_EVENTS, ArrayEvents, EventSource
-from loadgen.report.chunked_stats import Chunks, chunked_stats
+from loadgen.report.chunked_stats import ChunkedSample, Chunks
 from loadgen.report.stats import SampleStats, sample_stats
 
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
@@ -158,8 +158,8 @@ class PoolingMetrics:
 
 
 def derive_timings(results: RequestResults) -> Timings:
-    """TTFT, E2EL, queue time of every request from its instants (one pass over the events
-    for each request's first and last), and where its ITLs are read from."""
+    """TTFT, E2EL, queue time of every request from its instants (each request's first and
+    last, ``EventSource.ends``), and where its ITLs are read from."""
     first_s, last_s = event_bounds_s(results.event_source)
     has_events = ~np.isnan(first_s)
     ttft = np.where(has_events, first_s - results.sent_s, 0.0)
@@ -280,10 +280,12 @@ def calculate_metrics(
     good = good_requests(ttft, tpot_for_goodput, latency, goodput_slos_ms or {})
     send_ok = results.sent_s[ok]
     queue_ok = timings.queue_s[ok]
+    # The tokens per second are counted in the ITLs' first pass over the events.
+    tokens = TokensPerSecond(results.event_source.counts, ok, send_ok, latency)
     stats = {
         "ttft": summarize(ttft, percentiles),
         "tpot": summarize(tpot, percentiles),
-        "itl": itl_summary(timings, ok, percentiles),
+        "itl": itl_summary(timings, ok, percentiles, first_pass=tokens),
         **latency_stats(latency, queue_ok, percentiles),
     }
     return BenchmarkMetrics(
@@ -295,9 +297,7 @@ def calculate_metrics(
         request_goodput=good / duration_s,
         output_throughput=total_output / duration_s,
         total_token_throughput=(total_input + total_output) / duration_s,
-        max_output_tokens_per_s=peak_output_tokens_per_s_chunked(
-            results.event_source, ok, send_ok, latency
-        ),
+        max_output_tokens_per_s=tokens.peak(),
         max_concurrent_requests=peak_concurrency(send_ok, send_ok + latency),
         stats=stats,
         rtfx=(
@@ -340,17 +340,10 @@ def calculate_pooling_metrics(
 
 def event_bounds_s(events: EventSource) -> tuple[np.ndarray, np.ndarray]:
     """Each request's first and last token-event instant (NaN without one), the two
-    per-request figures TTFT and E2EL read, from the events in chunks."""
-    counts_all = np.asarray(events.counts, dtype=np.int64)
-    first = np.full(len(counts_all), np.nan)
-    last = np.full(len(counts_all), np.nan)
-    for start, end, values in events.chunks():
-        counts = counts_all[start:end]
-        has = counts > 0
-        ends = np.cumsum(counts)
-        first[start:end][has] = values[(ends - counts)[has]]
-        last[start:end][has] = values[ends[has] - 1]
-    return first, last
+    per-request figures TTFT and E2EL read (``EventSource.ends``: no pass over the events)."""
+    has = np.asarray(events.counts) > 0
+    first, last = events.ends()
+    return np.where(has, first, np.nan), np.where(has, last, np.nan)
 
 
 def gaps_of_chunk(values: np.ndarray, counts: np.ndarray, later: bool = False) -> np.ndarray:
@@ -384,18 +377,93 @@ def itl_chunks(
     return chunks
 
 
-def itl_summary(timings: Timings, kept: np.ndarray, percentiles: list[float]) -> MetricStats:
+def itl_summary(
+    timings: Timings,
+    kept: np.ndarray,
+    percentiles: list[float],
+    first_pass: ChunkReader | None = None,
+) -> MetricStats:
     """``summarize`` of the ``kept`` requests' ITLs, from chunks, equal to the in-memory
     figure to the last bit (loadgen/report/chunked_stats.py)."""
-    s = itl_stats(timings, kept, percentiles)
+    s = itl_stats(timings, kept, percentiles, first_pass)
     return MetricStats(
         mean_ms=s.mean, median_ms=s.median, std_ms=s.std, percentiles_ms=s.percentiles
     )
 
 
-def itl_stats(timings: Timings, kept: np.ndarray, percentiles: list[float]) -> SampleStats:
-    """``sample_stats`` of the ``kept`` requests' ITLs in ms, from chunks."""
-    return chunked_stats(timings.itl_chunks(kept), percentiles, scale=1000)
+# Reads each chunk of a pass over the events: first request, end request, their events.
+ChunkReader = Callable[[int, int, np.ndarray], None]
+
+
+def itl_stats(
+    timings: Timings,
+    kept: np.ndarray,
+    percentiles: list[float],
+    first_pass: ChunkReader | None = None,
+) -> SampleStats:
+    """``sample_stats`` of the ``kept`` requests' ITLs in ms, from chunks: two passes over the
+    events where their values allow (their count is known from the counts: the sum, max and
+    first bucket counts, then the squares and the ranks' values). ``first_pass`` reads the
+    first pass's chunks too, so that it needs no pass of its own."""
+    events = timings.events
+    counts = np.asarray(events.counts, dtype=np.int64)
+    kept = np.asarray(kept, dtype=bool)
+    sample = ChunkedSample(percentiles, int(np.maximum(counts - 1, 0)[kept].sum()))
+    every = bool(kept.all())
+    reader = first_pass
+    while (itls := sample.wants_pass()) or reader is not None:
+        if itls:
+            sample.begin()
+        for start, end, values in events.chunks():
+            if reader is not None:
+                reader(start, end, values)
+            if itls:
+                sample.add(kept_gaps(values, counts[start:end], None if every else kept[start:end]))
+        if itls:
+            sample.end()
+        reader = None
+    return sample.stats(1000, 0.0)
+
+
+def kept_gaps(values: np.ndarray, counts: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
+    """The ITLs of a chunk's ``kept`` requests (all of them for None), request-major: the
+    gaps of ``gaps_of_chunk`` with one mask."""
+    gaps = np.diff(values)
+    if not len(gaps):
+        return gaps
+    inside = np.ones(len(gaps), dtype=bool) if kept is None else np.repeat(kept, counts)[1:]
+    boundaries = np.cumsum(counts)[:-1]
+    inside[boundaries[(boundaries > 0) & (boundaries < len(values))] - 1] = False
+    return gaps[inside]
+
+
+class TokensPerSecond:
+    """``tokens_per_second`` of the successful requests (``ok``), counted from the events a
+    chunk at a time as a pass goes (integer counts: equal to the whole array's)."""
+
+    def __init__(
+        self, counts: np.ndarray, ok: np.ndarray, send_ok: np.ndarray, latency_ok: np.ndarray
+    ) -> None:
+        self.event_counts = np.asarray(counts, dtype=np.int64)
+        self.ok = ok
+        self.every = bool(ok.all())
+        self.origin = send_ok.min() if len(send_ok) else 0.0
+        buckets = math.ceil((send_ok + latency_ok).max() - self.origin) + 1 if len(send_ok) else 0
+        self.counts = np.zeros(buckets, np.int64)
+
+    def __call__(self, start: int, end: int, values: np.ndarray) -> None:
+        """The events of requests start..end (s)."""
+        if not len(self.counts):
+            return
+        if not self.every:
+            values = values[np.repeat(self.ok[start:end], self.event_counts[start:end])]
+        buckets = (values - self.origin).astype(np.int64)
+        buckets = buckets[(buckets >= 0) & (buckets < len(self.counts))]
+        self.counts += np.bincount(buckets, minlength=len(self.counts))
+
+    def peak(self) -> float:
+        """The most tokens counted in one second."""
+        return float(self.counts.max()) if len(self.counts) else 0.0
 
 
 def tokens_per_second_chunked(
@@ -403,23 +471,8 @@ def tokens_per_second_chunked(
 ) -> np.ndarray:
     """``tokens_per_second`` of the successful requests, their token events counted per whole
     second a chunk of requests at a time (integer counts: equal to the whole array's)."""
-    if len(send_ok) == 0:
-        return np.zeros(0, dtype=np.int64)
-    origin = send_ok.min()
-    num_buckets = math.ceil((send_ok + latency_ok).max() - origin) + 1
-    counts = np.zeros(num_buckets, np.int64)
-    counts_all = np.asarray(events.counts, dtype=np.int64)
-    for start, end, values in events.chunks():
-        owner_ok = np.repeat(ok[start:end], counts_all[start:end])
-        buckets = (values[owner_ok] - origin).astype(np.int64)
-        buckets = buckets[(buckets >= 0) & (buckets < num_buckets)]
-        counts += np.bincount(buckets, minlength=num_buckets)
-    return counts
-
-
-def peak_output_tokens_per_s_chunked(
-    events: EventSource, ok: np.ndarray, send_ok: np.ndarray, latency_ok: np.ndarray
-) -> float:
-    """``peak_output_tokens_per_s`` of the successful requests, from the events in chunks."""
-    counts = tokens_per_second_chunked(events, ok, send_ok, latency_ok)
-    return float(counts.max()) if len(counts) else 0.0
+    tokens = TokensPerSecond(events.counts, ok, send_ok, latency_ok)
+    if len(tokens.counts):
+        for start, end, values in events.chunks():
+            tokens(start, end, values)
+    return tokens.counts

@@ -84,7 +84,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
     results = request_results(run, end)
     ends = records["end_ns"]
     duration_s = max(float(ends.max()) / 1e9 if len(ends) else 0.0, 1e-9)
-    timings = derive_timings(results)  # one pass over the events; ITLs are read in chunks
+    timings = derive_timings(results)  # no pass over the events; ITLs are read in chunks
     metrics: BenchmarkMetrics | PoolingMetrics
     percentiles = list(settings.percentiles)
     if settings.pooling:

@@ -8,6 +8,7 @@ written out of order as workers send them, read in chunks of a few dozen events.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,14 +18,17 @@ import pytest
 from report_reference import reference_summary
 from report_runs import full_config, start_and_end
 
+from loadgen.records import mapped
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
-from loadgen.records.event_source import EventSource, materialized
-from loadgen.records.events import RequestOrderEvents
+from loadgen.records.event_source import ArrayEvents, EventSource, PickedEvents, ScaledEvents
+from loadgen.records.events import RequestOrderEvents, event_chunks, file_events
 from loadgen.records.read import read_records
 from loadgen.report.exports import request_rows
+from loadgen.report.metrics import Timings, TokensPerSecond, itl_stats, tokens_per_second
 from loadgen.report.result_json import result_json
 from loadgen.report.settings import settings_of
+from loadgen.report.stats import sample_stats
 from loadgen.report.summarize import summarize
 from loadgen.report.summary import console_lines
 from workers.protocol import RECORD_DTYPE
@@ -44,6 +48,9 @@ class SmallChunks:
 
     def chunks(self, max_events: int = 0) -> Iterator[tuple[int, int, np.ndarray]]:
         return self.source.chunks(self.size)
+
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.source.ends()
 
 
 def write_made_up_run(path: Path, seed: int) -> int:
@@ -129,48 +136,141 @@ def test_chunks_hold_each_requests_events_in_request_order(tmp_path: Path) -> No
     path = tmp_path / "run.records.arrow"
     n = write_made_up_run(path, 9)
     run = read_records(str(path))
-    events = RequestOrderEvents(str(path), n, cache_batches=1)
+    events = RequestOrderEvents(str(path), n)  # its own scan, as a run's report has it
     assert events.offsets.tolist() == run.event_offsets.tolist()
     pieces = list(events.chunks(max_events=100))
     assert len(pieces) > 10 and pieces[-1][1] == n
-    whole, _ = materialized(run.event_source)
+    whole, offsets = file_events(str(path), events.counts)  # batch by batch, in memory
     assert np.concatenate([p[2] for p in pieces]).tolist() == whole.tolist()
+    assert [v.tolist() for _, _, v in run.event_source.chunks(100)] == [
+        v.tolist() for _, _, v in pieces
+    ]
+    has = events.counts > 0
+    for source in (events, run.event_source):
+        first, last = source.ends()
+        assert first[has].tolist() == whole[offsets[:-1][has]].tolist()
+        assert last[has].tolist() == whole[offsets[1:][has] - 1].tolist()
 
 
-def test_a_second_pass_reads_the_spilled_events_and_a_failed_spill_decodes_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_pass_lets_the_pages_it_read_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run.records.arrow"
     n = write_made_up_run(path, 4)
-    events = RequestOrderEvents(str(path), n, cache_batches=2, spill_dir=str(tmp_path))
-    first = [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)]
-    assert events._spilled is not None  # the whole pass was written out
-    monkeypatch.setattr(events, "_gather", None)  # a second pass no longer decodes batches
-    assert [(a, b, v.tolist()) for a, b, v in events.chunks(max_events=50)] == first
-    monkeypatch.undo()
+    events = RequestOrderEvents(str(path), n)
+    want = [v.tolist() for _, _, v in events.chunks(max_events=50)]
+    released: list[int] = []
 
-    # A spill that cannot be written (read-only here, as a full disk refuses it), or made.
-    (tmp_path / "ro").write_bytes(b"")
-    other = RequestOrderEvents(str(path), n)
-    monkeypatch.setattr(other, "_spill_file", lambda: open(tmp_path / "ro", "rb"))  # noqa: SIM115
-    assert [(a, b, v.tolist()) for a, b, v in other.chunks(max_events=50)] == first
-    assert other._spilled is None
-    nowhere = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path / "missing"))
-    assert [(a, b, v.tolist()) for a, b, v in nowhere.chunks(max_events=50)] == first
-    assert nowhere._spilled is None
+    def release(self: mapped.MappedFile) -> None:
+        released.append(self._read)
+        self._read = 0
+
+    monkeypatch.setattr(mapped, "RELEASE_BYTES", 4096)
+    monkeypatch.setattr(mapped.MappedFile, "release", release)
+    assert [v.tolist() for _, _, v in events.chunks(max_events=50)] == want
+    total = int(events.counts.sum()) * 8
+    # every 4 KiB read (once the last chunk passed it), then once more as the pass ends
+    assert len(released) >= total // (4096 + 50 * 8) and all(r >= 4096 for r in released[:-1])
+
+
+def test_a_file_shorter_than_when_it_was_read_is_refused_before_it_is_mapped(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 5)
+    events = RequestOrderEvents(str(path), n)
+    with open(path, "r+b") as f:
+        f.truncate(events.places.size - 8)  # a read past the new end would fault (SIGBUS)
+    with pytest.raises(OSError, match="shorter than when it was read"):
+        list(events.chunks())
 
 
 def test_events_follow_their_file_and_say_when_it_is_gone(tmp_path: Path) -> None:
     path = tmp_path / "run.records.arrow"
     n = write_made_up_run(path, 6)
-    events = RequestOrderEvents(str(path), n, spill_dir=str(tmp_path))
+    events = RequestOrderEvents(str(path), n)
     whole = [v.tolist() for _, _, v in events.chunks()]
     moved = tmp_path / "final.records.arrow"
     path.rename(moved)
     events.moved_to(str(moved))  # the run gave the file the result's name
-    assert events._spilled is None  # let go: this pass decodes the file at its new name
     assert [v.tolist() for _, _, v in events.chunks()] == whole
-    events = RequestOrderEvents(str(moved), n, cache_batches=1)
     events.moved_to(None)  # a temporary file, removed at the run's end
     with pytest.raises(FileNotFoundError, match="temporary records file"):
         list(events.chunks(max_events=10))
+
+
+def test_every_sources_ends_are_the_first_and_last_event_its_chunks_hold(tmp_path: Path) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 8)
+    run = read_records(str(path))
+    keep = np.arange(n) % 3 != 1
+    for source in (
+        run.event_source,
+        ArrayEvents(*file_events(str(path), run.event_source.counts)),
+        ScaledEvents(run.event_source, 1e9),
+        PickedEvents(ScaledEvents(run.event_source, 1e9), keep),
+    ):
+        counts = np.asarray(source.counts)
+        whole = np.concatenate([v for _, _, v in source.chunks(max_events=30)])
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        has = counts > 0
+        assert 0 < has.sum() < len(counts)  # requests without events too
+        first, last = source.ends()
+        assert first[has].tobytes() == whole[offsets[:-1][has]].tobytes()
+        assert last[has].tobytes() == whole[offsets[1:][has] - 1].tobytes()
+    assert ArrayEvents(np.zeros(0, np.int64), np.zeros(3, np.int64)).ends()[0].tolist() == [0, 0]
+
+
+def test_the_itls_and_tokens_per_second_take_two_passes_over_the_events() -> None:
+    rng = np.random.default_rng(11)
+    counts = rng.integers(0, 60, 3000)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    sent = np.sort(rng.random(len(counts)) * 50)
+    values = np.concatenate(
+        [s + np.cumsum(rng.integers(1, 30, c) / 1e3) for s, c in zip(sent, counts, strict=True)]
+    )
+    ok = rng.random(len(counts)) > 0.1
+    passes = 0
+
+    class Counted(ArrayEvents):
+        def chunks(self, max_events: int = 0) -> Iterator[tuple[int, int, np.ndarray]]:
+            nonlocal passes
+            passes += 1
+            return super().chunks(max_events=1000)
+
+    events = Counted(values, offsets)
+    itl_offsets = np.concatenate(([0], np.cumsum(np.maximum(counts - 1, 0))))
+    timings = Timings(np.zeros(len(counts)), np.zeros(len(counts)), sent, itl_offsets, events)
+    has = ok & (counts > 0)
+    latency = np.where(has, values[np.maximum(offsets[1:] - 1, 0)] - sent, 0.0)[ok]
+    tokens = TokensPerSecond(counts, ok, sent[ok], latency)
+    got = itl_stats(timings, ok, [50, 90, 99], first_pass=tokens)
+    assert passes == 2
+    gaps = np.concatenate([np.diff(values[a:b]) for a, b in itertools.pairwise(offsets) if b > a])
+    owner = np.repeat(ok, np.maximum(counts - 1, 0))
+    assert got == sample_stats(gaps[owner], [50, 90, 99], scale=1000)
+    owned = np.repeat(ok, counts)
+    want = tokens_per_second(sent[ok], latency, values[owned])
+    assert tokens.counts.tolist() == want.tolist() and tokens.peak() == want.max() > 0
+
+
+def test_reading_a_file_lets_its_pages_go_a_window_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.records.arrow"
+    write_made_up_run(path, 3)
+    want = read_records(str(path))
+    released = 0
+
+    def release(self: mapped.MappedFile) -> None:
+        nonlocal released
+        released += 1
+
+    monkeypatch.setattr(mapped, "RELEASE_BYTES", 4096)
+    monkeypatch.setattr(mapped.MappedFile, "release", release)
+    got = read_records(str(path))
+    batches = len(list(event_chunks(str(path))))
+    assert released > batches  # each window of ~4 KiB, and while the stream was read
+    assert got.records.tobytes() == want.records.tobytes()
+    assert got.event_offsets.tolist() == want.event_offsets.tolist()
+    assert [v.tolist() for _, _, v in got.event_source.chunks(64)] == [
+        v.tolist() for _, _, v in want.event_source.chunks(64)
+    ]

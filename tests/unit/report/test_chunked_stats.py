@@ -9,6 +9,7 @@ import pytest
 
 from loadgen.report.chunked_stats import (
     chunked_stats,
+    count_into,
     key_value,
     pairwise_sum,
     sortable_keys,
@@ -88,3 +89,44 @@ def test_fewer_or_more_values_than_counted_is_an_error() -> None:
         pairwise_sum([np.ones(100)], 300)
     with pytest.raises(ValueError, match="more"):
         pairwise_sum([np.ones(300)], 200)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_known_count_gives_the_same_figures(n: int) -> None:
+    rng = np.random.default_rng(2000 + n)
+    for x in samples(rng, n):
+        parts = cut(rng, x)
+        for limit in (1, 3, 1 << 20):
+            got = chunked_stats(lambda p=parts: iter(p), PERCENTILES, load_limit=limit, count=n)
+            assert got == sample_stats(x, PERCENTILES), (n, limit)
+
+
+def test_two_passes_where_the_count_is_known_and_the_ranks_buckets_are_small() -> None:
+    x = np.random.default_rng(5).exponential(0.02, 200_000)
+    passes = 0
+
+    def chunks() -> list[np.ndarray]:
+        nonlocal passes
+        passes += 1
+        return np.array_split(x, 7)
+
+    want = sample_stats(x, PERCENTILES, scale=1000)
+    assert chunked_stats(chunks, PERCENTILES, scale=1000, count=len(x)) == want
+    assert passes == 2  # the sum, max and root counts; the squares and the ranks' values
+    passes = 0
+    assert chunked_stats(chunks, PERCENTILES, scale=1000) == want
+    assert passes == 3  # the count first
+    passes = 0
+    assert chunked_stats(chunks, PERCENTILES, scale=1000, count=len(x), load_limit=100) == want
+    assert passes == 3  # a bucket of more than 100 values narrowed, then loaded
+
+
+def test_count_into_counts_dense_and_sparse_buckets() -> None:
+    counts = np.zeros(1 << 20, np.int64)
+    dense = np.array([5, 5, 6, 9], np.int64)
+    sparse = np.array([0, 1 << 19, (1 << 20) - 1, 0], np.int64)
+    count_into(counts, dense)
+    count_into(counts, sparse)
+    count_into(counts, np.zeros(0, np.int64))
+    want = np.bincount(np.concatenate((dense, sparse)), minlength=1 << 20)
+    assert counts.tolist() == want.tolist()
