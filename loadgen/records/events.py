@@ -17,7 +17,6 @@ import itertools
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -134,19 +133,12 @@ class RequestOrderEvents:
             )
         mapped = MappedFile(self.path, self.places.size) if self.places.size else None
         words = mapped.words if mapped is not None else np.zeros(0, np.int64)
-        bounds = list(chunk_ends(self.counts, max_events))
         try:
-            # The next chunk is gathered while the reader works on this one (numpy lets the
-            # GIL go while it copies).
-            with ThreadPoolExecutor(1, thread_name_prefix="loadgen-events") as pool:
-                ahead = [pool.submit(gather, self.places, words, *b) for b in bounds[:1]]
-                for k, (first, end) in enumerate(bounds):
-                    values = ahead.pop().result()
-                    if k + 1 < len(bounds):
-                        ahead.append(pool.submit(gather, self.places, words, *bounds[k + 1]))
-                    if mapped is not None:
-                        mapped.read(8 * len(values))
-                    yield first, end, values
+            for first, end in chunk_ends(self.counts, max_events):
+                values = gather(self.places, words, first, end)
+                if mapped is not None:
+                    mapped.read(8 * len(values))
+                yield first, end, values
         finally:
             del words
             if mapped is not None:

@@ -103,7 +103,7 @@ class ChunkedSample:
             self._sum.add(chunk)
         if self._squares is not None:
             deviations = chunk - self.mean
-            self._squares.add(deviations * deviations)
+            self._squares.add(np.multiply(deviations, deviations, out=deviations))
         if self.ranks.reading:
             self.ranks.add(ChunkKeys(chunk))
 
@@ -273,7 +273,9 @@ class PairwiseSum:
             if len(head) < need:
                 self.carry = head
                 return
-            self.sums[self.done] = leaf_sums(head, np.zeros(1, np.int64), need)[0]
+            self.sums[self.done] = _sums_in_order(
+                head, np.zeros(1, np.int64), self.lengths[self.done : self.done + 1]
+            )[0]
             self.carry, self.seen, self.done = np.zeros(0), self.seen + need, self.done + 1
         last = int(np.searchsorted(self.ends, self.seen + len(chunk), side="right"))
         if last > self.done:
