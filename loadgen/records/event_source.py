@@ -9,9 +9,12 @@ chunk at a time and ``PickedEvents`` keeps some requests, so no view lays them a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Protocol, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 CHUNK_EVENTS = 1 << 18  # the events a chunk of requests holds at most (one request may hold more)
 
@@ -77,7 +80,8 @@ class ArrayEvents:
 
 class ScaledEvents:
     """Another source's events divided by ``divisor`` (ns to s: 1e9), a chunk at a time: each
-    value is the one ``values / divisor`` gives on the whole array."""
+    value is the one ``values / divisor`` gives on the whole array. The next chunk is read and
+    divided in a thread while the reader works on this one (``prefetched``)."""
 
     def __init__(self, source: EventSource, divisor: float) -> None:
         self.source = source
@@ -86,8 +90,10 @@ class ScaledEvents:
 
     def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
         """As ``EventSource.chunks``, each chunk divided."""
-        for first, end, values in self.source.chunks(max_events):
-            yield first, end, values / self.divisor
+        return prefetched(
+            (first, end, values / self.divisor)
+            for first, end, values in self.source.chunks(max_events)
+        )
 
     def ends(self) -> tuple[np.ndarray, np.ndarray]:
         """As ``EventSource.ends``, divided (each the value its chunk's division gives)."""
@@ -118,6 +124,27 @@ class PickedEvents:
         """As ``EventSource.ends``: the kept requests'."""
         first, last = self.source.ends()
         return first[self.keep], last[self.keep]
+
+
+_END = object()
+
+
+def prefetched(items: Iterator[T]) -> Iterator[T]:
+    """``items``, each next one produced in a thread while the one before is used: reading
+    the events of a chunk (a gather from the mapped file, a division) lets the GIL go, so it
+    runs beside the statistics of the chunk before. Closing it closes ``items``."""
+    with ThreadPoolExecutor(1, thread_name_prefix="loadgen-events") as pool:
+        try:
+            ahead = pool.submit(next, items, _END)
+            while (item := ahead.result()) is not _END:
+                ahead = pool.submit(next, items, _END)
+                yield item  # type: ignore[misc]  # not _END
+        finally:
+            ahead.cancel()
+            wait([ahead])
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
 
 
 def materialized(source: EventSource) -> tuple[np.ndarray, np.ndarray]:

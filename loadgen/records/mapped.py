@@ -198,6 +198,18 @@ def _ends_in_windows(
     return first, last
 
 
+_ASCENDING = np.arange(0)
+
+
+def _ascending(n: int) -> np.ndarray:
+    """0, 1, ..., n - 1: a view of one array kept for every chunk of a pass (read only)."""
+    global _ASCENDING
+    if len(_ASCENDING) < n:
+        _ASCENDING = np.arange(max(n, 1 << 18), dtype=np.int64)
+        _ASCENDING.flags.writeable = False
+    return _ASCENDING[:n]
+
+
 def gather(places: EventPlaces, words: np.ndarray, first: int, end: int) -> np.ndarray:
     """Requests ``first``..``end``'s events, request-major, from the mapped file's ``words``
     and the events kept in memory."""
@@ -209,7 +221,9 @@ def gather(places: EventPlaces, words: np.ndarray, first: int, end: int) -> np.n
     out_starts = np.cumsum(sizes) - sizes
     in_file = starts >= 0
     if in_file.all():
-        return words[np.repeat(starts - out_starts, sizes) + np.arange(total)]
+        index = np.repeat(starts - out_starts, sizes)
+        index += _ascending(total)
+        return words.take(index)
     kept_starts = places.kept_at[first:end][has]
     out = np.empty(total, np.int64)
     for picked, source, at in ((in_file, words, starts), (~in_file, places.kept, kept_starts)):

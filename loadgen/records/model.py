@@ -136,3 +136,13 @@ class RunRecords:
     def num_requests(self) -> int:
         """How many requests the run had, sent or not."""
         return len(self.scheduled_ns)
+
+
+def per_request(values: dict[int, str], n: int) -> list[str]:
+    """Each of ``n`` requests' value ("" where it has none) from a dict of those that have one
+    (``RunRecords.errors``, ``texts``)."""
+    out = [""] * n
+    for i, value in values.items():
+        if 0 <= i < n:
+            out[i] = value
+    return out

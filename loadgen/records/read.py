@@ -233,9 +233,8 @@ def _rows_of(
         places.note_column(index, events, scan.mapped)
         parts.append(rows)
         scan.mapped.release()
-    if len(parts) == 1:
-        return parts[0], places
-    return pa.concat_tables(parts or [counted.empty_table()]).combine_chunks(), places
+    # A chunk per window: each column is laid out whole only as it is read (_run_records).
+    return pa.concat_tables(parts or [counted.empty_table()]), places
 
 
 def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:

@@ -103,9 +103,9 @@ class ChunkedSample:
             self._sum.add(chunk)
         if self._squares is not None:
             deviations = chunk - self.mean
-            self._squares.add(deviations * deviations)
+            self._squares.add(np.multiply(deviations, deviations, out=deviations))
         if self.ranks.reading:
-            self.ranks.add(sortable_keys(chunk), chunk)
+            self.ranks.add(ChunkKeys(chunk))
 
     def end(self) -> None:
         """The pass's figures."""
@@ -195,8 +195,6 @@ def combine_leaves(levels: list[tuple[np.ndarray, np.ndarray]], sums: np.ndarray
 def leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """The sums numpy takes of the leaves ``values[s:s + length]`` for each s in ``starts``:
     one accumulator below 8 values, else 8 accumulators then the rest one by one."""
-    if length >= UNROLL and length % UNROLL == 0 and not (starts % UNROLL).any():
-        return _aligned_leaf_sums(values, starts, length)
     block = values[starts[:, None] + np.arange(length)]
     if length < UNROLL:
         total = np.zeros(len(starts))
@@ -215,14 +213,20 @@ def leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray
     return total
 
 
-def _aligned_leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
-    """``leaf_sums`` of leaves that start on a multiple of 8 and hold one: the 8 accumulators
-    are a row of 8 values each, read a row at a time (the same additions, in the same order)."""
+def _aligned_leaf_sums(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """``leaf_sums`` of leaves that start on a multiple of 8 and hold one (all the pairwise
+    sum's leaves but perhaps its last): the 8 accumulators are a row of 8 values, each leaf's
+    rows added in turn (the same additions in the same order), all leaves at once."""
     rows = values[: len(values) - len(values) % UNROLL].reshape(-1, UNROLL)
     at = starts // UNROLL
+    height = sizes // UNROLL
     acc = rows[at]
-    for i in range(1, length // UNROLL):
-        acc += rows[at + i]
+    for i in range(1, int(height.max())):
+        longer = np.flatnonzero(height > i)
+        if len(longer) == len(at):
+            acc += rows[at + i]
+        else:
+            acc[longer] += rows[at[longer] + i]
     return ((acc[:, 0] + acc[:, 1]) + (acc[:, 2] + acc[:, 3])) + (
         (acc[:, 4] + acc[:, 5]) + (acc[:, 6] + acc[:, 7])
     )
@@ -231,8 +235,13 @@ def _aligned_leaf_sums(values: np.ndarray, starts: np.ndarray, length: int) -> n
 def _sums_in_order(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """The sums of the leaves at ``starts`` of ``sizes``, in their order."""
     out = np.empty(len(starts))
-    for length in np.unique(sizes).tolist():
-        picked = sizes == length
+    aligned = (sizes >= UNROLL) & (sizes % UNROLL == 0) & (starts % UNROLL == 0)
+    if aligned.all():
+        return _aligned_leaf_sums(values, starts, sizes)
+    if aligned.any():
+        out[aligned] = _aligned_leaf_sums(values, starts[aligned], sizes[aligned])
+    for length in np.unique(sizes[~aligned]).tolist():
+        picked = ~aligned & (sizes == length)
         out[picked] = leaf_sums(values, starts[picked], length)
     return out
 
@@ -254,16 +263,29 @@ class PairwiseSum:
 
     def add(self, chunk: np.ndarray) -> None:
         """The next values."""
-        values = np.concatenate((self.carry, chunk)) if len(self.carry) else chunk
-        last = int(np.searchsorted(self.ends, self.seen + len(values), side="right"))
+        if len(self.carry):  # the leaf begun by the chunks before, ended from this one's head
+            if self.done >= len(self.lengths):
+                self.carry = np.concatenate((self.carry, chunk))  # more than counted
+                return
+            need = int(self.lengths[self.done])
+            head = np.concatenate((self.carry, chunk[: need - len(self.carry)]))
+            chunk = chunk[need - len(self.carry) :]
+            if len(head) < need:
+                self.carry = head
+                return
+            self.sums[self.done] = _sums_in_order(
+                head, np.zeros(1, np.int64), self.lengths[self.done : self.done + 1]
+            )[0]
+            self.carry, self.seen, self.done = np.zeros(0), self.seen + need, self.done + 1
+        last = int(np.searchsorted(self.ends, self.seen + len(chunk), side="right"))
         if last > self.done:
             sizes = self.lengths[self.done : last]
             starts = self.ends[self.done : last] - sizes - self.seen
-            self.sums[self.done : last] = _sums_in_order(values, starts, sizes)
+            self.sums[self.done : last] = _sums_in_order(chunk, starts, sizes)
             used = int(self.ends[last - 1]) - self.seen
-            self.carry, self.seen, self.done = values[used:], self.seen + used, last
+            self.carry, self.seen, self.done = chunk[used:].copy(), self.seen + used, last
         else:
-            self.carry = values
+            self.carry = chunk.copy()
 
     def total(self) -> float:
         """The sum, once every value was added."""
@@ -397,19 +419,16 @@ class RankSearch:
                 self._narrowing[prefix, shift] = np.zeros(1 << min(BUCKET_BITS, shift), np.int64)
         self.reading = bool(self._narrowing or self._loading)
 
-    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """A chunk's values and their sortable keys."""
+    def add(self, chunk: ChunkKeys) -> None:
+        """A chunk's values (and their keys)."""
         if self.root is not None and not self.searching:
-            count_into(self.root, (keys >> np.uint64(64 - ROOT_BITS)).astype(np.int64))
+            count_into(self.root, chunk.buckets(64, ROOT_BITS))
             return
-        tops: dict[int, np.ndarray] = {}
         for (prefix, shift), counts in self._narrowing.items():
-            inside = keys[_in_prefix(keys, prefix, shift, tops)]
             step = min(BUCKET_BITS, shift)
-            bucket = (inside >> np.uint64(shift - step)) & np.uint64((1 << step) - 1)
-            count_into(counts, bucket.astype(np.int64))
+            count_into(counts, chunk.buckets(shift, step, chunk.inside(prefix, shift)))
         for (prefix, shift), kept in self._loading.items():
-            kept.append(values[_in_prefix(keys, prefix, shift, tops)])
+            kept.append(chunk.values[chunk.inside(prefix, shift)])
 
     def end(self) -> None:
         """The pass's narrowed buckets and loaded values."""
@@ -448,16 +467,40 @@ class RankSearch:
                 del self._searches[rank]
 
 
-def _in_prefix(
-    keys: np.ndarray, prefix: int, shift: int, tops: dict[int, np.ndarray]
-) -> np.ndarray:
-    """Which keys have ``prefix`` above their ``shift`` low bits (``tops``: each shift's
-    ``keys >> shift`` of this chunk, computed once)."""
-    if shift >= 64:
-        return np.ones(len(keys), dtype=bool)
-    if shift not in tops:
-        tops[shift] = keys >> np.uint64(shift)
-    return tops[shift] == np.uint64(prefix)
+class ChunkKeys:
+    """A chunk's sortable keys as far as a search reads them. Where no value has its sign bit
+    set (latencies, mostly) a key is its bits plus 2**63: its prefixes and buckets are read
+    off the bits themselves, no key computed."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+        bits = values.view(np.int64)
+        self.plain = not len(bits) or int(bits.min()) >= 0
+        self._keys = bits if self.plain else sortable_keys(values)
+        self._tops: dict[int, np.ndarray] = {}
+
+    def inside(self, prefix: int, shift: int) -> np.ndarray:
+        """Which keys have ``prefix`` above their ``shift`` low bits."""
+        if shift >= 64:
+            return np.ones(len(self.values), dtype=bool)
+        if shift not in self._tops:
+            by = np.int64(shift) if self.plain else np.uint64(shift)
+            self._tops[shift] = self._keys >> by
+        if self.plain:  # (bits + 2**63) >> shift == (bits >> shift) + 2**(63 - shift)
+            return self._tops[shift] == np.int64(prefix - (1 << (63 - shift)))
+        return self._tops[shift] == np.uint64(prefix)
+
+    def buckets(self, shift: int, step: int, picked: np.ndarray | None = None) -> np.ndarray:
+        """The ``step`` key bits below the top ``64 - shift`` of the (``picked``) keys (int64)."""
+        keys = self._keys if picked is None else self._keys[picked]
+        low = shift - step
+        if not self.plain:
+            mask = np.uint64((1 << step) - 1)
+            return ((keys >> np.uint64(low)) & mask).astype(np.int64)
+        top = keys >> np.int64(low)  # the key's 2**63 adds 2**(63 - low): above the step's bits
+        if shift >= 64:
+            return top + np.int64(1 << (63 - low))
+        return top & np.int64((1 << step) - 1)
 
 
 def values_at_ranks(
@@ -469,8 +512,7 @@ def values_at_ranks(
     while not search.done:
         search.begin()
         for chunk in chunks():
-            values = np.ascontiguousarray(chunk, dtype=np.float64)
-            search.add(sortable_keys(values), values)
+            search.add(ChunkKeys(np.ascontiguousarray(chunk, dtype=np.float64)))
         search.end()
         if not search.searching:
             search.find(ranks)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.records.model import RunRecords
+from loadgen.records.model import RunRecords, per_request
 from loadgen.report.failures import CANCELLED, FAILED, NOT_SENT, outcomes
 from loadgen.report.metrics import Timings
 from loadgen.report.rows import RULE, Block, Row, block_lines
@@ -40,7 +40,7 @@ def conversation_figures(run: RunRecords, timings: Timings) -> dict[str, Any] | 
     turn, conversation = run.turn, run.conversation
     ok = records["success"].astype(bool)
     sent = records["sent_ns"] >= 0
-    outcome = outcomes(ok, [run.errors.get(i, "") for i in range(len(ok))])
+    outcome = outcomes(ok, per_request(run.errors, len(ok)))
     prompt_tokens = records["prompt_tokens"]
     per_turn = []
     for t in range(int(turn.max()) + 1):

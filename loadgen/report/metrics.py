@@ -458,8 +458,13 @@ class TokensPerSecond:
         if not self.every:
             values = values[np.repeat(self.ok[start:end], self.event_counts[start:end])]
         buckets = (values - self.origin).astype(np.int64)
-        buckets = buckets[(buckets >= 0) & (buckets < len(self.counts))]
-        self.counts += np.bincount(buckets, minlength=len(self.counts))
+        if not len(buckets):
+            return
+        low, high = int(buckets.min()), int(buckets.max())
+        if low < 0 or high >= len(self.counts):
+            buckets = buckets[(buckets >= 0) & (buckets < len(self.counts))]
+            high = len(self.counts) - 1
+        self.counts[: high + 1] += np.bincount(buckets, minlength=high + 1)
 
     def peak(self) -> float:
         """The most tokens counted in one second."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.records.event_source import ScaledEvents
-from loadgen.records.model import RunEnd, RunRecords
+from loadgen.records.model import RunEnd, RunRecords, per_request
 from loadgen.records.server_series import MetricSeries
 from loadgen.report.conversations import conversation_figures
 from loadgen.report.decoding import (
@@ -96,7 +96,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
             results, timings, duration_s, percentiles, goodput_slos_ms=settings.goodput
         )
     rate = paced_rate(settings, run.scheduled_ns)
-    errors = [run.errors.get(i, "") for i in range(run.num_requests)]
+    errors = per_request(run.errors, run.num_requests)
     outcome = outcomes(records["success"].astype(bool), errors)
     itl_median_ms = (
         metrics.stats["itl"].median_ms
@@ -149,7 +149,7 @@ def summarize(settings: Settings, run: RunRecords) -> RunSummary:
         requests=Requests(
             results=results,
             timings=timings,
-            generated_texts=[run.texts.get(i, "") for i in range(run.num_requests)],
+            generated_texts=per_request(run.texts, run.num_requests),
             server_queue_s=records["server_queue_s"],
             server_ttft_s=records["server_ttft_s"],
             end_s=ends / 1e9,

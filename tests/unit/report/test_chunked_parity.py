@@ -21,7 +21,13 @@ from report_runs import full_config, start_and_end
 from loadgen.records import mapped
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.collected import Collected
-from loadgen.records.event_source import ArrayEvents, EventSource, PickedEvents, ScaledEvents
+from loadgen.records.event_source import (
+    ArrayEvents,
+    EventSource,
+    PickedEvents,
+    ScaledEvents,
+    prefetched,
+)
 from loadgen.records.events import RequestOrderEvents, event_chunks, file_events
 from loadgen.records.read import read_records
 from loadgen.report.exports import request_rows
@@ -274,3 +280,24 @@ def test_reading_a_file_lets_its_pages_go_a_window_at_a_time(
     assert [v.tolist() for _, _, v in got.event_source.chunks(64)] == [
         v.tolist() for _, _, v in want.event_source.chunks(64)
     ]
+
+
+def test_prefetched_items_come_in_order_and_closing_them_closes_their_source() -> None:
+    closed = []
+
+    def source(fail_at: int | None = None) -> Iterator[int]:
+        try:
+            for i in range(10):
+                if i == fail_at:
+                    raise OSError("the file went away")
+                yield i
+        finally:
+            closed.append(True)
+
+    assert list(prefetched(source())) == list(range(10))
+    items = prefetched(source())
+    assert [next(items), next(items)] == [0, 1]
+    items.close()  # a reader that stops early
+    assert closed == [True, True]
+    with pytest.raises(OSError, match="went away"):
+        list(prefetched(source(fail_at=3)))

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from loadgen.report.chunked_stats import (
+    ROOT_BITS,
+    ChunkKeys,
     chunked_stats,
     count_into,
     key_value,
@@ -130,3 +132,24 @@ def test_count_into_counts_dense_and_sparse_buckets() -> None:
     count_into(counts, np.zeros(0, np.int64))
     want = np.bincount(np.concatenate((dense, sparse)), minlength=1 << 20)
     assert counts.tolist() == want.tolist()
+
+
+def test_a_chunk_without_a_sign_bit_reads_its_keys_off_its_bits() -> None:
+    rng = np.random.default_rng(8)
+    positive = np.concatenate((rng.exponential(0.02, 5000), [0.0, np.inf, 5e-324]))
+    mixed = np.concatenate((positive, [-0.0, -1e-3]))
+    for values in (positive, mixed):
+        chunk = ChunkKeys(values)
+        assert chunk.plain == (values is positive)
+        keys = sortable_keys(values)
+        root = (keys >> np.uint64(64 - ROOT_BITS)).astype(np.int64)
+        assert chunk.buckets(64, ROOT_BITS).tolist() == root.tolist()
+        for shift in (44, 28, 12, 1):
+            for key in keys[::997].tolist():
+                prefix = key >> shift
+                inside = (keys >> np.uint64(shift)) == np.uint64(prefix)
+                assert chunk.inside(prefix, shift).tolist() == inside.tolist()
+                step = min(16, shift)
+                low = (keys[inside] >> np.uint64(shift - step)) & np.uint64((1 << step) - 1)
+                got = chunk.buckets(shift, step, chunk.inside(prefix, shift))
+                assert got.tolist() == low.astype(np.int64).tolist()
