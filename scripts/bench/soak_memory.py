@@ -158,11 +158,16 @@ def main() -> None:
                 break
             now, used = time.monotonic(), cpu_s(coordinator)
             here = rss(coordinator)
-            samples.append((now - started, here))
+            # Past --duration (counted from the process's start, so t0 is later still) the
+            # run drains and its report is built: shown, but not part of the run's slope.
+            in_run = now - started < args.duration
+            if in_run:
+                samples.append((now - started, here))
             share = 100 * (used - last_cpu) / (now - last_t)
             last_cpu, last_t = used, now
             print(f"{now - started:8.0f} {here / MB:13.1f} {worker_rss(coordinator) / MB:15.1f} "
-                  f"{share:12.1f}", flush=True)  # fmt: skip
+                  f"{share:12.1f}{'' if in_run else '  (run over: the report)'}",
+                  flush=True)  # fmt: skip
         output = log.read_text()
         if proc.returncode != 0:
             sys.exit(f"loadgen run exited {proc.returncode}:\n{output[-2000:]}")
@@ -179,8 +184,8 @@ def main() -> None:
         mb = np.array([s[1] for s in samples]) / MB
         half = t >= t[-1] / 2
         slope = np.polyfit(t[half], mb[half], 1)[0] * 3600 if half.sum() >= 2 else float("nan")
-        print(f"coordinator RSS: first sample {mb[0]:.1f} MB, last {mb[-1]:.1f} MB "
-              f"({mb[-1] / mb[0]:.2f}x); second half {slope:+.1f} MB per hour")  # fmt: skip
+        print(f"coordinator RSS during the run: first sample {mb[0]:.1f} MB, last {mb[-1]:.1f} "
+              f"MB ({mb[-1] / mb[0]:.2f}x); second half {slope:+.1f} MB per hour")  # fmt: skip
     first, last = live_lines(output)
     print(f"live view near minute 1: {first}\nlive view at the end:    {last}")
     print("\n".join(minutes))
