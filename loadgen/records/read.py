@@ -328,8 +328,9 @@ def _run_records(
 
 def _strings(index: np.ndarray, column: pa.ChunkedArray) -> dict[int, str]:
     """{request index: value} of a string column's non-null values."""
-    return {
-        int(i): value
-        for i, value in zip(index.tolist(), column.to_pylist(), strict=True)
-        if value is not None
-    }
+    if column.null_count == len(column):  # most rows have none: no Python object made for them
+        return {}
+    valid = column.is_valid()
+    picked = index[valid.to_numpy(zero_copy_only=False)] if column.null_count else index
+    values = column.filter(valid) if column.null_count else column
+    return dict(zip(picked.tolist(), values.to_pylist(), strict=True))
