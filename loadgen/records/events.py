@@ -113,6 +113,7 @@ class RequestOrderEvents:
             places = builder.places(num_requests, size)
         self.places = places
         self.counts = places.counts
+        self._held: MappedFile | None = None  # mapped for good (``hold``)
 
     @property
     def offsets(self) -> np.ndarray:
@@ -126,12 +127,13 @@ class RequestOrderEvents:
     def chunks(self, max_events: int = CHUNK_EVENTS) -> Iterator[tuple[int, int, np.ndarray]]:
         """(first request, end request, their events request-major) for consecutive runs of
         requests of at most ``max_events`` events (or one request, if it alone has more)."""
-        if self._gone:
+        held = self._held
+        if self._gone and held is None:
             raise FileNotFoundError(
                 "the run's token events were in a temporary records file, removed at its end "
                 "(keep a records file to read them after the run: --save-result)"
             )
-        mapped = MappedFile(self.path, self.places.size) if self.places.size else None
+        mapped = held or (MappedFile(self.path, self.places.size) if self.places.size else None)
         words = mapped.words if mapped is not None else np.zeros(0, np.int64)
         try:
             for first, end in chunk_ends(self.counts, max_events):
@@ -141,12 +143,23 @@ class RequestOrderEvents:
                 yield first, end, values
         finally:
             del words
-            if mapped is not None:
+            if held is not None:
+                held.release()
+            elif mapped is not None:
                 mapped.close()
+
+    def hold(self) -> None:
+        """Keep the file mapped from now on, so that its events still read once it is removed
+        (a temporary records file: a run's summary read after the run, by calibrate or the
+        Python API). Its disk space and one file descriptor are held until these events are
+        freed; its pages are let go after each pass as before."""
+        if self._held is None and self.places.size and not self._gone:
+            self._held = MappedFile(self.path, self.places.size)
 
     def moved_to(self, path: str | None) -> None:
         """The file now lives at ``path`` (the run gave it the result's name); None: it is
-        gone (a temporary one, removed at the run's end), and reading its events says so."""
+        gone (a temporary one, removed at the run's end), and reading its events says so
+        unless they were held (``hold``)."""
         self.path = path or ""
         self._gone = path is None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
 from typing import Any
 
 import numpy as np
@@ -158,14 +159,18 @@ def _read_batches(
         size > 2 * MAGIC_LEN and scan.mapped.buffer.slice(size - len(MAGIC)).to_pybytes() == MAGIC
     )
     footer = _footer(scan.mapped.buffer) if closed else None
+    blocks = _footer_blocks(scan.mapped.buffer) if footer is not None else None
     source.seek(MAGIC_LEN)
-    file_schema, batches, ended = _stream_batches(source, scan, footer)
+    file_schema, batches, ended, places = _stream_batches(source, scan)
     if closed:
         if not ended:  # closed, yet a batch does not read: damaged, not cut by a crash
             raise RecordsFileError(f"{path}: batch {len(batches) + 1} is damaged")
         if footer is None or footer.num_record_batches != len(batches):
             raise RecordsFileError(f"{path}: its footer is damaged")
         if not footer.schema.equals(file_schema, check_metadata=True):
+            raise RecordsFileError(f"{path}: its footer is damaged")
+        # Its batches are the stream's: the same bytes of the file, each at its place.
+        if blocks is None or len(blocks) != len(places) or not _same_places(blocks, places):
             raise RecordsFileError(f"{path}: its footer is damaged")
     return _split_end(file_schema, batches)
 
@@ -179,11 +184,11 @@ def _footer(buffer: pa.Buffer) -> ipc.RecordBatchFileReader | None:
 
 
 def _stream_batches(
-    source: pa.BufferReader, scan: _Scan, footer: ipc.RecordBatchFileReader | None
-) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool]:
+    source: pa.BufferReader, scan: _Scan
+) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool, list[tuple[int, int]]]:
     """The batches of the stream after the magic, up to the first one that is cut short or
-    does not read, each checked whole (and against the batch the footer names at its place,
-    for a closed file); and whether the stream reached its end-of-stream marker."""
+    does not read, each checked whole; whether the stream reached its end-of-stream marker;
+    and where each batch's message lies in the file (its first byte, its length)."""
     try:
         stream = ipc.open_stream(source)
         file_schema = stream.schema
@@ -192,26 +197,66 @@ def _stream_batches(
             f"{scan.path} is not a loadgen records file, or stops before its schema ({exc})"
         ) from None
     batches: list[tuple[pa.RecordBatch, Any]] = []
+    places: list[tuple[int, int]] = []
     while True:
+        at = source.tell()
         try:
             batch, custom = _checked(*stream.read_next_batch_with_custom_metadata())
         except StopIteration:
-            return file_schema, batches, True
+            return file_schema, batches, True, places
         except (pa.ArrowException, OSError, ValueError, IndexError):
-            return file_schema, batches, False  # cut short here (or damaged): the rest is lost
-        if footer is not None and not _same_as_footer(footer, len(batches), batch):
-            raise RecordsFileError(f"{scan.path}: its footer is damaged")
+            return file_schema, batches, False, places  # cut short (or damaged): the rest is lost
         batches.append((batch, custom))
+        places.append((at, source.tell() - at))
         scan.mapped.read(source.tell() - scan.read_to)
         scan.read_to = source.tell()
 
 
-def _same_as_footer(footer: ipc.RecordBatchFileReader, i: int, batch: pa.RecordBatch) -> bool:
-    """The footer's batch ``i`` holds what the stream's does."""
+# The Arrow file format's Block: where a message lies (its metadata's length includes its
+# prefix and padding).
+BLOCK = np.dtype([("offset", "<i8"), ("metadata", "<i4"), ("pad", "<i4"), ("body", "<i8")])
+RECORD_BATCHES_FIELD = 3  # the Footer table's field of the record batches' blocks
+
+
+def _footer_blocks(buffer: pa.Buffer) -> np.ndarray | None:
+    """The blocks of the record batches the file's footer names, read from its flatbuffer
+    (format/File.fbs: the root table Footer, its field ``recordBatches``); None where they do
+    not read. Every position is checked before it is read."""
+    size = buffer.size
+    length = int.from_bytes(buffer.slice(size - len(MAGIC) - 4, 4).to_pybytes(), "little")
+    start = size - len(MAGIC) - 4 - length
+    if length < 8 or start < MAGIC_LEN:
+        return None
+    footer = buffer.slice(start, length).to_pybytes()
+
+    def read(kind: str, at: int) -> int:
+        if not 0 <= at <= len(footer) - struct.calcsize(kind):
+            raise ValueError("outside the footer")
+        return int(struct.unpack_from(kind, footer, at)[0])
+
     try:
-        return i < footer.num_record_batches and footer.get_batch(i).equals(batch)
-    except (pa.ArrowException, OSError, ValueError, IndexError):
-        return False
+        table = read("<I", 0)
+        vtable = table - read("<i", table)
+        fields = (read("<H", vtable) - 4) // 2
+        field = read("<H", vtable + 4 + 2 * RECORD_BATCHES_FIELD) if fields > 3 else 0
+        if field == 0:
+            return np.zeros(0, BLOCK)
+        vector = table + field + read("<I", table + field)
+        count = read("<I", vector)
+        if vector + 4 + BLOCK.itemsize * count > len(footer):
+            return None
+    except ValueError:
+        return None
+    return np.frombuffer(footer, BLOCK, count=count, offset=vector + 4)
+
+
+def _same_places(blocks: np.ndarray, places: list[tuple[int, int]]) -> bool:
+    """Each block names the message at its place: the same first byte, the same length."""
+    at = np.array(places, dtype=np.int64).reshape(-1, 2)
+    return bool(
+        np.array_equal(blocks["offset"], at[:, 0])
+        and np.array_equal(blocks["metadata"].astype(np.int64) + blocks["body"], at[:, 1])
+    )
 
 
 def _rows_of(
@@ -328,8 +373,9 @@ def _run_records(
 
 def _strings(index: np.ndarray, column: pa.ChunkedArray) -> dict[int, str]:
     """{request index: value} of a string column's non-null values."""
-    return {
-        int(i): value
-        for i, value in zip(index.tolist(), column.to_pylist(), strict=True)
-        if value is not None
-    }
+    if column.null_count == len(column):  # most rows have none: no Python object made for them
+        return {}
+    valid = column.is_valid()
+    picked = index[valid.to_numpy(zero_copy_only=False)] if column.null_count else index
+    values = column.filter(valid) if column.null_count else column
+    return dict(zip(picked.tolist(), values.to_pylist(), strict=True))

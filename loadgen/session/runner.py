@@ -236,8 +236,12 @@ async def finish(
         )
     records = run_records(config, prepared, start, collected, end, timed.server_metrics, writer)
     report = build_report(settings_of(config), output_of(config), records, date=now())
-    records_file = finish_records(writer, collected, end, report.path) if writer else None
     events = records.events
+    if isinstance(events, RequestOrderEvents) and writer is not None and writer.temporary:
+        # Removed at its end: the run's summary (calibrate's ITLs, the Python API's records)
+        # still reads its events from the mapping, kept until the records are freed.
+        events.hold()
+    records_file = finish_records(writer, collected, end, report.path) if writer else None
     if isinstance(events, RequestOrderEvents) and writer is not None:
         # Later readers (a campaign's summaries, the Python API's records) follow the file.
         gone = records_file is None and not os.path.exists(events.path)

@@ -19,7 +19,7 @@ from loadgen.cli.compare import compare_command
 from loadgen.cli.report import report_command
 from loadgen.records.arrow_file import END_KEY, MAGIC_LEN, START_KEY
 from loadgen.records.checks import MAX_UNREPORTED, RecordsFileError
-from loadgen.records.read import read_records
+from loadgen.records.read import _footer_blocks, read_records
 
 Batch = tuple[pa.RecordBatch, pa.KeyValueMetadata | None]
 
@@ -194,3 +194,22 @@ def test_a_crashed_run_with_requests_never_reported_reads_within_the_bound(
         tmp_path, meta=lambda m: {**m, "num_requests": N + MAX_UNREPORTED + 1}, batches=unended
     )
     refused(over, f"more than {MAX_UNREPORTED} requests without a row")
+
+
+def test_the_footers_blocks_are_read_off_its_flatbuffer(tmp_path: Path) -> None:
+    path = real(tmp_path)
+    data = path.read_bytes()
+    blocks = _footer_blocks(pa.py_buffer(data))
+    footer = ipc.open_file(pa.py_buffer(data))
+    assert blocks is not None and len(blocks) == footer.num_record_batches > 2
+    for i, (offset, _, _, body) in enumerate(blocks.tolist()):
+        message = ipc.read_message(pa.BufferReader(pa.py_buffer(data[offset:])))
+        assert message.body.size == body
+        assert ipc.read_record_batch(message, footer.schema).equals(footer.get_batch(i))
+    # A footer naming a batch one message later is not the stream's.
+    first, second = (int(o).to_bytes(8, "little") for o in blocks["offset"][:2])
+    footer_start = data.rindex(b"\xff\xff\xff\xff\x00\x00\x00\x00") + 8
+    moved = data[:footer_start] + data[footer_start:].replace(first, second, 1)
+    assert moved != data
+    path.write_bytes(moved)
+    refused(path, "footer is damaged")

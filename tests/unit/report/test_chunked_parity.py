@@ -301,3 +301,15 @@ def test_prefetched_items_come_in_order_and_closing_them_closes_their_source() -
     assert closed == [True, True]
     with pytest.raises(OSError, match="went away"):
         list(prefetched(source(fail_at=3)))
+
+
+def test_held_events_still_read_once_their_temporary_file_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "run.records.arrow"
+    n = write_made_up_run(path, 6)
+    events = RequestOrderEvents(str(path), n)
+    whole = [v.tolist() for _, _, v in events.chunks(max_events=40)]
+    events.hold()  # as a run does before its temporary records file is removed
+    path.unlink()
+    events.moved_to(None)
+    assert [v.tolist() for _, _, v in events.chunks(max_events=40)] == whole
+    assert [v.tolist() for _, _, v in events.chunks(max_events=40)] == whole  # each pass

@@ -13,11 +13,10 @@ from loadgen.report.chunked_stats import (
     chunked_stats,
     count_into,
     key_value,
-    pairwise_sum,
     sortable_keys,
-    tree_levels,
     values_at_ranks,
 )
+from loadgen.report.pairwise_sum import pairwise_sum, tree_levels
 from loadgen.report.stats import sample_stats
 
 PERCENTILES = [50, 90, 99, 99.9, 0, 100, 25, 33.3]
