@@ -122,6 +122,7 @@ class RecordsWriter:
         self.temporary = temporary
         # The batches' events the file could not take (a full disk): (indices, counts, events)
         self.kept_events: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.kept_series: list[bytes] = []  # and its server-metrics chunks (JSON)
         self.input_audio_s = input_audio_s
         # --multi-turn: [N, 3] conversation, turn, think ns; a later turn's scheduled_ns is
         # written as its intended instant, from the end of the turn before (records/turns.py).
@@ -169,7 +170,10 @@ class RecordsWriter:
 
     def write_series(self, chunk: dict[str, Any]) -> None:
         """A chunk of scraped server metrics (server_series.chunk_json), as it comes."""
-        self._write(self._empty_batch, {SERIES_KEY: _dumps(chunk)})
+        encoded = _dumps(chunk)
+        self._write(self._empty_batch, {SERIES_KEY: encoded})
+        if self.failure is not None:  # kept, so the report still has them
+            self.kept_series.append(encoded)
 
     def _empty_batch(self) -> pa.RecordBatch:
         no_rows = np.zeros(0, dtype=RECORD_DTYPE)

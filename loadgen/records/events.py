@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from loadgen.records.arrow_file import MAGIC_LEN, SUFFIX
+from loadgen.records.arrow_file import MAGIC_LEN, SERIES_KEY, SUFFIX
 from loadgen.records.collected import assemble_events
 from loadgen.records.event_source import CHUNK_EVENTS, chunk_ends
 from loadgen.records.mapped import EventPlaces, MappedFile, PlacesBuilder, gather, windows
@@ -101,12 +101,15 @@ class RequestOrderEvents:
     ) -> None:
         self.path = path
         self._gone = False
+        # The server-metrics chunks (JSON) its scan met, in file order (none with ``places``:
+        # read_records reads them itself).
+        self.series: list[bytes] = []
         if places is None:
             builder = PlacesBuilder()
             size = 0
             # No file, or one without a schema (a full disk at its start): no batch there.
             with contextlib.suppress(OSError, pa.ArrowException, ValueError):
-                size = _scan(path, builder)
+                size = _scan(path, builder, self.series)
             # Batches a full disk kept out of the file, read from memory.
             for index, counts, events in kept:
                 builder.note(index, counts, events)
@@ -164,17 +167,17 @@ class RequestOrderEvents:
         self._gone = path is None
 
 
-def _scan(path: str, builder: PlacesBuilder) -> int:
-    """Note where each of the file's batches puts its requests' events; the bytes up to the
-    end of its last complete batch."""
+def _scan(path: str, builder: PlacesBuilder, series: list[bytes]) -> int:
+    """Note where each of the file's batches puts its requests' events, and add its
+    server-metrics chunks to ``series``; the bytes up to the end of its last complete batch."""
     mapped = MappedFile(path)
     try:
-        return _scan_mapped(mapped, builder) if mapped.size > MAGIC_LEN else 0
+        return _scan_mapped(mapped, builder, series) if mapped.size > MAGIC_LEN else 0
     finally:
         mapped.close()
 
 
-def _scan_mapped(mapped: MappedFile, builder: PlacesBuilder) -> int:
+def _scan_mapped(mapped: MappedFile, builder: PlacesBuilder, series: list[bytes]) -> int:
     source = pa.BufferReader(mapped.buffer)
     source.seek(MAGIC_LEN)
     stream = ipc.open_stream(source)
@@ -182,9 +185,11 @@ def _scan_mapped(mapped: MappedFile, builder: PlacesBuilder) -> int:
     batches = []
     while True:
         try:
-            batch = stream.read_next_batch()
+            batch, custom = stream.read_next_batch_with_custom_metadata()
         except (StopIteration, pa.ArrowException, OSError, ValueError):
             break  # the end, or a batch cut short
+        if custom is not None and SERIES_KEY in custom:
+            series.append(custom[SERIES_KEY])
         if batch.num_rows:
             batches.append(batch)
         mapped.read(source.tell() - done)

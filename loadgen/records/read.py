@@ -76,7 +76,7 @@ def _read(scan: _Scan) -> RunRecords:
     """The run of a mapped records file; nothing it returns holds a buffer of the mapping."""
     file_schema, batches, end_meta, series = _read_batches(scan)
     records = _records_of(file_schema, batches, end_meta, scan)
-    records.server_metrics = _server_metrics(series, scan.path)
+    records.server_metrics = server_metrics_of(series, scan.path)
     return records
 
 
@@ -133,7 +133,7 @@ def _records_of(
     return _run_records(start, table, end, scan, places)
 
 
-def _server_metrics(chunks: list[bytes], path: str) -> list[MetricSeries] | None:
+def server_metrics_of(chunks: list[bytes], path: str) -> list[MetricSeries] | None:
     """The scraped series of the file's chunks; None when it has none (older files too)."""
     if not chunks:
         return None

@@ -9,7 +9,8 @@ the run's clock (ns after t0; the first, read before t0, at 0). When the run's l
 ended, ``Scrapers.stop`` takes one last scrape of each URL (all at once, bounded by
 ``FINAL_TIMEOUT_S``), so that a counter's growth from the first sample to the last covers the
 whole run. Every ``CHUNK_SCRAPES`` scrapes, and at the end, the samples go to the records file
-as a chunk (loadgen/records/server_series.py).
+as a chunk (loadgen/records/server_series.py) and are let go: the run's report reads them back
+from the file, so an hour of scrapes (one page a second) costs the coordinator no memory.
 
 Never in the way: a page that is slow, missing, too big or not Prometheus text costs one note
 per URL, then the interval doubles (up to ``MAX_BACKOFF`` times); after ``MAX_FAILURES``
@@ -53,9 +54,12 @@ class Scraper:
         self.interval_s = interval_s
         self.timeout_s = interval_s * TIMEOUT_SHARE
         self.sink = sink
+        # The scrapes not yet in a chunk; with no sink, every scrape (and every chunk): a run's
+        # series are read back from its records file, so a long run keeps none of them.
         self.t_ns: list[int] = []
         self.samples: list[dict[tuple[str, Any], float]] = []
         self.chunks: list[dict[str, Any]] = []
+        self.scrapes = 0
         self.flushed = 0  # scrapes already in a chunk
         self.noted = False
         self.capped = False
@@ -124,6 +128,7 @@ class Scraper:
             )
         self.t_ns.append(t_ns)
         self.samples.append(page.samples)
+        self.scrapes += 1
         if len(self.t_ns) - self.flushed >= CHUNK_SCRAPES:
             self.flush()
 
@@ -132,10 +137,13 @@ class Scraper:
         if self.flushed == len(self.t_ns):
             return
         chunk = chunk_json(self.url, self.t_ns[self.flushed :], self.samples[self.flushed :])
-        self.flushed = len(self.t_ns)
-        self.chunks.append(chunk)
-        if self.sink is not None:
+        if self.sink is None:
+            self.flushed = len(self.t_ns)
+            self.chunks.append(chunk)
+        else:  # the records file holds them from here (RequestOrderEvents.series reads them)
             self.sink(chunk)
+            self.t_ns.clear()
+            self.samples.clear()
 
     def _note(self, problem: str, then: str = "the run goes on, scraping less often") -> None:
         if not self.noted:
@@ -162,7 +170,8 @@ class Scrapers:
 
     async def stop(self) -> list[MetricSeries] | None:
         """Stop every scraper (a scrape in flight is cut short), then take each one's final
-        scrape, all at once; the series they kept, or None when nothing was scraped."""
+        scrape, all at once; the series kept by those with no sink, or None when they kept
+        none (those with one wrote theirs to the records file)."""
         self.stop_event.set()
         for task in self.tasks:
             task.cancel()

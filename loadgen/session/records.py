@@ -24,6 +24,7 @@ from loadgen.records.environment import environment
 from loadgen.records.event_source import ArrayEvents, EventSource
 from loadgen.records.events import RequestOrderEvents, temporary_records_path
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
+from loadgen.records.read import server_metrics_of
 from loadgen.records.redact import redact_argv, redact_config
 from loadgen.records.server_series import MetricSeries
 from loadgen.records.turns import intended_ns
@@ -131,12 +132,17 @@ def run_records(
     """The whole run as every report reads it (the records file holds the same); the series
     scraped during it, ``server_metrics``, included. Token events the run did not keep stay
     in ``writer``'s file, read back from it a chunk at a time (RequestOrderEvents) while it is
-    there: the report is built before the file is finished."""
+    there: the report is built before the file is finished; so do the scraped series that
+    went to the file as they came (``server_metrics`` None)."""
     events: EventSource = ArrayEvents(collected.event_ns, collected.event_offsets)
     if not collected.events_kept:
         if writer is None:
             raise ValueError("the run kept no token events and has no records file")
-        events = RequestOrderEvents(writer.path, len(collected.records), kept=writer.kept_events)
+        in_file = RequestOrderEvents(writer.path, len(collected.records), kept=writer.kept_events)
+        events = in_file
+        if server_metrics is None:  # the scrapers wrote theirs to the file as they came
+            chunks = [*in_file.series, *writer.kept_series]
+            server_metrics = server_metrics_of(chunks, writer.path)
     turns = prepared.turns
     scheduled_ns = prepared.scheduled_ns
     if turns is not None:

@@ -18,6 +18,8 @@ from loadgen.records.events import (
     file_events,
     temporary_records_path,
 )
+from loadgen.records.read import server_metrics_of
+from loadgen.records.server_series import chunk_json
 
 
 def expected(batches: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,3 +119,34 @@ def test_request_order_reads_the_batches_a_full_disk_kept_out_of_the_file(tmp_pa
         assert (
             np.concatenate([c[2] for c in read.chunks(max_events=5)]).tolist() == want[0].tolist()
         )
+
+
+def series_chunk(first_t_ns: int) -> dict:
+    """A scraper's chunk of two scrapes of one series."""
+    scrapes = [{("requests_running", ()): 1.0}, {("requests_running", ()): 2.0}]
+    return chunk_json("http://127.0.0.1:8000/metrics", [first_t_ns, first_t_ns + 10], scrapes)
+
+
+def test_the_scan_reads_back_the_server_series_written_as_they_came(tmp_path: Path) -> None:
+    """The scrapers keep nothing they wrote to the records file: the run's series come back
+    from the file's scan (and, after a full disk, from what the writer kept)."""
+    out = writer(tmp_path / "r.records.arrow")
+    out.start(1, "2026-12-03T10:00:00", connections=2)
+    batch = rows([3, 0], 4)
+    out.write_series(series_chunk(0))
+    out.write(0, batch, events(batch), {}, {})
+    out.write_series(series_chunk(100))
+    scanned = RequestOrderEvents(out.path, N)
+    (series,) = server_metrics_of(scanned.series, out.path) or []
+    assert series.name == "requests_running"
+    assert series.t_ns.tolist() == [0, 10, 100, 110] and series.values.tolist() == [1, 2, 1, 2]
+    assert out.kept_series == []
+    out.close()
+    if os.path.exists("/dev/full"):
+        full = writer(Path("/dev/full"))
+        full.start(1, "2026-12-03T10:00:00", connections=2)
+        full.write_series(series_chunk(0))
+        assert full.failure is not None and len(full.kept_series) == 1
+        (kept,) = server_metrics_of(full.kept_series, full.path) or []
+        assert kept.t_ns.tolist() == [0, 10]
+        full.close()
