@@ -2,7 +2,9 @@
 
 A function of plain data (the run's ``Settings`` and ``RunRecords``): no socket, no clock, no
 formatting, so the live run and ``loadgen report RECORDS`` summarize the same way and every view
-renders the same figures.
+renders the same figures. Just over 500 lines because ``summarize`` is the one place a
+``RunSummary`` is assembled from the figure modules it calls; split, its parts would only pass
+each other the run.
 """
 
 from __future__ import annotations
