@@ -17,6 +17,7 @@ round, which must encode every text, decodes through a byte table. So a build co
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ TAIL_TOKENS = 16
 # least PROGRESS_MIN_CHUNK lists (fewer, larger batches keep encode_batch's threads busy).
 PROGRESS_STEPS = 50
 PROGRESS_MIN_CHUNK = 64
+# Texts encoded at once (their Encoding objects are let go once made into _Tokens).
+ENCODE_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -119,19 +122,89 @@ def whole_rounds(
     return texts, lengths
 
 
+@dataclass(frozen=True)
+class _Tokens:
+    """Encodings laid end to end: list j's token ids and word ids at bounds[j]:bounds[j+1].
+
+    A tokenizers ``Encoding`` holds about 150 bytes a token (its tokens' strings, offsets and
+    masks): 40,000 prompts of 32 tokens took 200 MB at once, and glibc kept most of it after.
+    These arrays hold 8 bytes a token, and ``encode_compact`` makes them a chunk at a time."""
+
+    ids: np.ndarray
+    words: np.ndarray  # the piece (pre-tokenizer word) of each token; -1 for none
+    bounds: np.ndarray
+
+    @classmethod
+    def of(cls, encodings: Sequence[Encoding]) -> _Tokens:
+        """The ids and word ids of ``encodings``."""
+        sizes = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
+        total = int(sizes.sum())
+        ids = np.fromiter(
+            itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int32, count=total
+        )
+        words: list[int | None] = list(itertools.chain.from_iterable(e.word_ids for e in encodings))
+        if None in words:
+            words = [-1 if word is None else word for word in words]
+        bounds = np.zeros(len(encodings) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=bounds[1:])
+        return cls(ids, np.array(words, dtype=np.int32), bounds)
+
+    @classmethod
+    def join(cls, parts: Sequence[_Tokens]) -> _Tokens:
+        """``parts`` one after the other."""
+        if not parts:
+            return cls(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(1, np.int64))
+        shifts = np.cumsum([0] + [int(part.bounds[-1]) for part in parts[:-1]])
+        bounds = [parts[0].bounds[:1]] + [
+            part.bounds[1:] + shift for part, shift in zip(parts, shifts, strict=True)
+        ]
+        return cls(
+            np.concatenate([part.ids for part in parts]),
+            np.concatenate([part.words for part in parts]),
+            np.concatenate(bounds),
+        )
+
+    def sizes(self) -> np.ndarray:
+        """Each list's token count."""
+        return np.diff(self.bounds)
+
+    def ids_of(self, j: int) -> np.ndarray:
+        """List j's token ids."""
+        return self.ids[self.bounds[j] : self.bounds[j + 1]]
+
+    def words_of(self, j: int) -> np.ndarray:
+        """List j's word ids."""
+        return self.words[self.bounds[j] : self.bounds[j + 1]]
+
+
+def encode_compact(
+    local: ByteLevelBPE, texts: list[str], progress: Progress | None = None
+) -> _Tokens:
+    """The texts' encodings as ``_Tokens``, ENCODE_CHUNK texts at a time (so that only one
+    chunk's ``Encoding`` objects live at once); ``progress`` is told the texts encoded so far."""
+    chunk = ENCODE_CHUNK
+    if progress is not None:
+        chunk = min(chunk, max(PROGRESS_MIN_CHUNK, -(-len(texts) // PROGRESS_STEPS)))
+    parts = []
+    for start in range(0, len(texts), chunk):
+        parts.append(_Tokens.of(local.encode(texts[start : start + chunk])))
+        if progress is not None:
+            progress(min(start + chunk, len(texts)), len(texts))
+    return _Tokens.join(parts)
+
+
 @dataclass
 class _Round:
-    """The texts of a round: ``encodings[j]`` is how ``texts[j]``'s encoding ends, from a piece
+    """The texts of a round: ``ends`` holds how ``texts[j]``'s encoding ends, from a piece
     boundary after its first ``starts[j]`` tokens."""
 
     texts: list[str]
-    encodings: list[Encoding]
+    ends: _Tokens
     starts: np.ndarray
 
     def lengths(self) -> np.ndarray:
         """Each text's token count."""
-        sizes = np.fromiter(map(len, self.encodings), dtype=np.int64, count=len(self.encodings))
-        return self.starts + sizes
+        return self.starts + self.ends.sizes()
 
 
 def tail_rounds(
@@ -150,8 +223,7 @@ def tail_rounds(
     if first is None:
         lists = token_lists.lists() if isinstance(token_lists, TokenWindows) else token_lists
         first = local.decode(lists)
-    encodings = first_encodings(local.encode, first, progress)
-    current = _Round(first, encodings, np.zeros(len(first), dtype=np.int64))
+    current = _Round(first, encode_compact(local, first, progress), np.zeros(len(first), np.int64))
     for attempt in range(MAX_RETRY + 1):
         got = current.lengths()
         want = targets[pending]
@@ -209,13 +281,15 @@ def _next_round(
     new_tails: list[list[int]] = []
     boundaries = np.zeros(len(chosen), dtype=np.int64)  # tokens before each re-encoded end
     for i, j in enumerate(chosen):
-        encoding, start = current.encodings[j], int(current.starts[j])
-        kept = min(int(want[i]), start + len(encoding)) - start  # tokens of ``encoding`` kept
-        if kept < 0:  # the change reaches before ``encoding``: the whole text again
-            encoding = local.encode([current.texts[j]])[0]
+        ids, words = current.ends.ids_of(j), current.ends.words_of(j)
+        start = int(current.starts[j])
+        kept = min(int(want[i]), start + len(ids)) - start  # tokens of the end kept
+        if kept < 0:  # the change reaches before the end: the whole text again
+            whole = _Tokens.of(local.encode([current.texts[j]]))
+            ids, words = whole.ids, whole.words
             kept, start = int(want[i]), 0
-        cut = _piece_start(encoding, kept - TAIL_TOKENS)
-        old_tails.append(encoding.ids[cut:])
+        cut = _piece_start(words, kept - TAIL_TOKENS)
+        old_tails.append(ids[cut:].tolist())
         new_tails.append(old_tails[-1][: kept - cut] + pads[i].tolist())
         boundaries[i] = start + cut
     decoded = local.decode(old_tails + new_tails)
@@ -242,15 +316,16 @@ def _next_round(
         for i, text in zip(redo, local.decode(lists), strict=True):
             texts[i] = ends[i] = text
             boundaries[i] = 0
-    return _Round(texts, local.encode(ends), boundaries)
+    return _Round(texts, encode_compact(local, ends), boundaries)
 
 
-def _piece_start(encoding: Encoding, index: int) -> int:
-    """The start of the piece (pre-tokenizer word) holding token ``index``; 0 at or before 0."""
+def _piece_start(words: np.ndarray, index: int) -> int:
+    """The start of the piece (pre-tokenizer word) holding token ``index`` (``words``: each
+    token's word id); 0 at or before 0."""
     if index <= 0:
         return 0
-    word = encoding.token_to_word(index)
-    while index > 0 and encoding.token_to_word(index - 1) == word:
+    word = words[index]
+    while index > 0 and words[index - 1] == word:
         index -= 1
     return index
 

@@ -181,22 +181,27 @@ def _scan_mapped(mapped: MappedFile, builder: PlacesBuilder, series: list[bytes]
     source = pa.BufferReader(mapped.buffer)
     source.seek(MAGIC_LEN)
     stream = ipc.open_stream(source)
-    done = source.tell()
-    batches = []
-    while True:
-        try:
-            batch, custom = stream.read_next_batch_with_custom_metadata()
-        except (StopIteration, pa.ArrowException, OSError, ValueError):
-            break  # the end, or a batch cut short
-        if custom is not None and SERIES_KEY in custom:
-            series.append(custom[SERIES_KEY])
-        if batch.num_rows:
-            batches.append(batch)
-        mapped.read(source.tell() - done)
-        done = source.tell()
-    for window in windows(batches):
+    read_to = source.tell()
+
+    def row_batches() -> Iterator[pa.RecordBatch]:
+        # Read as the windows take them: a decoded batch holds ~15 KB, and an hour's run
+        # writes tens of thousands of batches (loadgen/records/mapped.py's WINDOW_BATCHES).
+        nonlocal read_to
+        while True:
+            try:
+                batch, custom = stream.read_next_batch_with_custom_metadata()
+            except (StopIteration, pa.ArrowException, OSError, ValueError):
+                return  # the end, or a batch cut short
+            if custom is not None and SERIES_KEY in custom:
+                series.append(custom[SERIES_KEY])
+            mapped.read(source.tell() - read_to)
+            read_to = source.tell()
+            if batch.num_rows:
+                yield batch
+
+    for window in windows(row_batches()):
         rows = pa.Table.from_batches(window)
         index = rows["index"].to_numpy().astype(np.int64)
         builder.note_column(index, rows["events_ns"], mapped)
         mapped.release()
-    return done
+    return read_to

@@ -17,13 +17,16 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 RELEASE_BYTES = 16 << 20  # the mapped bytes read between two releases of the pages
+# The most batches a window holds: a decoded batch takes ~15 KB of the C heap whatever its
+# size, and a long run at a low rate writes many small ones (20,000 held at once: 300 MB).
+WINDOW_BATCHES = 256
 
 
 class MappedFile:
@@ -153,16 +156,17 @@ class PlacesBuilder:
         return EventPlaces(counts, words, first, last, events, kept_at, size)
 
 
-def windows(batches: list[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+def windows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
     """Consecutive batches read in place from a mapping, about RELEASE_BYTES of it at a time
-    (one batch at least): a reader that touches each window's pages lets them go after it
-    (a page fault maps the pages around it too, so even a batch's rows touch most of it)."""
+    (one batch at least, WINDOW_BATCHES at most): a reader that touches each window's pages
+    lets them go after it (a page fault maps the pages around it too, so even a batch's rows
+    touch most of it)."""
     window: list[pa.RecordBatch] = []
     size = 0
     for batch in batches:
         window.append(batch)
         size += batch.get_total_buffer_size()
-        if size >= RELEASE_BYTES:
+        if size >= RELEASE_BYTES or len(window) >= WINDOW_BATCHES:
             yield window
             window, size = [], 0
     if window:

@@ -42,7 +42,7 @@ from loadgen.records.checks import (
     parse_json,
 )
 from loadgen.records.events import RequestOrderEvents
-from loadgen.records.mapped import MappedFile, PlacesBuilder, windows
+from loadgen.records.mapped import RELEASE_BYTES, WINDOW_BATCHES, MappedFile, PlacesBuilder
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.server_series import MetricSeries, SeriesError, series_of
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
@@ -74,8 +74,8 @@ def read_records(path: str) -> RunRecords:
 
 def _read(scan: _Scan) -> RunRecords:
     """The run of a mapped records file; nothing it returns holds a buffer of the mapping."""
-    file_schema, batches, end_meta, series = _read_batches(scan)
-    records = _records_of(file_schema, batches, end_meta, scan)
+    start, rows, end_meta, series = _read_batches(scan)
+    records = _records_of(start, rows, end_meta, scan)
     records.server_metrics = server_metrics_of(series, scan.path)
     return records
 
@@ -90,11 +90,8 @@ class _Scan:
         self.read_to = 0  # the end of its last complete batch
 
 
-def _records_of(
-    file_schema: pa.Schema, batches: list[pa.RecordBatch], end_meta: bytes | None, scan: _Scan
-) -> RunRecords:
-    """The run of a file's schema, row batches and end, every part checked."""
-    path = scan.path
+def _start_of(file_schema: pa.Schema, path: str) -> RunStart:
+    """The run's start, from the schema's metadata, once the schema is checked."""
     raw_meta = (file_schema.metadata or {}).get(START_KEY)
     meta = parse_json(raw_meta, "metadata", path) if raw_meta is not None else {}
     if meta.get("format") != FORMAT:
@@ -108,14 +105,13 @@ def _records_of(
     meta.pop("format_version")
     start = checked_start(meta, path)
     check_columns(file_schema, COLUMNS, path)
-    try:
-        # Each batch's events_ns lists as their counts: the events stay in the file.
-        counted = file_schema.set(
-            file_schema.get_field_index("events_ns"), pa.field("events_ns", pa.int32())
-        )
-        table, places = _rows_of(batches, file_schema, counted, scan)
-    except (pa.ArrowException, ValueError) as exc:
-        raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
+    return start
+
+
+def _records_of(start: RunStart, rows: _Rows, end_meta: bytes | None, scan: _Scan) -> RunRecords:
+    """The run of a file's start, rows and end, every part checked."""
+    path = scan.path
+    table, places = rows.table()
     end = None
     if end_meta is not None:
         end = checked_end(parse_json(end_meta, "run's end", path), start.num_requests, path)
@@ -143,13 +139,11 @@ def server_metrics_of(chunks: list[bytes], path: str) -> list[MetricSeries] | No
         raise RecordsFileError(f"{path}: {exc}") from None
 
 
-def _read_batches(
-    scan: _Scan,
-) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None, list[bytes]]:
-    """The schema, the row batches (as they lie in the mapped file, events included) and the
-    end's metadata, read as the stream the file starts with, up to its last complete batch: a
-    file the run did not close (a crash, a full disk) has no footer. A closed file's footer
-    must name the same batches. Also the chunks of scraped server metrics, in file order."""
+def _read_batches(scan: _Scan) -> tuple[RunStart, _Rows, bytes | None, list[bytes]]:
+    """The run's start, its rows (taken from the batches as the stream is read) and the end's
+    metadata, read as the stream the file starts with, up to its last complete batch: a file
+    the run did not close (a crash, a full disk) has no footer. A closed file's footer must
+    name the same batches. Also the chunks of scraped server metrics, in file order."""
     path, size = scan.path, scan.mapped.size
     source = pa.BufferReader(scan.mapped.buffer)
     head = source.read(len(MAGIC)) if size >= MAGIC_LEN else b""
@@ -161,18 +155,19 @@ def _read_batches(
     footer = _footer(scan.mapped.buffer) if closed else None
     blocks = _footer_blocks(scan.mapped.buffer) if footer is not None else None
     source.seek(MAGIC_LEN)
-    file_schema, batches, ended, places = _stream_batches(source, scan)
+    stream = _StreamRead(source, scan)
     if closed:
-        if not ended:  # closed, yet a batch does not read: damaged, not cut by a crash
-            raise RecordsFileError(f"{path}: batch {len(batches) + 1} is damaged")
-        if footer is None or footer.num_record_batches != len(batches):
+        if not stream.ended:  # closed, yet a batch does not read: damaged, not cut by a crash
+            raise RecordsFileError(f"{path}: batch {len(stream.places) + 1} is damaged")
+        if footer is None or footer.num_record_batches != len(stream.places):
             raise RecordsFileError(f"{path}: its footer is damaged")
-        if not footer.schema.equals(file_schema, check_metadata=True):
+        if not footer.schema.equals(stream.file_schema, check_metadata=True):
             raise RecordsFileError(f"{path}: its footer is damaged")
         # Its batches are the stream's: the same bytes of the file, each at its place.
+        places = stream.places
         if blocks is None or len(blocks) != len(places) or not _same_places(blocks, places):
             raise RecordsFileError(f"{path}: its footer is damaged")
-    return _split_end(file_schema, batches)
+    return stream.start, stream.rows, stream.end_meta, stream.series
 
 
 def _footer(buffer: pa.Buffer) -> ipc.RecordBatchFileReader | None:
@@ -183,33 +178,48 @@ def _footer(buffer: pa.Buffer) -> ipc.RecordBatchFileReader | None:
         return None
 
 
-def _stream_batches(
-    source: pa.BufferReader, scan: _Scan
-) -> tuple[pa.Schema, list[tuple[pa.RecordBatch, Any]], bool, list[tuple[int, int]]]:
-    """The batches of the stream after the magic, up to the first one that is cut short or
-    does not read, each checked whole; whether the stream reached its end-of-stream marker;
-    and where each batch's message lies in the file (its first byte, its length)."""
-    try:
-        stream = ipc.open_stream(source)
-        file_schema = stream.schema
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise RecordsFileError(
-            f"{scan.path} is not a loadgen records file, or stops before its schema ({exc})"
-        ) from None
-    batches: list[tuple[pa.RecordBatch, Any]] = []
-    places: list[tuple[int, int]] = []
-    while True:
-        at = source.tell()
+class _StreamRead:
+    """The stream after the magic, read up to the first batch that is cut short or does not
+    read, each batch checked whole and let go once its rows are taken (``_Rows``): whether
+    the stream reached its end-of-stream marker, where each batch's message lies in the file
+    (its first byte, its length), the end's metadata and the server-metrics chunks."""
+
+    def __init__(self, source: pa.BufferReader, scan: _Scan) -> None:
         try:
-            batch, custom = _checked(*stream.read_next_batch_with_custom_metadata())
-        except StopIteration:
-            return file_schema, batches, True, places
-        except (pa.ArrowException, OSError, ValueError, IndexError):
-            return file_schema, batches, False, places  # cut short (or damaged): the rest is lost
-        batches.append((batch, custom))
-        places.append((at, source.tell() - at))
-        scan.mapped.read(source.tell() - scan.read_to)
-        scan.read_to = source.tell()
+            stream = ipc.open_stream(source)
+            self.file_schema = stream.schema
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise RecordsFileError(
+                f"{scan.path} is not a loadgen records file, or stops before its schema ({exc})"
+            ) from None
+        self.start = _start_of(self.file_schema, scan.path)
+        self.rows = _Rows(self.file_schema, scan)
+        self.places: list[tuple[int, int]] = []
+        self.end_meta: bytes | None = None
+        self.series: list[bytes] = []
+        self.ended = self._read(stream, source, scan)
+        self.rows.flush()
+
+    def _read(
+        self, stream: ipc.RecordBatchStreamReader, source: pa.BufferReader, scan: _Scan
+    ) -> bool:
+        while True:
+            at = source.tell()
+            try:
+                batch, custom = _checked(*stream.read_next_batch_with_custom_metadata())
+            except StopIteration:
+                return True
+            except (pa.ArrowException, OSError, ValueError, IndexError):
+                return False  # cut short (or damaged): the rest is lost
+            self.places.append((at, source.tell() - at))
+            scan.mapped.read(source.tell() - scan.read_to)
+            scan.read_to = source.tell()
+            if custom is not None and END_KEY in custom:
+                self.end_meta = custom[END_KEY]
+            elif custom is not None and SERIES_KEY in custom:
+                self.series.append(custom[SERIES_KEY])
+            elif batch.num_rows:
+                self.rows.add(batch)
 
 
 # The Arrow file format's Block: where a message lies (its metadata's length includes its
@@ -259,27 +269,56 @@ def _same_places(blocks: np.ndarray, places: list[tuple[int, int]]) -> bool:
     )
 
 
-def _rows_of(
-    batches: list[pa.RecordBatch], file_schema: pa.Schema, counted: pa.Schema, scan: _Scan
-) -> tuple[pa.Table, PlacesBuilder]:
-    """The rows of the batches, their events_ns lists replaced by their lengths (int32), and
-    where their events lie in the file: a window of the mapping at a time, its pages let go
-    after it."""
-    at = counted.get_field_index("events_ns")
-    places = PlacesBuilder()
-    parts = []
-    for window in windows(batches):
-        table = pa.Table.from_batches(window, schema=file_schema)
-        events = table.column(at)
-        check_event_nulls(events, scan.path)
-        rows = table.set_column(at, counted.field(at), pa.compute.list_value_length(events))
-        rows = rows.combine_chunks()
-        index = rows["index"].to_numpy(zero_copy_only=False).astype(np.int64)
-        places.note_column(index, events, scan.mapped)
-        parts.append(rows)
-        scan.mapped.release()
-    # A chunk per window: each column is laid out whole only as it is read (_run_records).
-    return pa.concat_tables(parts or [counted.empty_table()]), places
+class _Rows:
+    """The rows of a file's batches, taken a window of the mapping at a time as the stream is
+    read (``windows``' bounds: a decoded batch holds ~15 KB, and an hour's run writes tens of
+    thousands), their
+    events_ns lists replaced by their lengths (int32), and where their events lie in the
+    file; each window's pages are let go after it."""
+
+    def __init__(self, file_schema: pa.Schema, scan: _Scan) -> None:
+        self.file_schema = file_schema
+        # Each batch's events_ns lists as their counts: the events stay in the file.
+        self.at = file_schema.get_field_index("events_ns")
+        self.counted = file_schema.set(self.at, pa.field("events_ns", pa.int32()))
+        self.scan = scan
+        self.places = PlacesBuilder()
+        self.parts: list[pa.Table] = []
+        self.window: list[pa.RecordBatch] = []
+        self.window_bytes = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """One more batch of rows (as it lies in the mapped file)."""
+        self.window.append(batch)
+        self.window_bytes += batch.get_total_buffer_size()
+        if self.window_bytes >= RELEASE_BYTES or len(self.window) >= WINDOW_BATCHES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Take the rows of the batches held so far."""
+        window, self.window, self.window_bytes = self.window, [], 0
+        if not window:
+            return
+        path = self.scan.path
+        try:
+            table = pa.Table.from_batches(window, schema=self.file_schema)
+            events = table.column(self.at)
+            check_event_nulls(events, path)
+            lengths = pa.compute.list_value_length(events)
+            rows = table.set_column(self.at, self.counted.field(self.at), lengths)
+            rows = rows.combine_chunks()
+            index = rows["index"].to_numpy(zero_copy_only=False).astype(np.int64)
+            self.places.note_column(index, events, self.scan.mapped)
+        except (pa.ArrowException, ValueError) as exc:
+            raise RecordsFileError(f"{path}: its batches do not fit its schema ({exc})") from None
+        self.parts.append(rows)
+        self.scan.mapped.release()
+
+    def table(self) -> tuple[pa.Table, PlacesBuilder]:
+        """Every row taken (a chunk per window: each column is laid out whole only as it is
+        read, in _run_records) and where their events lie."""
+        self.flush()
+        return pa.concat_tables(self.parts or [self.counted.empty_table()]), self.places
 
 
 def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
@@ -287,24 +326,6 @@ def _checked(batch: pa.RecordBatch, custom: Any) -> tuple[pa.RecordBatch, Any]:
     nothing is read past them. ArrowInvalid when they do not."""
     batch.validate(full=True)
     return batch, custom
-
-
-def _split_end(
-    file_schema: pa.Schema, batches: list[tuple[pa.RecordBatch, Any]]
-) -> tuple[pa.Schema, list[pa.RecordBatch], bytes | None, list[bytes]]:
-    """The row batches, the metadata of the end batch when there is one, and the chunks of
-    scraped server metrics."""
-    end_meta = None
-    rows = []
-    series = []
-    for batch, custom in batches:
-        if custom is not None and END_KEY in custom:
-            end_meta = custom[END_KEY]
-        elif custom is not None and SERIES_KEY in custom:
-            series.append(custom[SERIES_KEY])
-        elif batch.num_rows:
-            rows.append(batch)
-    return file_schema, rows, end_meta, series
 
 
 def _run_records(

@@ -43,6 +43,7 @@ from loadgen.server.errors import ConnectionLost, NotRetryable, ServerUnreachabl
 from loadgen.server.retry import with_hint
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.build_progress import BuildProgress
+from loadgen.session.heap import release_freed_heap
 from loadgen.session.threads import in_daemon_thread, niced
 from loadgen.terminal import printable
 from loadgen.text.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
@@ -216,9 +217,12 @@ async def build_dataset(
         return built.dataset
 
     def build_all() -> tuple[SampledPrompts, Turns | None]:
-        if config.multi_turn:
-            return conversations(config, build, source)
-        return build(config), None
+        try:
+            if config.multi_turn:
+                return conversations(config, build, source)
+            return build(config), None
+        finally:
+            release_freed_heap()
 
     try:
         work = niced(build_all, nice) if nice else build_all

@@ -170,3 +170,21 @@ def test_end_is_local(old_end, new_end, margin, local):
 
 def test_whitespace_holds_every_character_python_calls_space():
     assert all(chr(c) in WHITESPACE for c in range(0x110000) if chr(c).isspace())
+
+
+def test_compact_tokens_hold_each_encodings_ids_and_word_ids(codec, monkeypatch):
+    """The byte-level loop keeps its encodings as flat arrays (8 bytes a token, not a
+    tokenizers Encoding's ~150), chunk by chunk: the same ids and word ids, list by list."""
+    local = ByteLevelBPE.of(codec)
+    assert local is not None
+    texts = ["hello world", "", "a b  c<|endoftext|>", "the quick brown fox jumps"] * 3
+    encodings = local.encode(texts)
+    for chunk in (1, 5, 4096):
+        monkeypatch.setattr(to_target, "ENCODE_CHUNK", chunk)
+        tokens = to_target.encode_compact(local, texts)
+        assert tokens.sizes().tolist() == [len(e) for e in encodings]
+        for j, encoding in enumerate(encodings):
+            assert tokens.ids_of(j).tolist() == encoding.ids
+            assert tokens.words_of(j).tolist() == [
+                -1 if w is None else w for w in encoding.word_ids
+            ]

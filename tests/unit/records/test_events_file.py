@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from test_records_file import N, end, events, rows, write_run, writer
 
+from loadgen.records import events as events_module
+from loadgen.records import mapped
+from loadgen.records import read as read_module
 from loadgen.records.collected import assemble_events
 from loadgen.records.events import (
     RequestOrderEvents,
@@ -18,6 +22,7 @@ from loadgen.records.events import (
     file_events,
     temporary_records_path,
 )
+from loadgen.records.mapped import PlacesBuilder
 from loadgen.records.read import server_metrics_of
 from loadgen.records.server_series import chunk_json
 
@@ -150,3 +155,50 @@ def test_the_scan_reads_back_the_server_series_written_as_they_came(tmp_path: Pa
         (kept,) = server_metrics_of(full.kept_series, full.path) or []
         assert kept.t_ns.tolist() == [0, 10]
         full.close()
+
+
+def test_both_readers_take_the_rows_a_window_at_a_time_as_the_stream_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decoded batch holds ~15 KB, and an hour's run writes tens of thousands: neither the
+    run's scan nor read_records holds every batch before taking their rows (holding them was
+    0.3 GB for 20,000 small batches). With windows of 2 batches and a server-metrics chunk
+    after each batch, each window is taken once the stream has been read to its end."""
+    monkeypatch.setattr(mapped, "WINDOW_BATCHES", 2)
+    monkeypatch.setattr(read_module, "WINDOW_BATCHES", 2)
+    out = writer(tmp_path / "r.records.arrow")
+    out.start(1, "2026-12-03T10:00:00", connections=2)
+    for i in range(N):
+        batch = rows([i], 3)
+        out.write(i % 2, batch, events(batch), {}, {})
+        out.write_series(series_chunk(100 * i))
+    out.close()
+
+    seen: list[int] = []  # the series chunks read when each window's rows were taken
+    series: list[bytes] = []
+    builder = PlacesBuilder()
+    note_column = builder.note_column
+
+    def noting(index: np.ndarray, *args: Any) -> None:
+        seen.append(len(series))
+        note_column(index, *args)
+
+    monkeypatch.setattr(builder, "note_column", noting)
+    events_module._scan(out.path, builder, series)
+    # Each window once its second batch is read (all 6 chunks read first when every batch
+    # was held before any window was taken).
+    assert seen == [1, 3, 5]
+    assert builder.places(N, 0).counts.tolist() == [3] * N
+
+    flushed: list[int] = []  # the stream's batches read when each window's rows were taken
+    flush = read_module._Rows.flush
+
+    def flushing(rows: read_module._Rows) -> None:
+        if rows.window:
+            flushed.append(rows.scan.read_to)
+        flush(rows)
+
+    monkeypatch.setattr(read_module._Rows, "flush", flushing)
+    records = read_module.read_records(out.path)
+    assert len(flushed) == 3 and flushed == sorted(flushed) and flushed[0] < flushed[-1]
+    assert records.event_offsets.tolist() == list(range(0, 3 * N + 1, 3))
