@@ -188,3 +188,31 @@ def test_compact_tokens_hold_each_encodings_ids_and_word_ids(codec, monkeypatch)
             assert tokens.words_of(j).tolist() == [
                 -1 if w is None else w for w in encoding.word_ids
             ]
+
+
+def test_the_byte_level_loop_encodes_a_chunk_at_a_time_with_the_same_texts(codec, monkeypatch):
+    """No round holds every text's Encoding at once (a chunk of ENCODE_CHUNK texts at most),
+    and the texts, lengths and padding draws do not depend on the chunk."""
+    n, seed = 150, 5
+    rng = np.random.default_rng(seed)
+    input_lens, _, offsets, allowed, prefix = plan_random_text(codec, n, 40, 8, 0, (0.5, 0.5), rng)
+    lists = TokenWindows(prefix, allowed, offsets + np.arange(n), input_lens)
+    local = ByteLevelBPE.of(codec)
+    assert local is not None
+    whole_rng = np.random.default_rng(seed)
+    want = tail_rounds(local, lists, input_lens, whole_rng)
+    sizes: list[int] = []
+    encode = ByteLevelBPE.encode
+
+    def recording(self: ByteLevelBPE, texts: list[str]) -> list:
+        sizes.append(len(texts))
+        return encode(self, texts)
+
+    monkeypatch.setattr(ByteLevelBPE, "encode", recording)
+    monkeypatch.setattr(to_target, "ENCODE_CHUNK", 16)
+    chunked_rng = np.random.default_rng(seed)
+    got = tail_rounds(local, lists, input_lens, chunked_rng)
+    assert got[0] == want[0]
+    np.testing.assert_array_equal(got[1], want[1])
+    assert chunked_rng.bit_generator.state == whole_rng.bit_generator.state
+    assert sizes and max(sizes) <= 16 and sum(sizes) >= n  # every text encoded, 16 at most
