@@ -3,9 +3,9 @@
 
 Each run is the real command, ``loadgen run --mock`` (the embedded mock, no pauses: long
 outputs as fast as this machine goes), ``--save-result`` into a temporary directory, so the
-records file is written as a run has it, with an empty dataset cache of its own
-(``XDG_CACHE_HOME``): each run builds its prompts as a first run does (a warm cache hid the
-build's memory, 440 MB at 40,000 prompts before it encoded them a chunk at a time). The
+records file is written as a run has it, and ``--no-dataset-cache``: each run builds its
+prompts as a first run does (a cache warmed by an earlier run hid the build's memory, 440 MB
+at 40,000 prompts before it encoded them a chunk at a time). The
 coordinator's peak RSS is its own (``VmHWM`` of the ``loadgen run`` process, sampled every
 20 ms, and its ``ru_maxrss`` written by an atexit hook at its end: the larger), never its
 workers' nor the mock's. Printed per length: requests,
@@ -22,7 +22,6 @@ Run it under the shared lock:
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -111,13 +110,12 @@ def run_once(args: argparse.Namespace, requests: int, workdir: Path) -> Run:
         "--workers", str(args.workers), "--max-concurrency", str(args.concurrency),
         "--num-prompts", str(requests), "--random-input-len", str(args.input_len),
         "--random-output-len", str(args.output_len), "--ignore-eos",
-        "--save-result", "--result-dir", str(out),
+        "--save-result", "--result-dir", str(out), "--no-dataset-cache",
     ]  # fmt: skip
     if args.no_save_records:
         command.append("--no-save-records")
     started = time.perf_counter()
-    env = os.environ | {"XDG_CACHE_HOME": str(out / "cache")}  # the dataset built afresh
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     sampled, stderr = sampled_peak(proc)
     wall_s = time.perf_counter() - started
     if proc.returncode != 0:
