@@ -3,9 +3,11 @@ built from the file (its token events read a bounded chunk of requests at a time
 sequential read of the same file, the floor, at one or more sizes.
 
 For each size a records file of made-up requests is written first (``--events`` token events
-in requests of ``--events-per-request``, in batches of 64 requests out of request order, as
-workers send them; a finished run, its end included). Each measure runs in its own process, so
-its peak RSS (VmHWM) is its own:
+in requests of ``--events-per-request``, in batches of ``--requests-per-batch`` (64) requests
+out of request order, as workers send them; a finished run, its end included). A long paced
+run writes small batches, a request or two each: ``--requests-per-batch 1`` makes such a file
+(a decoded batch costs the readers ~15 KB of C heap whatever its size). Each measure runs in
+its own process, so its peak RSS (VmHWM) is its own:
 
 - **read, cold**: the file's bytes, 16 MiB at a time, after its pages are dropped from the page
   cache (posix_fadvise DONTNEED on this file alone): what a report of a file that is not in
@@ -40,7 +42,7 @@ from common import machine_line
 MODES = ("read-cold", "read-warm", "imports", "report")
 
 
-def write_file(path: Path, events: int, per_request: int) -> int:
+def write_file(path: Path, events: int, per_request: int, per_batch: int = 64) -> int:
     """A finished records file of made-up requests; its number of requests."""
     from loadgen.records.arrow_file import RecordsWriter
     from loadgen.records.collected import Collected
@@ -61,7 +63,7 @@ def write_file(path: Path, events: int, per_request: int) -> int:
     )
     writer.start(0, start.t0_wall, 0)
     order = np.argsort(np.arange(n) + rng.integers(0, 512, n), kind="stable")
-    for batch in np.array_split(order, max(n // 64, 1)):
+    for batch in np.array_split(order, max(n // per_batch, 1)):
         rows = np.zeros(len(batch), dtype=RECORD_DTYPE)
         rows["index"] = batch
         rows["sent_ns"] = batch * 1_000_000
@@ -149,15 +151,16 @@ def vm_hwm() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def one_size(events: int, per_request: int, directory: str | None) -> None:
+def one_size(events: int, per_request: int, per_batch: int, directory: str | None) -> None:
     """Write a file of ``events`` events, measure each mode in its own process, print."""
     with tempfile.TemporaryDirectory(prefix="report-speed-", dir=directory) as tmp:
         path = Path(tmp) / "run.records.arrow"
         began = time.perf_counter()
-        n = write_file(path, events, per_request)
+        n = write_file(path, events, per_request, per_batch)
         size = path.stat().st_size
         print(
-            f"{n:,} requests, {events:,} token events, file {size / 1e6:,.0f} MB "
+            f"{n:,} requests in batches of {per_batch}, {events:,} token events, "
+            f"file {size / 1e6:,.0f} MB "
             f"({size / events:.2f} B/event), written in {time.perf_counter() - began:.0f} s"
         )
         got = {}
@@ -188,6 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, nargs="+", default=[10_000_000])
     parser.add_argument("--events-per-request", type=int, default=200)
+    parser.add_argument("--requests-per-batch", type=int, default=64)
     parser.add_argument("--dir", help="where the records files are written (a temporary folder)")
     parser.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)  # MODE PATH, internal
     args = parser.parse_args()
@@ -196,7 +200,7 @@ def main() -> None:
         return
     print(machine_line("loadgen report from a records file, beside one read of the file"))
     for events in args.events:
-        one_size(events, args.events_per_request, args.dir)
+        one_size(events, args.events_per_request, args.requests_per_batch, args.dir)
 
 
 if __name__ == "__main__":
