@@ -152,16 +152,13 @@ class _Tokens:
     @classmethod
     def join(cls, parts: Sequence[_Tokens]) -> _Tokens:
         """``parts`` one after the other."""
-        if not parts:
-            return cls(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(1, np.int64))
-        shifts = np.cumsum([0] + [int(part.bounds[-1]) for part in parts[:-1]])
-        bounds = [parts[0].bounds[:1]] + [
-            part.bounds[1:] + shift for part, shift in zip(parts, shifts, strict=True)
-        ]
+        sizes = np.concatenate([part.sizes() for part in parts] or [np.zeros(0, np.int64)])
+        bounds = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=bounds[1:])
         return cls(
-            np.concatenate([part.ids for part in parts]),
-            np.concatenate([part.words for part in parts]),
-            np.concatenate(bounds),
+            np.concatenate([part.ids for part in parts] or [np.zeros(0, np.int32)]),
+            np.concatenate([part.words for part in parts] or [np.zeros(0, np.int32)]),
+            bounds,
         )
 
     def sizes(self) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from loadgen.records.checks import (
     parse_json,
 )
 from loadgen.records.events import RequestOrderEvents
-from loadgen.records.mapped import RELEASE_BYTES, WINDOW_BATCHES, MappedFile, PlacesBuilder
+from loadgen.records.mapped import MappedFile, PlacesBuilder, windows
 from loadgen.records.model import RunEnd, RunRecords, RunStart
 from loadgen.records.server_series import MetricSeries, SeriesError, series_of
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW
@@ -197,20 +198,23 @@ class _StreamRead:
         self.places: list[tuple[int, int]] = []
         self.end_meta: bytes | None = None
         self.series: list[bytes] = []
-        self.ended = self._read(stream, source, scan)
-        self.rows.flush()
+        self.ended = False
+        for window in windows(self._row_batches(stream, source, scan)):
+            self.rows.take(window)
 
-    def _read(
+    def _row_batches(
         self, stream: ipc.RecordBatchStreamReader, source: pa.BufferReader, scan: _Scan
-    ) -> bool:
+    ) -> Iterator[pa.RecordBatch]:
+        """The batches of rows, read as the windows take them; the others noted."""
         while True:
             at = source.tell()
             try:
                 batch, custom = _checked(*stream.read_next_batch_with_custom_metadata())
             except StopIteration:
-                return True
+                self.ended = True
+                return
             except (pa.ArrowException, OSError, ValueError, IndexError):
-                return False  # cut short (or damaged): the rest is lost
+                return  # cut short (or damaged): the rest is lost
             self.places.append((at, source.tell() - at))
             scan.mapped.read(source.tell() - scan.read_to)
             scan.read_to = source.tell()
@@ -219,7 +223,7 @@ class _StreamRead:
             elif custom is not None and SERIES_KEY in custom:
                 self.series.append(custom[SERIES_KEY])
             elif batch.num_rows:
-                self.rows.add(batch)
+                yield batch
 
 
 # The Arrow file format's Block: where a message lies (its metadata's length includes its
@@ -270,11 +274,10 @@ def _same_places(blocks: np.ndarray, places: list[tuple[int, int]]) -> bool:
 
 
 class _Rows:
-    """The rows of a file's batches, taken a window of the mapping at a time as the stream is
-    read (``windows``' bounds: a decoded batch holds ~15 KB, and an hour's run writes tens of
-    thousands), their
-    events_ns lists replaced by their lengths (int32), and where their events lie in the
-    file; each window's pages are let go after it."""
+    """The rows of a file's batches, taken a window at a time as the stream is read (a decoded
+    batch holds ~15 KB, and an hour's run writes tens of thousands: ``windows`` bounds what
+    is held), their events_ns lists replaced by their lengths (int32), and where their events
+    lie in the file; each window's pages are let go after it."""
 
     def __init__(self, file_schema: pa.Schema, scan: _Scan) -> None:
         self.file_schema = file_schema
@@ -284,21 +287,9 @@ class _Rows:
         self.scan = scan
         self.places = PlacesBuilder()
         self.parts: list[pa.Table] = []
-        self.window: list[pa.RecordBatch] = []
-        self.window_bytes = 0
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        """One more batch of rows (as it lies in the mapped file)."""
-        self.window.append(batch)
-        self.window_bytes += batch.get_total_buffer_size()
-        if self.window_bytes >= RELEASE_BYTES or len(self.window) >= WINDOW_BATCHES:
-            self.flush()
-
-    def flush(self) -> None:
-        """Take the rows of the batches held so far."""
-        window, self.window, self.window_bytes = self.window, [], 0
-        if not window:
-            return
+    def take(self, window: list[pa.RecordBatch]) -> None:
+        """The rows of a window of batches (as they lie in the mapped file)."""
         path = self.scan.path
         try:
             table = pa.Table.from_batches(window, schema=self.file_schema)
@@ -317,7 +308,6 @@ class _Rows:
     def table(self) -> tuple[pa.Table, PlacesBuilder]:
         """Every row taken (a chunk per window: each column is laid out whole only as it is
         read, in _run_records) and where their events lie."""
-        self.flush()
         return pa.concat_tables(self.parts or [self.counted.empty_table()]), self.places
 
 

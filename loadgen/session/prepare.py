@@ -222,6 +222,9 @@ async def build_dataset(
                 return conversations(config, build, source)
             return build(config), None
         finally:
+            # A build frees most of what it allocated (a tokenizer's encodings, in the threads'
+            # arenas too): the pages go back here, off the loop, so that a --duration run's
+            # blocks leave the RSS level over hours (loadgen/session/heap.py).
             release_freed_heap()
 
     try:

@@ -32,7 +32,6 @@ from loadgen.records.model import RunStart
 from loadgen.schedule import assign_workers
 from loadgen.schedule_blocks import ScheduleBlocks, block_seed
 from loadgen.server.client import ServerClient
-from loadgen.session.heap import release_freed_heap
 from loadgen.session.prepare import Prepared, align, build_dataset, requests_of
 from loadgen.session.shards import output_guard
 from loadgen.session.threads import in_daemon_thread, niced
@@ -175,9 +174,6 @@ class PromptBlocks:
         """A block's requests, drawn and serialized in a thread, aligned as block 0 was."""
         source = self.prepared.source
         assert source is not None  # made by prepare()
-        # The last block's drawing freed what this one will take again: its pages go back
-        # first, off the loop (a trim takes milliseconds), so RSS stays level over hours.
-        await in_daemon_thread(release_freed_heap)
         dataset, _ = await build_dataset(config, source, quiet=True, nice=DRAW_NICE)
         if self.config.no_oversample and not self.cycles_noted:
             self.cycles_noted = True

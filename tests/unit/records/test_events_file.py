@@ -165,7 +165,6 @@ def test_both_readers_take_the_rows_a_window_at_a_time_as_the_stream_is_read(
     0.3 GB for 20,000 small batches). With windows of 2 batches and a server-metrics chunk
     after each batch, each window is taken once the stream has been read to its end."""
     monkeypatch.setattr(mapped, "WINDOW_BATCHES", 2)
-    monkeypatch.setattr(read_module, "WINDOW_BATCHES", 2)
     out = writer(tmp_path / "r.records.arrow")
     out.start(1, "2026-12-03T10:00:00", connections=2)
     for i in range(N):
@@ -190,15 +189,14 @@ def test_both_readers_take_the_rows_a_window_at_a_time_as_the_stream_is_read(
     assert seen == [1, 3, 5]
     assert builder.places(N, 0).counts.tolist() == [3] * N
 
-    flushed: list[int] = []  # the stream's batches read when each window's rows were taken
-    flush = read_module._Rows.flush
+    taken: list[int] = []  # the stream's bytes read when each window's rows were taken
+    take = read_module._Rows.take
 
-    def flushing(rows: read_module._Rows) -> None:
-        if rows.window:
-            flushed.append(rows.scan.read_to)
-        flush(rows)
+    def taking(rows: read_module._Rows, window: list) -> None:
+        taken.append(rows.scan.read_to)
+        take(rows, window)
 
-    monkeypatch.setattr(read_module._Rows, "flush", flushing)
+    monkeypatch.setattr(read_module._Rows, "take", taking)
     records = read_module.read_records(out.path)
-    assert len(flushed) == 3 and flushed == sorted(flushed) and flushed[0] < flushed[-1]
+    assert len(taken) == 3 and taken == sorted(taken) and taken[0] < taken[-1]
     assert records.event_offsets.tolist() == list(range(0, 3 * N + 1, 3))
