@@ -4,10 +4,12 @@ The fan-out (loadgen/fleet/fanout.py) screens each batch a worker sends and hand
 observers in order, through ``BatchObserver``'s three methods: ``start`` at t0, ``batch`` for
 each batch (True asks the run to stop: a stop rule, as fail fast's), ``end`` when the run's
 records are all in. The session chooses the others (the records file, the live view, fail
-fast); the ``Collector`` is the fan-out's own and always first: it keeps one record per
-request, with what the workers said at DONE or FATAL and what was lost, and assembles the
-run's ``Collected``; the token events too, unless the records file keeps them alone
-(``keep_events``).
+fast); the ``Collector`` is the fan-out's own and always first: it notes each request
+reported, keeps what the workers said at DONE or FATAL and what was lost, and assembles the
+run's ``Collected``. Where the run has a records file (``rows_in_file``), the file alone
+keeps the rows, their token events, errors and texts as they arrive, read back once the run
+has ended (loadgen/records/read_back.py): per request the collector holds a worker and a
+flag, so its memory does not grow with the run's rows. Without one it keeps them all.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadgen.records.collected import Collected, assemble_events
-from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
+from loadgen.records.collected import Collected, assemble_events, mark_lost
+from workers.protocol import RECORD_DTYPE, ConnectionStats
 
 
 @dataclass(frozen=True)
@@ -62,16 +64,22 @@ class Collector(BatchObserver):
     lost, or failed, or never said.
     """
 
-    def __init__(self, workers: Iterable[int], owner: np.ndarray, keep_events: bool = True) -> None:
+    def __init__(
+        self,
+        workers: Iterable[int],
+        owner: np.ndarray,
+        rows_in_file: bool = False,
+    ) -> None:
         self.workers = sorted(workers)
-        # False: the token events are the records file's alone (loadgen/records/events.py)
-        # and the run's Collected has none: the coordinator's memory does not grow with them.
-        self.keep_events = keep_events
+        # True: the records file keeps the rows (and their events, errors and texts) alone;
+        # the run's Collected has none until they are read back (read_back.with_rows).
+        self.rows_in_file = rows_in_file
         self.owner = owner  # which worker sends each request (-1 past ``size``)
         num_requests = self.size = len(owner)
-        self.records = np.zeros(num_requests, dtype=RECORD_DTYPE)
-        self.reported_by = np.full(num_requests, -1, dtype=np.int16)
         self.received = np.zeros(num_requests, dtype=bool)
+        # Kept in memory only where no records file keeps them:
+        self.records = np.zeros(0 if rows_in_file else num_requests, dtype=RECORD_DTYPE)
+        self.reported_by = np.full(len(self.records), -1, dtype=np.int16)
         self.batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.errors: dict[int, str] = {}
         self.texts: dict[int, str] = {}
@@ -91,22 +99,23 @@ class Collector(BatchObserver):
         if need > len(self.owner):
             capacity = max(need, 2 * len(self.owner))
             self.owner = _grown(self.owner, capacity, -1)
-            self.records = _grown(self.records, capacity, 0)
-            self.reported_by = _grown(self.reported_by, capacity, -1)
             self.received = _grown(self.received, capacity, False)
+            if not self.rows_in_file:
+                self.records = _grown(self.records, capacity, 0)
+                self.reported_by = _grown(self.reported_by, capacity, -1)
         self.owner[size:need] = owner
         self.size = need
 
     def batch(self, batch: RecordBatch) -> bool:
-        """Take a screened batch's rows, events, errors and texts."""
+        """Note a screened batch's requests as reported; keep its rows, events, errors and
+        texts unless the records file does."""
         rows = batch.rows
-        self.records[rows["index"]] = rows
         self.received[rows["index"]] = True
+        if self.rows_in_file:
+            return False
+        self.records[rows["index"]] = rows
         self.reported_by[rows["index"]] = batch.worker
-        if self.keep_events:
-            self.batches.append(
-                (rows["index"].copy(), rows["n_events"].copy(), batch.events.copy())
-            )
+        self.batches.append((rows["index"].copy(), rows["n_events"].copy(), batch.events.copy()))
         self.errors.update(batch.errors)
         self.texts.update(batch.texts)
         return False
@@ -130,33 +139,31 @@ class Collector(BatchObserver):
         self.lost_workers[worker] = why
 
     def collected(self, t0_ns: int, connections: int, interrupted: bool) -> Collected:
-        """The run's records, one per request, and what the workers said besides."""
+        """The run's records, one per request, and what the workers said besides (with
+        ``rows_in_file``, all but the rows: read_back.with_rows reads them)."""
         size = self.size
-        self.owner, self.records = self.owner[:size], self.records[:size]
-        self.reported_by, self.received = self.reported_by[:size], self.received[:size]
+        self.owner, self.received = self.owner[:size], self.received[:size]
         for w in self.workers:
             if not (self.owner == w).any():  # an empty shard: its start-up is no run's CPU
                 self.cpu_ns[w] = self.wall_ns[w] = 0
-        records, errors = self.records, self.errors
-        missing = np.flatnonzero(~self.received)
-        if len(missing):
-            reason = "; ".join(self.problems) or "no record arrived for this request"
-            records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
-            records["index"][missing] = missing
-            for i in missing:
-                errors[int(i)] = f"lost: {self.lost_workers.get(int(self.owner[i]), reason)}"
+        if not self.rows_in_file:
+            self.records, self.reported_by = self.records[:size], self.reported_by[:size]
         event_ns, event_offsets = (
-            assemble_events(records["n_events"], self.batches)
-            if self.keep_events
-            else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            if self.rows_in_file
+            else assemble_events(self.records["n_events"], self.batches)
         )
         stats = self.stats
-        return Collected(
-            records=records,
+        collected = Collected(
+            records=self.records,
             event_ns=event_ns,
             event_offsets=event_offsets,
-            events_kept=self.keep_events,
-            errors=errors,
+            events_kept=not self.rows_in_file,
+            rows_in_file=self.rows_in_file,
+            owner=self.owner,
+            received=self.received,
+            lost_workers=self.lost_workers,
+            errors=self.errors,
             texts=self.texts,
             t0_ns=t0_ns,
             connections=connections,
@@ -173,6 +180,9 @@ class Collector(BatchObserver):
                 reuse_stopped=any(s.reuse_stopped for s in stats),
             ),
         )
+        if not self.rows_in_file:
+            mark_lost(collected)
+        return collected
 
 
 def _grown(values: np.ndarray, capacity: int, fill: object) -> np.ndarray:

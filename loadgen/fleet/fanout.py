@@ -295,7 +295,7 @@ class WorkerPool:
         max_concurrency: int | None = None,
         observers: Sequence[BatchObserver] = (),
         topups: TopUps | None = None,
-        keep_events: bool = True,
+        rows_in_file: bool = False,
     ) -> Collected:
         """Send the shards, start all workers at one instant t0, and collect every record;
         with ``topups`` (--duration), the blocks that follow them (loadgen/fleet/topups.py).
@@ -303,9 +303,9 @@ class WorkerPool:
         With ``max_concurrency`` the cap is lent out as credits (loadgen/fleet/credit_pool.py).
         Every batch of records goes to the collector and then to ``observers`` in order as it
         arrives (loadgen/fleet/collector.py), each told t0 once START is sent; an observer
-        that asks to stop (fail fast's rule) stops the run as ``request_stop`` does. Without
-        ``keep_events`` the collected records have no token events: an observer (the records
-        file) keeps them.
+        that asks to stop (fail fast's rule) stops the run as ``request_stop`` does. With
+        ``rows_in_file`` an observer (the records file) keeps the rows and their token events:
+        the collected records have none until they are read back (loadgen/fleet/collector.py).
         """
         workers = set(range(len(plans)))
         credit_pool = (
@@ -349,7 +349,7 @@ class WorkerPool:
             credits = credit_pool.initial[w] if credit_pool is not None else 0
             t0_worker = t0_ns + self.channel.offset_ns(w)
             await self._send(w, self.codec.encode(Kind.START, t0_ns=t0_worker, credits=credits))
-        collector = Collector(workers, owner, keep_events)
+        collector = Collector(workers, owner, rows_in_file)
         run = _Collecting(set(workers), owner, collector, [collector, *observers], probe_ports)
         run.credit_pool = credit_pool
         run.topups = topups

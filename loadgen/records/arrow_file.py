@@ -120,7 +120,9 @@ class RecordsWriter:
         # Removed when closed: the run keeps no records file, this one holds its token events
         # while it runs (loadgen/records/events.py).
         self.temporary = temporary
-        # The batches' events the file could not take (a full disk): (indices, counts, events)
+        # The batches the file could not take (a full disk), for the run's report: their
+        # rows (worker, rows, errors, texts) and events (indices, counts, events)
+        self.kept_rows: list[tuple[int, np.ndarray, dict[int, str], dict[int, str]]] = []
         self.kept_events: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.kept_series: list[bytes] = []  # and its server-metrics chunks (JSON)
         self.input_audio_s = input_audio_s
@@ -163,10 +165,12 @@ class RecordsWriter:
         """One batch of a worker's records, as it arrived."""
         workers = np.full(len(rows), worker, dtype=np.int16)
         self._write(lambda: self._batch(rows, workers, event_ns, errors, texts))
-        if self.failure is not None and len(event_ns):  # kept, so the report still has them
-            self.kept_events.append(
-                (rows["index"].copy(), rows["n_events"].copy(), event_ns.copy())
-            )
+        if self.failure is not None:  # kept, so the report still has them
+            self.kept_rows.append((worker, rows.copy(), dict(errors), dict(texts)))
+            if len(event_ns):
+                self.kept_events.append(
+                    (rows["index"].copy(), rows["n_events"].copy(), event_ns.copy())
+                )
 
     def write_series(self, chunk: dict[str, Any]) -> None:
         """A chunk of scraped server metrics (server_series.chunk_json), as it comes."""

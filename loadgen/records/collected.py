@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workers.protocol import ConnectionStats
+from loadgen.records.mapped import EventPlaces
+from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
 
 @dataclass
@@ -35,6 +36,34 @@ class Collected:
     # False: the run kept no token event (both arrays empty); they are in its records file
     # (loadgen/records/events.py), read back from there
     events_kept: bool = True
+    # True: the rows (records, worker, errors, texts) are in the run's records file, not yet
+    # read back (loadgen/records/read_back.py's with_rows lays them out): all four empty.
+    rows_in_file: bool = False
+    # Which worker each request was sent to, whether one reported it, and why each lost
+    # worker is gone: what the requests no worker reported fail with (``mark_lost``).
+    owner: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    received: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    lost_workers: dict[int, str] = field(default_factory=dict)
+    # Read back with the rows: where the run's events lie in its records file, and the
+    # scraped series chunks the file holds.
+    event_places: EventPlaces | None = None
+    file_series: list[bytes] = field(default_factory=list)
+
+
+def mark_lost(collected: Collected) -> None:
+    """The requests no worker reported become failed rows whose error says why: their worker
+    was lost, or failed, or never said. (A reported request with no row, in a records file
+    that lost it, would be lost too, not a zero row: the writer keeps what the file refuses.)"""
+    records, errors, owner = collected.records, collected.errors, collected.owner
+    missing = np.flatnonzero(~collected.received | (collected.worker < 0))
+    if not len(missing):
+        return
+    collected.worker[missing] = -1
+    reason = "; ".join(collected.worker_problems) or "no record arrived for this request"
+    records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
+    records["index"][missing] = missing
+    for i in missing:
+        errors[int(i)] = f"lost: {collected.lost_workers.get(int(owner[i]), reason)}"
 
 
 def assemble_events(

@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -109,7 +109,7 @@ class RequestOrderEvents:
             size = 0
             # No file, or one without a schema (a full disk at its start): no batch there.
             with contextlib.suppress(OSError, pa.ArrowException, ValueError):
-                size = _scan(path, builder, self.series)
+                size = scan_file(path, builder, self.series)
             # Batches a full disk kept out of the file, read from memory.
             for index, counts, events in kept:
                 builder.note(index, counts, events)
@@ -167,17 +167,27 @@ class RequestOrderEvents:
         self._gone = path is None
 
 
-def _scan(path: str, builder: PlacesBuilder, series: list[bytes]) -> int:
-    """Note where each of the file's batches puts its requests' events, and add its
-    server-metrics chunks to ``series``; the bytes up to the end of its last complete batch."""
+# What a scan does with each window of rows besides noting their events' places: the rows
+# (their events_ns lists as they lie in the file) and each one's request.
+TakeRows = Callable[[pa.Table, np.ndarray], None]
+
+
+def scan_file(
+    path: str, builder: PlacesBuilder, series: list[bytes], take: TakeRows | None = None
+) -> int:
+    """Note where each of the file's batches puts its requests' events (and hand ``take``
+    each window of rows), and add its server-metrics chunks to ``series``; the bytes up to
+    the end of its last complete batch."""
     mapped = MappedFile(path)
     try:
-        return _scan_mapped(mapped, builder, series) if mapped.size > MAGIC_LEN else 0
+        return _scan_mapped(mapped, builder, series, take) if mapped.size > MAGIC_LEN else 0
     finally:
         mapped.close()
 
 
-def _scan_mapped(mapped: MappedFile, builder: PlacesBuilder, series: list[bytes]) -> int:
+def _scan_mapped(
+    mapped: MappedFile, builder: PlacesBuilder, series: list[bytes], take: TakeRows | None
+) -> int:
     source = pa.BufferReader(mapped.buffer)
     source.seek(MAGIC_LEN)
     stream = ipc.open_stream(source)
@@ -203,5 +213,7 @@ def _scan_mapped(mapped: MappedFile, builder: PlacesBuilder, series: list[bytes]
         rows = pa.Table.from_batches(window)
         index = rows["index"].to_numpy().astype(np.int64)
         builder.note_column(index, rows["events_ns"], mapped)
+        if take is not None:
+            take(rows, index)
         mapped.release()
     return read_to

@@ -333,16 +333,7 @@ def _run_records(
     input_tokens = np.zeros(n, dtype=np.int64)
     sequences = np.ones(n, dtype=np.int64)
     counts = table["events_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
-    records["n_events"][index] = counts
-    for column in (*PLAIN_COLUMNS, *MINUS_ONE_IS_NULL):
-        if column in table.column_names:  # "cached_tokens": absent from older files
-            records[column][index] = table[column].fill_null(-1).to_numpy()
-    for column in NAN_IS_NULL:
-        records[column][index] = table[column].to_numpy(zero_copy_only=False)
-    for column in BOOL_COLUMNS:
-        if column in table.column_names:  # "truncated", "text_capped": absent from older files
-            records[column][index] = table[column].to_numpy(zero_copy_only=False)
-    worker[index] = table["worker"].fill_null(-1).to_numpy()
+    fill_rows(records, worker, table, index, counts)
     scheduled[index] = table["scheduled_ns"].to_numpy()
     input_tokens[index] = table["input_tokens"].to_numpy()
     sequences[index] = table["input_sequences"].to_numpy()
@@ -357,7 +348,7 @@ def _run_records(
     if "input_audio_s" in table.column_names and table["input_audio_s"].null_count < len(index):
         input_audio_s = np.zeros(n, dtype=np.float64)
         input_audio_s[index] = table["input_audio_s"].fill_null(0.0).to_numpy()
-    errors = _strings(index, table["error"])
+    errors = strings(index, table["error"])
     seen = np.zeros(n, bool)
     seen[index] = True
     lost = np.flatnonzero(~seen)
@@ -374,7 +365,7 @@ def _run_records(
         event_ns=np.zeros(0, np.int64),
         event_offsets=events.offsets,
         errors=errors,
-        texts=_strings(index, table["text"]),
+        texts=strings(index, table["text"]),
         conversation=conversation,
         turn=turn,
         input_audio_s=input_audio_s,
@@ -382,7 +373,30 @@ def _run_records(
     )
 
 
-def _strings(index: np.ndarray, column: pa.ChunkedArray) -> dict[int, str]:
+def fill_rows(
+    records: np.ndarray,
+    worker: np.ndarray,
+    table: pa.Table,
+    index: np.ndarray,
+    counts: np.ndarray,
+) -> None:
+    """Put a table's rows into the run's request-major arrays at ``index`` (``counts``: each
+    row's token events): RECORD_DTYPE's fields from their columns (null as -1 or NaN), and the
+    worker that reported each."""
+    records["index"][index] = index
+    records["n_events"][index] = counts
+    for column in (*PLAIN_COLUMNS, *MINUS_ONE_IS_NULL):
+        if column in table.column_names:  # "cached_tokens": absent from older files
+            records[column][index] = table[column].fill_null(-1).to_numpy()
+    for column in NAN_IS_NULL:
+        records[column][index] = table[column].to_numpy(zero_copy_only=False)
+    for column in BOOL_COLUMNS:
+        if column in table.column_names:  # "truncated", "text_capped": absent from older files
+            records[column][index] = table[column].to_numpy(zero_copy_only=False)
+    worker[index] = table["worker"].fill_null(-1).to_numpy()
+
+
+def strings(index: np.ndarray, column: pa.ChunkedArray) -> dict[int, str]:
     """{request index: value} of a string column's non-null values."""
     if column.null_count == len(column):  # most rows have none: no Python object made for them
         return {}

@@ -25,6 +25,7 @@ from loadgen.records.event_source import ArrayEvents, EventSource
 from loadgen.records.events import RequestOrderEvents, temporary_records_path
 from loadgen.records.model import HostUsage, RunEnd, RunRecords, RunStart
 from loadgen.records.read import server_metrics_of
+from loadgen.records.read_back import read_back, with_rows
 from loadgen.records.redact import redact_argv, redact_config
 from loadgen.records.server_series import MetricSeries
 from loadgen.records.turns import intended_ns
@@ -138,10 +139,15 @@ def run_records(
     if not collected.events_kept:
         if writer is None:
             raise ValueError("the run kept no token events and has no records file")
-        in_file = RequestOrderEvents(writer.path, len(collected.records), kept=writer.kept_events)
+        in_file = RequestOrderEvents(
+            writer.path,
+            len(collected.records),
+            kept=writer.kept_events,
+            places=collected.event_places,  # noted as the collector read the rows back
+        )
         events = in_file
         if server_metrics is None:  # the scrapers wrote theirs to the file as they came
-            chunks = [*in_file.series, *writer.kept_series]
+            chunks = [*collected.file_series, *in_file.series, *writer.kept_series]
             server_metrics = server_metrics_of(chunks, writer.path)
     turns = prepared.turns
     scheduled_ns = prepared.scheduled_ns
@@ -172,6 +178,18 @@ def run_records(
         server_metrics=server_metrics,
         events=events,
     )
+
+
+def read_rows_back(collected: Collected, writer: RecordsWriter | None) -> None:
+    """The run's rows, kept by its records file alone while it ran (and by ``writer``'s
+    memory where the file refused them), read back into ``collected`` once it has ended:
+    every batch is in, the scrapers' last chunk too."""
+    if not collected.rows_in_file:
+        return
+    if writer is None:
+        raise ValueError("the run's rows are in a records file, and it has none")
+    rows = read_back(writer.path, len(collected.owner), writer.kept_rows, writer.kept_events)
+    with_rows(collected, rows)
 
 
 def _input_sequences(config: RunConfig, prepared: Prepared) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from loadgen.session.lifecycle import RunFailed
 from loadgen.session.live_prometheus import LiveEndpoint, LiveMetrics
 from loadgen.session.live_view import LiveView
 from loadgen.session.prepare import Prepared
-from loadgen.session.records import ToRecordsFile
+from loadgen.session.records import ToRecordsFile, read_rows_back
 from loadgen.session.shards import plan_shards, response_form
 from loadgen.session.topup import DurationBlocks
 
@@ -127,7 +128,7 @@ async def timed_run(
             config.concurrency,
             observers=observers,
             topups=blocks.topups(plans) if blocks is not None else None,
-            keep_events=writer is None,
+            rows_in_file=writer is not None,
         )
     finally:
         host_usage = await host.stop()
@@ -138,6 +139,8 @@ async def timed_run(
         server_metrics = await scraping.stop() if scraping is not None else None
         if own_endpoint and endpoint is not None:
             endpoint.close()
+    # Read once every batch is in and the run's sampling is over: its time is no run's.
+    await asyncio.to_thread(read_rows_back, collected, writer)
     return TimedRun(collected, probe_results, fail_fast, host_usage, server_metrics)
 
 

@@ -76,9 +76,9 @@ def test_the_bound_catches_events_kept_in_memory(
     real_init = collector.Collector.__init__
 
     def keeping(
-        self: collector.Collector, workers: list[int], owner: np.ndarray, *_: bool, **__: bool
+        self: collector.Collector, workers: list[int], owner: np.ndarray, *_: object, **__: object
     ) -> None:
-        real_init(self, workers, owner, keep_events=True)
+        real_init(self, workers, owner, rows_in_file=False)
 
     monkeypatch.setattr(collector.Collector, "__init__", keeping)
     per_request = growth_per_request(monkeypatch, tmp_path)

@@ -8,7 +8,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from loadgen.fleet.collector import Collector
+from loadgen.fleet.collector import Collector, RecordBatch
 from loadgen.fleet.topups import Block, BlockPart, TopUps, wait_line
 from workers.protocol import RECORD_DTYPE
 
@@ -133,8 +133,7 @@ def test_the_collector_grows_with_each_block_and_keeps_one_record_per_request() 
     rows = np.zeros(2, dtype=RECORD_DTYPE)
     rows["index"] = [5, 40]
     rows["sent_ns"] = [1, 2]
-    collector.received[rows["index"]] = True
-    collector.records[rows["index"]] = rows
+    collector.batch(RecordBatch(1, rows, np.zeros(0, np.int64), {}, {}))
     collected = collector.collected(0, 0, interrupted=False)
     assert len(collected.records) == 41 and len(collected.worker) == 41
     assert collected.records["index"].tolist() == list(range(41))  # the unreported: lost rows

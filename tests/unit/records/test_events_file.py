@@ -183,7 +183,7 @@ def test_both_readers_take_the_rows_a_window_at_a_time_as_the_stream_is_read(
         note_column(index, *args)
 
     monkeypatch.setattr(builder, "note_column", noting)
-    events_module._scan(out.path, builder, series)
+    events_module.scan_file(out.path, builder, series)
     # Each window once its second batch is read (all 6 chunks read first when every batch
     # was held before any window was taken).
     assert seen == [1, 3, 5]
