@@ -42,7 +42,14 @@ from loadgen.session.output_lens import output_lens_of
 from loadgen.session.preflight import preflight
 from loadgen.session.prepare import Prepared, align, check_before_start, prepare
 from loadgen.session.progress import show_traffic
-from loadgen.session.records import finish_records, records_writer, run_end, run_records, run_start
+from loadgen.session.records import (
+    finish_records,
+    read_rows_back,
+    records_writer,
+    run_end,
+    run_records,
+    run_start,
+)
 from loadgen.session.time_bound import (
     bounded_by_duration,
     first_block_config,
@@ -228,6 +235,9 @@ async def finish(
             timed.fail_fast.stop_line(config.backend, config.endpoint, prepared.model_name)
         )
     collected = timed.collected
+    # The rows the records file kept alone while the run went (the time is the report's: a
+    # stop signal now lets it finish).
+    await asyncio.to_thread(read_rows_back, collected, writer)
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
     if tops_up(config) and config.duration_block is not None:  # the file's start: block 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,7 +22,7 @@ from loadgen.session.lifecycle import RunFailed
 from loadgen.session.live_prometheus import LiveEndpoint, LiveMetrics
 from loadgen.session.live_view import LiveView
 from loadgen.session.prepare import Prepared
-from loadgen.session.records import ToRecordsFile, read_rows_back
+from loadgen.session.records import ToRecordsFile
 from loadgen.session.shards import plan_shards, response_form
 from loadgen.session.topup import DurationBlocks
 
@@ -139,8 +138,6 @@ async def timed_run(
         server_metrics = await scraping.stop() if scraping is not None else None
         if own_endpoint and endpoint is not None:
             endpoint.close()
-    # Read once every batch is in and the run's sampling is over: its time is no run's.
-    await asyncio.to_thread(read_rows_back, collected, writer)
     return TimedRun(collected, probe_results, fail_fast, host_usage, server_metrics)
 
 

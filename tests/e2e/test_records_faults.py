@@ -101,6 +101,8 @@ def test_a_full_disk_stops_the_records_with_one_line_and_the_run_goes_on(tmp_pat
     assert len(warnings) == 1 and "File too large; the records stop here" in warnings[0]
     assert "Serving Benchmark Result" in proc.stdout and "Results written to" in proc.stdout
     assert "Traceback" not in proc.stderr
+    # The run's own report has every request: the rows the file refused were kept in memory.
+    assert successful(proc.stdout) == 300
     (records,) = out.glob("*.records.arrow")
     assert records.stat().st_size == 40_000  # cut inside a batch
     report = CliRunner().invoke(report_command, [str(records)])
