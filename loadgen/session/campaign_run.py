@@ -64,10 +64,11 @@ from loadgen.session.campaign import (
     widest,
     with_schedule,
 )
+from loadgen.session.flag_checks import check_before_start
 from loadgen.session.lifecycle import RunFailed, RunSession
 from loadgen.session.live_prometheus import LiveEndpoint
 from loadgen.session.preflight import preflight
-from loadgen.session.prepare import Prepared, check_before_start, redraw
+from loadgen.session.prepare import Prepared, redraw
 from loadgen.session.records import records_writer, run_start
 from loadgen.session.runner import finish, get_ready, now
 from loadgen.session.search_plan import SearchPlan

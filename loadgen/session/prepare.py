@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +32,6 @@ from loadgen.datasets.sample import sample_dataset_cached
 from loadgen.datasets.sampled_prompts import SampledPrompts, texts_of
 from loadgen.datasets.sharegpt import load_sharegpt_entries
 from loadgen.payloads import lora_assignment, serialize_bodies, turn_bodies
-from loadgen.report.gate_keys import gate_problem
-from loadgen.report.settings import settings_of
 from loadgen.schedule import arrival_offsets_s, ramp_up_offsets_s, to_ns
 from loadgen.server.alignment import align_to_server_tokenizer
 from loadgen.server.client import ServerClient
@@ -57,12 +54,6 @@ from loadgen.text.tokenizer import (
 from workers.conversations import split_turn_body
 
 log = logging.getLogger(__name__)
-
-TEMPERATURE_WARNING = (
-    "WARNING: loadgen sends no temperature unless --temperature is given (as vllm bench serve "
-    "since it stopped sending 0): the server's default applies, which can be model and API "
-    "specific. For greedy decoding, pass --temperature 0."
-)
 
 
 @dataclass
@@ -108,43 +99,6 @@ class Prepared:
         """Requests to send: --num-prompts, less with a short --no-oversample file, fewer when
         prompts are batched (--random-batch-size, random-rerank)."""
         return len(self.dataset.prompts)
-
-
-def check_before_start(config: RunConfig) -> None:
-    """Validate the flags and print their warnings; a missing dataset file is found now."""
-    config.validate()
-    if config.fail_on and (
-        problem := gate_problem(settings_of(config), dataclasses.asdict(config))
-    ):
-        raise ConfigError(problem)  # a --fail-on key the result will not hold
-    for warning in config.ignored_flag_warnings():
-        log.warning(f"warning: {warning}")
-    if (
-        not config.pooling
-        and not config.mock  # the mock ignores sampling parameters: the warning would be noise
-        and config.temperature is None
-        and "temperature" not in (config.extra_body or {})
-    ):
-        log.warning(TEMPERATURE_WARNING)
-    if problem := dataset_path_problem(config):
-        # Found now rather than after the tokenizer loads and the server is waited for.
-        raise InputError(problem)
-
-
-def dataset_path_problem(config: RunConfig) -> str | None:
-    """Why --dataset-path cannot be the file its dataset reads, in one line naming it; None
-    when it can (or the dataset takes a directory or a hub id: hf, speed_bench)."""
-    path = config.dataset_path
-    if path is None or not DATASETS[config.dataset_name].path_is_file:
-        return None
-    if os.path.isdir(path):
-        return (
-            f"--dataset-path {path} is a directory: --dataset-name {config.dataset_name} "
-            "reads one file"
-        )
-    if not os.path.isfile(path):
-        return f"--dataset-path {path}: No such file"
-    return None
 
 
 async def prepare(config: RunConfig, client: ServerClient) -> Prepared:

@@ -37,10 +37,11 @@ from loadgen.server.ready import check_ready, warm_up
 from loadgen.server.tokenizer import ServerTokenizer
 from loadgen.session.campaign import is_campaign
 from loadgen.session.dry_run import show_plan
+from loadgen.session.flag_checks import check_before_start
 from loadgen.session.lifecycle import RunFailed, RunSession, StopSwitch
 from loadgen.session.output_lens import output_lens_of
 from loadgen.session.preflight import preflight
-from loadgen.session.prepare import Prepared, align, check_before_start, prepare
+from loadgen.session.prepare import Prepared, align, prepare
 from loadgen.session.progress import show_traffic
 from loadgen.session.records import (
     finish_records,

@@ -10,7 +10,7 @@ import pytest
 from helpers import mock_server, mock_stats, refusal
 
 from loadgen.config import RunConfig
-from loadgen.session.prepare import dataset_path_problem
+from loadgen.session.flag_checks import dataset_path_problem
 
 
 @pytest.mark.parametrize("dataset", ["custom", "sharegpt", "sonnet", "burstgpt"])

@@ -12,7 +12,7 @@ from helpers import loadgen, only_json, refusal, run_against_mock
 
 from loadgen.report.summary import SUMMARY_TITLE
 from loadgen.report.verdict import VERDICT_HEADS
-from loadgen.session.prepare import TEMPERATURE_WARNING
+from loadgen.session.flag_checks import TEMPERATURE_WARNING
 
 README = Path(__file__).parents[2] / "README.md"
 # What may come before the report: upstream's lines, and loadgen's lines on the dataset.
