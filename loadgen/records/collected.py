@@ -58,7 +58,6 @@ def mark_lost(collected: Collected) -> None:
     missing = np.flatnonzero(~collected.received | (collected.worker < 0))
     if not len(missing):
         return
-    collected.worker[missing] = -1
     reason = "; ".join(collected.worker_problems) or "no record arrived for this request"
     records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
     records["index"][missing] = missing

@@ -139,15 +139,13 @@ def run_records(
     if not collected.events_kept:
         if writer is None:
             raise ValueError("the run kept no token events and has no records file")
-        in_file = RequestOrderEvents(
-            writer.path,
-            len(collected.records),
-            kept=writer.kept_events,
-            places=collected.event_places,  # noted as the collector read the rows back
-        )
-        events = in_file
+        # Where the events lie was noted as the rows were read back (read_rows_back), the
+        # batches a full disk kept in memory included.
+        assert collected.event_places is not None, "read_rows_back comes first"
+        n = len(collected.records)
+        events = RequestOrderEvents(writer.path, n, places=collected.event_places)
         if server_metrics is None:  # the scrapers wrote theirs to the file as they came
-            chunks = [*collected.file_series, *in_file.series, *writer.kept_series]
+            chunks = [*collected.file_series, *writer.kept_series]
             server_metrics = server_metrics_of(chunks, writer.path)
     turns = prepared.turns
     scheduled_ns = prepared.scheduled_ns
