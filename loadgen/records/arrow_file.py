@@ -31,6 +31,7 @@ import pyarrow.ipc as ipc
 
 from loadgen.records.collected import Collected
 from loadgen.records.model import RunEnd, RunStart
+from loadgen.records.request_blocks import RequestBlocks
 from workers.protocol import RECORD_DTYPE
 
 log = logging.getLogger(__name__)
@@ -129,11 +130,13 @@ class RecordsWriter:
         # --multi-turn: [N, 3] conversation, turn, think ns; a later turn's scheduled_ns is
         # written as its intended instant, from the end of the turn before (records/turns.py).
         self.turns = turns
-        self.end_ns = np.full(len(scheduled_ns), -1, dtype=np.int64)
+        self.end_ns = np.full(len(scheduled_ns) if turns is not None else 0, -1, dtype=np.int64)
         self.run_start = start
-        self.scheduled_ns = scheduled_ns
-        self.input_tokens = input_tokens
-        self.input_sequences = input_sequences
+        # Each row's offset, prompt length and input sequences, by request index: let go a
+        # block at a time once written (a --duration run's blocks join: topup.py).
+        self.values = RequestBlocks(
+            scheduled_ns=scheduled_ns, input_tokens=input_tokens, input_sequences=input_sequences
+        )
         self.request_id_prefix = request_id_prefix
         self.failure: str | None = None
         self._file: pa.NativeFile | None = None
@@ -165,7 +168,9 @@ class RecordsWriter:
         """One batch of a worker's records, as it arrived."""
         workers = np.full(len(rows), worker, dtype=np.int16)
         self._write(lambda: self._batch(rows, workers, event_ns, errors, texts))
-        if self.failure is not None:  # kept, so the report still has them
+        if self.failure is None:  # in the file, its values with it
+            self.values.done(rows["index"])
+        else:  # kept, so the report still has them (and their values are held)
             self.kept_rows.append((worker, rows.copy(), dict(errors), dict(texts)))
             if len(event_ns):
                 self.kept_events.append(
@@ -238,7 +243,7 @@ class RecordsWriter:
         index = rows["index"]
         offsets = np.concatenate(([0], np.cumsum(rows["n_events"], dtype=np.int32)))
         prefix = self.request_id_prefix
-        scheduled = self.scheduled_ns[index]
+        scheduled = self.values.take("scheduled_ns", index)
         no_turn = np.ones(len(index), dtype=bool)
         conversation = turn = np.zeros(len(index), dtype=np.int64)
         if self.turns is not None:
@@ -260,8 +265,10 @@ class RecordsWriter:
             "events_ns": pa.ListArray.from_arrays(
                 _numbers(offsets, pa.int32()), _numbers(event_ns, pa.int64())
             ),
-            "input_tokens": _numbers(self.input_tokens[index], "input_tokens"),
-            "input_sequences": _numbers(self.input_sequences[index], "input_sequences"),
+            "input_tokens": _numbers(self.values.take("input_tokens", index), "input_tokens"),
+            "input_sequences": _numbers(
+                self.values.take("input_sequences", index), "input_sequences"
+            ),
             "error": _texts_at(index, errors),
             "text": _texts_at(index, texts),
         }

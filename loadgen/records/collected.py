@@ -48,6 +48,9 @@ class Collected:
     # scraped series chunks the file holds.
     event_places: EventPlaces | None = None
     file_series: list[bytes] = field(default_factory=list)
+    # And, where asked (a --duration run's blocks let theirs go once written), the values
+    # the writer's RequestBlocks held, by name, as the file's rows say (-1: no row).
+    file_values: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def mark_lost(collected: Collected) -> None:

@@ -42,6 +42,9 @@ class FileRows:
     texts: dict[int, str]
     places: EventPlaces
     series: list[bytes]
+    # Asked for (``values``): each request's offset, prompt length and input sequences as
+    # its row in the file says (-1 where the file has none), by column name.
+    values: dict[str, np.ndarray]
 
 
 def read_back(
@@ -49,9 +52,12 @@ def read_back(
     num_requests: int,
     kept_rows: Sequence[RowChunk] = (),
     kept_events: Sequence[EventChunk] = (),
+    values: Sequence[str] = (),
 ) -> FileRows:
     """The rows of requests 0..num_requests - 1 in the records file at ``path`` (open: no
-    end yet; up to its last complete batch) and in ``kept_rows`` / ``kept_events``."""
+    end yet; up to its last complete batch) and in ``kept_rows`` / ``kept_events``; with
+    them the file's ``values`` columns (the writer's RequestBlocks names) by request."""
+    by_column = {name: np.full(num_requests, -1, dtype=np.int64) for name in values}
     records = np.zeros(num_requests, dtype=RECORD_DTYPE)
     worker = np.full(num_requests, -1, dtype=np.int16)
     errors: dict[int, str] = {}
@@ -62,6 +68,8 @@ def read_back(
         fill_rows(records, worker, rows, index, counts.astype(np.int64))
         errors.update(strings(index, rows["error"]))
         texts.update(strings(index, rows["text"]))
+        for name, column in by_column.items():
+            column[index] = rows[name].fill_null(-1).to_numpy()
 
     builder = PlacesBuilder()
     series: list[bytes] = []
@@ -76,7 +84,8 @@ def read_back(
         texts.update(row_texts)
     for index, counts, events in kept_events:
         builder.note(index, counts, events)
-    return FileRows(records, worker, errors, texts, builder.places(num_requests, size), series)
+    places = builder.places(num_requests, size)
+    return FileRows(records, worker, errors, texts, places, series, by_column)
 
 
 def with_rows(collected: Collected, rows: FileRows) -> None:
@@ -85,5 +94,6 @@ def with_rows(collected: Collected, rows: FileRows) -> None:
     collected.records, collected.worker = rows.records, rows.worker
     collected.errors, collected.texts = rows.errors, rows.texts
     collected.event_places, collected.file_series = rows.places, rows.series
+    collected.file_values = rows.values
     collected.rows_in_file = False
     mark_lost(collected)

@@ -315,11 +315,10 @@ async def _campaign_run(
         if writer is not None:
             writer.close()
         raise
-    if blocks is not None:  # every block's requests, as the report reads them
-        interrupted = timed.collected.interrupted
-        config, prepared, start = blocks.ended(config, prepared, start, interrupted)
     counters_after = None if pool.stop_requested else await metrics_page(client)
-    report, records, _ = await finish(config, prepared, start, timed, writer, counters_after)
+    report, records, _ = await finish(
+        config, prepared, start, timed, writer, counters_after, blocks
+    )
     assert report.result is not None  # a campaign's runs always write their result
     write_result(report.path, report.result)
     return report, records

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -178,15 +179,19 @@ def run_records(
     )
 
 
-def read_rows_back(collected: Collected, writer: RecordsWriter | None) -> None:
+def read_rows_back(
+    collected: Collected, writer: RecordsWriter | None, values: Sequence[str] = ()
+) -> None:
     """The run's rows, kept by its records file alone while it ran (and by ``writer``'s
     memory where the file refused them), read back into ``collected`` once it has ended:
-    every batch is in, the scrapers' last chunk too."""
+    every batch is in, the scrapers' last chunk too; with them the file's ``values``
+    columns (``collected.file_values``)."""
     if not collected.rows_in_file:
         return
     if writer is None:
         raise ValueError("the run's rows are in a records file, and it has none")
-    rows = read_back(writer.path, len(collected.owner), writer.kept_rows, writer.kept_events)
+    n = len(collected.owner)
+    rows = read_back(writer.path, n, writer.kept_rows, writer.kept_events, values)
     with_rows(collected, rows)
 
 

@@ -156,9 +156,6 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
             blocks = DurationBlocks(config, client, prepared, schedule, workers, writer)
         answered = counters_before is not None
         timed = await timed_run(config, client, pool, prepared, writer, answered, blocks=blocks)
-        if blocks is not None:  # every block's requests, as the report reads them
-            interrupted = timed.collected.interrupted
-            config, prepared, start = blocks.ended(config, prepared, start, interrupted)
         finished = True
         # Not after Ctrl-C: a hung server would hold the exit for the page's timeout.
         counters_after = None if pool.stop_requested else await metrics_page(client)
@@ -172,7 +169,16 @@ async def _run(session: RunSession, write_result: bool) -> RunOutcome:
     try:
         with session.reporting():  # a stop signal now lets the report finish first
             outcome = await _report(
-                config, client, pool, prepared, start, timed, writer, counters_after, write_result
+                config,
+                client,
+                pool,
+                prepared,
+                start,
+                timed,
+                writer,
+                counters_after,
+                write_result,
+                blocks,
             )
     except RunFailed as exc:
         if outcome is None:
@@ -192,10 +198,11 @@ async def _report(
     writer: RecordsWriter | None,
     counters_after: str | None,
     write_result: bool,
+    blocks: DurationBlocks | None,
 ) -> RunOutcome:
     """Output lengths, the report, the records file's end, the result file and the exit code."""
     report, records, records_file = await finish(
-        config, prepared, start, timed, writer, counters_after
+        config, prepared, start, timed, writer, counters_after, blocks
     )
     collected = timed.collected
     created = write_result and not os.path.lexists(report.path)
@@ -226,9 +233,11 @@ async def finish(
     timed: TimedRun,
     writer: RecordsWriter | None,
     counters_after: str | None,
+    blocks: DurationBlocks | None = None,
 ) -> tuple[Report, RunRecords, str | None]:
     """Output lengths, the report and the records file's end (RunFailed when the run failed
-    fast); the report, the run's records and the records file."""
+    fast); the report, the run's records and the records file. ``blocks``: a --duration
+    run's, whose requests the report reads once the rows are read back."""
     if timed.fail_fast is not None and timed.fail_fast.stopped:
         if writer is not None:
             writer.close()  # the rows so far stay readable
@@ -238,7 +247,11 @@ async def finish(
     collected = timed.collected
     # The rows the records file kept alone while the run went (the time is the report's: a
     # stop signal now lets it finish).
-    await asyncio.to_thread(read_rows_back, collected, writer)
+    values = blocks.ledger.names if blocks is not None else ()
+    await asyncio.to_thread(read_rows_back, collected, writer, values)
+    if blocks is not None:  # every block's requests, as the report reads them
+        ended = blocks.ended(config, prepared, start, collected.interrupted, collected.file_values)
+        config, prepared, start = ended
     output_lens = await asyncio.to_thread(output_lens_of, config, collected, prepared.tokenizer)
     end = run_end(collected, output_lens, counters_after, timed.probes, timed.host)
     if tops_up(config) and config.duration_block is not None:  # the file's start: block 0

@@ -6,9 +6,11 @@ Block 0 is what preparation drew (the run's --seed: a campaign's point and run s
 k > 0 draws its prompts with ``block_seed(seed, k)``, from what block 0 was drawn with (the
 tokenizer, the rows files gave: nothing is loaded or read again; the dataset cache is not
 used for them). The paced schedule is one seeded schedule (loadgen/schedule_blocks.py), each
-block taking its next offsets. The run's per-request arrays (offsets, prompt lengths, input
-sequences) grow by doubling as blocks go out (``Ledger``): the report and the records file see
-every request sent, while the bodies of a block that has gone are let go.
+block taking its next offsets. A block's bodies are let go once it has gone; its offsets,
+prompt lengths and input sequences join the records file's writer (a ``RequestBlocks``), which
+lets them go once the block's rows are written, and the report reads them back from the file
+at the end (``DurationBlocks.ended``): what the coordinator holds is the blocks still being
+answered, whatever the run's length.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from loadgen.fleet.fanout import ShardPlan
 from loadgen.fleet.topups import Block, BlockPart, TopUps
 from loadgen.records.arrow_file import RecordsWriter
 from loadgen.records.model import RunStart
+from loadgen.records.request_blocks import RequestBlocks
 from loadgen.schedule import assign_workers
 from loadgen.schedule_blocks import ScheduleBlocks, block_seed
 from loadgen.server.client import ServerClient
@@ -43,35 +46,6 @@ LEAD_S = 2.0  # at a paced rate, a worker's next block goes this long before its
 # A block is drawn while the run goes, on the machine the workers share: its thread yields the
 # CPU to them (and to a server on the same machine) as a niced process would.
 DRAW_NICE = 10
-
-
-class Ledger:
-    """The run's per-request arrays over every block sent, grown by doubling."""
-
-    NAMES = ("scheduled_ns", "prompt_lens", "output_lens", "input_sequences")
-
-    def __init__(self, *arrays: np.ndarray) -> None:
-        self.size = len(arrays[0])
-        self.scheduled_ns, self.prompt_lens, self.output_lens, self.input_sequences = (
-            np.asarray(a, dtype=np.int64).copy() for a in arrays
-        )
-
-    def add(self, *arrays: np.ndarray) -> None:
-        """A block's requests join (its arrays in ``NAMES``' order)."""
-        need = self.size + len(arrays[0])
-        if need > len(self.scheduled_ns):
-            capacity = max(need, 2 * len(self.scheduled_ns))
-            for name in self.NAMES:
-                grown = np.zeros(capacity, dtype=np.int64)
-                grown[: self.size] = getattr(self, name)[: self.size]
-                setattr(self, name, grown)
-        for name, values in zip(self.NAMES, arrays, strict=True):
-            getattr(self, name)[self.size : need] = values
-        self.size = need
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The arrays of the requests so far, by name."""
-        return {name: getattr(self, name)[: self.size] for name in self.NAMES}
 
 
 class UnkeptPrompts(Sequence[Any]):
@@ -103,14 +77,13 @@ class PromptBlocks:
         num_workers: int,
         block_size: int,
         cap_left: int | None,
-        ledger: Ledger,
-        writer: RecordsWriter | None,
+        ledger: RequestBlocks,
     ) -> None:
         self.config, self.client, self.prepared = config, client, prepared
         self.schedule = schedule
         self.num_workers, self.block_size = num_workers, block_size
         self.cap_left = cap_left  # requests --num-prompts still allows (None: no cap)
-        self.ledger, self.writer = ledger, writer
+        self.ledger = ledger
         self.block = 0  # the last block drawn
         self.cycles_noted = False
         # Block 0's alignment changed prompts: the server's tokenizer differs from the local
@@ -152,7 +125,11 @@ class PromptBlocks:
         if self.cap_left is not None:
             self.cap_left -= n
         sequences = _sequences(self.config, drawn)
-        kept = (scheduled, drawn.dataset.prompt_lens, drawn.dataset.output_lens, sequences)
+        kept = {
+            "scheduled_ns": scheduled,
+            "input_tokens": drawn.dataset.prompt_lens,
+            "input_sequences": sequences,
+        }
         cap = self.config.concurrency
         owner = assign_workers(n, self.num_workers, cap).astype(np.int16)
         guards = output_guard(self.config, drawn.dataset.output_lens)
@@ -190,18 +167,8 @@ class PromptBlocks:
         return await align(config, self.client, drawn, quiet=True)
 
     def sent(self, block: Block) -> None:
-        """The block went out: its requests join the run's arrays (and the records file's)."""
-        self.ledger.add(*block.kept)
-        if self.writer is not None:
-            grow_writer(self.writer, self.ledger)
-
-
-def grow_writer(writer: RecordsWriter, ledger: Ledger) -> None:
-    """The records file's writer reads each row's offset, prompt length and input sequences
-    by request index: it reads the ledger's (grown) arrays."""
-    writer.scheduled_ns = ledger.scheduled_ns
-    writer.input_tokens = ledger.prompt_lens
-    writer.input_sequences = ledger.input_sequences
+        """The block went out: its requests' values join the run's (the records file's)."""
+        self.ledger.add(**block.kept)
 
 
 def _sequences(config: RunConfig, drawn: Prepared) -> np.ndarray:
@@ -214,8 +181,9 @@ def _sequences(config: RunConfig, drawn: Prepared) -> np.ndarray:
 
 
 class DurationBlocks:
-    """A --duration run's blocks: its schedule, the block source, the ledger, and what the
-    fan-out needs to send them."""
+    """A --duration run's blocks: its schedule, the block source, the ledger (each request's
+    offset, prompt length and input sequences: the records file's writer's, which lets a
+    block's go once written), and what the fan-out needs to send them."""
 
     def __init__(
         self,
@@ -228,12 +196,13 @@ class DurationBlocks:
     ) -> None:
         self.config, self.schedule, self.num_workers = config, schedule, num_workers
         self.block_size = block_size(config)
-        self.ledger = Ledger(
-            prepared.scheduled_ns,
-            prepared.dataset.prompt_lens,
-            prepared.dataset.output_lens,
-            _sequences(config, prepared),
+        self.ledger = RequestBlocks(
+            scheduled_ns=prepared.scheduled_ns,
+            input_tokens=prepared.dataset.prompt_lens,
+            input_sequences=_sequences(config, prepared),
         )
+        if writer is not None:
+            writer.values = self.ledger
         cap = request_cap(config)
         self.source = PromptBlocks(
             config,
@@ -244,10 +213,7 @@ class DurationBlocks:
             self.block_size,
             None if cap is None else cap - prepared.num_requests,
             self.ledger,
-            writer,
         )
-        if writer is not None:
-            grow_writer(writer, self.ledger)
 
     def topups(self, plans: list[ShardPlan]) -> TopUps:
         """The fan-out's top-ups after ``plans`` (the shards of block 0)."""
@@ -262,13 +228,20 @@ class DurationBlocks:
         )
 
     def ended(
-        self, config: RunConfig, prepared: Prepared, start: RunStart, interrupted: bool
+        self,
+        config: RunConfig,
+        prepared: Prepared,
+        start: RunStart,
+        interrupted: bool,
+        written: dict[str, np.ndarray],
     ) -> tuple[RunConfig, Prepared, RunStart]:
-        """The run's flags, requests and start as its report reads them, once it has ended:
-        every block's requests (``num_prompts`` their count) and the schedule's hash. A paced
-        run that ended with scheduled requests never sent to a worker (not ``interrupted``:
-        the coordinator prepared them slower than they fell due) says so."""
-        prepared = self.run_prepared(prepared)
+        """The run's flags, requests and start as its report reads them, once it has ended
+        and its rows are read back (``written``: the ledger's values of the requests in the
+        records file, -1 for the others): every block's requests (``num_prompts`` their count)
+        and the schedule's hash. A paced run that ended with scheduled requests never sent to
+        a worker (not ``interrupted``: the coordinator prepared them slower than they fell
+        due) says so."""
+        prepared = self.run_prepared(prepared, written)
         scheduled = self.schedule.num_requests
         missed = (scheduled or 0) - prepared.num_requests
         if scheduled is not None and not self.schedule.unpaced and not interrupted and missed:
@@ -282,12 +255,13 @@ class DurationBlocks:
         )
         return dataclasses.replace(config, num_prompts=prepared.num_requests), prepared, start
 
-    def run_prepared(self, prepared: Prepared) -> Prepared:
-        """``prepared`` as the report reads it: every block's requests (their prompts and
-        bodies not kept)."""
-        arrays = self.ledger.arrays()
+    def run_prepared(self, prepared: Prepared, written: dict[str, np.ndarray]) -> Prepared:
+        """``prepared`` as the report reads it: every block's requests, their values those
+        ``written`` to the records file and the ledger's blocks still held (their prompts,
+        bodies and requested output lengths not kept: nothing after the run reads them)."""
+        arrays = self.ledger.whole(written)
         dataset = SampledPrompts(
-            UnkeptPrompts(self.ledger.size), arrays["prompt_lens"], arrays["output_lens"]
+            UnkeptPrompts(self.ledger.size), arrays["input_tokens"], np.zeros(0, np.int64)
         )
         return dataclasses.replace(
             prepared,
