@@ -8,8 +8,10 @@ fast); the ``Collector`` is the fan-out's own and always first: it notes each re
 reported, keeps what the workers said at DONE or FATAL and what was lost, and assembles the
 run's ``Collected``. Where the run has a records file (``rows_in_file``), the file alone
 keeps the rows, their token events, errors and texts as they arrive, read back once the run
-has ended (loadgen/records/read_back.py): per request the collector holds a worker and a
-flag, so its memory does not grow with the run's rows. Without one it keeps them all.
+has ended (loadgen/records/read_back.py), and the collector holds each request's worker and
+whether one reported it a block at a time, let go once the block's requests are all
+reported (``RequestBlocks``): its memory does not grow with the run. Without a records file
+it keeps every row.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.records.collected import Collected, assemble_events, mark_lost
+from loadgen.records.request_blocks import RequestBlocks
 from workers.protocol import RECORD_DTYPE, ConnectionStats
 
 
@@ -74,9 +77,13 @@ class Collector(BatchObserver):
         # True: the records file keeps the rows (and their events, errors and texts) alone;
         # the run's Collected has none until they are read back (read_back.with_rows).
         self.rows_in_file = rows_in_file
-        self.owner = owner  # which worker sends each request (-1 past ``size``)
+        # Which worker sends each request, and whether one has reported it: a block's let go
+        # once each of its requests is reported (a later row of one is a repeat).
+        self.requests = RequestBlocks(
+            owner=np.asarray(owner, dtype=np.int16), received=np.zeros(len(owner), dtype=bool)
+        )
+        self.given = {int(w) for w in np.unique(owner)}  # the workers sent any request
         num_requests = self.size = len(owner)
-        self.received = np.zeros(num_requests, dtype=bool)
         # Kept in memory only where no records file keeps them:
         self.records = np.zeros(0 if rows_in_file else num_requests, dtype=RECORD_DTYPE)
         self.reported_by = np.full(len(self.records), -1, dtype=np.int16)
@@ -93,24 +100,45 @@ class Collector(BatchObserver):
         self.block_wait_ns = 0  # and how long, over all workers
 
     def extend(self, owner: np.ndarray) -> None:
-        """A top-up block's requests join the run (``owner``: each one's worker); the arrays
-        grow by doubling, so a long run copies each row a few times, not once per block."""
-        size, need = self.size, self.size + len(owner)
-        if need > len(self.owner):
-            capacity = max(need, 2 * len(self.owner))
-            self.owner = _grown(self.owner, capacity, -1)
-            self.received = _grown(self.received, capacity, False)
-            if not self.rows_in_file:
-                self.records = _grown(self.records, capacity, 0)
-                self.reported_by = _grown(self.reported_by, capacity, -1)
-        self.owner[size:need] = owner
+        """A top-up block's requests join the run (``owner``: each one's worker); the rows
+        kept without a records file grow by doubling, so a long run copies each a few times,
+        not once per block."""
+        need = self.size + len(owner)
+        self.requests.add(owner=owner, received=np.zeros(len(owner), dtype=bool))
+        self.given.update(int(w) for w in np.unique(owner))
+        if not self.rows_in_file and need > len(self.records):
+            capacity = max(need, 2 * len(self.records))
+            self.records = _grown(self.records, capacity, 0)
+            self.reported_by = _grown(self.reported_by, capacity, -1)
         self.size = need
+
+    def owner_of(self, index: np.ndarray) -> np.ndarray:
+        """The worker each of requests ``index`` was sent to (-1 where it is not known: none,
+        or its block was let go, every request of it reported)."""
+        return self.requests.take("owner", index, gone=-1)
+
+    def received(self, index: np.ndarray) -> np.ndarray:
+        """Whether a worker has reported each of requests ``index``."""
+        return self.requests.take("received", index, gone=True)
+
+    def look_up(self, worker: int, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For ``worker``'s rows of requests ``index``: each one's worker (-1 outside the
+        run) and whether a worker reported it before (screen_records.screen_batch). A request
+        of a block let go was reported, as each of the block's was: its row is a repeat."""
+        index = np.asarray(index, dtype=np.int64)
+        inside = (index >= 0) & (index < self.size)
+        owner = np.full(len(index), -1, dtype=np.int16)
+        seen = np.zeros(len(index), dtype=bool)
+        owner[inside] = self.requests.take("owner", index[inside], gone=worker)
+        seen[inside] = self.received(index[inside])
+        return owner, seen
 
     def batch(self, batch: RecordBatch) -> bool:
         """Note a screened batch's requests as reported; keep its rows, events, errors and
         texts unless the records file does."""
         rows = batch.rows
-        self.received[rows["index"]] = True
+        self.requests.put("received", rows["index"], True)
+        self.requests.done(rows["index"])
         if self.rows_in_file:
             return False
         self.records[rows["index"]] = rows
@@ -142,9 +170,8 @@ class Collector(BatchObserver):
         """The run's records, one per request, and what the workers said besides (with
         ``rows_in_file``, all but the rows: read_back.with_rows reads them)."""
         size = self.size
-        self.owner, self.received = self.owner[:size], self.received[:size]
         for w in self.workers:
-            if not (self.owner == w).any():  # an empty shard: its start-up is no run's CPU
+            if w not in self.given:  # an empty shard: its start-up is no run's CPU
                 self.cpu_ns[w] = self.wall_ns[w] = 0
         if not self.rows_in_file:
             self.records, self.reported_by = self.records[:size], self.reported_by[:size]
@@ -160,8 +187,7 @@ class Collector(BatchObserver):
             event_offsets=event_offsets,
             events_kept=not self.rows_in_file,
             rows_in_file=self.rows_in_file,
-            owner=self.owner,
-            received=self.received,
+            requests=self.requests,
             lost_workers=self.lost_workers,
             errors=self.errors,
             texts=self.texts,

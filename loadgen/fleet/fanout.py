@@ -99,7 +99,6 @@ class _Collecting:
     """The collect loop's state: the workers still running, who hears of each batch."""
 
     pending: set[int]
-    owner: np.ndarray  # which worker sends each request
     collector: Collector
     observers: list[BatchObserver]  # the collector first
     probe_ports: dict[int, int]
@@ -350,7 +349,7 @@ class WorkerPool:
             t0_worker = t0_ns + self.channel.offset_ns(w)
             await self._send(w, self.codec.encode(Kind.START, t0_ns=t0_worker, credits=credits))
         collector = Collector(workers, owner, rows_in_file)
-        run = _Collecting(set(workers), owner, collector, [collector, *observers], probe_ports)
+        run = _Collecting(set(workers), collector, [collector, *observers], probe_ports)
         run.credit_pool = credit_pool
         run.topups = topups
         for observer in run.observers:
@@ -452,7 +451,8 @@ class WorkerPool:
             self._drop(f"worker {worker}'s records: {exc}")
             return
         # Rows of another shard, or of a request already reported, never go on.
-        decoded, dropped = screen_batch(worker, *decoded, run.owner, run.collector.received)
+        owner, seen = run.collector.look_up(worker, decoded[0]["index"])
+        decoded, dropped = screen_batch(worker, *decoded, owner, seen)
         for why in dropped:
             self._drop(why)
         if not len(decoded[0]):
@@ -480,7 +480,6 @@ class WorkerPool:
         if block is None:
             return
         run.collector.extend(block.owner)
-        run.owner = run.collector.owner
         scheduled = np.concatenate([part.scheduled_ns for part in block.parts])
         for observer in run.observers[1:]:
             observer.added(np.sort(scheduled))
@@ -499,8 +498,8 @@ class WorkerPool:
         if not bases:
             return
         collector = run.collector
-        mine = np.flatnonzero(collector.owner[bases[0] : collector.size] == worker) + bases[0]
-        mine = mine[~collector.received[mine]]
+        after = np.arange(bases[0], collector.size, dtype=np.int64)
+        mine = after[(collector.owner_of(after) == worker) & ~collector.received(after)]
         if len(mine):
             why = NOT_SENT_AT_STOP if self.stop_requested else NOT_SENT_AT_DEADLINE
             self._not_sent(run, worker, mine, why)

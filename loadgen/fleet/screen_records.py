@@ -24,18 +24,15 @@ def screen_batch(
     errors: dict[int, str],
     texts: dict[int, str],
     owner: np.ndarray,
-    received: np.ndarray,
+    seen: np.ndarray,
 ) -> tuple[Decoded, list[str]]:
-    """``worker``'s batch less the rows it may not report (``owner``: each request's worker;
-    ``received``: the requests reported so far), and a line for each kind of row removed."""
+    """``worker``'s batch less the rows it may not report (``owner``: the worker of each
+    row's request, -1 outside the run; ``seen``: whether an earlier batch reported it), and
+    a line for each kind of row removed."""
     index = batch["index"].astype(np.int64)
-    inside = (index >= 0) & (index < len(owner))
-    owned = inside.copy()
-    owned[inside] = owner[index[inside]] == worker
+    owned = owner == worker
     first = np.zeros(len(index), dtype=bool)
     first[np.unique(index, return_index=True)[1]] = True
-    seen = np.zeros(len(index), dtype=bool)
-    seen[owned] = received[index[owned]]
     again = owned & (seen | ~first)
     keep = owned & ~again
     kept_indices = set(index[keep].tolist())

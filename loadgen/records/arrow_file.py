@@ -135,7 +135,9 @@ class RecordsWriter:
         # Each row's offset, prompt length and input sequences, by request index: let go a
         # block at a time once written (a --duration run's blocks join: topup.py).
         self.values = RequestBlocks(
-            scheduled_ns=scheduled_ns, input_tokens=input_tokens, input_sequences=input_sequences
+            scheduled_ns=np.asarray(scheduled_ns, dtype=np.int64),
+            input_tokens=np.asarray(input_tokens, dtype=np.int64),
+            input_sequences=np.asarray(input_sequences, dtype=np.int64),
         )
         self.request_id_prefix = request_id_prefix
         self.failure: str | None = None

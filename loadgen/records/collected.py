@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loadgen.records.mapped import EventPlaces
+from loadgen.records.request_blocks import RequestBlocks
 from workers.protocol import RECORD_DTYPE, UNSENT_ROW, ConnectionStats
 
 
@@ -39,10 +40,10 @@ class Collected:
     # True: the rows (records, worker, errors, texts) are in the run's records file, not yet
     # read back (loadgen/records/read_back.py's with_rows lays them out): all four empty.
     rows_in_file: bool = False
-    # Which worker each request was sent to, whether one reported it, and why each lost
-    # worker is gone: what the requests no worker reported fail with (``mark_lost``).
-    owner: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
-    received: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # Which worker each request was sent to (its "owner"; the blocks with a request no
+    # worker reported), and why each lost worker is gone: what the requests no worker
+    # reported fail with (``mark_lost``).
+    requests: RequestBlocks | None = None
     lost_workers: dict[int, str] = field(default_factory=dict)
     # Read back with the rows: where the run's events lie in its records file, and the
     # scraped series chunks the file holds.
@@ -52,20 +53,28 @@ class Collected:
     # the writer's RequestBlocks held, by name, as the file's rows say (-1: no row).
     file_values: dict[str, np.ndarray] = field(default_factory=dict)
 
+    @property
+    def num_requests(self) -> int:
+        """The run's requests (its rows, once laid out)."""
+        return self.requests.size if self.requests is not None else len(self.records)
+
 
 def mark_lost(collected: Collected) -> None:
     """The requests no worker reported become failed rows whose error says why: their worker
     was lost, or failed, or never said. (A reported request with no row, in a records file
     that lost it, would be lost too, not a zero row: the writer keeps what the file refuses.)"""
-    records, errors, owner = collected.records, collected.errors, collected.owner
-    missing = np.flatnonzero(~collected.received | (collected.worker < 0))
+    records, errors = collected.records, collected.errors
+    missing = np.flatnonzero(collected.worker < 0)
     if not len(missing):
         return
+    owner = np.full(len(missing), -1, dtype=np.int16)
+    if collected.requests is not None:  # (a reported request whose row a file lost: -1)
+        owner = collected.requests.take("owner", missing, gone=-1)
     reason = "; ".join(collected.worker_problems) or "no record arrived for this request"
     records[missing] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
     records["index"][missing] = missing
-    for i in missing:
-        errors[int(i)] = f"lost: {collected.lost_workers.get(int(owner[i]), reason)}"
+    for i, w in zip(missing.tolist(), owner.tolist(), strict=True):
+        errors[i] = f"lost: {collected.lost_workers.get(w, reason)}"
 
 
 def assemble_events(

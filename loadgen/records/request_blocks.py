@@ -7,7 +7,9 @@ lets a block's go once every one of its requests has been written: the file keep
 then on, and they are read back from it at the run's end (loadgen/records/read_back.py), so
 what the coordinator holds is the blocks still being answered, whatever the run's length. A
 block with a request never written (a lost worker's, or one the file refused on a full disk)
-is held to the end: its values are there for the report.
+is held to the end: its values are there for the report. The collector holds each request's
+worker and whether one reported it the same way (loadgen/fleet/collector.py), a block let go
+once each of its requests is reported.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import numpy as np
 
 
 class RequestBlocks:
-    """Named per-request int64 arrays over a run's requests, block after block; a block's
-    arrays are let go once each of its requests is ``done``."""
+    """Named per-request arrays over a run's requests, block after block (each name keeps
+    its first block's dtype); a block's arrays are let go once each of its requests is
+    ``done``."""
 
     def __init__(self, **first: np.ndarray) -> None:
         self.names = tuple(first)
+        self.dtypes = {name: np.asarray(values).dtype for name, values in first.items()}
         self.size = 0  # requests in every block so far
         self.bases: list[int] = []  # each block's first request
         self.blocks: list[dict[str, np.ndarray] | None] = []  # None: let go
@@ -34,7 +38,7 @@ class RequestBlocks:
         """A block's requests join, after every block so far (each name's array)."""
         if set(arrays) != set(self.names):
             raise ValueError(f"a block has {sorted(arrays)}, not {sorted(self.names)}")
-        values = {name: np.asarray(arrays[name], dtype=np.int64) for name in self.names}
+        values = {name: np.asarray(arrays[name], dtype=self.dtypes[name]) for name in self.names}
         count = len(values[self.names[0]])
         self.bases.append(self.size)
         self.blocks.append(values if count else None)
@@ -42,15 +46,27 @@ class RequestBlocks:
         self.size += count
         self._starts = np.array(self.bases, dtype=np.int64)
 
-    def take(self, name: str, index: np.ndarray) -> np.ndarray:
-        """The ``name`` values of requests ``index`` (each in a block still held)."""
-        out = np.empty(len(index), dtype=np.int64)
+    def take(self, name: str, index: np.ndarray, gone: object = None) -> np.ndarray:
+        """The ``name`` values of requests ``index``: ``gone`` for those of a block let go
+        (None: each must be in a block still held)."""
+        out = np.empty(len(index), dtype=self.dtypes[name])
+        for block, at in self._by_block(index):
+            arrays = self.blocks[block]
+            if arrays is not None:
+                out[at] = arrays[name][index[at] - self.bases[block]]
+            elif gone is None:
+                raise LookupError(f"request {int(index[at][0])}: its block was let go")
+            else:
+                out[at] = gone
+        return out
+
+    def put(self, name: str, index: np.ndarray, value: object) -> None:
+        """Set the ``name`` value of requests ``index`` (each in a block still held)."""
         for block, at in self._by_block(index):
             arrays = self.blocks[block]
             if arrays is None:
                 raise LookupError(f"request {int(index[at][0])}: its block was let go")
-            out[at] = arrays[name][index[at] - self.bases[block]]
-        return out
+            arrays[name][index[at] - self.bases[block]] = value
 
     def done(self, index: np.ndarray) -> None:
         """Requests ``index`` are written (each once): a block with none left is let go."""
@@ -71,10 +87,11 @@ class RequestBlocks:
         out = {}
         for name in self.names:
             values = None if known is None else known.get(name)
+            dtype = self.dtypes[name]
             out[name] = (
-                np.full(self.size, -1, dtype=np.int64)
+                np.full(self.size, -1, dtype=dtype)
                 if values is None
-                else np.asarray(values, dtype=np.int64).copy()
+                else np.asarray(values, dtype=dtype).copy()
             )
         for base, arrays in self.held():
             for name in self.names:

@@ -190,7 +190,7 @@ def read_rows_back(
         return
     if writer is None:
         raise ValueError("the run's rows are in a records file, and it has none")
-    n = len(collected.owner)
+    n = collected.num_requests
     rows = read_back(writer.path, n, writer.kept_rows, writer.kept_events, values)
     with_rows(collected, rows)
 

@@ -196,9 +196,9 @@ class DurationBlocks:
     ) -> None:
         self.config, self.schedule, self.num_workers = config, schedule, num_workers
         self.block_size = block_size(config)
-        self.ledger = RequestBlocks(
-            scheduled_ns=prepared.scheduled_ns,
-            input_tokens=prepared.dataset.prompt_lens,
+        self.ledger = RequestBlocks(  # int64 each, as the records file's writer keeps them
+            scheduled_ns=np.asarray(prepared.scheduled_ns, dtype=np.int64),
+            input_tokens=np.asarray(prepared.dataset.prompt_lens, dtype=np.int64),
             input_sequences=_sequences(config, prepared),
         )
         if writer is not None:

@@ -1,7 +1,8 @@
 """A --duration run's coordinator holds the same memory at its end as after its first seconds:
-what grows with the run is a few arrays per request (its schedule and lengths, its worker and
-whether one reported it: about 35 bytes), never its rows (the records file keeps them, read
-back at the end) nor its token events.
+nothing per request grows with the run (each request's schedule offset, lengths, worker and
+whether one reported it are held a block at a time, let go once the block is answered; a few
+numbers per block remain), nor its rows (the records file keeps them, read back at the end)
+nor its token events.
 
 The short form of ``scripts/bench/soak_memory.py``'s hour: a real run (real CLI, workers and
 mock server) whose coordinator is this process, its Python-visible memory read with tracemalloc
@@ -28,9 +29,10 @@ EVENTS_PER_REQUEST = 400
 RUN = ["--mock", "--mock-itl-ms", "1", "--workers", "2", "--random-input-len", "16",
        "--random-output-len", str(EVENTS_PER_REQUEST), "--ignore-eos", "--request-rate", "50",
        "--duration", "10s", "--duration-block", "128", "--no-save-records"]  # fmt: skip
-# Bytes a finished request may add to the coordinator's traced memory: the run's per-request
-# arrays, about 35 bytes, lost in the +-50 KB of the blocks of prompts that come and go
-# (measured with each row kept too: -105 and -81 bytes a request; 3,429 with the events kept).
+# Bytes a finished request may add to the coordinator's traced memory: none is kept per
+# request, and what a block leaves (a few numbers) is lost in the +-50 KB of the blocks of
+# prompts that come and go (measured with each row kept too: -105 and -81 bytes a request;
+# 3,429 with the events kept).
 ROW_BYTES_BOUND = 1000
 
 

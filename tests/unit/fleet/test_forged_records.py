@@ -26,6 +26,18 @@ from workers.protocol import (
 OWNER = np.array([0, 1, 0, 1, -1], dtype=np.int16)
 
 
+def looked_up(batch: np.ndarray, received: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What the collector says of the batch's rows (``Collector.look_up``) where OWNER says
+    each request's worker and ``received`` which were reported."""
+    index = batch["index"].astype(np.int64)
+    inside = (index >= 0) & (index < len(OWNER))
+    owner = np.full(len(index), -1, dtype=np.int16)
+    owner[inside] = OWNER[index[inside]]
+    seen = np.zeros(len(index), dtype=bool)
+    seen[inside] = received[index[inside]]
+    return owner, seen
+
+
 def rows(*spec: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """A batch of (index, n_events) rows and their events (index * 100 + k, for each k)."""
     batch = np.zeros(len(spec), dtype=RECORD_DTYPE)
@@ -40,7 +52,7 @@ def test_a_worker_reports_its_own_requests_untouched():
     batch, events = rows((0, 2), (2, 1))
     received = np.zeros(len(OWNER), dtype=bool)
     (kept, kept_events, errors, _), why = screen_batch(
-        0, batch, events, {2: "HTTP 500"}, {}, OWNER, received
+        0, batch, events, {2: "HTTP 500"}, {}, *looked_up(batch, received)
     )
     assert why == []
     assert kept is batch and kept_events is events and errors == {2: "HTTP 500"}
@@ -51,7 +63,7 @@ def test_rows_of_another_shard_or_outside_the_run_are_removed(foreign):
     batch, events = rows((0, 2), (foreign, 3), (2, 1))
     received = np.zeros(len(OWNER), dtype=bool)
     (kept, kept_events, errors, texts), why = screen_batch(
-        0, batch, events, {foreign: "forged"}, {foreign: "text"}, OWNER, received
+        0, batch, events, {foreign: "forged"}, {foreign: "text"}, *looked_up(batch, received)
     )
     assert kept["index"].tolist() == [0, 2]
     assert kept_events.tolist() == [0, 1, 200]
@@ -63,7 +75,9 @@ def test_a_request_reported_again_with_fewer_events_is_removed():
     received = np.zeros(len(OWNER), dtype=bool)
     received[0] = True  # an earlier batch reported request 0 with 2 events
     batch, events = rows((0, 1), (2, 3), (2, 1))  # 0 again, and 2 twice in this batch
-    (kept, kept_events, _, _), why = screen_batch(0, batch, events, {}, {}, OWNER, received)
+    (kept, kept_events, _, _), why = screen_batch(
+        0, batch, events, {}, {}, *looked_up(batch, received)
+    )
     assert kept["index"].tolist() == [2]
     assert kept_events.tolist() == [200, 201, 202]  # the first report of request 2 stands
     assert why == ["worker 0's records of 2 requests already reported (index 0, 2)"]
@@ -73,7 +87,7 @@ def test_errors_for_no_row_of_the_batch_are_removed():
     batch, events = rows((0, 1))
     received = np.zeros(len(OWNER), dtype=bool)
     (_, _, errors, _), why = screen_batch(
-        0, batch, events, {0: "ok", 2: "forged"}, {}, OWNER, received
+        0, batch, events, {0: "ok", 2: "forged"}, {}, *looked_up(batch, received)
     )
     assert errors == {0: "ok"}
     assert why == ["worker 0's records of 1 errors or texts of no row in the batch (index 2)"]
@@ -118,7 +132,7 @@ def done(pool: WorkerPool) -> list:
 def collect(pool: WorkerPool, workers: set[int], owner: np.ndarray, observers=()):
     """The pool's collect loop over what ``pool._recv`` hands it; the run's records."""
     collector = Collector(workers, owner)
-    run = _Collecting(set(workers), owner, collector, [collector, *observers], {})
+    run = _Collecting(set(workers), collector, [collector, *observers], {})
     asyncio.run(pool._collect(run))
     return collector.collected(0, 1, interrupted=pool.stop_requested)
 
@@ -269,3 +283,25 @@ def test_the_collector_fails_what_was_not_reported_naming_why():
         3: "lost: worker 1 was lost: its process exited; worker 2 failed: boom",
     }
     assert collected.event_ns.tolist() == [0, 1]
+
+
+def test_a_block_whose_requests_are_all_reported_is_let_go_and_a_later_row_is_a_repeat():
+    collector = Collector([0, 1], np.array([0, 1], dtype=np.int16))
+    collector.extend(np.array([1, 0, 1], dtype=np.int16))  # a top-up block: requests 2 to 4
+    for worker, index in ((0, 0), (1, 1), (1, 2)):
+        batch, events = rows((index, 1))
+        collector.batch(RecordBatch(worker, batch, events, {}, {}))
+    assert [base for base, _ in collector.requests.held()] == [2]  # block 0: all reported
+    batch, events = rows((0, 1), (3, 1), (2, 1), (4, 1), (9, 1))
+    owner, seen = collector.look_up(1, batch["index"])
+    assert owner.tolist() == [1, 0, 1, 1, -1] and seen.tolist() == [True, False, True, False, False]
+    (kept, _, _, _), why = screen_batch(1, batch, events, {}, {}, owner, seen)
+    assert kept["index"].tolist() == [4]
+    assert why == [
+        "worker 1's records of 2 requests that are not in its shard (index 3, 9)",
+        "worker 1's records of 2 requests already reported (index 0, 2)",
+    ]
+    collector.lost(0, "worker 0 vanished")
+    collected = collector.collected(0, 1, interrupted=False)
+    assert collected.worker.tolist() == [0, 1, 1, -1, -1]
+    assert collected.errors == {3: "lost: worker 0 vanished", 4: "lost: worker 0 vanished"}

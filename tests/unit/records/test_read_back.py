@@ -63,7 +63,7 @@ def same_as_in_memory(path: str, out: Any) -> None:
     assert collector.records.nbytes == 0 and not collector.errors and not collector.batches
     got = collector.collected(0, 2, interrupted=False)
     assert got.rows_in_file and len(got.records) == 0
-    with_rows(got, read_back(path, len(got.owner), out.kept_rows, out.kept_events))
+    with_rows(got, read_back(path, got.num_requests, out.kept_rows, out.kept_events))
     assert not got.rows_in_file
     assert got.records.tobytes() == want.records.tobytes()  # NaN and -1 included
     assert got.worker.tolist() == want.worker.tolist() == [0, 0, -1, 0, 0, 1]
