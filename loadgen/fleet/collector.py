@@ -126,6 +126,8 @@ class Collector(BatchObserver):
         run) and whether a worker reported it before (screen_records.screen_batch). A request
         of a block let go was reported, as each of the block's was: its row is a repeat."""
         index = np.asarray(index, dtype=np.int64)
+        if len(index) and int(index.min()) >= 0 and int(index.max()) < self.size:  # (always)
+            return self.requests.take("owner", index, gone=worker), self.received(index)
         inside = (index >= 0) & (index < self.size)
         owner = np.full(len(index), -1, dtype=np.int16)
         seen = np.zeros(len(index), dtype=bool)
@@ -137,8 +139,7 @@ class Collector(BatchObserver):
         """Note a screened batch's requests as reported; keep its rows, events, errors and
         texts unless the records file does."""
         rows = batch.rows
-        self.requests.put("received", rows["index"], True)
-        self.requests.done(rows["index"])
+        self.requests.done(rows["index"], received=True)
         if self.rows_in_file:
             return False
         self.records[rows["index"]] = rows

@@ -14,9 +14,13 @@ once each of its requests is reported.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 
 import numpy as np
+
+# Which of a lookup's requests lie in one block: all of them (None), or a mask.
+Where = np.ndarray | None
 
 
 class RequestBlocks:
@@ -49,29 +53,35 @@ class RequestBlocks:
     def take(self, name: str, index: np.ndarray, gone: object = None) -> np.ndarray:
         """The ``name`` values of requests ``index``: ``gone`` for those of a block let go
         (None: each must be in a block still held)."""
-        out = np.empty(len(index), dtype=self.dtypes[name])
-        for block, at in self._by_block(index):
+        located = self._by_block(index)
+        if len(located) == 1:  # (nearly always) one block: no copy through ``out``
+            block, _ = located[0]
             arrays = self.blocks[block]
             if arrays is not None:
-                out[at] = arrays[name][index[at] - self.bases[block]]
+                return arrays[name][index - self.bases[block]]
+        out = np.empty(len(index), dtype=self.dtypes[name])
+        for block, at in located:
+            arrays = self.blocks[block]
+            mine = index if at is None else index[at]
+            if arrays is not None:
+                out[_all(at)] = arrays[name][mine - self.bases[block]]
             elif gone is None:
-                raise LookupError(f"request {int(index[at][0])}: its block was let go")
+                raise LookupError(f"request {int(mine[0])}: its block was let go")
             else:
-                out[at] = gone
+                out[_all(at)] = gone
         return out
 
-    def put(self, name: str, index: np.ndarray, value: object) -> None:
-        """Set the ``name`` value of requests ``index`` (each in a block still held)."""
+    def done(self, index: np.ndarray, **values: object) -> None:
+        """Requests ``index`` are done (each once), their ``values`` set first: a block with
+        none left is let go."""
         for block, at in self._by_block(index):
             arrays = self.blocks[block]
+            mine = index if at is None else index[at]
             if arrays is None:
-                raise LookupError(f"request {int(index[at][0])}: its block was let go")
-            arrays[name][index[at] - self.bases[block]] = value
-
-    def done(self, index: np.ndarray) -> None:
-        """Requests ``index`` are written (each once): a block with none left is let go."""
-        for block, at in self._by_block(index):
-            self.left[block] -= len(index) if isinstance(at, slice) else int(at.sum())
+                raise LookupError(f"request {int(mine[0])}: its block was let go")
+            for name, value in values.items():
+                arrays[name][mine - self.bases[block]] = value
+            self.left[block] -= len(mine)
             if self.left[block] <= 0:
                 self.blocks[block] = None
 
@@ -98,16 +108,21 @@ class RequestBlocks:
                 out[name][base : base + len(arrays[name])] = arrays[name]
         return out
 
-    def _by_block(self, index: np.ndarray) -> Iterator[tuple[int, np.ndarray | slice]]:
+    def _by_block(self, index: np.ndarray) -> list[tuple[int, Where]]:
         """(block, which of ``index`` lie in it) for each block ``index`` touches."""
         if not len(index):
-            return
-        if int(index.min()) < 0 or int(index.max()) >= self.size:
-            raise LookupError(f"requests {int(index.min())}..{int(index.max())}: not the run's")
+            return []
+        low, high = int(index.min()), int(index.max())
+        if low < 0 or high >= self.size:
+            raise LookupError(f"requests {low}..{high}: not the run's")
+        # (an empty block shares its base with the next: bisect_right finds the next)
+        first = bisect.bisect_right(self.bases, low) - 1
+        if first == bisect.bisect_right(self.bases, high) - 1:  # nearly always: one block
+            return [(first, None)]
         blocks = np.searchsorted(self._starts, index, side="right") - 1
-        first, last = int(blocks.min()), int(blocks.max())
-        if first == last:  # a batch's requests are nearly always of one block
-            yield first, slice(None)
-            return
-        for block in np.unique(blocks):
-            yield int(block), blocks == block
+        return [(int(block), blocks == block) for block in np.unique(blocks)]
+
+
+def _all(at: Where) -> np.ndarray | slice:
+    """``at`` as an index: every position where it is None."""
+    return slice(None) if at is None else at
