@@ -7,6 +7,7 @@ what the workers reported and the end together as the ``RunRecords`` every repor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -37,6 +38,10 @@ from loadgen.schedule import schedule_hash
 from loadgen.session.prepare import Prepared
 
 log = logging.getLogger(__name__)
+
+# A run's records file writes the batches that come within this of each other as one
+# (loadgen/records/arrow_file.py says why): a crash loses at most this much of the run.
+WRITE_EVERY_S = 1.0
 
 
 def saves_records(config: RunConfig) -> bool:
@@ -95,6 +100,7 @@ def records_writer(
         prepared.turns.frame(np.arange(prepared.num_requests)) if prepared.turns else None,
         audio_seconds(prepared.dataset.audios),
         temporary=not saved,
+        write_every_s=WRITE_EVERY_S,
     )
 
 
@@ -190,6 +196,7 @@ def read_rows_back(
         return
     if writer is None:
         raise ValueError("the run's rows are in a records file, and it has none")
+    writer.flush()  # (ToRecordsFile.end has: every batch is in)
     n = collected.num_requests
     rows = read_back(writer.path, n, writer.kept_rows, writer.kept_events, values)
     with_rows(collected, rows)
@@ -221,16 +228,34 @@ def finish_records(
 
 
 class ToRecordsFile(BatchObserver):
-    """The records file as one of the run's observers: each batch written as it arrives."""
+    """The records file as one of the run's observers: each batch written within the
+    writer's ``write_every_s`` of its arrival (one timer for the batches of that time, on
+    the run's loop)."""
 
     def __init__(self, writer: RecordsWriter) -> None:
         self.writer = writer
+        self.timer: asyncio.TimerHandle | None = None
 
     def start(self, t0_ns: int, t0_wall: str, connections: int) -> None:
         """The run's start, in the file before its first batch."""
         self.writer.start(t0_ns, t0_wall, connections)
 
     def batch(self, batch: RecordBatch) -> bool:
-        """One batch, written (unbuffered)."""
+        """One batch, written now or with the others of its second (``flush``)."""
         self.writer.write(batch.worker, batch.rows, batch.events, batch.errors, batch.texts)
+        if self.writer.pending and self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(
+                self.writer.write_every_s, self.flush
+            )
         return False
+
+    def flush(self) -> None:
+        """The batches of the last ``write_every_s``, written."""
+        self.timer = None
+        self.writer.flush()
+
+    def end(self) -> None:
+        """Every batch is in: the last written."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.flush()

@@ -21,10 +21,10 @@ from loadgen.cli.compare import compare_command
 from loadgen.cli.report import report_command
 from loadgen.records.arrow_file import END_KEY, MAGIC_LEN
 
-# 300 requests a second: the records come in some 40 batches of ~3 KB (sent all at once, they
-# may come in one or two), so there are batches to cut between and a disk fills after some.
+# 100 requests a second: the file writes the batches of each second as one (~20 KB), so a run
+# of 300 has batches to cut between and a disk fills after its first.
 RUN = ["--mock", "--workers", "2", "--random-input-len", "16", "--random-output-len", "16",
-       "--request-rate", "300", "--disable-tqdm", "--save-result"]  # fmt: skip
+       "--request-rate", "100", "--disable-tqdm", "--save-result"]  # fmt: skip
 
 
 def batch_ends(data: bytes) -> list[tuple[int, int]]:
