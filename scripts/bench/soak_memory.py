@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+import pyarrow.ipc as ipc
 from common import loadgen_command, machine_line, mock_server
 
 from loadgen.records.read import read_records
@@ -168,6 +169,7 @@ def main() -> None:
             print(f"{now - started:8.0f} {here / MB:13.1f} {worker_rss(coordinator) / MB:15.1f} "
                   f"{share:12.1f}{'' if in_run else '  (run over: the report)'}",
                   flush=True)  # fmt: skip
+        exited = time.monotonic()
         output = log.read_text()
         if proc.returncode != 0:
             sys.exit(f"loadgen run exited {proc.returncode}:\n{output[-2000:]}")
@@ -175,10 +177,15 @@ def main() -> None:
         result = json.loads(result_path.read_text())
         (records,) = Path(workdir).glob("*.records.arrow")
         records_mb = records.stat().st_size / MB
+        with ipc.open_file(str(records)) as file:
+            batches = file.num_record_batches
         minutes = minute_table(records)
     print(f"run: {result['completed']:,} completed, {result['total_output_tokens']:,} output "
           f"tokens in {result['duration']:.0f} s; records file {records_mb:.1f} MB; coordinator "
           f"peak RSS {peak / MB:.1f} MB (the report included)")  # fmt: skip
+    past = exited - started - args.duration
+    print(f"records file: {batches:,} Arrow batches; the process ran {past:.1f} s past "
+          "--duration (its start-up, the last answers, the read-back, the report)")  # fmt: skip
     if len(samples) >= 4:
         t = np.array([s[0] for s in samples])
         mb = np.array([s[1] for s in samples]) / MB
