@@ -12,8 +12,9 @@ ingest is all that is measured. Three modes, interleaved, ``--repeat`` times:
 - **floor**: a bare ROUTER with the same CurveZMQ that only counts frames (no decode, no
   aggregation): the transport's ceiling on this machine, measured in the same run;
 - **bare**: ``pool.run`` with no records file and no live view;
-- **full**: as a run has it: the records file (``RecordsWriter``) and the live view (plain
-  mode to a string buffer, so it folds every batch and draws every 5 s).
+- **full**: as a run has it: the records file (``RecordsWriter``, a second's batches written
+  as one) and the live view (plain mode to a string buffer, so it folds every batch and draws
+  every 5 s).
 
 From START to the run's return: token events and requests per second of wall time, the
 coordinator's CPU split into its main thread (``time.thread_time_ns``: decoding, accounting,
@@ -172,7 +173,7 @@ async def pool_run(
     from loadgen.records.arrow_file import RecordsWriter
     from loadgen.records.model import RunStart
     from loadgen.session.live_view import LiveView
-    from loadgen.session.records import ToRecordsFile
+    from loadgen.session.records import WRITE_EVERY_S, ToRecordsFile
 
     coordinator_keys, worker_keys = new_keys()
     pool = WorkerPool(0, listen=Listen("127.0.0.1", 0, workers, coordinator_keys))
@@ -208,7 +209,9 @@ async def pool_run(
         )
         path = directory / "ingest.records.arrow"
         ones = np.ones(requests, dtype=np.int64)
-        sink = RecordsWriter(str(path), start, scheduled, ones * 128, ones, None)
+        sink = RecordsWriter(
+            str(path), start, scheduled, ones * 128, ones, None, write_every_s=WRITE_EVERY_S
+        )
         view = LiveView(requests, scheduled, None, disabled=False, stream=io.StringIO())
         assert view.mode == "plain"
     marks: dict[str, int] = {}
