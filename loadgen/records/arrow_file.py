@@ -301,7 +301,9 @@ class RecordsWriter:
         index = rows["index"]
         offsets = np.concatenate(([0], np.cumsum(rows["n_events"], dtype=np.int32)))
         prefix = self.request_id_prefix
-        scheduled = self.values.take("scheduled_ns", index)
+        # -1 for a request whose values went with its block, written before: only the lost
+        # rows of a file damaged under the run (its rows not read back) can be one.
+        scheduled = self.values.take("scheduled_ns", index, gone=-1)
         no_turn = np.ones(len(index), dtype=bool)
         conversation = turn = np.zeros(len(index), dtype=np.int64)
         if self.turns is not None:
@@ -323,9 +325,11 @@ class RecordsWriter:
             "events_ns": pa.ListArray.from_arrays(
                 _numbers(offsets, pa.int32()), _numbers(event_ns, pa.int64())
             ),
-            "input_tokens": _numbers(self.values.take("input_tokens", index), "input_tokens"),
+            "input_tokens": _numbers(
+                self.values.take("input_tokens", index, gone=-1), "input_tokens"
+            ),
             "input_sequences": _numbers(
-                self.values.take("input_sequences", index), "input_sequences"
+                self.values.take("input_sequences", index, gone=-1), "input_sequences"
             ),
             "error": _texts_at(index, errors),
             "text": _texts_at(index, texts),
