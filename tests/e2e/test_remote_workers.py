@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import hang_guard, slowdown, startup_s, startups
+from helpers import hang_guard, slowdown, startups
 from netns import VethPair, in_ns, skip_unless_netns, veth_pair
 
 from workers.keys import WorkerKeys, new_keys, read_keys, write_keys
@@ -217,10 +217,11 @@ def test_a_worker_cut_off_mid_run_fails_its_requests_and_the_run_completes(
     )  # fmt: skip
     try:
         assert coord.stdout is not None
-        wait_for_line(coord.stdout, "joined")
-        # t0 follows within a start-up of the CLI (about a second on a quiet machine); this is
-        # mid-run (the run takes 5 s at its rate).
-        time.sleep(1.0 + startup_s())
+        # The traffic lines come as the timed run starts (its records file, the shards and
+        # t0 follow within a fraction of a second): 1.5 s later is mid-run, whatever the
+        # machine's load did to the start-up before (the run takes 5 s at its rate).
+        wait_for_line(coord.stdout, "Traffic request rate")
+        time.sleep(1.5)
         hosts.pair.cut()
         cut_at = time.monotonic()
         assert remote.wait(timeout=hang_guard(20)) == 3  # it lost the coordinator in turn
