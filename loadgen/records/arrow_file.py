@@ -179,6 +179,9 @@ class RecordsWriter:
         # Buffered, and flushed after each batch: one write() per batch, on disk once written.
         self._file = pa.BufferedOutputStream(pa.OSFile(self.path, "wb"), 1 << 20)
         self._writer = ipc.new_file(self._file, self._schema)
+        # On disk before the first batch (up to a second later): a run killed before it
+        # leaves a file that says so, not an empty one.
+        self._file.flush()
 
     def write(
         self,
