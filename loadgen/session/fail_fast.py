@@ -62,9 +62,9 @@ class FirstFailures:
 
 class FailFast(BatchObserver):
     """Fail fast as the run's stop rule, in front of the records file (``then``): the first
-    requests are judged before ``then`` sees them (writing a batch costs the records file about
-    a millisecond, so a run of failures stops within milliseconds of the FIRST-th), and once
-    they are judged every batch goes on to ``then`` as it arrives."""
+    requests are judged before ``then`` sees them (a run of failures stops within
+    milliseconds of the FIRST-th, before the file spends anything on them), and once they are
+    judged every batch goes on to ``then`` as it arrives."""
 
     def __init__(self, num_requests: int, then: BatchObserver) -> None:
         self.first = FirstFailures(num_requests)

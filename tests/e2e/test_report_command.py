@@ -209,3 +209,21 @@ def test_writing_records_never_imports_pandas(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_a_duration_run_whose_blocks_were_let_go_is_rebuilt_exactly(tmp_path: Path) -> None:
+    # Blocks of 8 at 40 req/s for 2 s: each block's offsets and lengths are let go once its
+    # rows are written, and the live report reads them back from the file at the end.
+    live_dir = tmp_path / "live"
+    proc = run_in_process(
+        "--mock", "--mock-ttft-ms", "5", "--mock-itl-ms", "1", "--workers", "2", *SMALL,
+        "--duration", "2", "--duration-block", "8", "--request-rate", "40", "--seed", "5",
+        "--save-result", "--save-detailed", "--disable-tqdm", "--result-dir", str(live_dir),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rebuilt = assert_rebuilt(live_dir, proc.stdout, tmp_path, "--save-detailed")
+    assert rebuilt["num_prompts"] > 8 * 4  # many blocks
+    # The offsets read back are the schedule's: a send is late by the dispatcher's lag, not
+    # by an offset of -1 (a lost value would put every request seconds late).
+    assert 0 <= rebuilt["loadgen"]["send_lag_ms"]["max"] < 1000
+    assert rebuilt["total_input_tokens"] > 0

@@ -102,6 +102,30 @@ def writer(path: Path, **start_changes: object) -> RecordsWriter:
     )
 
 
+def collected_of(
+    batches: list[tuple[int, np.ndarray]], errors: dict[int, str], texts: dict[int, str]
+) -> Collected:
+    """The run's Collected of N requests after ``batches`` (worker, rows) were reported:
+    the others unsent rows of no worker."""
+    records = np.zeros(N, dtype=RECORD_DTYPE)
+    records[:] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
+    records["index"] = np.arange(N)
+    worker = np.full(N, -1, dtype=np.int16)
+    for w, batch in batches:
+        records[batch["index"]] = batch
+        worker[batch["index"]] = w
+    return Collected(
+        records=records,
+        event_ns=np.zeros(0, np.int64),
+        event_offsets=np.zeros(N + 1, np.int64),
+        errors=errors,
+        texts=texts,
+        t0_ns=123_456,
+        connections=8,
+        worker=worker,
+    )
+
+
 def write_run(path: Path) -> tuple[list[np.ndarray], Collected, RunEnd]:
     """Requests 3, 0, 1 from worker 0 and 4 from worker 1 (two batches); 2 and 5 lost."""
     out = writer(path)
@@ -109,22 +133,12 @@ def write_run(path: Path) -> tuple[list[np.ndarray], Collected, RunEnd]:
     first, second = rows([3, 0, 1], 4), rows([4], 2)
     out.write(0, first, events(first), {1: "boom"}, {1: "some text"})
     out.write(1, second, events(second), {}, {})
-    records = np.zeros(N, dtype=RECORD_DTYPE)
-    records[:] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
-    records["index"] = np.arange(N)
-    for batch in (first, second):
-        records[batch["index"]] = batch
-    worker = np.array([0, 0, -1, 0, 1, -1], dtype=np.int16)
-    collected = Collected(
-        records=records,
-        event_ns=np.zeros(0, np.int64),
-        event_offsets=np.zeros(N + 1, np.int64),
+    collected = collected_of(
+        [(0, first), (1, second)],
         errors={1: "boom", 2: "lost: worker 1 died", 5: "lost: worker 1 died"},
         texts={1: "some text"},
-        t0_ns=123_456,
-        connections=8,
-        worker=worker,
     )
+    assert collected.worker.tolist() == [0, 0, -1, 0, 1, -1]
     run_end = end(np.array([4, 3, 0, 4, 2, 0], dtype=np.int64))
     out.finish(collected, run_end)
     return [first, second], collected, run_end

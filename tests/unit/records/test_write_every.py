@@ -11,16 +11,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.ipc as ipc
 import pytest
-from test_records_file import end, events, rows, start
+from test_records_file import collected_of, end, events, rows, start
 
 from loadgen.fleet.collector import RecordBatch
 from loadgen.records import arrow_file
 from loadgen.records.arrow_file import RecordsWriter
-from loadgen.records.collected import Collected
 from loadgen.records.event_source import materialized
 from loadgen.records.read import read_records
 from loadgen.session.records import ToRecordsFile
-from workers.protocol import RECORD_DTYPE, UNSENT_ROW
 
 N = 6
 
@@ -47,22 +45,10 @@ BATCHES = [  # (worker, rows, errors, texts): requests 2 and 5 never reported
 
 
 def finished(out: RecordsWriter) -> None:
-    records = np.zeros(N, dtype=RECORD_DTYPE)
-    records[:] = np.array(UNSENT_ROW, dtype=RECORD_DTYPE)
-    records["index"] = np.arange(N)
-    worker = np.full(N, -1, dtype=np.int16)
-    for w, batch, _, _ in BATCHES:
-        records[batch["index"]] = batch
-        worker[batch["index"]] = w
-    collected = Collected(
-        records=records,
-        event_ns=np.zeros(0, np.int64),
-        event_offsets=np.zeros(N + 1, np.int64),
+    collected = collected_of(
+        [(w, batch) for w, batch, _, _ in BATCHES],
         errors={0: "boom", 2: "lost: gone", 5: "lost: gone"},
         texts={4: "some text"},
-        t0_ns=123_456,
-        connections=8,
-        worker=worker,
     )
     out.finish(collected, end(np.zeros(N, np.int64)))
 
